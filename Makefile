@@ -1,0 +1,372 @@
+# stackhouse: build system (GNU make). `make help` lists the targets.
+#
+# Build configurations, each in build/<cfg>/ (objects in build/<cfg>/obj/):
+#   release  -O2 -g -fPIC              libstackhouse.a, libstackhouse.so.*, benches, examples
+#   asan     ASan + UBSan              libstackhouse.a, tests
+#   tsan     ThreadSanitizer           libstackhouse.a, the tests in TSAN_TESTS
+#   cov      -O0 --coverage            libstackhouse.a, tests (for `make coverage`)
+# Every object also depends on build/<cfg>/.flags, so changing CC or flags
+# (e.g. `make CC=clang`) rebuilds that configuration.
+
+SHELL := bash
+.DEFAULT_GOAL := all
+.SUFFIXES:
+.DELETE_ON_ERROR:
+# Keep every object: test/bench/example objects are reached through pattern
+# rules only, and make would otherwise delete them as intermediates.
+.SECONDARY:
+
+VERSION := 0.1.0
+SOMAJOR := 0
+
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+
+# Sub-makes of test/sim/coverage/bench build with -j$(NPROC) unless -j was given.
+NPROC   := $(shell nproc 2>/dev/null || echo 1)
+PAR      = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
+SUBMAKE  = $(MAKE) --no-print-directory $(PAR)
+
+# V=1 shows the full commands.
+ifeq ($(V),1)
+Q :=
+say :=
+else
+Q := @
+say = @printf '  %-15s %s\n' '$(1)' '$(2)'
+endif
+
+# ---------------------------------------------------------------- sources ---
+
+PUBLIC_HEADERS    := $(wildcard include/stackhouse/*.h)
+CORE_SRCS         := $(wildcard core/*.c)
+EPOLL_SRCS        := $(wildcard backend-epoll/*.c)
+SIM_SRCS          := $(wildcard backend-sim/*.c)
+LIB_SRCS          := $(CORE_SRCS) $(EPOLL_SRCS)
+# libstackhouse-sim.a (core + simulator backend, -DSH_SIM) only once backend-sim/ has sources.
+SIMLIB_SRCS       := $(if $(SIM_SRCS),$(CORE_SRCS) $(SIM_SRCS))
+
+ALL_TESTS         := $(sort $(basename $(notdir $(wildcard tests/test_*.c))))
+BENCH_NAMES       := $(sort $(basename $(notdir $(wildcard bench/*.c))))
+BENCH_COMMON_SRCS := $(wildcard bench/common/*.c)
+EXAMPLE_NAMES     := $(sort $(basename $(notdir $(wildcard examples/*.c))))
+
+# ------------------------------------------------------------------ tests ---
+
+# Tests to build and run (default: all). E.g. `make test TESTS="test_pool test_wheel"`.
+TESTS := $(ALL_TESTS)
+# Tests that also build and run under ThreadSanitizer. Names or make patterns.
+# To add one: append its name here (e.g. `test_wheel`).
+TSAN_TESTS := test_e2e_% test_pool test_mailbox test_plat_epoll
+E2E_TESTS   = $(filter test_e2e_%,$(TESTS))
+TESTS_asan   = $(TESTS)
+TESTS_tsan   = $(filter $(TSAN_TESTS),$(TESTS))
+TESTS_cov    = $(TESTS)
+TESTS_release = $(TESTS)
+
+TEST_TIMEOUT := 300
+# Extra libraries: TEST_LDLIBS for every test, LDLIBS_<name> for one program
+# (test, bench or example), e.g. `LDLIBS_test_faults := -lfiu`.
+TEST_LDLIBS  :=
+BENCH_LDLIBS :=
+BENCH_LDFLAGS :=
+
+# tools/tsan.supp is used only if it exists (add it only for a real, explained false positive).
+TSAN_SUPP   := $(wildcard tools/tsan.supp)
+RUN_ENV_asan := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1 \
+                UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+RUN_ENV_tsan := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1$(if $(TSAN_SUPP),:suppressions=$(abspath $(TSAN_SUPP)))
+RUN_ENV_cov  :=
+RUN_ENV_release :=
+
+# ------------------------------------------------------------------ flags ---
+
+WARN_CFLAGS   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+COMMON_CFLAGS := -std=gnu11 $(WARN_CFLAGS) -pthread -D_GNU_SOURCE -MMD -MP
+
+CONFIGS := release asan tsan cov
+
+release_CFLAGS  := -O2 -g -fPIC
+release_LDFLAGS :=
+asan_SANITIZE   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+asan_CFLAGS     := -O1 -g $(asan_SANITIZE)
+asan_LDFLAGS    := $(asan_SANITIZE)
+tsan_CFLAGS     := -O1 -g -fsanitize=thread
+tsan_LDFLAGS    := -fsanitize=thread
+cov_CFLAGS      := -O0 -g --coverage
+cov_LDFLAGS     := --coverage
+
+# Include path by top-level directory of the source file. Examples see only
+# the public headers; everything else may include core/ headers too.
+INC_DEFAULT  := -Iinclude -Icore
+INC_tests    := -Icore -Iinclude
+INC_bench    := -Ibench/common -Iinclude -Icore
+INC_examples := -Iinclude
+incs = $(or $(INC_$(firstword $(subst /, ,$(1)))),$(INC_DEFAULT))
+
+# ------------------------------------------------------ per-config rules ---
+
+# $(call config_rules,CFG): every rule of one configuration.
+define config_rules
+$(1)_ALL_CFLAGS   = $$(COMMON_CFLAGS) $$($(1)_CFLAGS) $$(CPPFLAGS) $$(CFLAGS)
+$(1)_ALL_LDFLAGS  = -pthread $$($(1)_LDFLAGS) $$(LDFLAGS)
+$(1)_LIB_OBJS    := $$(LIB_SRCS:%.c=build/$(1)/obj/%.o)
+$(1)_SIMLIB_OBJS := $$(SIMLIB_SRCS:%.c=build/$(1)/obj-sim/%.o)
+$(1)_BENCH_COMMON_OBJS := $$(BENCH_COMMON_SRCS:%.c=build/$(1)/obj/%.o)
+
+# Rewritten only when the compiler or flags change; every object depends on it.
+build/$(1)/.flags: FORCE
+	@mkdir -p $$(@D)
+	@printf '%s\n' '$$(CC) $$($(1)_ALL_CFLAGS) $$($(1)_ALL_LDFLAGS)' > $$@.new; \
+	 if cmp -s $$@.new $$@; then rm -f $$@.new; else mv -f $$@.new $$@; fi
+
+build/$(1)/obj/%.o: %.c build/$(1)/.flags
+	@mkdir -p $$(@D)
+	$$(call say,CC $(1),$$<)
+	$(Q)$$(CC) $$(call incs,$$<) $$($(1)_ALL_CFLAGS) -c $$< -o $$@
+
+build/$(1)/obj-sim/%.o: %.c build/$(1)/.flags
+	@mkdir -p $$(@D)
+	$$(call say,CC $(1)-sim,$$<)
+	$(Q)$$(CC) $$(call incs,$$<) -DSH_SIM $$($(1)_ALL_CFLAGS) -c $$< -o $$@
+
+build/$(1)/libstackhouse.a: $$($(1)_LIB_OBJS)
+	$$(call say,AR $(1),$$@)
+	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
+
+build/$(1)/libstackhouse-sim.a: $$($(1)_SIMLIB_OBJS)
+	$$(call say,AR $(1),$$@)
+	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
+
+build/$(1)/tests/%: build/$(1)/obj/tests/%.o build/$(1)/libstackhouse.a
+	@mkdir -p $$(@D)
+	$$(call say,LD $(1),$$@)
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$< build/$(1)/libstackhouse.a \
+	    $$(LDLIBS_$$*) $$(TEST_LDLIBS) -lcmocka -lpthread $$(LDLIBS)
+
+build/$(1)/bench/%: build/$(1)/obj/bench/%.o $$($(1)_BENCH_COMMON_OBJS) build/$(1)/libstackhouse.a
+	@mkdir -p $$(@D)
+	$$(call say,LD $(1),$$@)
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) $$(BENCH_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
+	    $$(LDLIBS_$$*) $$(BENCH_LDLIBS) -lpthread $$(LDLIBS)
+
+build/$(1)/examples/%: build/$(1)/obj/examples/%.o build/$(1)/libstackhouse.a
+	@mkdir -p $$(@D)
+	$$(call say,LD $(1),$$@)
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$< build/$(1)/libstackhouse.a \
+	    $$(LDLIBS_$$*) -lpthread $$(LDLIBS)
+
+.PHONY: $(1)-lib $(1)-tests
+$(1)-lib: build/$(1)/libstackhouse.a $$(if $$(SIMLIB_SRCS),build/$(1)/libstackhouse-sim.a)
+$(1)-tests: $$(addprefix build/$(1)/tests/,$$(TESTS_$(1)))
+endef
+
+$(foreach cfg,$(CONFIGS),$(eval $(call config_rules,$(cfg))))
+
+-include $(shell find build -name '*.d' 2>/dev/null)
+
+# ---------------------------------------------------- release artefacts ---
+
+SO_REAL := libstackhouse.so.$(VERSION)
+SO_NAME := libstackhouse.so.$(SOMAJOR)
+
+build/release/$(SO_REAL): $(release_LIB_OBJS)
+	$(call say,LD release,$@)
+	$(Q)$(CC) -shared -Wl,-soname,$(SO_NAME) -Wl,--no-undefined $(release_ALL_LDFLAGS) -o $@ $^ -lpthread
+build/release/$(SO_NAME): build/release/$(SO_REAL)
+	$(Q)ln -sfn $(SO_REAL) $@
+build/release/libstackhouse.so: build/release/$(SO_NAME)
+	$(Q)ln -sfn $(SO_NAME) $@
+release-lib: build/release/libstackhouse.so
+
+.PHONY: all lib benches examples
+ifeq ($(strip $(LIB_SRCS)),)
+all lib:
+	@echo "stackhouse: no library sources yet (core/*.c, backend-epoll/*.c): nothing to build"
+else
+all: lib benches examples
+lib: release-lib
+endif
+benches: $(addprefix build/release/bench/,$(BENCH_NAMES))
+examples: $(addprefix build/release/examples/,$(EXAMPLE_NAMES))
+
+# ------------------------------------------------------------------ tools ---
+# Programs of tools/*.c go to build/bin/.
+# tools/shsim.c, the simulator driver, is compiled with -DSH_SIM and linked with
+# libstackhouse-sim.a of SIM_CFG; SHSIM_SRCS lists its sources (add scenario
+# sources here if they are compiled in). It is buildable only once backend-sim/
+# has sources. Other tools/*.c link the release library.
+
+SIM_CFG     := release
+SIM_SEEDS   := 1..200
+SHSIM_SRCS  := $(wildcard tools/shsim.c)
+SHSIM_OK    := $(and $(SHSIM_SRCS),$(SIM_SRCS))
+TOOL_NAMES  := $(filter-out shsim,$(basename $(notdir $(wildcard tools/*.c))))
+
+ifneq ($(SHSIM_OK),)
+build/bin/shsim: $(SHSIM_SRCS:%.c=build/$(SIM_CFG)/obj-sim/%.o) build/$(SIM_CFG)/libstackhouse-sim.a
+	@mkdir -p $(@D)
+	$(call say,LD $(SIM_CFG)-sim,$@)
+	$(Q)$(CC) $($(SIM_CFG)_ALL_LDFLAGS) -o $@ $(filter %.o,$^) build/$(SIM_CFG)/libstackhouse-sim.a \
+	    $(LDLIBS_shsim) -lpthread $(LDLIBS)
+endif
+
+build/bin/%: build/release/obj/tools/%.o build/release/libstackhouse.a
+	@mkdir -p $(@D)
+	$(call say,LD release,$@)
+	$(Q)$(CC) $(release_ALL_LDFLAGS) -o $@ $< build/release/libstackhouse.a $(LDLIBS_$*) -lpthread $(LDLIBS)
+
+.PHONY: tools
+tools: $(addprefix build/bin/,$(TOOL_NAMES) $(if $(SHSIM_OK),shsim))
+
+# ---------------------------------------------------------- test running ---
+
+# $(call run_tests,CFG,NAMES[,LAUNCHER]): shell code that runs each program
+# build/CFG/tests/NAME in sequence under `timeout`, prints one line per program
+# (and its output, from build/CFG/tests/NAME.log, when it fails) and counts
+# the shell variables pass and fail. A program that did not build is a failure.
+define run_tests
+for t in $(2); do \
+  bin=build/$(1)/tests/$$t; log=build/$(1)/tests/$$t.log; \
+  if [ ! -x "$$bin" ]; then \
+    printf 'FAIL  %-4s  %s  (did not build)\n' $(1) $$t; fail=$$((fail+1)); continue; \
+  fi; \
+  t0=$$SECONDS; \
+  { env $(RUN_ENV_$(1)) timeout -k 10 $(TEST_TIMEOUT) $(3) "$$bin" > "$$log" 2>&1; rc=$$?; } 2>/dev/null; \
+  dt=$$((SECONDS-t0)); \
+  if [ $$rc -eq 0 ]; then \
+    printf 'PASS  %-4s  %s  (%ss)\n' $(1) $$t $$dt; pass=$$((pass+1)); \
+  else \
+    case $$rc in \
+      124) why="timed out after $(TEST_TIMEOUT)s";; \
+      137) why="killed by SIGKILL: timeout after $(TEST_TIMEOUT)+10s, or OOM";; \
+      *) if [ $$rc -gt 128 ]; then why="killed by signal $$((rc-128))"; else why="exit status $$rc"; fi;; \
+    esac; \
+    printf 'FAIL  %-4s  %s  (%s, %ss; log: %s)\n' $(1) $$t "$$why" $$dt "$$log"; \
+    tail -n 300 "$$log" | sed 's/^/    | /'; \
+    fail=$$((fail+1)); \
+  fi; \
+done
+endef
+
+# Older TSan runtimes abort ("unexpected memory mapping") when the kernel
+# randomises mmap with more than 28 bits; run TSan programs without ASLR then.
+tsan_launcher = launch=; \
+  if [ "$$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 0)" -gt 28 ] && \
+     setarch "$$(uname -m)" -R true 2>/dev/null; then launch="setarch $$(uname -m) -R"; fi
+
+summary = echo "$$pass passed, $$fail failed"; [ $$fail -eq 0 ]
+
+# ---------------------------------------------------------------- targets ---
+
+.PHONY: deps test sim bench coverage install uninstall clean help FORCE
+FORCE:
+
+deps:
+	@bash tools/deps.sh
+
+# Build (asan from scratch) and run every test under ASan+UBSan, the
+# TSAN_TESTS under TSan, then build `all`. Exit status non-zero on any failure.
+test: deps
+	@rm -rf build/asan build/tsan
+	+@pass=0; fail=0; $(tsan_launcher); \
+	echo "== build: asan tests$(if $(TESTS_tsan), + tsan tests)"; \
+	$(SUBMAKE) -k asan-tests tsan-tests; build=$$?; \
+	echo "== run: $(words $(TESTS_asan)) test programs under ASan+UBSan"; \
+	$(call run_tests,asan,$(TESTS_asan)); \
+	echo "== run: $(words $(TESTS_tsan)) test programs under TSan"; \
+	$(call run_tests,tsan,$(TESTS_tsan),$$launch); \
+	echo "== build: release (make all)"; \
+	if ! $(SUBMAKE) all; then printf 'FAIL  release build (make all)\n'; fail=$$((fail+1)); fi; \
+	if [ $$build -ne 0 ] && [ $$fail -eq 0 ]; then printf 'FAIL  test build\n'; fail=$$((fail+1)); fi; \
+	$(summary)
+
+# Deterministic simulation. Until tools/shsim.c and backend-sim/*.c exist, the
+# end-to-end tests on the epoll backend are the only scenarios there are.
+sim: deps
+ifneq ($(SHSIM_OK),)
+	+@$(SUBMAKE) build/bin/shsim
+	build/bin/shsim sweep all --seeds $(SIM_SEEDS)
+else
+	@echo "sim: the simulator backend is not built yet (needs backend-sim/*.c and tools/shsim.c): no simulated runs."
+	@echo "sim: running the end-to-end scenarios available so far (tests/test_e2e_*) on the epoll backend, asan build."
+	+@pass=0; fail=0; \
+	$(if $(E2E_TESTS),$(SUBMAKE) -k $(addprefix build/asan/tests/,$(E2E_TESTS));) \
+	$(call run_tests,asan,$(E2E_TESTS)); \
+	$(summary)
+endif
+
+bench:
+	+@$(SUBMAKE) benches
+	@status=0; for b in $(BENCH_NAMES); do \
+	  echo "== bench $$b"; \
+	  build/release/bench/$$b || { echo "bench $$b: FAILED (exit status $$?)"; status=1; }; \
+	done; exit $$status
+
+# Line coverage of the tests (gcc: gcov; clang: llvm-cov gcov).
+LCOV := lcov --quiet --config-file coverage/lcovrc
+coverage: deps
+	@rm -rf build/cov build/coverage
+	+@pass=0; fail=0; \
+	$(SUBMAKE) -k cov-tests; build=$$?; \
+	$(call run_tests,cov,$(TESTS_cov)); \
+	mkdir -p build/coverage; gcov_tool=gcov; \
+	if $(CC) --version 2>/dev/null | grep -q clang; then \
+	  command -v llvm-cov >/dev/null || echo "coverage: clang's data needs llvm-cov (apt-get install llvm)"; \
+	  printf '#!/bin/sh\nexec llvm-cov gcov "$$@"\n' > build/coverage/llvm-gcov; \
+	  chmod +x build/coverage/llvm-gcov; gcov_tool=$$PWD/build/coverage/llvm-gcov; \
+	fi; \
+	{ $(LCOV) --gcov-tool "$$gcov_tool" --capture --directory build/cov/obj --output-file build/coverage/all.info \
+	    2>&1 | { grep -v '^Subroutine .* redefined at' || true; }; [ $${PIPESTATUS[0]} -eq 0 ]; } && \
+	$(LCOV) --extract build/coverage/all.info '*/core/*' '*/backend-*/*' --output-file build/coverage/lib.info && \
+	$(LCOV) --extract build/coverage/all.info '*/core/*' --output-file build/coverage/core.info && \
+	genhtml --quiet --config-file coverage/lcovrc --output-directory build/coverage/html build/coverage/lib.info && \
+	echo "== coverage of core/ (HTML of core/ and backends: build/coverage/html/index.html)" && \
+	lcov --config-file coverage/lcovrc --summary build/coverage/core.info || fail=$$((fail+1)); \
+	if [ $$build -ne 0 ] && [ $$fail -eq 0 ]; then fail=$$((fail+1)); fi; \
+	$(summary)
+
+# ---------------------------------------------------------------- install ---
+
+PREFIX       ?= /usr/local
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+INSTALL      ?= install
+# libdir/includedir in stackhouse.pc, relative to ${prefix} when under it.
+pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+
+install: lib
+	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/stackhouse $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	$(INSTALL) -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCLUDEDIR)/stackhouse/
+	$(INSTALL) -m 644 build/release/libstackhouse.a $(DESTDIR)$(LIBDIR)/
+	$(INSTALL) -m 755 build/release/$(SO_REAL) $(DESTDIR)$(LIBDIR)/
+	ln -sfn $(SO_REAL) $(DESTDIR)$(LIBDIR)/$(SO_NAME)
+	ln -sfn $(SO_NAME) $(DESTDIR)$(LIBDIR)/libstackhouse.so
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(call pc_dir,$(LIBDIR))|g' \
+	    -e 's|@INCLUDEDIR@|$(call pc_dir,$(INCLUDEDIR))|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    stackhouse.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/stackhouse.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/stackhouse.pc
+
+uninstall:
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/stackhouse
+	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libstackhouse.a $(SO_REAL) $(SO_NAME) libstackhouse.so) \
+	      $(DESTDIR)$(PKGCONFIGDIR)/stackhouse.pc
+
+clean:
+	rm -rf build
+
+help:
+	@echo "make [all]      release library (.a, .so), benches, examples (build/release)"
+	@echo "make deps       install missing packages (tools/deps.sh)"
+	@echo "make test       deps; asan build from scratch; every test under ASan+UBSan,"
+	@echo "                TSAN_TESTS under TSan; then make all. TESTS=\"...\" runs a subset"
+	@echo "make sim        simulator sweep (or, until it exists, the e2e tests)"
+	@echo "make bench      build and run every bench/*.c"
+	@echo "make coverage   tests in build/cov, lcov report in build/coverage/html"
+	@echo "make tools      tools/*.c into build/bin"
+	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall"
+	@echo "make clean      rm -rf build"
+	@echo "single programs: make build/<release|asan|tsan|cov>/tests/<test_x> (also bench/, examples/)"
+	@echo "variables: CC, CFLAGS, LDFLAGS, LDLIBS, LDLIBS_<prog>, TEST_LDLIBS, TEST_TIMEOUT, V=1"

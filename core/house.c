@@ -1,0 +1,294 @@
+/*
+ * ActorHouse: mailboxes, the scheduling state machine and dispatch.
+ *
+ * The put/settle handshake. A producer puts (mailbox size++, seq_cst) and
+ * then reads the state (seq_cst); the runner, when it finds nothing to do,
+ * stores WAITING (seq_cst) and then reads the sizes again (seq_cst). Under
+ * sequential consistency at least one of them sees the other's write, so a
+ * message is never left in a waiting house: either the producer sees WAITING
+ * and queues the house, or the runner sees the message and does. This is
+ * why "has messages" is settled after the drain from fresh reads, never by a
+ * flag cleared after draining (the original bug 2).
+ */
+#include "house.h"
+
+#include <assert.h>
+#include <stdlib.h>
+
+#include "msg.h"
+#include "stack.h"
+#include "system.h"
+#include "timer.h"
+#include "worker.h"
+
+static bool box_nonempty(const sh_house *h, sh_box b) { return sh_mailbox_nonempty(&h->mb[b]); }
+
+static bool stopped(const sh_house *h) {
+  /* acquire: pairs with sh_stop's release store. */
+  return atomic_load_explicit(&h->stopped, memory_order_acquire);
+}
+
+bool sh_house_has_work(const sh_house *h) {
+  if (box_nonempty(h, SH_BOX_REPLY) || box_nonempty(h, SH_BOX_EXCEPTION) ||
+      box_nonempty(h, SH_BOX_EVENT))
+    return true;
+  bool held = h->barrier && !stopped(h);
+  if (!held && (box_nonempty(h, SH_BOX_ASK) || box_nonempty(h, SH_BOX_NOTICE))) return true;
+  /* A stopped house still owes its stop hook and its pending asks' errors. */
+  return stopped(h) && h->mounted && (!h->stop_done || sh_dispatcher_count(&h->futures) > 0);
+}
+
+void sh_house_poke(sh_house *h) {
+  /* seq_cst: the load half of the put/settle handshake (file comment). */
+  int s = atomic_load_explicit(&h->state, memory_order_seq_cst);
+  SH_YIELD("house.poke");
+  if (s != SH_WAITING) return;
+  /* One winner among concurrent producers (and the runner's re-check). */
+  if (atomic_compare_exchange_strong_explicit(&h->state, &s, SH_READY, memory_order_seq_cst,
+                                              memory_order_seq_cst))
+    sh_worker_enqueue(h);
+}
+
+void sh_house_put(sh_house *h, sh_box box, sh_msg *m) {
+  uint32_t n = sh_mailbox_put(&h->mb[box], m);
+  /* Priority is decided at enqueue: a producer may raise it, only the owner
+   * lowers it (settle). relaxed: a hint read when the house is queued. */
+  if ((box == SH_BOX_REPLY && n > SH_HIGH_REPLIES) || (box == SH_BOX_EVENT && n > SH_HIGH_EVENTS))
+    atomic_store_explicit(&h->high, true, memory_order_relaxed);
+  sh_house_poke(h);
+}
+
+void sh_house_reply(sh_house *to, uint64_t id, sh_msg *reply) {
+  if (to == NULL) {
+    sh_msg_free(reply);
+    return;
+  }
+  reply->id = id;
+  reply->sender = NULL;
+  sh_house_put(to, SH_BOX_REPLY, reply);
+}
+
+void sh_house_refuse(sh_house *to, uint64_t id, int error) {
+  if (to == NULL) return;
+  sh_msg *e = sh_msg_alloc(&sh_exception_type);
+  /* Out of memory: the asker's timeout, or shutdown, ends its wait. */
+  if (e == NULL) return;
+  e->id = id;
+  e->error = error;
+  sh_house_put(to, SH_BOX_EXCEPTION, e);
+}
+
+static void update_priority(sh_house *h) {
+  bool high = sh_mailbox_size(&h->mb[SH_BOX_REPLY]) > SH_HIGH_REPLIES ||
+              sh_mailbox_size(&h->mb[SH_BOX_EVENT]) > SH_HIGH_EVENTS ||
+              sh_dispatcher_count(&h->futures) == 0;
+  atomic_store_explicit(&h->high, high, memory_order_relaxed);
+}
+
+/* After a run or a mount: requeue, or wait with the race re-check. */
+static void settle(sh_house *h) {
+  update_priority(h);
+  if (sh_house_has_work(h)) {
+    atomic_store_explicit(&h->state, SH_READY, memory_order_seq_cst);
+    sh_worker_enqueue(h);
+    return;
+  }
+  /* seq_cst: the store half of the handshake (file comment). */
+  atomic_store_explicit(&h->state, SH_WAITING, memory_order_seq_cst);
+  SH_YIELD("house.settle");
+  if (sh_house_has_work(h)) sh_house_poke(h);
+}
+
+void sh_house_mount(sh_worker *w, sh_house *h) {
+  (void)w;
+  int s = SH_CREATED;
+  atomic_compare_exchange_strong_explicit(&h->state, &s, SH_MOUNTING, memory_order_acq_rel,
+                                          memory_order_acquire);
+  assert(atomic_load_explicit(&h->state, memory_order_relaxed) == SH_MOUNTING);
+  h->mounted = true;
+  if (h->cls->mount != NULL) h->cls->mount(h->actor);
+  settle(h);
+}
+
+/* ---- dispatch -------------------------------------------------------- */
+
+static bool is_barrier(const sh_house *h, const sh_msg *m) {
+  if (m->type->flags & SH_MSG_BARRIER) return true;
+  return h->cls->barrier != NULL && h->cls->barrier(h->actor, m);
+}
+
+static void refuse_msg(sh_house *h, sh_msg *m, int error) {
+  (void)h;
+  if (m->type->kind == SH_ASK) sh_house_refuse(m->sender, m->id, error);
+  sh_msg_free(m);
+}
+
+static void dispatch_single(sh_house *h, sh_msg *m) {
+  bool ask = m->type->kind == SH_ASK;
+  sh_stack_fn fn = ask ? h->cls->ask : h->cls->notice;
+  if (fn == NULL) {
+    refuse_msg(h, m, -ENOTSUP);
+    return;
+  }
+  sh_stack *st = sh_stack_new(h, ask ? SH_STACK_ASK : SH_STACK_NOTICE, 0);
+  if (st == NULL) {
+    refuse_msg(h, m, -ENOMEM);
+    return;
+  }
+  st->msg = m;
+  if (ask) {
+    st->reply_to = m->sender;
+    st->ask_id = m->id;
+  }
+  if (is_barrier(h, m)) {
+    st->barrier = true;
+    h->barrier = true;
+  }
+  sh_stack_run(st);
+}
+
+typedef struct batcher {
+  sh_house *h;
+  sh_stack_kind kind;
+  sh_stack_fn fn;
+  sh_filter_fn filter;
+  sh_stack *st;
+} batcher;
+
+static void batch_flush(batcher *b) {
+  sh_stack *st = b->st;
+  if (st == NULL) return;
+  b->st = NULL;
+  sh_stack_run(st);
+}
+
+/* Adds m to the batch being built; false when it must go alone. */
+static bool batch_add(batcher *b, sh_msg *m) {
+  sh_house *h = b->h;
+  if (b->fn == NULL || b->filter == NULL || is_barrier(h, m) || !b->filter(h->actor, m))
+    return false;
+  if (b->st == NULL) {
+    b->st = sh_stack_new(h, b->kind, h->max_batch);
+    if (b->st == NULL) return false;
+  }
+  /* Capture who to answer now, while the message is certainly alive (the
+   * original read sender and id after recycling the envelopes: bug 3). */
+  sh_batch_entry *e = &b->st->batch[b->st->nbatch++];
+  e->msg = m;
+  e->reply_to = m->type->kind == SH_ASK ? m->sender : NULL;
+  e->ask_id = m->id;
+  if (b->st->nbatch == h->max_batch) batch_flush(b);
+  return true;
+}
+
+/* Asks or notices, in order, up to the budget; stops at a barrier. */
+static uint32_t drain_requests(sh_house *h, sh_box box, uint32_t budget) {
+  bool ask = box == SH_BOX_ASK;
+  batcher b = {h, ask ? SH_STACK_BATCH_ASK : SH_STACK_BATCH_NOTICE,
+               ask ? h->cls->batch_ask : h->cls->batch_notice,
+               ask ? h->cls->batch_ask_filter : h->cls->batch_notice_filter, NULL};
+  uint32_t n = 0;
+  while (n < budget && !h->barrier) {
+    sh_msg *m = sh_mailbox_take(&h->mb[box]);
+    if (m == NULL) break;
+    n++;
+    sh_count(h->sys, SH_C_DELIVERED);
+    if (batch_add(&b, m)) continue;
+    /* Keep arrival order: what was batched before this message goes first. */
+    batch_flush(&b);
+    dispatch_single(h, m);
+  }
+  batch_flush(&b);
+  return n;
+}
+
+static void handle_reply(sh_house *h, sh_msg *m, bool exception) {
+  sh_future *f = sh_dispatcher_pop(&h->futures, m->id);
+  if (f == NULL) {
+    sh_count(h->sys, SH_C_REPLIES_UNKNOWN);
+    sh_msg_free(m);
+    return;
+  }
+  sh_count(h->sys, SH_C_DELIVERED);
+  if (exception) {
+    int err = m->error;
+    sh_msg_free(m);
+    sh_stack_complete(f, NULL, err);
+  } else {
+    sh_stack_complete(f, m, 0);
+  }
+}
+
+static uint32_t drain_box(sh_house *h, sh_box box, uint32_t budget) {
+  uint32_t n = 0;
+  while (n < budget) {
+    sh_msg *m = sh_mailbox_take(&h->mb[box]);
+    if (m == NULL) break;
+    n++;
+    if (box == SH_BOX_EVENT)
+      sh_timer_event(h, m);
+    else
+      handle_reply(h, m, box == SH_BOX_EXCEPTION);
+  }
+  return n;
+}
+
+/* A stopped house answers asks with -ESHUTDOWN and drops notices. */
+static uint32_t refuse_requests(sh_house *h, sh_box box, uint32_t budget) {
+  uint32_t n = 0;
+  while (n < budget) {
+    sh_msg *m = sh_mailbox_take(&h->mb[box]);
+    if (m == NULL) break;
+    n++;
+    sh_count(h->sys, SH_C_DROPPED_STOPPED);
+    refuse_msg(h, m, -ESHUTDOWN);
+  }
+  return n;
+}
+
+/* The stop hook once, then every pending ask of this actor fails. New asks
+ * from a stopped house fail at once (sh_ask), so this loop is bounded by the
+ * promises pending when it starts. */
+static void finish_stop(sh_worker *w, sh_house *h) {
+  if (!h->mounted) return;
+  if (!h->stop_done) {
+    h->stop_done = true;
+    sh_timer_cancel_all(w, h);
+    if (h->cls->stop != NULL) h->cls->stop(h->actor);
+  }
+  sh_future *f;
+  while ((f = sh_dispatcher_pop_any(&h->futures)) != NULL) sh_stack_complete(f, NULL, -ESHUTDOWN);
+}
+
+void sh_house_run(sh_worker *w, sh_house *h) {
+  assert(atomic_load_explicit(&h->state, memory_order_relaxed) == SH_SCHEDULED);
+  /* relaxed: only the runner that took it from a queue writes RUNNING. */
+  atomic_store_explicit(&h->state, SH_RUNNING, memory_order_relaxed);
+  sh_count(h->sys, SH_C_RUNS);
+  if (w->index != h->owner) sh_count(h->sys, SH_C_STEALS);
+
+  uint32_t budget = h->max_per_run;
+  uint32_t n = drain_box(h, SH_BOX_REPLY, budget);
+  n += drain_box(h, SH_BOX_EXCEPTION, budget - n);
+  if (stopped(h)) {
+    n += refuse_requests(h, SH_BOX_ASK, budget - n);
+    n += refuse_requests(h, SH_BOX_NOTICE, budget - n);
+  } else {
+    n += drain_requests(h, SH_BOX_ASK, budget - n);
+    n += drain_requests(h, SH_BOX_NOTICE, budget - n);
+  }
+  drain_box(h, SH_BOX_EVENT, budget - n);
+  if (stopped(h)) finish_stop(w, h);
+  settle(h);
+}
+
+void sh_house_destroy(sh_house *h) {
+  while (h->stacks != NULL) sh_stack_discard(h->stacks);
+  for (int b = 0; b < SH_BOXES; b++) {
+    sh_msg *m;
+    while ((m = sh_mailbox_take(&h->mb[b])) != NULL) sh_msg_free(m);
+  }
+  sh_dispatcher_destroy(&h->futures);
+  free(h->actor);
+  free(h);
+}

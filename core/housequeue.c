@@ -1,0 +1,70 @@
+/*
+ * Two spin-locked FIFO lists per queue. The lists hold few pointers per
+ * operation, so a spin lock beats a mutex; the count is kept apart so that
+ * the steal rule and the park check can read a backlog without locking.
+ */
+#include "housequeue.h"
+
+#include <assert.h>
+#include <stddef.h>
+
+#include "house.h"
+
+void sh_hq_init(sh_house_queue *q) {
+  for (int i = 0; i < 2; i++) {
+    sh_spin_init(&q->sub[i].lock);
+    q->sub[i].head = q->sub[i].tail = NULL;
+  }
+  atomic_init(&q->count, 0);
+}
+
+uint32_t sh_hq_push(sh_house_queue *q, sh_house *h, bool high) {
+  sh_hq_list *l = &q->sub[high ? 1 : 0];
+  h->qnext = NULL;
+  sh_spin_lock(&l->lock);
+  if (l->tail != NULL)
+    l->tail->qnext = h;
+  else
+    l->head = h;
+  l->tail = h;
+  sh_spin_unlock(&l->lock);
+  /* seq_cst: the store-load handshake with a parking owner (see worker.c):
+   * we increment, then read its parked flag; it sets the flag, then reads
+   * this count. One of us sees the other. */
+  return (uint32_t)atomic_fetch_add_explicit(&q->count, 1, memory_order_seq_cst) + 1;
+}
+
+static sh_house *take_locked(sh_house_queue *q, sh_hq_list *l) {
+  sh_house *h = l->head;
+  if (h == NULL) return NULL;
+  l->head = h->qnext;
+  if (l->head == NULL) l->tail = NULL;
+  h->qnext = NULL;
+  /* relaxed: the count is a hint for stealing and parking; the push side's
+   * increment is what must not be missed, and it is seq_cst. */
+  atomic_fetch_sub_explicit(&q->count, 1, memory_order_relaxed);
+  return h;
+}
+
+static sh_house *pop_list(sh_house_queue *q, sh_hq_list *l, bool try_only) {
+  /* An unlocked peek keeps an owner from taking an empty list's lock. */
+  if (__atomic_load_n(&l->head, __ATOMIC_RELAXED) == NULL) return NULL;
+  if (try_only) {
+    if (!sh_spin_trylock(&l->lock)) return NULL;
+  } else {
+    sh_spin_lock(&l->lock);
+  }
+  sh_house *h = take_locked(q, l);
+  sh_spin_unlock(&l->lock);
+  return h;
+}
+
+static sh_house *pop(sh_house_queue *q, bool try_only) {
+  if (atomic_load_explicit(&q->count, memory_order_relaxed) == 0) return NULL;
+  sh_house *h = pop_list(q, &q->sub[1], try_only);
+  if (h == NULL) h = pop_list(q, &q->sub[0], try_only);
+  return h;
+}
+
+sh_house *sh_hq_pop(sh_house_queue *q) { return pop(q, false); }
+sh_house *sh_hq_trypop(sh_house_queue *q) { return pop(q, true); }

@@ -1,0 +1,42 @@
+/*
+ * Run queues of houses. A priority queue has a high and a normal sub-queue,
+ * each a FIFO list with its own spin lock; a pop always drains high first.
+ * Many threads push (whoever made a house ready), the owner worker pops, and
+ * idle workers may steal with sh_hq_trypop, which never waits for a lock.
+ * Links are intrusive (sh_house.qnext): a house is in at most one queue.
+ */
+#ifndef SH_HOUSEQUEUE_H
+#define SH_HOUSEQUEUE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "spinlock.h"
+
+struct sh_house;
+
+typedef struct sh_hq_list {
+  sh_spin lock;
+  struct sh_house *head, *tail;
+} sh_hq_list;
+
+typedef struct sh_house_queue {
+  _Alignas(64) sh_hq_list sub[2]; /* [0] normal, [1] high */
+  atomic_uint_fast32_t count;     /* houses in both sub-queues */
+} sh_house_queue;
+
+void sh_hq_init(sh_house_queue *q);
+/* Any thread. Returns the count after the push. */
+uint32_t sh_hq_push(sh_house_queue *q, struct sh_house *h, bool high);
+/* Owner: waits for the locks (short). NULL when empty. */
+struct sh_house *sh_hq_pop(sh_house_queue *q);
+/* Thieves: gives up on a held lock. NULL when empty or contended. */
+struct sh_house *sh_hq_trypop(sh_house_queue *q);
+static inline uint32_t sh_hq_count(const sh_house_queue *q) {
+  /* seq_cst: read by a worker that is about to park, after announcing it
+   * parks; pairs with the pusher's seq_cst increment then parked check. */
+  return (uint32_t)atomic_load_explicit(&q->count, memory_order_seq_cst);
+}
+
+#endif

@@ -1,0 +1,80 @@
+/*
+ * Intrusive MPSC queue after Dmitry Vyukov's design (also ponyc's messageq):
+ * a put is one atomic exchange plus one store, wait-free for producers; the
+ * consumer walks from the tail. The stub node is re-inserted when the last
+ * message is taken so the consumer never has to race a producer on the
+ * message it is about to hand out.
+ */
+#include "mailbox.h"
+
+#include <assert.h>
+#include <stddef.h>
+
+#include "plat.h"
+
+void sh_mailbox_init(sh_mailbox *mb) {
+  atomic_init(&mb->stub.next, NULL);
+  atomic_init(&mb->head, &mb->stub);
+  mb->tail = &mb->stub;
+  atomic_init(&mb->size, 0);
+}
+
+static void link_last(sh_mailbox *mb, sh_msg *m) {
+  atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+  /* acq_rel: release publishes m's contents (and next = NULL) to whoever
+   * links after us; acquire orders our store into prev->next after the
+   * previous producer's initialisation of prev. */
+  sh_msg *prev = atomic_exchange_explicit(&mb->head, m, memory_order_acq_rel);
+  SH_YIELD("mailbox.put.link");
+  /* release: the consumer's acquire load of prev->next sees m complete. */
+  atomic_store_explicit(&prev->next, m, memory_order_release);
+}
+
+uint32_t sh_mailbox_put(sh_mailbox *mb, sh_msg *m) {
+  assert(m != NULL && m != &mb->stub);
+  /* seq_cst, and before the link: the size is what the house's ready check
+   * reads (store-load handshake with the runner), so it must be visible no
+   * later than the message itself. */
+  uint32_t n = (uint32_t)atomic_fetch_add_explicit(&mb->size, 1, memory_order_seq_cst) + 1;
+  SH_YIELD("mailbox.put");
+  link_last(mb, m);
+  return n;
+}
+
+static sh_msg *pop(sh_mailbox *mb, sh_msg *tail, sh_msg *next) {
+  mb->tail = next;
+  /* relaxed: the size only needs to be exact once the queue is quiet; the
+   * runner re-reads it with seq_cst before deciding to sleep. */
+  atomic_fetch_sub_explicit(&mb->size, 1, memory_order_relaxed);
+  return tail;
+}
+
+sh_msg *sh_mailbox_take(sh_mailbox *mb) {
+  sh_msg *tail = mb->tail;
+  /* acquire: pairs with the producer's release store of the link. */
+  sh_msg *next = atomic_load_explicit(&tail->next, memory_order_acquire);
+  if (tail == &mb->stub) {
+    if (next == NULL) return NULL;
+    mb->tail = next;
+    tail = next;
+    next = atomic_load_explicit(&next->next, memory_order_acquire);
+  }
+  if (next != NULL) return pop(mb, tail, next);
+  /* tail is the last linked message. If a producer already swapped head
+   * past it but has not linked yet, wait for a later look. */
+  if (tail != atomic_load_explicit(&mb->head, memory_order_acquire)) return NULL;
+  link_last(mb, &mb->stub);
+  next = atomic_load_explicit(&tail->next, memory_order_acquire);
+  if (next != NULL) return pop(mb, tail, next);
+  return NULL;
+}
+
+void sh_mailbox_put_head(sh_mailbox *mb, sh_msg *m) {
+  assert(m != NULL && m != &mb->stub);
+  /* Only the consumer touches tail, so this is a plain list push. It must
+   * work on an empty mailbox too (tail == stub): the old design forgot the
+   * tail there and lost the message. */
+  atomic_store_explicit(&m->next, mb->tail, memory_order_relaxed);
+  mb->tail = m;
+  atomic_fetch_add_explicit(&mb->size, 1, memory_order_seq_cst);
+}

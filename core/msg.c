@@ -1,0 +1,46 @@
+/*
+ * Message allocation. The header is intrusive, so a message is one pooled
+ * object: alloc, fill, send; the receiver's runtime frees it when done.
+ */
+#include "msg.h"
+
+#include <assert.h>
+#include <string.h>
+
+#include "pool.h"
+#include "worker.h"
+
+const sh_msg_type sh_exception_type = {"sh_exception", sizeof(sh_exception), SH_REPLY, 0, NULL};
+SH_MSG_DEFINE(sh_args, SH_NOTICE, 0);
+
+static sh_pool *current_pool(void) {
+  sh_worker *w = sh_worker_current();
+  return w != NULL ? &w->pool : NULL;
+}
+
+void *sh_mem_alloc(size_t size) { return sh_pool_alloc(current_pool(), size); }
+
+void sh_mem_free(void *p) { sh_pool_free(current_pool(), p); }
+
+sh_msg *sh_msg_alloc(const sh_msg_type *t) {
+  if (t == NULL || t->size < sizeof(sh_msg)) return NULL;
+  sh_msg *m = sh_mem_alloc(t->size);
+  if (m == NULL) return NULL;
+  memset(m, 0, t->size);
+  m->type = t;
+  return m;
+}
+
+sh_msg *sh_msg_fill(sh_msg *m, const void *init, size_t size) {
+  if (m == NULL) return NULL;
+  assert(size == m->type->size);
+  memcpy((unsigned char *)m + sizeof(sh_msg), (const unsigned char *)init + sizeof(sh_msg),
+         size - sizeof(sh_msg));
+  return m;
+}
+
+void sh_msg_free(sh_msg *m) {
+  if (m == NULL) return;
+  if (m->type->drop != NULL) m->type->drop(m);
+  sh_mem_free(m);
+}

@@ -1,0 +1,76 @@
+/*
+ * The platform seam: everything that differs between a real machine and the
+ * simulator, and nothing else. The core calls only these functions to touch
+ * time, randomness, threads and sleeping; backend-epoll/ and backend-sim/
+ * each implement all of them. Selection is at link time.
+ */
+#ifndef SH_PLAT_H
+#define SH_PLAT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct sh_plat sh_plat;
+
+/* A worker's body: the core's worker loop. Returns when the worker is told to stop. */
+typedef void (*sh_plat_entry)(void *ctx, uint32_t worker);
+
+#define SH_PLAT_NO_DEADLINE UINT64_MAX
+
+/* Creates the platform state for `workers` workers; nothing runs yet. */
+int sh_plat_new(uint32_t workers, sh_plat **out);
+/* Frees it; the workers must have been joined. */
+void sh_plat_free(sh_plat *p);
+
+/* Starts every worker, each calling entry(ctx, index) on its own thread (epoll)
+ * or fiber (sim). -errno if a worker cannot be started (the started ones are
+ * told nothing: the caller stops and joins them). */
+int sh_plat_start(sh_plat *p, sh_plat_entry entry, void *ctx);
+/* Waits until every started worker returned from its entry. */
+void sh_plat_join(sh_plat *p);
+
+/* The current thread's (fiber's) context pointer: the core stores its worker
+ * there. NULL on a thread the core has not claimed. */
+void *sh_plat_local(void);
+void sh_plat_set_local(void *ctx);
+
+/* Processors available to this process (>= 1): the default worker count. */
+uint32_t sh_plat_cpu_count(void);
+
+/* Monotonic nanoseconds (virtual in the simulator). */
+uint64_t sh_plat_now_ns(void);
+/* 64 random bits (a seeded stream in the simulator). */
+uint64_t sh_plat_random(void);
+
+/*
+ * Sleeps worker `w` (the caller) until sh_plat_wake(w), or the deadline
+ * (absolute, sh_plat_now_ns clock), or spuriously. A wake sent before the park
+ * is not lost: the park returns at once. The core decides whether a wake is
+ * needed (it coalesces wakes); this layer only delivers them.
+ */
+void sh_plat_park(sh_plat *p, uint32_t w, uint64_t deadline_ns);
+void sh_plat_wake(sh_plat *p, uint32_t w);
+
+/* A hint inside a short polling loop (pause instruction / simulator step). */
+void sh_plat_relax(void);
+
+/* A one-shot event a non-worker thread can block on (sh_system_wait). */
+typedef struct sh_plat_event sh_plat_event;
+int sh_plat_event_new(sh_plat_event **out);
+void sh_plat_event_free(sh_plat_event *e);
+void sh_plat_event_set(sh_plat_event *e);
+void sh_plat_event_wait(sh_plat_event *e);
+
+/*
+ * Scheduling points. SH_YIELD marks a place inside the core's concurrent code
+ * where another worker may run; the simulator decides whether to switch.
+ * In production builds it compiles to nothing.
+ */
+#ifdef SH_SIM
+void sh_plat_yield(const char *where);
+#define SH_YIELD(where) sh_plat_yield(where)
+#else
+#define SH_YIELD(where) ((void)0)
+#endif
+
+#endif

@@ -1,0 +1,66 @@
+/*
+ * Per-worker, creator-affine, bounded object pools.
+ *
+ * Every worker owns one sh_pool with a free list per size class. An object
+ * carries a small hidden header naming its owner pool and class. Freeing on the
+ * owner puts it on the owner's free list (or back to malloc above the bound);
+ * freeing on any other thread hands it back to the owner through a lock-free
+ * return stack that only the owner drains, so no object ever enters a foreign
+ * pool and ping-pong traffic between two workers reaches a steady state with
+ * no malloc at all. Threads that are not workers allocate with plain malloc.
+ */
+#ifndef SH_POOL_H
+#define SH_POOL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Size classes: 64, 128, ..., 8192 bytes (object + hidden header). Larger
+ * objects are plain malloc, still freed through sh_pool_free. */
+#define SH_POOL_CLASSES 8
+#define SH_POOL_MAX_SIZE 8192
+
+typedef struct sh_pool_obj sh_pool_obj;
+typedef struct sh_pool sh_pool;
+
+typedef struct sh_pool_class {
+  sh_pool_obj *free;           /* owner-only free list */
+  uint32_t nfree;              /* length of free */
+  uint64_t last_use_ns;        /* for idle trimming */
+  sh_pool_obj *_Atomic remote; /* objects freed by other threads (Treiber push, owner takes all) */
+  atomic_uint_fast32_t nremote;/* approximate length of remote, bounds it */
+} sh_pool_class;
+
+struct sh_pool {
+  sh_pool_class cls[SH_POOL_CLASSES];
+  uint32_t max_cached;        /* per class bound on free + remote */
+  uint32_t keep;              /* trimming keeps this many per class */
+  uint64_t idle_ns;           /* a class untouched this long is trimmed */
+  /* Counters. allocs/mallocs/local_frees are owner-only; remote_frees is
+   * counted by the freeing thread. outstanding = allocs - local_frees - remote_frees. */
+  uint64_t allocs;
+  uint64_t mallocs;
+  uint64_t local_frees;
+  atomic_uint_fast64_t remote_frees;
+};
+
+void sh_pool_init(sh_pool *p, uint32_t max_cached, uint32_t keep, uint64_t idle_ns);
+/* Returns every cached object to malloc. Objects still outstanding stay
+ * allocated (they are counted by sh_pool_outstanding). Owner or after join. */
+void sh_pool_destroy(sh_pool *p);
+
+/* Allocates size bytes (not zeroed) from pool p, the caller's own pool; p NULL
+ * means plain malloc. NULL when out of memory. */
+void *sh_pool_alloc(sh_pool *p, size_t size);
+/* Frees obj; `self` is the caller's own pool or NULL when the caller is not a
+ * worker. NULL obj is a no-op. */
+void sh_pool_free(sh_pool *self, void *obj);
+
+/* Owner only: moves returned objects back to the free lists, then trims every
+ * class untouched for idle_ns to `keep` objects. now_ns from sh_plat_now_ns. */
+void sh_pool_trim(sh_pool *p, uint64_t now_ns);
+/* Objects allocated from p and not yet freed (exact when no thread frees concurrently). */
+uint64_t sh_pool_outstanding(const sh_pool *p);
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * A test-and-test-and-set spin lock for the short critical sections of the
+ * run queues (a few pointer writes). Owners use sh_spin_lock; thieves use
+ * sh_spin_trylock only, so a contended victim is skipped, never waited on.
+ * In the simulator a held lock yields to the other fibers instead of spinning:
+ * one fiber spinning on a lock held by a descheduled fiber would never end.
+ */
+#ifndef SH_SPINLOCK_H
+#define SH_SPINLOCK_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "plat.h"
+
+typedef struct sh_spin {
+  atomic_bool held;
+} sh_spin;
+
+static inline void sh_spin_init(sh_spin *l) { atomic_init(&l->held, false); }
+
+static inline bool sh_spin_trylock(sh_spin *l) {
+  SH_YIELD("spin.trylock");
+  /* Relaxed pre-check: do not take the line exclusive when it is visibly held.
+   * The exchange is acquire: the critical section must see the previous
+   * holder's writes, which its release store published. */
+  if (atomic_load_explicit(&l->held, memory_order_relaxed)) return false;
+  return !atomic_exchange_explicit(&l->held, true, memory_order_acquire);
+}
+
+static inline void sh_spin_lock(sh_spin *l) {
+  /* Bounded only by the holder's critical section, which is a few stores. */
+  while (!sh_spin_trylock(l)) {
+#ifndef SH_SIM
+    sh_plat_relax();
+#endif
+  }
+}
+
+static inline void sh_spin_unlock(sh_spin *l) {
+  /* Release: publishes the critical section's writes to the next acquirer. */
+  atomic_store_explicit(&l->held, false, memory_order_release);
+  SH_YIELD("spin.unlock");
+}
+
+#endif

@@ -1,0 +1,80 @@
+/*
+ * Stacks: the execution frame of one notice, ask or batch. A stack is a
+ * state machine the actor's handler switches on; it suspends on futures of
+ * the asks it made and is resumed by the house when they complete:
+ *   - sh_suspend: when every pending future completed;
+ *   - sh_suspend_any: when any one completed (a resumable state).
+ * A future stays valid through the first invocation that runs after it
+ * completed; that invocation's sh_suspend (or a move to another state)
+ * recycles it. sh_suspend_any in the same state keeps completed futures
+ * until the state changes. Returning recycles every future.
+ */
+#ifndef SH_STACK_H
+#define SH_STACK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <stackhouse/stackhouse.h>
+
+struct sh_house;
+struct sh_worker;
+
+typedef enum sh_stack_kind {
+  SH_STACK_NOTICE = 0,
+  SH_STACK_ASK = 1,
+  SH_STACK_BATCH_NOTICE = 2,
+  SH_STACK_BATCH_ASK = 3,
+  SH_STACK_CHANNEL = 4, /* reserved for channels (IO) */
+} sh_stack_kind;
+
+/* One message of a batch, with what a reply needs captured when the
+ * message was taken (the old design read them after recycling). */
+typedef struct sh_batch_entry {
+  sh_msg *msg;
+  struct sh_house *reply_to;
+  uint64_t ask_id;
+  bool answered;
+} sh_batch_entry;
+
+struct sh_stack {
+  sh_stack_kind kind;
+  int state;
+  int next_state;
+  bool any;             /* suspended in a resumable state */
+  bool barrier;         /* this stack holds its house's barrier */
+  bool done;            /* returned or thrown */
+  bool running;         /* inside a handler invocation */
+  uint32_t epoch;       /* handler invocations so far */
+  uint32_t fresh_done;  /* futures completed since this invocation began */
+  uint32_t made;        /* futures made by this invocation */
+  struct sh_house *house;
+  sh_stack *prev, *next; /* the house's live stacks */
+
+  sh_msg *msg;                 /* notice or ask (NULL for batches) */
+  struct sh_house *reply_to;   /* ask: the asker, captured at dispatch */
+  uint64_t ask_id;
+
+  sh_future *pending;          /* uncompleted futures (doubly linked) */
+  sh_future *completed;
+  uint32_t npending;
+
+  sh_batch_entry *batch;       /* batch stacks: entries after the locals */
+  uint32_t nbatch;
+  _Alignas(16) unsigned char locals[];
+};
+
+/* A new stack for house h, or NULL (-ENOMEM). Batch stacks get room for
+ * `batch_cap` entries. */
+sh_stack *sh_stack_new(struct sh_house *h, sh_stack_kind kind, uint32_t batch_cap);
+/* Runs the handler (first entry or resume) and handles the result: frees the
+ * stack when it completed. */
+void sh_stack_run(sh_stack *st);
+/* The house got the outcome of future f (reply, error or timeout): records
+ * it and resumes the stack if its wait is over. Takes ownership of reply. */
+void sh_stack_complete(sh_future *f, sh_msg *reply, int error);
+/* Frees a stack that will never run again, answering nobody (the system is
+ * being destroyed). */
+void sh_stack_discard(sh_stack *st);
+
+#endif

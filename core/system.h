@@ -1,0 +1,56 @@
+/*
+ * The actor system: configuration, workers, addresses, the list of houses,
+ * and the program's lifecycle (start, exit, shutdown).
+ */
+#ifndef SH_SYSTEM_H
+#define SH_SYSTEM_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <stackhouse/stackhouse.h>
+
+#include "counters.h"
+#include "plat.h"
+#include "spinlock.h"
+#include "worker.h"
+
+typedef enum sh_addr_kind {
+  SH_ADDR_PLAIN = 0,
+  SH_ADDR_PER_WORKER = 1,
+  SH_ADDR_ROBIN = 2,
+} sh_addr_kind;
+
+struct sh_addr {
+  sh_addr_kind kind;
+  uint32_t n;
+  atomic_uint_fast32_t robin;
+  sh_addr *all_next;
+  struct sh_house *houses[];
+};
+
+struct sh_system {
+  sh_config cfg;
+  uint32_t nworkers;
+  sh_worker *workers;
+  sh_plat *plat;
+  sh_plat_event *exit_event;
+  atomic_int exit_code;
+  atomic_bool exiting;
+  bool started;
+  bool shut;
+  atomic_uint_fast32_t next_worker; /* placement of single actors */
+
+  sh_spin reg_lock;                 /* guards the two lists below */
+  struct sh_house *houses, *houses_tail;
+  sh_addr *addrs;
+  uint64_t nhouses;
+
+  sh_counters counters;             /* counts by threads that are not workers */
+};
+
+/* The house an address sends to, from the calling worker (or thread). */
+struct sh_house *sh_addr_pick(const sh_addr *a);
+
+#endif

@@ -1,0 +1,203 @@
+/*
+ * Actor timers and ask timeouts on the per-worker wheels.
+ *
+ * Who frees a node: the state word decides. PENDING -> FIRED (the wheel's
+ * CAS) hands a one-shot node to the actor as an event: the actor frees it.
+ * PENDING -> CANCELLED (the actor's CAS) leaves it to the wheel, which frees
+ * it when it comes due -- or at once, when the actor happens to run on the
+ * wheel's own worker and can unlink it itself. Whoever loses the CAS never
+ * touches the node again, except the actor setting `dead` on a node it
+ * already owns (FIRED, on its way to it).
+ */
+#include "timer.h"
+
+#include <assert.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "house.h"
+#include "msg.h"
+#include "promise.h"
+#include "stack.h"
+#include "system.h"
+#include "worker.h"
+
+const sh_msg_type sh_timer_type = {"sh_timer", sizeof(sh_timer), SH_NOTICE, 0, NULL};
+const sh_msg_type sh_tick_type = {"sh_tick", sizeof(sh_tick), SH_NOTICE, 0, NULL};
+
+/* Fires per advance call: a burst of due timers is spread over loop turns
+ * so IO and actors are not starved by it. */
+#define SH_TIMER_FIRE_MAX 4096
+
+static sh_timer *from_link(sh_wheel_link *l) {
+  return (sh_timer *)(void *)((char *)l - offsetof(sh_timer, link));
+}
+
+static sh_timer *timer_new(sh_worker *w, sh_house *h, sh_timer_kind kind, uint64_t id,
+                           uint64_t delay_ns, uint64_t period_ns, void *arg) {
+  sh_timer *t = sh_mem_alloc(sizeof(*t));
+  if (t == NULL) return NULL;
+  memset(t, 0, sizeof(*t));
+  t->hdr.type = &sh_timer_type;
+  t->house = h;
+  t->id = id;
+  t->period_ns = period_ns;
+  t->arg = arg;
+  t->kind = kind;
+  t->wheel_worker = w->index;
+  atomic_init(&t->state, SH_TIMER_PENDING);
+  sh_wheel_add(&w->wheel, &t->link, sh_plat_now_ns() + delay_ns);
+  return t;
+}
+
+sh_timer *sh_timer_ask(sh_worker *w, sh_house *h, uint64_t ask_id, uint64_t ns) {
+  return timer_new(w, h, SH_TIMER_ASK, ask_id, ns, 0, NULL);
+}
+
+void sh_timer_cancel_node(sh_worker *w, sh_timer *t) {
+  int s = SH_TIMER_PENDING;
+  /* acq_rel: on success the wheel's later acquire load sees CANCELLED and
+   * frees; on failure (FIRED) the acquire makes the firing side's writes
+   * visible before we touch `dead`. */
+  if (atomic_compare_exchange_strong_explicit(&t->state, &s, SH_TIMER_CANCELLED,
+                                              memory_order_acq_rel, memory_order_acquire)) {
+    if (w != NULL && w->index == t->wheel_worker && sh_wheel_linked(&t->link)) {
+      sh_wheel_remove(&w->wheel, &t->link);
+      sh_mem_free(t);
+    }
+    return;
+  }
+  assert(s == SH_TIMER_FIRED);
+  t->dead = true;
+}
+
+static void fire_periodic(sh_worker *w, sh_timer *t) {
+  sh_tick *k = (sh_tick *)sh_msg_alloc(&sh_tick_type);
+  /* Out of memory: this tick is skipped; the timer keeps its period. */
+  if (k != NULL) {
+    k->id = t->id;
+    k->arg = t->arg;
+  }
+  sh_wheel_add(&w->wheel, &t->link, sh_plat_now_ns() + t->period_ns);
+  if (k != NULL) sh_house_put(t->house, SH_BOX_EVENT, &k->hdr);
+}
+
+static void fire(sh_wheel_link *l, void *ctx) {
+  sh_worker *w = ctx;
+  sh_timer *t = from_link(l);
+  /* acquire: see the actor's cancellation before reusing the node. */
+  if (atomic_load_explicit(&t->state, memory_order_acquire) == SH_TIMER_CANCELLED) {
+    sh_mem_free(t);
+    return;
+  }
+  if (t->period_ns != 0) {
+    fire_periodic(w, t);
+    return;
+  }
+  int s = SH_TIMER_PENDING;
+  if (!atomic_compare_exchange_strong_explicit(&t->state, &s, SH_TIMER_FIRED, memory_order_acq_rel,
+                                               memory_order_acquire)) {
+    sh_mem_free(t); /* cancelled between the load and the CAS */
+    return;
+  }
+  sh_house_put(t->house, SH_BOX_EVENT, &t->hdr);
+}
+
+uint32_t sh_timer_advance(sh_worker *w, uint64_t now_ns) {
+  return sh_wheel_advance(&w->wheel, now_ns, SH_TIMER_FIRE_MAX, fire, w);
+}
+
+static void list_unlink(sh_house *h, sh_timer *t) {
+  if (t->prev != NULL)
+    t->prev->next = t->next;
+  else
+    h->timers = t->next;
+  if (t->next != NULL) t->next->prev = t->prev;
+  t->prev = t->next = NULL;
+}
+
+static sh_timer *find(sh_house *h, uint64_t id) {
+  /* Bounded by the actor's live timers. */
+  for (sh_timer *t = h->timers; t != NULL; t = t->next)
+    if (t->id == id) return t;
+  return NULL;
+}
+
+static void call_timeout(sh_house *h, uint64_t id, void *arg) {
+  if (h->cls->timeout != NULL && !atomic_load_explicit(&h->stopped, memory_order_acquire))
+    h->cls->timeout(h->actor, id, arg);
+}
+
+static void ask_timed_out(sh_house *h, sh_timer *t) {
+  sh_future *f = sh_dispatcher_pop(&h->futures, t->id);
+  if (f != NULL) {
+    assert(f->timer == t);
+    f->timer = NULL; /* this node is the event; it is freed below, not cancelled */
+    sh_count(h->sys, SH_C_ASKS_TIMED_OUT);
+    sh_stack_complete(f, NULL, -ETIMEDOUT);
+  }
+}
+
+void sh_timer_event(sh_house *h, sh_msg *m) {
+  if (m->type == &sh_tick_type) {
+    sh_tick *k = (sh_tick *)m;
+    if (find(h, k->id) != NULL) call_timeout(h, k->id, k->arg);
+    sh_msg_free(m);
+    return;
+  }
+  assert(m->type == &sh_timer_type);
+  sh_timer *t = (sh_timer *)m;
+  if (t->kind == SH_TIMER_ASK) {
+    ask_timed_out(h, t);
+  } else if (!t->dead) {
+    list_unlink(h, t);
+    call_timeout(h, t->id, t->arg);
+  }
+  sh_mem_free(t);
+}
+
+int sh_timer_start(sh_actor *self, uint64_t delay_ms, uint64_t period_ms, void *arg,
+                   uint64_t *id_out) {
+  sh_worker *w = sh_worker_current();
+  if (self == NULL || w == NULL || self->house == NULL) return -EINVAL;
+  sh_house *h = self->house;
+  if (h->cls->timeout == NULL) return -EINVAL;
+  if (atomic_load_explicit(&h->stopped, memory_order_acquire)) return -ESHUTDOWN;
+  uint64_t id = ++h->next_timer_id;
+  sh_timer *t = timer_new(w, h, SH_TIMER_ACTOR, id, delay_ms * 1000000ull, period_ms * 1000000ull, arg);
+  if (t == NULL) return -ENOMEM;
+  t->next = h->timers;
+  if (h->timers != NULL) h->timers->prev = t;
+  h->timers = t;
+  if (id_out != NULL) *id_out = id;
+  return 0;
+}
+
+int sh_timer_cancel(sh_actor *self, uint64_t id) {
+  if (self == NULL || self->house == NULL) return -EINVAL;
+  sh_house *h = self->house;
+  sh_timer *t = find(h, id);
+  if (t == NULL) return -ENOENT;
+  list_unlink(h, t);
+  sh_timer_cancel_node(sh_worker_current(), t);
+  return 0;
+}
+
+void sh_timer_cancel_all(sh_worker *w, sh_house *h) {
+  sh_timer *t;
+  while ((t = h->timers) != NULL) {
+    list_unlink(h, t);
+    sh_timer_cancel_node(w, t);
+  }
+}
+
+static void discard(sh_wheel_link *l, void *ctx) {
+  (void)ctx;
+  sh_mem_free(from_link(l));
+}
+
+void sh_timer_discard_all(sh_worker *w) {
+  /* Far enough to reach every entry, far from overflowing tick arithmetic. */
+  sh_wheel_advance(&w->wheel, UINT64_MAX / 4, 0, discard, w);
+  assert(sh_wheel_count(&w->wheel) == 0);
+}

@@ -1,0 +1,198 @@
+/*
+ * Hierarchical timer wheel (contract in wheel.h).
+ *
+ * Placement. Ticks are read as base-64 digits, one per level. An entry sits
+ * at the lowest level L at which its expiry tick agrees with now_tick on
+ * every digit above L; since it is later than now, its digit L is then
+ * strictly ahead of now's, so every occupied slot lies ahead of the current
+ * position at its level and its entries share one "boundary": the tick at
+ * which now reaches that digit with zeros below. At a boundary the slot is
+ * re-placed relative to the new now, which moves each entry strictly lower,
+ * down to the due list once its tick has come. Entries that disagree with
+ * now above the top level wait in the overflow list, which is re-placed at
+ * every multiple of 64^4 ticks.
+ *
+ * The due list holds entries whose tick is not after now_tick: those added
+ * with a past expiry and those a `max` limit left unfired. Both therefore
+ * fire at the very next advance, ahead of anything still in the slots.
+ *
+ * Skipping. Because occupied slots are always ahead, the next tick with any
+ * work is the boundary of the first occupied slot found scanning level 0
+ * upwards (every boundary of level L comes before the next one of level
+ * L + 1). advance jumps straight there, so a jump of hours costs a scan of
+ * slot heads per occupied slot, not a step per tick. next_ns uses the same
+ * scan: a boundary is never after the expiries of the entries it holds.
+ *
+ * Lists are circular with sentinel heads; an unlinked entry has NULL links,
+ * which is what sh_wheel_linked tests and what add and remove assert on.
+ */
+#include "wheel.h"
+
+#include <assert.h>
+#include <stddef.h>
+
+#define DIGIT_BITS 6u
+#define DIGIT_MASK ((uint64_t)SH_WHEEL_SLOTS - 1u)
+_Static_assert(SH_WHEEL_SLOTS == 1u << DIGIT_BITS, "slot index is one base-64 digit");
+
+static void list_init(sh_wheel_link *head) { head->prev = head->next = head; }
+
+static bool list_empty(const sh_wheel_link *head) { return head->next == head; }
+
+static void list_push_back(sh_wheel_link *head, sh_wheel_link *l) {
+  l->prev = head->prev;
+  l->next = head;
+  head->prev->next = l;
+  head->prev = l;
+}
+
+/* Needs no head, which is what makes remove O(1) whatever list holds l. */
+static void list_unlink(sh_wheel_link *l) {
+  l->prev->next = l->next;
+  l->next->prev = l->prev;
+  l->prev = l->next = NULL;
+}
+
+static void list_move_all(sh_wheel_link *dst_empty, sh_wheel_link *src) {
+  list_init(dst_empty);
+  if (list_empty(src)) return;
+  dst_empty->next = src->next;
+  dst_empty->prev = src->prev;
+  dst_empty->next->prev = dst_empty;
+  dst_empty->prev->next = dst_empty;
+  list_init(src);
+}
+
+static unsigned level_shift(unsigned level) { return DIGIT_BITS * level; }
+
+/* Level SH_WHEEL_LEVELS stands for the overflow list. */
+static uint64_t span_mask(unsigned level) { return (1ull << level_shift(level)) - 1u; }
+
+static uint64_t digit(uint64_t tick, unsigned level) {
+  return (tick >> level_shift(level)) & DIGIT_MASK;
+}
+
+/* Rounds up so that an entry never fires before its expiry; written without
+ * expire_ns + TICK - 1 so that expiries near UINT64_MAX do not wrap. */
+static uint64_t ns_to_tick_up(uint64_t ns) {
+  return ns / SH_WHEEL_TICK_NS + (ns % SH_WHEEL_TICK_NS != 0);
+}
+
+static sh_wheel_link *list_for(sh_wheel *w, uint64_t tick) {
+  if (tick <= w->now_tick) return &w->due;
+  for (unsigned level = 0; level < SH_WHEEL_LEVELS; level++) {
+    if (((tick ^ w->now_tick) & ~span_mask(level + 1)) == 0)
+      return &w->slots[level][digit(tick, level)];
+  }
+  return &w->overflow;
+}
+
+static void place(sh_wheel *w, sh_wheel_link *l) { list_push_back(list_for(w, l->expire_tick), l); }
+
+/* Detaches the list first: re-placing never targets the slot being emptied
+ * (it is at now's digit), but the overflow list may take entries back. */
+static void replace_all(sh_wheel *w, sh_wheel_link *head) {
+  sh_wheel_link pending;
+  list_move_all(&pending, head);
+  while (!list_empty(&pending)) {
+    sh_wheel_link *l = pending.next;
+    list_unlink(l);
+    place(w, l);
+  }
+}
+
+/* The first tick after now_tick at which a slot or the overflow list has to
+ * be re-placed, or limit if that is earlier or there is none. */
+static uint64_t next_event(const sh_wheel *w, uint64_t limit) {
+  for (unsigned level = 0; level < SH_WHEEL_LEVELS; level++) {
+    uint64_t span_start = w->now_tick & ~span_mask(level + 1);
+    for (uint64_t s = digit(w->now_tick, level) + 1; s < SH_WHEEL_SLOTS; s++) {
+      uint64_t tick = span_start | s << level_shift(level);
+      if (tick > limit) return limit;
+      if (!list_empty(&w->slots[level][s])) return tick;
+    }
+  }
+  if (list_empty(&w->overflow)) return limit;
+  uint64_t tick = (w->now_tick | span_mask(SH_WHEEL_LEVELS)) + 1;
+  return tick < limit ? tick : limit;
+}
+
+/* Moves now to tick and re-places the lists whose boundary it is. A tick
+ * that is not a boundary of a level is not one of any level above either. */
+static void process_tick(sh_wheel *w, uint64_t tick) {
+  w->now_tick = tick;
+  w->steps++;
+  for (unsigned level = 0; level <= SH_WHEEL_LEVELS; level++) {
+    if ((tick & span_mask(level)) != 0) break;
+    replace_all(w, level < SH_WHEEL_LEVELS ? &w->slots[level][digit(tick, level)] : &w->overflow);
+  }
+}
+
+/* Fires, up to budget, the entries due when called. A marker closes that
+ * batch: entries fire() makes due land behind it and wait for a later pass,
+ * so a timer re-armed for "now" cannot keep one advance spinning, and what
+ * the budget leaves stays ahead of them. The marker keeps the due list
+ * non-empty while fire() runs, so next_ns called from fire() says "due". */
+static uint32_t fire_due(sh_wheel *w, uint32_t budget, void (*fire)(sh_wheel_link *, void *),
+                         void *ctx) {
+  sh_wheel_link marker;
+  list_push_back(&w->due, &marker);
+  uint32_t fired = 0;
+  while (fired < budget && w->due.next != &marker) {
+    sh_wheel_link *l = w->due.next;
+    list_unlink(l);
+    w->count--;
+    fired++;
+    fire(l, ctx);
+  }
+  list_unlink(&marker);
+  return fired;
+}
+
+void sh_wheel_init(sh_wheel *w, uint64_t now_ns) {
+  for (unsigned level = 0; level < SH_WHEEL_LEVELS; level++) {
+    for (unsigned s = 0; s < SH_WHEEL_SLOTS; s++) list_init(&w->slots[level][s]);
+  }
+  list_init(&w->overflow);
+  list_init(&w->due);
+  w->now_tick = now_ns / SH_WHEEL_TICK_NS;
+  w->count = 0;
+  w->steps = 0;
+}
+
+void sh_wheel_add(sh_wheel *w, sh_wheel_link *l, uint64_t expire_ns) {
+  assert(!sh_wheel_linked(l) && "adding a linked entry (or links not zeroed)");
+  l->expire_tick = ns_to_tick_up(expire_ns);
+  place(w, l);
+  w->count++;
+}
+
+void sh_wheel_remove(sh_wheel *w, sh_wheel_link *l) {
+  assert(sh_wheel_linked(l) && "removing an entry that is not in a wheel");
+  assert(w->count > 0);
+  list_unlink(l);
+  w->count--;
+}
+
+uint32_t sh_wheel_advance(sh_wheel *w, uint64_t now_ns, uint32_t max,
+                          void (*fire)(sh_wheel_link *l, void *ctx), void *ctx) {
+  uint64_t target = now_ns / SH_WHEEL_TICK_NS;
+  uint32_t budget = max ? max : UINT32_MAX;
+  uint32_t fired = fire_due(w, budget, fire, ctx);
+  /* Each pass moves now_tick strictly forward and never beyond target. */
+  while (fired < budget && w->now_tick < target) {
+    process_tick(w, next_event(w, target));
+    fired += fire_due(w, budget - fired, fire, ctx);
+  }
+  return fired;
+}
+
+uint64_t sh_wheel_next_ns(const sh_wheel *w) {
+  if (w->count == 0) return UINT64_MAX;
+  /* Due entries may have expired at any time up to now; 0 is never later. */
+  if (!list_empty(&w->due)) return 0;
+  uint64_t tick = next_event(w, UINT64_MAX);
+  /* Only ticks of expiries within the last partial tick of the ns range
+   * overflow here, and those can never be reached anyway. */
+  return tick > UINT64_MAX / SH_WHEEL_TICK_NS ? UINT64_MAX : tick * SH_WHEEL_TICK_NS;
+}

@@ -1,0 +1,323 @@
+/*
+ * stackhouse: an actor runtime in C.
+ *
+ * This is the only header applications include. Every function that can fail
+ * returns 0 or a negative errno value (-EINVAL, -ENOMEM, -ESHUTDOWN, ...);
+ * misuse that cannot be reported (a corrupted message header) is an assertion.
+ *
+ * Model (see docs in the README):
+ *   - An actor is a struct whose first member is `sh_actor`, described by an
+ *     `sh_actor_class` (its size, its handlers, the size of its stack locals).
+ *   - A message is a struct whose first member is `sh_msg`, described by an
+ *     `sh_msg_type` (its name, size and kind). No envelope is allocated: the
+ *     header is intrusive. Ownership moves with the message: a send gives it up.
+ *   - A message is handled by a Stack: a small state machine (an int state plus
+ *     a locals area) that can suspend on futures of asks it made and resume
+ *     when they complete, on the same actor, without blocking its worker.
+ */
+#ifndef STACKHOUSE_H
+#define STACKHOUSE_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SH_VERSION_MAJOR 0
+#define SH_VERSION_MINOR 1
+#define SH_VERSION_PATCH 0
+
+typedef struct sh_system sh_system;
+typedef struct sh_actor sh_actor;
+typedef struct sh_stack sh_stack;
+typedef struct sh_future sh_future;
+typedef struct sh_addr sh_addr;
+typedef struct sh_msg sh_msg;
+typedef struct sh_msg_type sh_msg_type;
+typedef struct sh_actor_class sh_actor_class;
+struct sh_house;
+
+/* ------------------------------------------------------------------ */
+/* Messages                                                            */
+/* ------------------------------------------------------------------ */
+
+/* What a message is for. An ask expects exactly one reply. */
+typedef enum sh_msg_kind {
+  SH_NOTICE = 1,
+  SH_ASK = 2,
+  SH_REPLY = 3,
+} sh_msg_kind;
+
+/* Message type flags. */
+enum {
+  /* An ask or notice of this type is a barrier: while its stack runs (until it
+   * returns or throws), the actor takes no further asks or notices. Replies and
+   * events still flow, so the barrier stack can make progress. */
+  SH_MSG_BARRIER = 1u << 0,
+};
+
+struct sh_msg_type {
+  const char *name;
+  size_t size;         /* sizeof the whole message struct, header included */
+  sh_msg_kind kind;
+  uint32_t flags;      /* SH_MSG_* */
+  /* Optional: release what the message owns (not the message itself). Called
+   * whenever the runtime frees a message of this type, delivered or dropped. */
+  void (*drop)(sh_msg *m);
+};
+
+/*
+ * The intrusive header; the first member of every message. Its fields belong
+ * to the runtime: read them only through the functions below.
+ */
+struct sh_msg {
+  const sh_msg_type *type;
+  sh_msg *_Atomic next;     /* mailbox link */
+  struct sh_house *sender;  /* the asking house, for replies */
+  uint64_t id;              /* ask id; for a reply, the ask it answers */
+  int32_t error;            /* exception replies: the negative errno */
+  uint32_t internal;        /* runtime-private kind and flags */
+};
+
+/* Defines the descriptor `T##_type` for message struct T. */
+#define SH_MSG_DEFINE(T, kind_, flags_) \
+  const sh_msg_type T##_type = {#T, sizeof(T), (kind_), (flags_), NULL}
+#define SH_MSG_DEFINE_DROP(T, kind_, flags_, drop_) \
+  const sh_msg_type T##_type = {#T, sizeof(T), (kind_), (flags_), (drop_)}
+#define SH_MSG_DECLARE(T) extern const sh_msg_type T##_type
+
+/* Allocates a zeroed message of type t from the calling worker's pool (plain
+ * malloc on a thread that is not a worker). NULL when out of memory. */
+sh_msg *sh_msg_alloc(const sh_msg_type *t);
+/* Copies the body (everything after the header) of `init` into m; returns m.
+ * NULL in, NULL out. */
+sh_msg *sh_msg_fill(sh_msg *m, const void *init, size_t size);
+/* Frees a message the caller owns (calls its type's drop first). NULL is a no-op. */
+void sh_msg_free(sh_msg *m);
+
+/* `add_ask *a = sh_msg_new(add_ask, .n = 1);` : typed allocation and init. */
+#define sh_msg_new(T, ...) \
+  ((T *)sh_msg_fill(sh_msg_alloc(&T##_type), &(T){.hdr = {0}, __VA_ARGS__}, sizeof(T)))
+
+static inline const sh_msg_type *sh_msg_type_of(const sh_msg *m) { return m->type; }
+static inline bool sh_msg_is(const sh_msg *m, const sh_msg_type *t) { return m && m->type == t; }
+
+/* ------------------------------------------------------------------ */
+/* Actors                                                              */
+/* ------------------------------------------------------------------ */
+
+/* The runtime's part of an actor; the first member of every actor struct. */
+struct sh_actor {
+  struct sh_house *house;
+  sh_system *sys;
+  const sh_addr *self;
+};
+
+typedef enum sh_yield {
+  SH_SUSPEND = 0, /* the stack waits for futures */
+  SH_RETURN = 1,  /* the stack is done */
+} sh_yield;
+
+typedef enum sh_actor_kind {
+  SH_STATE_ACTOR = 0, /* business logic; may be stolen by an idle worker */
+  SH_IO_ACTOR = 1,    /* bound to its worker's IO; scheduled without a time budget */
+} sh_actor_kind;
+
+typedef sh_yield (*sh_stack_fn)(sh_actor *self, sh_stack *st);
+typedef bool (*sh_filter_fn)(sh_actor *self, const sh_msg *m);
+
+struct sh_actor_class {
+  const char *name;
+  size_t size;         /* sizeof the user's actor struct (>= sizeof(sh_actor)) */
+  size_t locals_size;  /* bytes of locals per stack (what lives across a suspend) */
+  sh_actor_kind kind;
+
+  /* Optional hooks. init runs in sh_spawn on the spawning thread with the
+   * spawn argument (non-zero return: the spawn fails with that error);
+   * mount runs on the owning worker before any message; stop runs once when
+   * the actor stops or the system shuts down. */
+  int (*init)(sh_actor *self, void *arg);
+  void (*mount)(sh_actor *self);
+  void (*stop)(sh_actor *self);
+
+  /* Message handlers: each (re)entry runs the stack's state machine. */
+  sh_stack_fn notice;
+  sh_stack_fn ask;
+  /* Batching: messages that pass the filter are handed over together, up to
+   * max_batch at a time, in one batch stack. Both filter and handler needed. */
+  sh_stack_fn batch_notice;
+  sh_stack_fn batch_ask;
+  sh_filter_fn batch_notice_filter;
+  sh_filter_fn batch_ask_filter;
+  /* Optional barrier predicate; types flagged SH_MSG_BARRIER are barriers too. */
+  sh_filter_fn barrier;
+
+  /* Actor timers (sh_timer_start) fire here, on the actor, as events. */
+  void (*timeout)(sh_actor *self, uint64_t timer_id, void *arg);
+
+  uint32_t max_batch;   /* 0: the system default */
+  uint32_t max_per_run; /* messages per scheduling; 0: the system default */
+};
+
+/* Placement for sh_spawn's `instances`. */
+#define SH_SPAWN_PER_WORKER UINT32_MAX /* one per worker; asks go to the sender's own worker */
+
+/*
+ * Spawns `instances` actors of class c (1: a plain address; SH_SPAWN_PER_WORKER:
+ * one per worker behind a load-balanced address; K: K instances behind a
+ * round-robin address). Callable before or after sh_system_start, from any
+ * thread or actor. The address lives as long as the system.
+ */
+int sh_spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
+             const sh_addr **out);
+
+static inline const sh_addr *sh_self(const sh_actor *a) { return a->self; }
+static inline sh_system *sh_actor_system(const sh_actor *a) { return a->sys; }
+/* Number of actor instances behind an address. */
+uint32_t sh_addr_count(const sh_addr *a);
+/* Index of the worker that owns this actor. */
+uint32_t sh_actor_worker(const sh_actor *a);
+
+/* Stops every instance behind the address: later sends fail with -ESHUTDOWN,
+ * queued asks are answered with -ESHUTDOWN, queued notices are dropped
+ * (counted), and the actor's pending asks complete with -ESHUTDOWN. */
+int sh_stop(const sh_addr *a);
+
+/* ------------------------------------------------------------------ */
+/* Sending                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Sends a notice; from an actor or any other thread. On error the message is
+ * freed: -EINVAL (NULL, or not a notice type), -ESHUTDOWN (stopped actor). */
+int sh_notice(const sh_addr *to, sh_msg *m);
+
+/*
+ * From a stack: sends an ask and returns its future, to wait on with
+ * sh_suspend. timeout_ms 0 means no timeout; on expiry the future fails with
+ * -ETIMEDOUT and a late reply is dropped (counted). A send that fails (stopped
+ * target) returns a future already failed with the reason. Returns NULL only
+ * for -EINVAL (NULL argument, not an ask type) or -ENOMEM; the message is freed.
+ */
+sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_ms);
+
+bool sh_future_done(const sh_future *f);
+/* 0 for a reply; else -ETIMEDOUT, -ESHUTDOWN, or what the other side threw. */
+int sh_future_error(const sh_future *f);
+static inline bool sh_future_failed(const sh_future *f) { return sh_future_error(f) != 0; }
+/* The reply; owned by the future (freed when the stack moves to another state
+ * or returns) unless taken with sh_future_take. */
+sh_msg *sh_future_msg(const sh_future *f);
+sh_msg *sh_future_take(sh_future *f);
+#define sh_future_reply(f, T) ((T *)sh_future_msg(f))
+
+/* ------------------------------------------------------------------ */
+/* Stacks                                                              */
+/* ------------------------------------------------------------------ */
+
+enum { SH_START = 0 }; /* every stack begins in state 0 */
+
+int sh_stack_state(const sh_stack *st);
+void *sh_stack_locals(sh_stack *st);
+sh_actor *sh_stack_actor(const sh_stack *st);
+/* The notice or ask this stack handles (NULL for batch stacks). */
+sh_msg *sh_stack_msg(const sh_stack *st);
+#define sh_stack_msg_as(st, T) ((T *)sh_stack_msg(st))
+/* Batch stacks: the messages of the batch. */
+size_t sh_stack_batch_len(const sh_stack *st);
+sh_msg *sh_stack_batch_msg(const sh_stack *st, size_t i);
+
+/* Waits until every future this stack made in its current state completed. */
+sh_yield sh_suspend(sh_stack *st, int next_state);
+/* Waits until any one future completed (a "resumable" state). */
+sh_yield sh_suspend_any(sh_stack *st, int next_state);
+/* Completes the stack. For an ask stack `reply` (a SH_REPLY message) goes to
+ * the asker; for a batch ask stack it is copied to every ask of the batch not
+ * answered with sh_batch_reply. Notice stacks pass NULL. */
+sh_yield sh_return(sh_stack *st, sh_msg *reply);
+/* Completes the stack with an error (negative errno): the asker's future
+ * fails with it. */
+sh_yield sh_throw(sh_stack *st, int error);
+/* Batch ask stacks: answers ask i of the batch. */
+int sh_batch_reply(sh_stack *st, size_t i, sh_msg *reply);
+
+/* ------------------------------------------------------------------ */
+/* Timers                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Starts a timer on the calling actor: after delay_ms, and then every
+ * period_ms if non-zero, the class's timeout handler runs with (id, arg).
+ * Only from the actor's own handlers. */
+int sh_timer_start(sh_actor *self, uint64_t delay_ms, uint64_t period_ms, void *arg,
+                   uint64_t *id_out);
+/* -ENOENT when the timer already fired (one-shot) or is unknown. */
+int sh_timer_cancel(sh_actor *self, uint64_t id);
+
+/* ------------------------------------------------------------------ */
+/* The system                                                          */
+/* ------------------------------------------------------------------ */
+
+typedef struct sh_config {
+  uint32_t workers;          /* 0: one per CPU */
+  uint32_t max_per_run;      /* messages an actor handles per scheduling (64) */
+  uint32_t max_batch;        /* messages in one batch stack (32) */
+  uint32_t steal_floor;      /* a victim needs more ready actors than this (32) */
+  uint32_t steal_aggression; /* steal when idle_count * backlog >= this (128) */
+  uint32_t io_ratio;         /* percent of a loop for IO vs actors (50) */
+  uint64_t spin_ns;          /* how long an idle worker polls before it parks (50 us) */
+  uint32_t pool_max_cached;  /* objects each pool size class keeps (4096) */
+  uint32_t pool_keep;        /* what an idle-trimmed class keeps (16) */
+  uint64_t pool_idle_ns;     /* a class untouched this long is trimmed (30 s) */
+} sh_config;
+
+void sh_config_default(sh_config *cfg);
+
+/* Creates a system (not started). cfg NULL: defaults. */
+int sh_system_new(const sh_config *cfg, sh_system **out);
+/* Starts the worker threads. */
+int sh_system_start(sh_system *sys);
+/* Asks the system to end; wakes sh_system_wait. From anywhere. */
+void sh_system_exit(sh_system *sys, int code);
+/* Blocks the calling (non-worker) thread until sh_system_exit; its code. */
+int sh_system_wait(sh_system *sys);
+/* Stops the workers, answers every pending ask with -ESHUTDOWN, runs stop
+ * hooks, returns every pooled object. The system can only be freed after. */
+int sh_system_shutdown(sh_system *sys);
+void sh_system_free(sh_system *sys);
+uint32_t sh_system_workers(const sh_system *sys);
+
+/* The notice the entry actor receives once mounted. */
+typedef struct sh_args {
+  sh_msg hdr;
+  int argc;
+  char **argv;
+} sh_args;
+SH_MSG_DECLARE(sh_args);
+
+/* new + start + spawn(entry) + args notice + wait + shutdown + free: the
+ * whole life of a program. Returns the exit code (or a negative errno). */
+int sh_run(const sh_config *cfg, const sh_actor_class *entry, int argc, char **argv);
+
+typedef struct sh_stats {
+  uint64_t delivered;         /* messages handed to handlers */
+  uint64_t replies_unknown;   /* replies whose ask was no longer pending */
+  uint64_t dropped_stopped;   /* messages refused or dropped by stopped actors */
+  uint64_t asks_timed_out;
+  uint64_t steals;            /* houses run by a worker other than their owner */
+  uint64_t runs;              /* house runs */
+  uint64_t parks;             /* times a worker went to sleep */
+  uint64_t wakeups;           /* wake signals actually sent */
+  uint64_t pool_outstanding;  /* pooled objects not yet returned */
+  uint64_t pool_mallocs;      /* objects the pools took from malloc */
+} sh_stats;
+
+/* Sums the per-worker counters. Exact when the workers are stopped or idle. */
+void sh_system_stats(const sh_system *sys, sh_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

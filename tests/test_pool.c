@@ -1,0 +1,581 @@
+/*
+ * Tests for core/pool.c: reuse and malloc counts, size classes and alignment,
+ * the plain-malloc paths, the local and remote bounds, cross-thread returns,
+ * idle trimming and destroy. Run it under ASan (leaks: destroy must free every
+ * cached object) and under TSan (the concurrent tests).
+ *
+ * Threads never call cmocka asserts (they longjmp): they record what they saw
+ * and the main thread checks it after the join.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+
+/* Largest body of each class: class size minus the 16-byte header. */
+#define BODY(cls) (((size_t)64 << (cls)) - 16)
+
+static uint64_t cached(const sh_pool *p, int cls) { return p->cls[cls].nfree; }
+
+static uint64_t remote_count(sh_pool *p, int cls) {
+  return atomic_load_explicit(&p->cls[cls].nremote, memory_order_relaxed);
+}
+
+static void test_reuse_same_pointer(void **state) {
+  (void)state;
+  sh_pool p;
+  sh_pool_init(&p, 64, 4, 1000);
+  void *a = sh_pool_alloc(&p, 100);
+  assert_non_null(a);
+  sh_pool_free(&p, a);
+  void *b = sh_pool_alloc(&p, 100);
+  assert_ptr_equal(a, b);
+  /* Any size of the same class gets the same object back. */
+  sh_pool_free(&p, b);
+  void *c = sh_pool_alloc(&p, BODY(1));
+  assert_ptr_equal(a, c);
+  sh_pool_free(&p, c);
+  assert_int_equal(p.mallocs, 1);
+  assert_int_equal(p.allocs, 3);
+  assert_int_equal(p.local_frees, 3);
+  assert_int_equal(sh_pool_outstanding(&p), 0);
+  sh_pool_destroy(&p);
+}
+
+static void test_steady_state_one_malloc_per_class(void **state) {
+  (void)state;
+  sh_pool p;
+  sh_pool_init(&p, 64, 4, 1000);
+  for (int i = 0; i < 10000; i++) {
+    for (int cls = 0; cls < SH_POOL_CLASSES; cls++) {
+      void *o = sh_pool_alloc(&p, BODY(cls));
+      assert_non_null(o);
+      memset(o, 0xab, BODY(cls)); /* ASan: the whole body is ours */
+      sh_pool_free(&p, o);
+    }
+  }
+  assert_int_equal(p.mallocs, SH_POOL_CLASSES);
+  assert_int_equal(p.allocs, 10000 * SH_POOL_CLASSES);
+  assert_int_equal(sh_pool_outstanding(&p), 0);
+  for (int cls = 0; cls < SH_POOL_CLASSES; cls++) assert_int_equal(cached(&p, cls), 1);
+  sh_pool_destroy(&p);
+}
+
+/* Each size lands in the smallest class that holds it plus the header. */
+static void test_class_boundaries(void **state) {
+  (void)state;
+  sh_pool p;
+  sh_pool_init(&p, 64, 4, 1000);
+  for (int cls = 0; cls < SH_POOL_CLASSES; cls++) {
+    size_t sizes[2] = {BODY(cls), cls == 0 ? 0 : BODY(cls - 1) + 1};
+    for (int k = 0; k < 2; k++) {
+      void *o = sh_pool_alloc(&p, sizes[k]);
+      assert_non_null(o);
+      sh_pool_free(&p, o);
+      assert_int_equal(cached(&p, cls), 1);
+    }
+  }
+  assert_int_equal(p.mallocs, SH_POOL_CLASSES);
+  sh_pool_destroy(&p);
+}
+
+static void test_alignment(void **state) {
+  (void)state;
+  sh_pool p;
+  sh_pool_init(&p, 64, 4, 1000);
+  size_t sizes[] = {0, 1, 7, 16, 17, 48, 49, 100, 1000, 4000, BODY(7), BODY(7) + 1, 100000};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    void *a = sh_pool_alloc(&p, sizes[i]);
+    void *b = sh_pool_alloc(NULL, sizes[i]);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal((uintptr_t)a % 16, 0);
+    assert_int_equal((uintptr_t)b % 16, 0);
+    memset(a, 1, sizes[i]);
+    memset(b, 2, sizes[i]);
+    sh_pool_free(&p, a);
+    sh_pool_free(&p, b);
+  }
+  assert_int_equal(sh_pool_outstanding(&p), 0);
+  sh_pool_destroy(&p);
+}
+
+/* A NULL pool is plain malloc: any caller frees it with free(), no counter moves. */
+static void test_null_pool(void **state) {
+  (void)state;
+  sh_pool p;
+  sh_pool_init(&p, 64, 4, 1000);
+  void *a = sh_pool_alloc(NULL, 100);
+  void *b = sh_pool_alloc(NULL, 100);
+  void *c = sh_pool_alloc(NULL, 0);
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_non_null(c);
+  sh_pool_free(NULL, a);
+  sh_pool_free(&p, b); /* a worker freeing a non-worker's object */
+  sh_pool_free(NULL, c);
+  sh_pool_free(NULL, NULL);
+  sh_pool_free(&p, NULL);
+  assert_int_equal(p.allocs, 0);
+  assert_int_equal(p.mallocs, 0);
+  assert_int_equal(p.local_frees, 0);
+  assert_int_equal(atomic_load(&p.remote_frees), 0);
+  for (int cls = 0; cls < SH_POOL_CLASSES; cls++) assert_int_equal(cached(&p, cls), 0);
+  sh_pool_destroy(&p);
+}
+
+/* Objects over SH_POOL_MAX_SIZE (with header) bypass the pool entirely. */
+static void test_large_object(void **state) {
+  (void)state;
+  sh_pool p, other;
+  sh_pool_init(&p, 64, 4, 1000);
+  sh_pool_init(&other, 64, 4, 1000);
+  size_t sizes[] = {BODY(7) + 1, SH_POOL_MAX_SIZE, 1u << 20};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    void *o = sh_pool_alloc(&p, sizes[i]);
+    assert_non_null(o);
+    memset(o, 0xcd, sizes[i]);
+    sh_pool_free(i == 1 ? &other : &p, o);
+  }
+  assert_null(sh_pool_alloc(&p, SIZE_MAX - 8)); /* would overflow the header */
+  assert_int_equal(p.allocs, 0);
+  assert_int_equal(p.mallocs, 0);
+  assert_int_equal(sh_pool_outstanding(&p), 0);
+  assert_int_equal(sh_pool_outstanding(&other), 0);
+  for (int cls = 0; cls < SH_POOL_CLASSES; cls++) assert_int_equal(cached(&p, cls), 0);
+  sh_pool_destroy(&p);
+  sh_pool_destroy(&other);
+}
+
+/* The owner caches at most max_cached per class; the rest goes back to malloc. */
+static void test_local_bound(void **state) {
+  (void)state;
+  enum { MAX = 8, N = 20 };
+  sh_pool p;
+  sh_pool_init(&p, MAX, 2, 1000);
+  void *objs[N];
+  for (int i = 0; i < N; i++) objs[i] = sh_pool_alloc(&p, 100);
+  assert_int_equal(p.mallocs, N);
+  for (int i = 0; i < N; i++) sh_pool_free(&p, objs[i]);
+  assert_int_equal(cached(&p, 1), MAX);
+  assert_int_equal(sh_pool_outstanding(&p), 0);
+  /* Only MAX come back from the cache. */
+  for (int i = 0; i < N; i++) objs[i] = sh_pool_alloc(&p, 100);
+  assert_int_equal(p.mallocs, N + (N - MAX));
+  assert_int_equal(sh_pool_outstanding(&p), N);
+  for (int i = 0; i < N; i++) sh_pool_free(&p, objs[i]);
+  sh_pool_destroy(&p);
+}
+
+/*
+ * Frees by a foreign pool or a non-worker (self NULL) go to the owner's remote
+ * stack, bounded by max_cached, and never into the freeing pool.
+ */
+static void test_remote_free_bound(void **state) {
+  (void)state;
+  enum { MAX = 8, N = 20 };
+  sh_pool p, other;
+  sh_pool_init(&p, MAX, 2, 1000);
+  sh_pool_init(&other, MAX, 2, 1000);
+  void *objs[N];
+  for (int i = 0; i < N; i++) objs[i] = sh_pool_alloc(&p, 100);
+  for (int i = 0; i < N; i++) sh_pool_free(i % 2 ? &other : NULL, objs[i]);
+  assert_int_equal(remote_count(&p, 1), MAX);
+  assert_int_equal(cached(&p, 1), 0);
+  assert_int_equal(atomic_load(&p.remote_frees), N);
+  assert_int_equal(p.local_frees, 0);
+  /* Remote frees that went to malloc still count as frees. */
+  assert_int_equal(sh_pool_outstanding(&p), 0);
+  assert_int_equal(other.allocs + other.mallocs + other.local_frees, 0);
+  assert_int_equal(atomic_load(&other.remote_frees), 0);
+  for (int cls = 0; cls < SH_POOL_CLASSES; cls++) assert_int_equal(cached(&other, cls), 0);
+
+  /* The owner takes the whole stack on an empty local list. */
+  for (int i = 0; i < N; i++) objs[i] = sh_pool_alloc(&p, 100);
+  assert_int_equal(p.mallocs, N + (N - MAX));
+  assert_int_equal(remote_count(&p, 1), 0);
+  assert_null(atomic_load(&p.cls[1].remote));
+  for (int i = 0; i < N; i++) sh_pool_free(&p, objs[i]);
+  assert_int_equal(sh_pool_outstanding(&p), 0);
+  sh_pool_destroy(&p);
+  sh_pool_destroy(&other);
+}
+
+/* Taking the remote stack onto a full free list gives the excess to malloc. */
+static void test_drain_keeps_bound(void **state) {
+  (void)state;
+  enum { MAX = 8 };
+  sh_pool p;
+  sh_pool_init(&p, MAX, 2, 1000);
+  void *objs[2 * MAX];
+  for (int i = 0; i < 2 * MAX; i++) objs[i] = sh_pool_alloc(&p, 100);
+  for (int i = 0; i < MAX; i++) sh_pool_free(&p, objs[i]);
+  for (int i = MAX; i < 2 * MAX; i++) sh_pool_free(NULL, objs[i]);
+  assert_int_equal(cached(&p, 1), MAX);
+  assert_int_equal(remote_count(&p, 1), MAX);
+  sh_pool_trim(&p, 0);
+  assert_int_equal(cached(&p, 1), MAX);
+  assert_int_equal(remote_count(&p, 1), 0);
+  assert_int_equal(sh_pool_outstanding(&p), 0);
+  sh_pool_destroy(&p);
+}
+
+/* ---- cross-thread: A allocates, B frees with its own pool, A reuses ---- */
+
+enum { XN = 1000 };
+
+typedef struct xfer {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int stage; /* 0: A allocating, 1: objects handed to B, 2: B freed them */
+  void *objs[XN];
+  sh_pool pa, pb;
+  uint64_t mallocs_first, mallocs_again;
+  int alloc_failures, bad_contents;
+} xfer;
+
+static void xfer_wait(xfer *x, int stage) {
+  pthread_mutex_lock(&x->mu);
+  while (x->stage != stage) pthread_cond_wait(&x->cv, &x->mu);
+  pthread_mutex_unlock(&x->mu);
+}
+
+static void xfer_set(xfer *x, int stage) {
+  pthread_mutex_lock(&x->mu);
+  x->stage = stage;
+  pthread_cond_broadcast(&x->cv);
+  pthread_mutex_unlock(&x->mu);
+}
+
+static void *xfer_a(void *arg) {
+  xfer *x = arg;
+  for (int i = 0; i < XN; i++) {
+    uint32_t *o = sh_pool_alloc(&x->pa, 200);
+    if (!o) {
+      x->alloc_failures++;
+      continue;
+    }
+    o[0] = (uint32_t)i;
+    o[49] = ~(uint32_t)i;
+    x->objs[i] = o;
+  }
+  x->mallocs_first = x->pa.mallocs;
+  xfer_set(x, 1);
+  xfer_wait(x, 2);
+  /* Everything B returned is on our remote stack: no malloc now. */
+  for (int i = 0; i < XN; i++) {
+    x->objs[i] = sh_pool_alloc(&x->pa, 200);
+    if (!x->objs[i]) x->alloc_failures++;
+  }
+  x->mallocs_again = x->pa.mallocs;
+  for (int i = 0; i < XN; i++) sh_pool_free(&x->pa, x->objs[i]);
+  return NULL;
+}
+
+static void *xfer_b(void *arg) {
+  xfer *x = arg;
+  xfer_wait(x, 1);
+  for (int i = 0; i < XN; i++) {
+    uint32_t *o = x->objs[i];
+    if (!o) continue;
+    if (o[0] != (uint32_t)i || o[49] != ~(uint32_t)i) x->bad_contents++;
+    sh_pool_free(&x->pb, o);
+  }
+  xfer_set(x, 2);
+  return NULL;
+}
+
+static void test_cross_thread_reuse(void **state) {
+  (void)state;
+  xfer *x = calloc(1, sizeof *x);
+  assert_non_null(x);
+  pthread_mutex_init(&x->mu, NULL);
+  pthread_cond_init(&x->cv, NULL);
+  sh_pool_init(&x->pa, 4096, 16, 1000);
+  sh_pool_init(&x->pb, 4096, 16, 1000);
+  pthread_t a, b;
+  assert_int_equal(pthread_create(&a, NULL, xfer_a, x), 0);
+  assert_int_equal(pthread_create(&b, NULL, xfer_b, x), 0);
+  pthread_join(a, NULL);
+  pthread_join(b, NULL);
+
+  assert_int_equal(x->alloc_failures, 0);
+  assert_int_equal(x->bad_contents, 0);
+  assert_int_equal(x->mallocs_first, XN);
+  assert_int_equal(x->mallocs_again, XN);
+  assert_int_equal(x->pa.allocs, 2 * XN);
+  assert_int_equal(x->pa.local_frees, XN);
+  assert_int_equal(atomic_load(&x->pa.remote_frees), XN);
+  assert_int_equal(sh_pool_outstanding(&x->pa), 0);
+  assert_int_equal(cached(&x->pa, 2), XN);
+  assert_int_equal(remote_count(&x->pa, 2), 0);
+  /* Nothing entered B's pool. */
+  assert_int_equal(x->pb.allocs + x->pb.mallocs + x->pb.local_frees, 0);
+  assert_int_equal(atomic_load(&x->pb.remote_frees), 0);
+  for (int cls = 0; cls < SH_POOL_CLASSES; cls++) {
+    assert_int_equal(cached(&x->pb, cls), 0);
+    assert_null(atomic_load(&x->pb.cls[cls].remote));
+  }
+  sh_pool_destroy(&x->pa);
+  sh_pool_destroy(&x->pb);
+  pthread_cond_destroy(&x->cv);
+  pthread_mutex_destroy(&x->mu);
+  free(x);
+}
+
+/* ---- trimming ---- */
+
+static void fill(sh_pool *p, size_t size, int n) {
+  void *objs[64];
+  assert_true(n <= 64);
+  for (int i = 0; i < n; i++) objs[i] = sh_pool_alloc(p, size);
+  for (int i = 0; i < n; i++) sh_pool_free(p, objs[i]);
+}
+
+static void test_trim_idle_classes(void **state) {
+  (void)state;
+  sh_pool p;
+  sh_pool_init(&p, 64, 2, 100);
+  fill(&p, 40, 10);  /* class 0 */
+  fill(&p, 100, 10); /* class 1 */
+  assert_int_equal(cached(&p, 0), 10);
+  assert_int_equal(cached(&p, 1), 10);
+
+  /* Both were used since the last trim: their idle time starts now. */
+  sh_pool_trim(&p, 1000);
+  assert_int_equal(cached(&p, 0), 10);
+  assert_int_equal(cached(&p, 1), 10);
+  sh_pool_trim(&p, 1099);
+  assert_int_equal(cached(&p, 0), 10);
+  assert_int_equal(cached(&p, 1), 10);
+
+  /* Class 1 used again; class 0 has now been idle for idle_ns. */
+  sh_pool_free(&p, sh_pool_alloc(&p, 100));
+  sh_pool_trim(&p, 1100);
+  assert_int_equal(cached(&p, 0), 2);
+  assert_int_equal(cached(&p, 1), 10);
+  sh_pool_trim(&p, 1199);
+  assert_int_equal(cached(&p, 1), 10);
+  sh_pool_trim(&p, 1200);
+  assert_int_equal(cached(&p, 0), 2);
+  assert_int_equal(cached(&p, 1), 2);
+
+  /* The freed objects really went back to malloc. */
+  uint64_t before = p.mallocs;
+  fill(&p, 40, 10);
+  assert_int_equal(p.mallocs, before + 8);
+  assert_int_equal(sh_pool_outstanding(&p), 0);
+  sh_pool_destroy(&p);
+}
+
+static void test_trim_drains_remote(void **state) {
+  (void)state;
+  sh_pool p;
+  sh_pool_init(&p, 64, 2, 100);
+  void *objs[10];
+  for (int i = 0; i < 10; i++) objs[i] = sh_pool_alloc(&p, 40);
+  for (int i = 0; i < 10; i++) sh_pool_free(NULL, objs[i]);
+  assert_int_equal(remote_count(&p, 0), 10);
+  sh_pool_trim(&p, 1000); /* class used since the last trim: drained, not trimmed */
+  assert_int_equal(remote_count(&p, 0), 0);
+  assert_null(atomic_load(&p.cls[0].remote));
+  assert_int_equal(cached(&p, 0), 10);
+  /* Returns from other threads are not use: the class goes idle. */
+  for (int i = 0; i < 10; i++) objs[i] = sh_pool_alloc(&p, 40);
+  sh_pool_trim(&p, 2000);
+  for (int i = 0; i < 10; i++) sh_pool_free(NULL, objs[i]);
+  sh_pool_trim(&p, 2100);
+  assert_int_equal(cached(&p, 0), 2);
+  assert_int_equal(remote_count(&p, 0), 0);
+  assert_int_equal(sh_pool_outstanding(&p), 0);
+  sh_pool_destroy(&p);
+}
+
+/* ---- destroy ---- */
+
+static void test_destroy_frees_everything(void **state) {
+  (void)state;
+  sh_pool p;
+  sh_pool_init(&p, 64, 2, 100);
+  void *objs[SH_POOL_CLASSES][6];
+  for (int cls = 0; cls < SH_POOL_CLASSES; cls++)
+    for (int i = 0; i < 6; i++) objs[cls][i] = sh_pool_alloc(&p, BODY(cls));
+  /* Half come back locally, half remotely; one stays outstanding. */
+  for (int cls = 0; cls < SH_POOL_CLASSES; cls++)
+    for (int i = 0; i < 6; i++)
+      if (cls != 3 || i != 0) sh_pool_free(i % 2 ? NULL : &p, objs[cls][i]);
+  assert_int_equal(sh_pool_outstanding(&p), 1);
+  sh_pool_destroy(&p);
+  for (int cls = 0; cls < SH_POOL_CLASSES; cls++) {
+    assert_int_equal(cached(&p, cls), 0);
+    assert_null(p.cls[cls].free);
+    assert_null(atomic_load(&p.cls[cls].remote));
+    assert_int_equal(remote_count(&p, cls), 0);
+  }
+  /* Outstanding objects survive destroy and are still counted... */
+  assert_int_equal(sh_pool_outstanding(&p), 1);
+  memset(objs[3][0], 0, BODY(3));
+  /* ...and a late free followed by another destroy leaves nothing (ASan). */
+  sh_pool_free(&p, objs[3][0]);
+  assert_int_equal(sh_pool_outstanding(&p), 0);
+  sh_pool_destroy(&p);
+  assert_int_equal(cached(&p, 3), 0);
+}
+
+/* ---- stress: two threads free into a third's pool while it allocates ---- */
+
+enum { SQ = 64, STOTAL = 100000, SFREERS = 2 };
+
+typedef struct stress {
+  pthread_mutex_t mu;
+  pthread_cond_t not_empty, not_full;
+  void *ring[SQ];
+  uint32_t head, count;
+  bool done;
+  sh_pool owner;
+  sh_pool freer_pool[SFREERS];
+  uint64_t alloc_failures;
+  uint64_t bad[SFREERS];
+} stress;
+
+typedef struct stress_arg {
+  stress *s;
+  int id;
+} stress_arg;
+
+static size_t stress_size(uint32_t i) { return i % 3 ? 40 : 300; }
+
+static void *stress_owner(void *arg) {
+  stress *s = arg;
+  for (uint32_t i = 0; i < STOTAL; i++) {
+    size_t size = stress_size(i);
+    uint32_t *o = sh_pool_alloc(&s->owner, size);
+    if (!o) {
+      s->alloc_failures++;
+      continue;
+    }
+    /* Plain writes the freer reads and the next owner of the object overwrites:
+     * TSan sees a race here unless the pool orders them. */
+    o[0] = (uint32_t)size;
+    o[size / 4 - 1] = ~(uint32_t)size;
+    pthread_mutex_lock(&s->mu);
+    while (s->count == SQ) pthread_cond_wait(&s->not_full, &s->mu);
+    s->ring[(s->head + s->count) % SQ] = o;
+    s->count++;
+    pthread_cond_signal(&s->not_empty);
+    pthread_mutex_unlock(&s->mu);
+  }
+  pthread_mutex_lock(&s->mu);
+  s->done = true;
+  pthread_cond_broadcast(&s->not_empty);
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+static void *stress_freer(void *arg) {
+  stress_arg *a = arg;
+  stress *s = a->s;
+  void *batch[SQ];
+  for (;;) {
+    /* Take everything queued, then free outside the lock, so frees overlap
+     * the owner's allocations as much as possible. */
+    pthread_mutex_lock(&s->mu);
+    while (s->count == 0 && !s->done) pthread_cond_wait(&s->not_empty, &s->mu);
+    uint32_t n = s->count;
+    for (uint32_t i = 0; i < n; i++) batch[i] = s->ring[(s->head + i) % SQ];
+    s->head = (s->head + n) % SQ;
+    s->count = 0;
+    pthread_cond_signal(&s->not_full);
+    pthread_mutex_unlock(&s->mu);
+    if (n == 0) break; /* done and drained */
+    for (uint32_t i = 0; i < n; i++) {
+      uint32_t *o = batch[i];
+      size_t size = o[0];
+      if ((size != 40 && size != 300) || o[size / 4 - 1] != ~(uint32_t)size) a->s->bad[a->id]++;
+      o[1] = 0xdead; /* a write the owner's next user must be ordered after */
+      sh_pool_free(&s->freer_pool[a->id], o);
+    }
+  }
+  return NULL;
+}
+
+static void test_stress_remote_frees(void **state) {
+  (void)state;
+  stress *s = calloc(1, sizeof *s);
+  assert_non_null(s);
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->not_empty, NULL);
+  pthread_cond_init(&s->not_full, NULL);
+  sh_pool_init(&s->owner, 4096, 16, 1000);
+  for (int k = 0; k < SFREERS; k++) sh_pool_init(&s->freer_pool[k], 4096, 16, 1000);
+
+  pthread_t owner, freers[SFREERS];
+  stress_arg args[SFREERS];
+  assert_int_equal(pthread_create(&owner, NULL, stress_owner, s), 0);
+  for (int k = 0; k < SFREERS; k++) {
+    args[k] = (stress_arg){s, k};
+    assert_int_equal(pthread_create(&freers[k], NULL, stress_freer, &args[k]), 0);
+  }
+  pthread_join(owner, NULL);
+  for (int k = 0; k < SFREERS; k++) pthread_join(freers[k], NULL);
+
+  assert_int_equal(s->alloc_failures, 0);
+  for (int k = 0; k < SFREERS; k++) assert_int_equal(s->bad[k], 0);
+  assert_int_equal(s->owner.allocs, STOTAL);
+  assert_int_equal(s->owner.local_frees, 0);
+  assert_int_equal(atomic_load(&s->owner.remote_frees), STOTAL);
+  assert_int_equal(sh_pool_outstanding(&s->owner), 0);
+  /*
+   * Reuse under concurrency: the owner mallocs only when both its lists are
+   * empty, i.e. when every object of the class is in the ring or in a freer's
+   * batch (at most SQ each), so a class never holds more than 3 * SQ + 1.
+   */
+  assert_true(s->owner.mallocs <= 2 * (3 * SQ + 1));
+  /* No object was lost or went to a freer's pool: all are cached again. */
+  sh_pool_trim(&s->owner, 0);
+  uint64_t all = 0;
+  for (int cls = 0; cls < SH_POOL_CLASSES; cls++) {
+    all += cached(&s->owner, cls);
+    assert_int_equal(remote_count(&s->owner, cls), 0);
+  }
+  assert_int_equal(all, s->owner.mallocs);
+  for (int k = 0; k < SFREERS; k++) {
+    sh_pool *f = &s->freer_pool[k];
+    assert_int_equal(f->allocs + f->mallocs + f->local_frees, 0);
+    for (int cls = 0; cls < SH_POOL_CLASSES; cls++) assert_int_equal(cached(f, cls), 0);
+    sh_pool_destroy(f);
+  }
+  sh_pool_destroy(&s->owner);
+  pthread_cond_destroy(&s->not_full);
+  pthread_cond_destroy(&s->not_empty);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_reuse_same_pointer),
+      cmocka_unit_test(test_steady_state_one_malloc_per_class),
+      cmocka_unit_test(test_class_boundaries),
+      cmocka_unit_test(test_alignment),
+      cmocka_unit_test(test_null_pool),
+      cmocka_unit_test(test_large_object),
+      cmocka_unit_test(test_local_bound),
+      cmocka_unit_test(test_remote_free_bound),
+      cmocka_unit_test(test_drain_keeps_bound),
+      cmocka_unit_test(test_cross_thread_reuse),
+      cmocka_unit_test(test_trim_idle_classes),
+      cmocka_unit_test(test_trim_drains_remote),
+      cmocka_unit_test(test_destroy_frees_everything),
+      cmocka_unit_test(test_stress_remote_frees),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
