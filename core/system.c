@@ -176,8 +176,9 @@ static void addr_publish(sh_system *sys, sh_addr *a) {
   for (uint32_t i = 0; i < a->n; i++) sh_worker_enqueue_mount(a->houses[i]);
 }
 
-int sh_spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
-             const sh_addr **out) {
+/* `pin` >= 0 places the single instance on that worker. */
+static int spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
+                 int64_t pin, const sh_addr **out) {
   if (sys == NULL || out == NULL || instances == 0 || check_class(c) != 0) return -EINVAL;
   if (sys->shut || atomic_load_explicit(&sys->exiting, memory_order_acquire)) return -ESHUTDOWN;
   sh_addr_kind kind = instances == 1                     ? SH_ADDR_PLAIN
@@ -191,7 +192,8 @@ int sh_spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instan
   a->n = n;
   atomic_init(&a->robin, 0);
   for (uint32_t i = 0; i < n; i++) {
-    sh_house *h = house_new(sys, c, owner_for(sys, kind, i));
+    uint32_t owner = pin >= 0 ? (uint32_t)pin : owner_for(sys, kind, i);
+    sh_house *h = house_new(sys, c, owner);
     int rc = h == NULL ? -ENOMEM : 0;
     if (rc == 0) {
       a->houses[i] = h;
@@ -207,6 +209,17 @@ int sh_spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instan
   addr_publish(sys, a);
   *out = a;
   return 0;
+}
+
+int sh_spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
+             const sh_addr **out) {
+  return spawn(sys, c, arg, instances, -1, out);
+}
+
+int sh_spawn_on(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t worker,
+                const sh_addr **out) {
+  if (sys == NULL || worker >= sys->nworkers) return -EINVAL;
+  return spawn(sys, c, arg, 1, worker, out);
 }
 
 uint32_t sh_addr_count(const sh_addr *a) { return a != NULL ? a->n : 0; }

@@ -175,6 +175,12 @@ struct sh_actor_class {
 int sh_spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
              const sh_addr **out);
 
+/* Spawns one actor on a chosen worker (0 <= worker < sh_system_workers):
+ * for actors that talk mostly to each other, and for tests of placement.
+ * -EINVAL for a worker out of range. */
+int sh_spawn_on(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t worker,
+                const sh_addr **out);
+
 static inline const sh_addr *sh_self(const sh_actor *a) { return a->self; }
 static inline sh_system *sh_actor_system(const sh_actor *a) { return a->sys; }
 /* Number of actor instances behind an address. */
