@@ -21,27 +21,35 @@ void sh_hq_init(sh_house_queue *q) {
 uint32_t sh_hq_push(sh_house_queue *q, sh_house *h, bool high) {
   sh_hq_list *l = &q->sub[high ? 1 : 0];
   h->qnext = NULL;
+  /* Count first, link second: a popper can never take the house before it
+   * was counted, so the count never wraps below zero (it may briefly be one
+   * ahead, which only costs a popper an empty look). seq_cst: the store-load
+   * handshake with a parking owner (see worker.c): we increment, then read
+   * its parked flag; it sets the flag, then reads this count. One of us sees
+   * the other. */
+  uint32_t n = (uint32_t)atomic_fetch_add_explicit(&q->count, 1, memory_order_seq_cst) + 1;
   sh_spin_lock(&l->lock);
   if (l->tail != NULL)
     l->tail->qnext = h;
   else
-    l->head = h;
+    /* Atomic (relaxed) because pop_list peeks at head without the lock: a
+     * plain store there would be a data race. The lock orders the rest. */
+    __atomic_store_n(&l->head, h, __ATOMIC_RELAXED);
   l->tail = h;
   sh_spin_unlock(&l->lock);
-  /* seq_cst: the store-load handshake with a parking owner (see worker.c):
-   * we increment, then read its parked flag; it sets the flag, then reads
-   * this count. One of us sees the other. */
-  return (uint32_t)atomic_fetch_add_explicit(&q->count, 1, memory_order_seq_cst) + 1;
+  return n;
 }
 
 static sh_house *take_locked(sh_house_queue *q, sh_hq_list *l) {
   sh_house *h = l->head;
   if (h == NULL) return NULL;
-  l->head = h->qnext;
+  /* Atomic store: pairs with pop_list's unlocked peek (see sh_hq_push). */
+  __atomic_store_n(&l->head, h->qnext, __ATOMIC_RELAXED);
   if (l->head == NULL) l->tail = NULL;
   h->qnext = NULL;
   /* relaxed: the count is a hint for stealing and parking; the push side's
-   * increment is what must not be missed, and it is seq_cst. */
+   * increment (before the link, so this never runs ahead of it) is what must
+   * not be missed, and it is seq_cst. */
   atomic_fetch_sub_explicit(&q->count, 1, memory_order_relaxed);
   return h;
 }

@@ -33,6 +33,21 @@ static sh_timer *from_link(sh_wheel_link *l) {
   return (sh_timer *)(void *)((char *)l - offsetof(sh_timer, link));
 }
 
+/* Expiries are capped far below the discard horizon (~73 years of uptime
+ * plus ~36 years of delay), so that sh_timer_discard_all reaches every node
+ * and no sum overflows. */
+#define SH_TIMER_MAX_DELAY_NS (UINT64_MAX / 16)
+#define SH_TIMER_DISCARD_NS (UINT64_MAX / 4)
+
+static uint64_t expiry(uint64_t delay_ns) {
+  if (delay_ns > SH_TIMER_MAX_DELAY_NS) delay_ns = SH_TIMER_MAX_DELAY_NS;
+  return sh_plat_now_ns() + delay_ns;
+}
+
+static uint64_t ms_to_ns(uint64_t ms) {
+  return ms > SH_TIMER_MAX_DELAY_NS / 1000000u ? SH_TIMER_MAX_DELAY_NS : ms * 1000000u;
+}
+
 static sh_timer *timer_new(sh_worker *w, sh_house *h, sh_timer_kind kind, uint64_t id,
                            uint64_t delay_ns, uint64_t period_ns, void *arg) {
   sh_timer *t = sh_mem_alloc(sizeof(*t));
@@ -46,7 +61,7 @@ static sh_timer *timer_new(sh_worker *w, sh_house *h, sh_timer_kind kind, uint64
   t->kind = kind;
   t->wheel_worker = w->index;
   atomic_init(&t->state, SH_TIMER_PENDING);
-  sh_wheel_add(&w->wheel, &t->link, sh_plat_now_ns() + delay_ns);
+  sh_wheel_add(&w->wheel, &t->link, expiry(delay_ns));
   return t;
 }
 
@@ -78,7 +93,7 @@ static void fire_periodic(sh_worker *w, sh_timer *t) {
     k->id = t->id;
     k->arg = t->arg;
   }
-  sh_wheel_add(&w->wheel, &t->link, sh_plat_now_ns() + t->period_ns);
+  sh_wheel_add(&w->wheel, &t->link, expiry(t->period_ns));
   if (k != NULL) sh_house_put(t->house, SH_BOX_EVENT, &k->hdr);
 }
 
@@ -164,7 +179,7 @@ int sh_timer_start(sh_actor *self, uint64_t delay_ms, uint64_t period_ms, void *
   if (h->cls->timeout == NULL) return -EINVAL;
   if (atomic_load_explicit(&h->stopped, memory_order_acquire)) return -ESHUTDOWN;
   uint64_t id = ++h->next_timer_id;
-  sh_timer *t = timer_new(w, h, SH_TIMER_ACTOR, id, delay_ms * 1000000ull, period_ms * 1000000ull, arg);
+  sh_timer *t = timer_new(w, h, SH_TIMER_ACTOR, id, ms_to_ns(delay_ms), ms_to_ns(period_ms), arg);
   if (t == NULL) return -ENOMEM;
   t->next = h->timers;
   if (h->timers != NULL) h->timers->prev = t;
@@ -197,7 +212,6 @@ static void discard(sh_wheel_link *l, void *ctx) {
 }
 
 void sh_timer_discard_all(sh_worker *w) {
-  /* Far enough to reach every entry, far from overflowing tick arithmetic. */
-  sh_wheel_advance(&w->wheel, UINT64_MAX / 4, 0, discard, w);
+  sh_wheel_advance(&w->wheel, SH_TIMER_DISCARD_NS, 0, discard, w);
   assert(sh_wheel_count(&w->wheel) == 0);
 }

@@ -10,7 +10,10 @@
  * re-placed relative to the new now, which moves each entry strictly lower,
  * down to the due list once its tick has come. Entries that disagree with
  * now above the top level wait in the overflow list, which is re-placed at
- * every multiple of 64^4 ticks.
+ * the multiple of 64^4 ticks that starts the window of its earliest entry:
+ * a lower bound on that expiry is kept on add and recomputed whenever the
+ * list is re-placed (a removal only leaves it lower, which costs a stop).
+ * Windows with nothing in them are skipped like empty slots.
  *
  * The due list holds entries whose tick is not after now_tick: those added
  * with a past expiry and those a `max` limit left unfired. Both therefore
@@ -53,16 +56,6 @@ static void list_unlink(sh_wheel_link *l) {
   l->prev = l->next = NULL;
 }
 
-static void list_move_all(sh_wheel_link *dst_empty, sh_wheel_link *src) {
-  list_init(dst_empty);
-  if (list_empty(src)) return;
-  dst_empty->next = src->next;
-  dst_empty->prev = src->prev;
-  dst_empty->next->prev = dst_empty;
-  dst_empty->prev->next = dst_empty;
-  list_init(src);
-}
-
 static unsigned level_shift(unsigned level) { return DIGIT_BITS * level; }
 
 /* Level SH_WHEEL_LEVELS stands for the overflow list. */
@@ -87,18 +80,25 @@ static sh_wheel_link *list_for(sh_wheel *w, uint64_t tick) {
   return &w->overflow;
 }
 
-static void place(sh_wheel *w, sh_wheel_link *l) { list_push_back(list_for(w, l->expire_tick), l); }
+static void place(sh_wheel *w, sh_wheel_link *l) {
+  sh_wheel_link *head = list_for(w, l->expire_tick);
+  if (head == &w->overflow && (list_empty(head) || l->expire_tick < w->overflow_min_tick))
+    w->overflow_min_tick = l->expire_tick;
+  list_push_back(head, l);
+}
 
-/* Detaches the list first: re-placing never targets the slot being emptied
- * (it is at now's digit), but the overflow list may take entries back. */
+/* Entries that land back in the same list (only the overflow list takes
+ * any back: a slot being re-placed is at now's digit, which place() never
+ * picks) go behind the one that was last, and popping that one ends the
+ * pass. Nothing else touches the list meanwhile: no callback runs here. */
 static void replace_all(sh_wheel *w, sh_wheel_link *head) {
-  sh_wheel_link pending;
-  list_move_all(&pending, head);
-  while (!list_empty(&pending)) {
-    sh_wheel_link *l = pending.next;
+  if (list_empty(head)) return;
+  sh_wheel_link *last = head->prev, *l;
+  do {
+    l = head->next;
     list_unlink(l);
     place(w, l);
-  }
+  } while (l != last);
 }
 
 /* The first tick after now_tick at which a slot or the overflow list has to
@@ -113,7 +113,9 @@ static uint64_t next_event(const sh_wheel *w, uint64_t limit) {
     }
   }
   if (list_empty(&w->overflow)) return limit;
-  uint64_t tick = (w->now_tick | span_mask(SH_WHEEL_LEVELS)) + 1;
+  /* Stale bounds are consumed by the stop they cause, so this is ahead. */
+  uint64_t tick = w->overflow_min_tick & ~span_mask(SH_WHEEL_LEVELS);
+  assert(tick > w->now_tick);
   return tick < limit ? tick : limit;
 }
 
@@ -124,6 +126,7 @@ static void process_tick(sh_wheel *w, uint64_t tick) {
   w->steps++;
   for (unsigned level = 0; level <= SH_WHEEL_LEVELS; level++) {
     if ((tick & span_mask(level)) != 0) break;
+    if (level == SH_WHEEL_LEVELS) w->overflow_min_tick = UINT64_MAX; /* entries put back set it */
     replace_all(w, level < SH_WHEEL_LEVELS ? &w->slots[level][digit(tick, level)] : &w->overflow);
   }
 }
@@ -131,21 +134,24 @@ static void process_tick(sh_wheel *w, uint64_t tick) {
 /* Fires, up to budget, the entries due when called. A marker closes that
  * batch: entries fire() makes due land behind it and wait for a later pass,
  * so a timer re-armed for "now" cannot keep one advance spinning, and what
- * the budget leaves stays ahead of them. The marker keeps the due list
- * non-empty while fire() runs, so next_ns called from fire() says "due". */
+ * the budget leaves stays ahead of them. fire() may remove any entry, so no
+ * entry could serve as the end of the batch. The marker lives in the wheel,
+ * not on the stack, so the due list never points into a dead frame; it keeps
+ * due non-empty while fire() runs, so next_ns called from fire() says "due". */
 static uint32_t fire_due(sh_wheel *w, uint32_t budget, void (*fire)(sh_wheel_link *, void *),
                          void *ctx) {
-  sh_wheel_link marker;
-  list_push_back(&w->due, &marker);
+  sh_wheel_link *marker = &w->fire_mark;
+  assert(!sh_wheel_linked(marker) && "advance called from fire");
+  list_push_back(&w->due, marker);
   uint32_t fired = 0;
-  while (fired < budget && w->due.next != &marker) {
+  while (fired < budget && w->due.next != marker) {
     sh_wheel_link *l = w->due.next;
     list_unlink(l);
     w->count--;
     fired++;
     fire(l, ctx);
   }
-  list_unlink(&marker);
+  list_unlink(marker);
   return fired;
 }
 
@@ -155,7 +161,9 @@ void sh_wheel_init(sh_wheel *w, uint64_t now_ns) {
   }
   list_init(&w->overflow);
   list_init(&w->due);
+  w->fire_mark.prev = w->fire_mark.next = NULL;
   w->now_tick = now_ns / SH_WHEEL_TICK_NS;
+  w->overflow_min_tick = UINT64_MAX;
   w->count = 0;
   w->steps = 0;
 }

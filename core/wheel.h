@@ -27,7 +27,9 @@ typedef struct sh_wheel {
   sh_wheel_link slots[SH_WHEEL_LEVELS][SH_WHEEL_SLOTS]; /* list heads (sentinels) */
   sh_wheel_link overflow;
   sh_wheel_link due;    /* expired, waiting for advance to fire them (past adds, `max` leftovers) */
+  sh_wheel_link fire_mark; /* closes the batch being fired inside due; linked only during advance */
   uint64_t now_tick;    /* ticks up to this one have been processed */
+  uint64_t overflow_min_tick; /* <= every overflow expiry when overflow is non-empty */
   uint64_t count;       /* entries in the wheel */
   uint64_t steps;       /* stats: ticks advance stopped at; empty stretches are skipped */
 } sh_wheel;
