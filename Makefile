@@ -67,8 +67,8 @@ TESTS_release = $(TESTS)
 
 TEST_TIMEOUT := 300
 # Extra libraries: TEST_LDLIBS for every test, LDLIBS_<name> for one program
-# (test, bench or example), e.g. `LDLIBS_test_faults := -lfiu`.
-TEST_LDLIBS  :=
+# (test, bench or example), e.g. `LDLIBS_test_x := -lm`.
+TEST_LDLIBS  := -lfiu
 BENCH_LDLIBS :=
 BENCH_LDFLAGS :=
 
@@ -90,11 +90,14 @@ CONFIGS := release asan tsan cov
 release_CFLAGS  := -O2 -g -fPIC
 release_LDFLAGS :=
 asan_SANITIZE   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
-asan_CFLAGS     := -O1 -g $(asan_SANITIZE)
+# Fault points (libfiu, `sh/<area>/<op>`) are compiled into the test
+# configurations only: production builds carry no check for them.
+FIU_CFLAGS      := -DFIU_ENABLE
+asan_CFLAGS     := -O1 -g $(asan_SANITIZE) $(FIU_CFLAGS)
 asan_LDFLAGS    := $(asan_SANITIZE)
-tsan_CFLAGS     := -O1 -g -fsanitize=thread
+tsan_CFLAGS     := -O1 -g -fsanitize=thread $(FIU_CFLAGS)
 tsan_LDFLAGS    := -fsanitize=thread
-cov_CFLAGS      := -O0 -g --coverage
+cov_CFLAGS      := -O0 -g --coverage $(FIU_CFLAGS)
 cov_LDFLAGS     := --coverage
 
 # Include path by top-level directory of the source file. Examples see only

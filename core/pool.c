@@ -30,6 +30,7 @@
 #include "pool.h"
 
 #include <assert.h>
+#include <fiu-local.h>
 #include <stdlib.h>
 
 #define SH_POOL_MIN_CLASS 64u                /* smallest class, object + header */
@@ -170,6 +171,8 @@ void sh_pool_destroy(sh_pool *p) {
 }
 
 void *sh_pool_alloc(sh_pool *p, size_t size) {
+  /* Fault point: the pool cannot grow (malloc failed). */
+  fiu_return_on("sh/pool/alloc", NULL);
   uint32_t cls = class_of(size);
   if (!p || cls == SH_POOL_PLAIN) return alloc_plain(size);
 

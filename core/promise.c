@@ -6,6 +6,7 @@
 #include "promise.h"
 
 #include <assert.h>
+#include <fiu-local.h>
 #include <stdlib.h>
 
 int sh_dispatcher_init(sh_dispatcher *d, uint32_t initial) {
@@ -25,6 +26,7 @@ void sh_dispatcher_destroy(sh_dispatcher *d) {
 }
 
 static void rehash(sh_dispatcher *d, uint32_t cap) {
+  fiu_do_on("sh/promise/rehash", return);
   sh_future **nb = calloc(cap, sizeof(*nb));
   /* Out of memory: keep the old table. It still works, with longer chains. */
   if (nb == NULL) return;

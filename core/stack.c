@@ -10,6 +10,7 @@
 #include "stack.h"
 
 #include <assert.h>
+#include <fiu-local.h>
 #include <string.h>
 
 #include "house.h"
@@ -26,6 +27,7 @@
 static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 sh_stack *sh_stack_new(sh_house *h, sh_stack_kind kind, uint32_t batch_cap) {
+  fiu_return_on("sh/stack/new", NULL);
   size_t locals = align16(h->cls->locals_size);
   size_t size = sizeof(sh_stack) + locals + (size_t)batch_cap * sizeof(sh_batch_entry);
   sh_stack *st = sh_mem_alloc(size);

@@ -12,6 +12,7 @@
 #include "system.h"
 
 #include <assert.h>
+#include <fiu-local.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,6 +111,7 @@ int sh_system_start(sh_system *sys) {
 /* ---- spawn and addresses -------------------------------------------- */
 
 static sh_house *house_new(sh_system *sys, const sh_actor_class *c, uint32_t owner) {
+  fiu_return_on("sh/system/house", NULL);
   sh_house *h = aligned_alloc(64, (sizeof(sh_house) + 63) & ~(size_t)63);
   if (h == NULL) return NULL;
   memset(h, 0, sizeof(*h));

@@ -1,0 +1,162 @@
+/*
+ * Out-of-memory paths, driven by the libfiu fault points compiled into the
+ * test builds: a pool that cannot grow, a house that cannot be made, a stack
+ * that cannot be allocated, a promise table that cannot grow. Each must be
+ * an error returned to the caller (or to the asker), never a crash or a
+ * leak (ASan checks the leaks).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fiu-control.h>
+#include <fiu.h>
+#include <stackhouse/stackhouse.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+typedef struct ping { sh_msg hdr; int n; } ping;
+typedef struct pong { sh_msg hdr; int n; } pong;
+typedef struct go { sh_msg hdr; int mode; } go;
+SH_MSG_DEFINE(ping, SH_ASK, 0);
+SH_MSG_DEFINE(pong, SH_REPLY, 0);
+SH_MSG_DEFINE(go, SH_NOTICE, 0);
+
+enum { MODE_ASK_NOMEM = 1, MODE_STACK_NOMEM, MODE_NO_REHASH };
+#define FANOUT 100
+
+static const sh_addr *echo_addr;
+static atomic_int result;     /* what the client saw, reported to main */
+static atomic_int completed;  /* futures completed in the fan-out */
+
+static sh_yield echo_ask(sh_actor *self, sh_stack *st) {
+  (void)self;
+  return sh_return(st, &sh_msg_new(pong, .n = sh_stack_msg_as(st, ping)->n)->hdr);
+}
+static const sh_actor_class echo_class = {.name = "echo", .size = sizeof(sh_actor), .ask = echo_ask};
+
+typedef struct client_locals { sh_future *f[FANOUT]; } client_locals;
+enum { START = SH_START, DONE };
+
+static void finish(sh_actor *self, int r) {
+  atomic_store(&result, r);
+  sh_system_exit(sh_actor_system(self), 0);
+}
+
+static sh_yield start(sh_actor *self, sh_stack *st, int mode) {
+  client_locals *l = sh_stack_locals(st);
+  if (mode == MODE_ASK_NOMEM) {
+    ping *p = sh_msg_new(ping, .n = 1);
+    fiu_enable("sh/pool/alloc", 1, NULL, 0);
+    sh_future *f = sh_ask(st, echo_addr, &p->hdr, 0); /* the promise cannot be made */
+    fiu_disable("sh/pool/alloc");
+    finish(self, f == NULL ? -ENOMEM : 0);
+    return sh_return(st, NULL);
+  }
+  /* Only stacks made from now on fail: ours exists, the echo's cannot. */
+  if (mode == MODE_STACK_NOMEM) fiu_enable("sh/stack/new", 1, NULL, 0);
+  int n = mode == MODE_NO_REHASH ? FANOUT : 1;
+  for (int i = 0; i < n; i++) l->f[i] = sh_ask(st, echo_addr, &sh_msg_new(ping, .n = i)->hdr, 0);
+  return sh_suspend(st, DONE);
+}
+
+static sh_yield client_notice(sh_actor *self, sh_stack *st) {
+  client_locals *l = sh_stack_locals(st);
+  int mode = sh_stack_msg_as(st, go)->mode;
+  if (sh_stack_state(st) == START) return start(self, st, mode);
+  if (mode == MODE_STACK_NOMEM) {
+    fiu_disable("sh/stack/new");
+    finish(self, sh_future_error(l->f[0]));
+    return sh_return(st, NULL);
+  }
+  for (int i = 0; i < FANOUT; i++)
+    if (!sh_future_failed(l->f[i]) && sh_future_reply(l->f[i], pong)->n == i) atomic_fetch_add(&completed, 1);
+  finish(self, 0);
+  return sh_return(st, NULL);
+}
+static const sh_actor_class client_class = {.name = "client", .size = sizeof(sh_actor),
+                                            .locals_size = sizeof(client_locals),
+                                            .notice = client_notice};
+
+/* Runs one client scenario on 2 workers; returns what the client reported. */
+static int run_mode(int mode, const char *fault) {
+  sh_config cfg;
+  sh_config_default(&cfg);
+  cfg.workers = 2;
+  sh_system *sys;
+  assert_int_equal(sh_system_new(&cfg, &sys), 0);
+  const sh_addr *client;
+  assert_int_equal(sh_spawn_on(sys, &echo_class, NULL, 1, &echo_addr), 0);
+  assert_int_equal(sh_spawn_on(sys, &client_class, NULL, 0, &client), 0);
+  atomic_store(&result, 1);
+  atomic_store(&completed, 0);
+  if (fault != NULL) fiu_enable(fault, 1, NULL, 0);
+  assert_int_equal(sh_system_start(sys), 0);
+  assert_int_equal(sh_notice(client, &sh_msg_new(go, .mode = mode)->hdr), 0);
+  assert_int_equal(sh_system_wait(sys), 0);
+  if (fault != NULL) fiu_disable(fault);
+  assert_int_equal(sh_system_shutdown(sys), 0);
+  sh_stats s;
+  sh_system_stats(sys, &s);
+  assert_int_equal(s.pool_outstanding, 0);
+  sh_system_free(sys);
+  return atomic_load(&result);
+}
+
+static void test_msg_alloc_fails(void **state) {
+  (void)state;
+  fiu_enable("sh/pool/alloc", 1, NULL, 0);
+  assert_null(sh_msg_alloc(&ping_type));
+  assert_null(sh_msg_new(ping, .n = 3));
+  fiu_disable("sh/pool/alloc");
+  sh_msg *m = sh_msg_alloc(&ping_type);
+  assert_non_null(m);
+  sh_msg_free(m);
+}
+
+static void test_spawn_fails_with_enomem(void **state) {
+  (void)state;
+  sh_system *sys;
+  assert_int_equal(sh_system_new(NULL, &sys), 0);
+  const sh_addr *a = NULL;
+  fiu_enable("sh/system/house", 1, NULL, 0);
+  assert_int_equal(sh_spawn(sys, &echo_class, NULL, 3, &a), -ENOMEM);
+  fiu_disable("sh/system/house");
+  assert_null(a);
+  assert_int_equal(sh_spawn(sys, &echo_class, NULL, 3, &a), 0);
+  assert_int_equal(sh_addr_count(a), 3);
+  sh_system_free(sys);
+}
+
+static void test_ask_without_memory_returns_null(void **state) {
+  (void)state;
+  assert_int_equal(run_mode(MODE_ASK_NOMEM, NULL), -ENOMEM);
+}
+
+/* The answering side cannot allocate a stack: the asker hears -ENOMEM. */
+static void test_stack_alloc_failure_refuses_the_ask(void **state) {
+  (void)state;
+  assert_int_equal(run_mode(MODE_STACK_NOMEM, NULL), -ENOMEM);
+}
+
+/* A promise table that cannot grow keeps working with longer chains. */
+static void test_dispatcher_without_rehash_loses_nothing(void **state) {
+  (void)state;
+  assert_int_equal(run_mode(MODE_NO_REHASH, "sh/promise/rehash"), 0);
+  assert_int_equal(atomic_load(&completed), FANOUT);
+}
+
+int main(void) {
+  alarm(120);
+  fiu_init(0);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_msg_alloc_fails),
+      cmocka_unit_test(test_spawn_fails_with_enomem),
+      cmocka_unit_test(test_ask_without_memory_returns_null),
+      cmocka_unit_test(test_stack_alloc_failure_refuses_the_ask),
+      cmocka_unit_test(test_dispatcher_without_rehash_loses_nothing),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
