@@ -263,7 +263,7 @@ summary = echo "$$pass passed, $$fail failed"; [ $$fail -eq 0 ]
 
 # ---------------------------------------------------------------- targets ---
 
-.PHONY: deps test sim bench coverage install uninstall clean help FORCE
+.PHONY: deps test sim bench coverage install install-check uninstall clean help FORCE
 FORCE:
 
 deps:
@@ -282,6 +282,9 @@ test: deps
 	$(call run_tests,tsan,$(TESTS_tsan),$$launch); \
 	echo "== build: release (make all)"; \
 	if ! $(SUBMAKE) all; then printf 'FAIL  release build (make all)\n'; fail=$$((fail+1)); fi; \
+	echo "== install check: a program built with pkg-config against make install"; \
+	if $(SUBMAKE) install-check > build/install-check.log 2>&1; then printf 'PASS  install check\n'; pass=$$((pass+1)); \
+	else printf 'FAIL  install check (log: build/install-check.log)\n'; sed 's/^/    | /' build/install-check.log; fail=$$((fail+1)); fi; \
 	if [ $$build -ne 0 ] && [ $$fail -eq 0 ]; then printf 'FAIL  test build\n'; fail=$$((fail+1)); fi; \
 	$(summary)
 
@@ -351,6 +354,18 @@ install: lib
 	    -e 's|@INCLUDEDIR@|$(call pc_dir,$(INCLUDEDIR))|g' -e 's|@VERSION@|$(VERSION)|g' \
 	    stackhouse.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/stackhouse.pc
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/stackhouse.pc
+
+# Installs into build/install-check, builds examples/adder.c with nothing but
+# `pkg-config --cflags --libs stackhouse`, and runs it (it exits with 55).
+IC_PREFIX := $(abspath build/install-check/usr)
+install-check: lib
+	@rm -rf build/install-check
+	$(MAKE) --no-print-directory install PREFIX=$(IC_PREFIX) DESTDIR=
+	PKG_CONFIG_PATH=$(IC_PREFIX)/lib/pkgconfig; export PKG_CONFIG_PATH; \
+	$(CC) -std=c11 -Wall -Wextra -Werror examples/adder.c $$(pkg-config --cflags --libs stackhouse) \
+	    -o build/install-check/adder
+	LD_LIBRARY_PATH=$(IC_PREFIX)/lib build/install-check/adder; rc=$$?; \
+	if [ $$rc -ne 55 ]; then echo "install-check: adder exited $$rc, expected 55"; exit 1; fi
 
 uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/stackhouse
