@@ -21,6 +21,9 @@
 #include "timer.h"
 #include "worker.h"
 
+/* Events handled per run even when the budget is spent. */
+#define SH_EVENT_SHARE 16u
+
 static bool box_nonempty(const sh_house *h, sh_box b) { return sh_mailbox_nonempty(&h->mb[b]); }
 
 static bool stopped(const sh_house *h) {
@@ -277,7 +280,10 @@ void sh_house_run(sh_worker *w, sh_house *h) {
     n += drain_requests(h, SH_BOX_ASK, budget - n);
     n += drain_requests(h, SH_BOX_NOTICE, budget - n);
   }
-  drain_box(h, SH_BOX_EVENT, budget - n);
+  /* Events come last in the order but always get a share, so a flood of
+   * asks or notices cannot hold back the actor's timers and timeouts. */
+  uint32_t left = budget - n;
+  drain_box(h, SH_BOX_EVENT, left > SH_EVENT_SHARE ? left : SH_EVENT_SHARE);
   if (stopped(h)) finish_stop(w, h);
   settle(h);
 }
