@@ -486,6 +486,55 @@ static void test_timer_start_misuse_is_einval(void **state) {
   assert_int_equal(rc, -EINVAL);
 }
 
+/* An actor that keeps its own notice mailbox full (every notice sends the
+ * next) must still get its timer event: events have a share of every run.
+ * Without it the flood would run to FLOOD_LIMIT before the timer is seen. */
+#define FLOOD_DEPTH 200
+#define FLOOD_LIMIT 2000000L
+
+typedef struct flooder { sh_actor base; long handled; long fired_at; } flooder;
+
+static void flooder_mount(sh_actor *self) {
+  ((flooder *)self)->fired_at = -1;
+  CHECK(sh_timer_start(self, 1, 0, NULL, NULL) == 0);
+}
+
+static void flooder_timeout(sh_actor *self, uint64_t id, void *arg) {
+  (void)id;
+  (void)arg;
+  flooder *f = (flooder *)self;
+  f->fired_at = f->handled;
+}
+
+static sh_yield flooder_notice(sh_actor *self, sh_stack *st) {
+  flooder *f = (flooder *)self;
+  f->handled++;
+  if (f->fired_at < 0 && f->handled < FLOOD_LIMIT) {
+    CHECK(sh_notice(sh_self(self), &sh_msg_new(kick_msg, .v = 0)->hdr) == 0);
+  } else if (f->handled == f->fired_at + FLOOD_DEPTH || f->handled == FLOOD_LIMIT) {
+    /* The last notice of the queue drained after the timer stopped the refills. */
+    CHECK(f->fired_at >= 0 && f->fired_at < FLOOD_LIMIT);
+    done_one(self);
+  }
+  return sh_return(st, NULL);
+}
+
+static const sh_actor_class flooder_class = {.name = "flooder", .size = sizeof(flooder),
+                                             .mount = flooder_mount, .timeout = flooder_timeout,
+                                             .notice = flooder_notice};
+
+static void test_timer_fires_during_a_notice_flood(void **state) {
+  (void)state;
+  sh_system *sys = env_new(1);
+  const sh_addr *a = spawn_on(sys, &flooder_class, NULL, 0);
+  for (int i = 0; i < FLOOD_DEPTH; i++)
+    assert_int_equal(sh_notice(a, &sh_msg_new(kick_msg, .v = i)->hdr), 0);
+  run(sys);
+  sh_stats st;
+  env_end(sys, &st);
+  assert_true(st.delivered < (uint64_t)FLOOD_LIMIT);
+}
+
 int main(void) {
   alarm(WATCHDOG_S);
   const struct CMUnitTest tests[] = {
@@ -496,6 +545,7 @@ int main(void) {
       cmocka_unit_test(test_cancel_before_fire_and_unknown),
       cmocka_unit_test(test_live_timers_freed_at_shutdown),
       cmocka_unit_test(test_timer_start_misuse_is_einval),
+      cmocka_unit_test(test_timer_fires_during_a_notice_flood),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
