@@ -55,6 +55,11 @@ _Static_assert(SH_POOL_HDR == 16, "the header must keep the body 16-byte aligned
 _Static_assert((SH_POOL_MIN_CLASS << (SH_POOL_CLASSES - 1)) == SH_POOL_MAX_SIZE,
                "SH_POOL_CLASSES doubling classes from 64 must end at SH_POOL_MAX_SIZE");
 
+/* An owner-only counter: relaxed load and store, no read-modify-write. */
+static void own_inc(atomic_uint_fast64_t *c) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
 static size_t class_size(uint32_t cls) { return (size_t)SH_POOL_MIN_CLASS << cls; }
 
 /* The smallest class whose objects hold size bytes plus the header, or
@@ -150,9 +155,9 @@ void sh_pool_init(sh_pool *p, uint32_t max_cached, uint32_t keep, uint64_t idle_
   p->max_cached = max_cached;
   p->keep = keep;
   p->idle_ns = idle_ns;
-  p->allocs = 0;
-  p->mallocs = 0;
-  p->local_frees = 0;
+  atomic_init(&p->allocs, 0);
+  atomic_init(&p->mallocs, 0);
+  atomic_init(&p->local_frees, 0);
   atomic_init(&p->remote_frees, 0);
 }
 
@@ -185,19 +190,19 @@ void *sh_pool_alloc(sh_pool *p, size_t size) {
     if (!o) return NULL;
     o->owner = p;
     o->cls = cls;
-    p->mallocs++;
+    own_inc(&p->mallocs);
   }
   assert(o->owner == p && o->cls == cls);
   o->state = SH_POOL_LIVE;
   c->last_use_ns = SH_POOL_TOUCHED;
-  p->allocs++;
+  own_inc(&p->allocs);
   return body_of(o);
 }
 
 /* The owner frees its own object: no atomics at all. */
 static void free_local(sh_pool *p, sh_pool_obj *o) {
   sh_pool_class *c = &p->cls[o->cls];
-  p->local_frees++;
+  own_inc(&p->local_frees);
   c->last_use_ns = SH_POOL_TOUCHED;
   cache_or_free(p, c, o);
 }
@@ -252,21 +257,28 @@ void sh_pool_free(sh_pool *self, void *obj) {
     free_remote(o->owner, o);
 }
 
-void sh_pool_trim(sh_pool *p, uint64_t now_ns) {
+uint64_t sh_pool_trim(sh_pool *p, uint64_t now_ns) {
+  uint64_t next = UINT64_MAX;
   for (uint32_t i = 0; i < SH_POOL_CLASSES; i++) {
     sh_pool_class *c = &p->cls[i];
     drain_remote(p, c);
     if (c->last_use_ns == SH_POOL_TOUCHED) {
       c->last_use_ns = now_ns; /* used since the last trim: its idle time starts now */
-      continue;
+    } else if (now_ns >= c->last_use_ns && now_ns - c->last_use_ns >= p->idle_ns) {
+      while (c->nfree > p->keep) free(pop_local(c)); /* bounded: nfree <= max_cached */
     }
-    if (now_ns < c->last_use_ns || now_ns - c->last_use_ns < p->idle_ns) continue;
-    while (c->nfree > p->keep) free(pop_local(c)); /* bounded: nfree <= max_cached */
+    if (c->nfree > p->keep) {
+      uint64_t due = c->last_use_ns + p->idle_ns;
+      if (due < c->last_use_ns) due = UINT64_MAX; /* overflow: never */
+      if (due < next) next = due;
+    }
   }
+  return next;
 }
 
 uint64_t sh_pool_outstanding(const sh_pool *p) {
   /* relaxed: a statistic; exact when no thread frees concurrently, as documented. */
   uint64_t remote = atomic_load_explicit(&p->remote_frees, memory_order_relaxed);
-  return p->allocs - p->local_frees - remote;
+  return atomic_load_explicit(&p->allocs, memory_order_relaxed) -
+         atomic_load_explicit(&p->local_frees, memory_order_relaxed) - remote;
 }

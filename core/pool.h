@@ -37,11 +37,13 @@ struct sh_pool {
   uint32_t max_cached;        /* per class bound on free + remote */
   uint32_t keep;              /* trimming keeps this many per class */
   uint64_t idle_ns;           /* a class untouched this long is trimmed */
-  /* Counters. allocs/mallocs/local_frees are owner-only; remote_frees is
-   * counted by the freeing thread. outstanding = allocs - local_frees - remote_frees. */
-  uint64_t allocs;
-  uint64_t mallocs;
-  uint64_t local_frees;
+  /* Counters. allocs/mallocs/local_frees have one writer, the owner (a
+   * relaxed load + store: no locked instruction), and are atomic only so
+   * that statistics may read them while it runs; remote_frees is counted by
+   * the freeing threads. outstanding = allocs - local_frees - remote_frees. */
+  atomic_uint_fast64_t allocs;
+  atomic_uint_fast64_t mallocs;
+  atomic_uint_fast64_t local_frees;
   atomic_uint_fast64_t remote_frees;
 };
 
@@ -58,8 +60,10 @@ void *sh_pool_alloc(sh_pool *p, size_t size);
 void sh_pool_free(sh_pool *self, void *obj);
 
 /* Owner only: moves returned objects back to the free lists, then trims every
- * class untouched for idle_ns to `keep` objects. now_ns from sh_plat_now_ns. */
-void sh_pool_trim(sh_pool *p, uint64_t now_ns);
+ * class untouched for idle_ns to `keep` objects. now_ns from sh_plat_now_ns.
+ * Returns when a later trim could free more (UINT64_MAX: nothing left to
+ * trim), so that a sleeping owner can wake up for it. */
+uint64_t sh_pool_trim(sh_pool *p, uint64_t now_ns);
 /* Objects allocated from p and not yet freed (exact when no thread frees concurrently). */
 uint64_t sh_pool_outstanding(const sh_pool *p);
 

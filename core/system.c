@@ -342,7 +342,7 @@ void sh_system_stats(const sh_system *sys, sh_stats *out) {
     const sh_worker *w = &sys->workers[i];
     for (int k = 0; k < SH_C_COUNT; k++) v[k] += sh_counters_get(&w->counters, k);
     outstanding += sh_pool_outstanding(&w->pool);
-    mallocs += w->pool.mallocs;
+    mallocs += atomic_load_explicit(&w->pool.mallocs, memory_order_relaxed);
   }
   memset(out, 0, sizeof(*out));
   out->delivered = v[SH_C_DELIVERED];

@@ -189,7 +189,8 @@ static bool stopping(const sh_worker *w) {
 
 static void park(sh_worker *w) {
   uint64_t now = sh_plat_now_ns();
-  sh_pool_trim(&w->pool, now);
+  /* A pool with idle objects above its floor wakes us when they may go. */
+  uint64_t trim_due = sh_pool_trim(&w->pool, now);
   /* seq_cst: the store half of the parking handshake (file comment). */
   atomic_store_explicit(&w->parked, 1, memory_order_seq_cst);
   SH_YIELD("worker.park");
@@ -199,6 +200,7 @@ static void park(sh_worker *w) {
   }
   sh_counters_own_add(&w->counters, SH_C_PARKS, 1);
   uint64_t next = sh_wheel_next_ns(&w->wheel);
+  if (trim_due < next) next = trim_due;
   sh_plat_park(w->sys->plat, w->index, next == UINT64_MAX ? SH_PLAT_NO_DEADLINE : next);
   /* relaxed: a waker that found parked = 1 already cleared it; a timeout or
    * spurious return clears it here, and a late wake costs one extra turn. */

@@ -349,22 +349,24 @@ static void test_trim_idle_classes(void **state) {
   assert_int_equal(cached(&p, 0), 10);
   assert_int_equal(cached(&p, 1), 10);
 
-  /* Both were used since the last trim: their idle time starts now. */
-  sh_pool_trim(&p, 1000);
+  /* Both were used since the last trim: their idle time starts now, and the
+   * trim says when to come back (a sleeping owner wakes up for it). */
+  assert_int_equal(sh_pool_trim(&p, 1000), 1100);
   assert_int_equal(cached(&p, 0), 10);
   assert_int_equal(cached(&p, 1), 10);
-  sh_pool_trim(&p, 1099);
+  assert_int_equal(sh_pool_trim(&p, 1099), 1100);
   assert_int_equal(cached(&p, 0), 10);
   assert_int_equal(cached(&p, 1), 10);
 
   /* Class 1 used again; class 0 has now been idle for idle_ns. */
   sh_pool_free(&p, sh_pool_alloc(&p, 100));
-  sh_pool_trim(&p, 1100);
+  assert_int_equal(sh_pool_trim(&p, 1100), 1200);
   assert_int_equal(cached(&p, 0), 2);
   assert_int_equal(cached(&p, 1), 10);
-  sh_pool_trim(&p, 1199);
+  assert_int_equal(sh_pool_trim(&p, 1199), 1200);
   assert_int_equal(cached(&p, 1), 10);
-  sh_pool_trim(&p, 1200);
+  /* Everything at its floor: nothing left to wake up for. */
+  assert_int_equal(sh_pool_trim(&p, 1200), UINT64_MAX);
   assert_int_equal(cached(&p, 0), 2);
   assert_int_equal(cached(&p, 1), 2);
 
