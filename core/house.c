@@ -82,6 +82,7 @@ void sh_house_refuse(sh_house *to, uint64_t id, int error) {
 }
 
 static void update_priority(sh_house *h) {
+  for (int b = 0; b < SH_BOXES; b++) sh_mailbox_publish(&h->mb[b]);
   bool high = sh_mailbox_size(&h->mb[SH_BOX_REPLY]) > SH_HIGH_REPLIES ||
               sh_mailbox_size(&h->mb[SH_BOX_EVENT]) > SH_HIGH_EVENTS ||
               sh_dispatcher_count(&h->futures) == 0;

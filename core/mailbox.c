@@ -16,7 +16,9 @@ void sh_mailbox_init(sh_mailbox *mb) {
   atomic_init(&mb->stub.next, NULL);
   atomic_init(&mb->head, &mb->stub);
   mb->tail = &mb->stub;
-  atomic_init(&mb->size, 0);
+  atomic_init(&mb->puts, 0);
+  mb->taken = 0;
+  atomic_init(&mb->taken_seen, 0);
 }
 
 static void link_last(sh_mailbox *mb, sh_msg *m) {
@@ -32,20 +34,19 @@ static void link_last(sh_mailbox *mb, sh_msg *m) {
 
 uint32_t sh_mailbox_put(sh_mailbox *mb, sh_msg *m) {
   assert(m != NULL && m != &mb->stub);
-  /* seq_cst, and before the link: the size is what the house's ready check
+  /* seq_cst, and before the link: the count is what the house's ready check
    * reads (store-load handshake with the runner), so it must be visible no
    * later than the message itself. */
-  uint32_t n = (uint32_t)atomic_fetch_add_explicit(&mb->size, 1, memory_order_seq_cst) + 1;
+  uint32_t n = (uint32_t)atomic_fetch_add_explicit(&mb->puts, 1, memory_order_seq_cst) + 1;
   SH_YIELD("mailbox.put");
   link_last(mb, m);
-  return n;
+  /* relaxed: an estimate; the consumer publishes its takes now and then. */
+  return n - (uint32_t)atomic_load_explicit(&mb->taken_seen, memory_order_relaxed);
 }
 
 static sh_msg *pop(sh_mailbox *mb, sh_msg *tail, sh_msg *next) {
   mb->tail = next;
-  /* relaxed: the size only needs to be exact once the queue is quiet; the
-   * runner re-reads it with seq_cst before deciding to sleep. */
-  atomic_fetch_sub_explicit(&mb->size, 1, memory_order_relaxed);
+  mb->taken++;
   return tail;
 }
 
@@ -76,5 +77,5 @@ void sh_mailbox_put_head(sh_mailbox *mb, sh_msg *m) {
    * tail there and lost the message. */
   atomic_store_explicit(&m->next, mb->tail, memory_order_relaxed);
   mb->tail = m;
-  atomic_fetch_add_explicit(&mb->size, 1, memory_order_seq_cst);
+  mb->taken--;
 }

@@ -14,28 +14,40 @@
 #include <stackhouse/stackhouse.h>
 
 typedef struct sh_mailbox {
-  sh_msg *_Atomic head; /* producers' end: the last message put */
-  sh_msg *tail;         /* consumer's end */
-  sh_msg stub;          /* keeps the queue non-empty for the link protocol */
-  atomic_uint_fast32_t size; /* exact after quiescence; read racily for priority */
+  /* Producers' cache line. */
+  _Alignas(64) sh_msg *_Atomic head; /* the last message put */
+  atomic_uint_fast32_t puts;         /* messages ever put (wraps; differences count) */
+  /* Consumer's cache line: taking a message writes only here, so a busy
+   * mailbox does not bounce a shared counter between cores per message. */
+  _Alignas(64) sh_msg *tail;
+  uint32_t taken;                    /* messages ever taken, less those put back */
+  atomic_uint_fast32_t taken_seen;   /* `taken` as last published for producers */
+  sh_msg stub;                       /* keeps the queue non-empty for the link protocol */
 } sh_mailbox;
 
 void sh_mailbox_init(sh_mailbox *mb);
-/* Any thread. Returns the size after the put. */
+/* Any thread. Returns an estimate of the size after the put, never below the
+ * true size (it counts takes only as of the consumer's last publish). */
 uint32_t sh_mailbox_put(sh_mailbox *mb, sh_msg *m);
 /* Consumer only. NULL when empty, or when a put is half-way (it will be seen
  * by the consumer's next look: a put always ends by making the house ready). */
 sh_msg *sh_mailbox_take(sh_mailbox *mb);
 /* Consumer only: puts m back so that it is the next message taken. */
 void sh_mailbox_put_head(sh_mailbox *mb, sh_msg *m);
-/* Any thread: whether a message is (or is about to be) in the mailbox. */
+/* Consumer only: lets producers' size estimates catch up with the takes. */
+static inline void sh_mailbox_publish(sh_mailbox *mb) {
+  /* relaxed: an estimate for the producers' priority hint, nothing more. */
+  atomic_store_explicit(&mb->taken_seen, mb->taken, memory_order_relaxed);
+}
+/* Consumer only: whether a message is (or is about to be) in the mailbox. */
 static inline bool sh_mailbox_nonempty(const sh_mailbox *mb) {
   /* seq_cst: part of the producer/consumer store-load handshake on the house
    * state (see house.c): neither side may miss the other's write. */
-  return atomic_load_explicit(&mb->size, memory_order_seq_cst) != 0;
+  return (uint32_t)atomic_load_explicit(&mb->puts, memory_order_seq_cst) != mb->taken;
 }
+/* Consumer only: messages in the mailbox (or about to be). */
 static inline uint32_t sh_mailbox_size(const sh_mailbox *mb) {
-  return (uint32_t)atomic_load_explicit(&mb->size, memory_order_relaxed);
+  return (uint32_t)atomic_load_explicit(&mb->puts, memory_order_relaxed) - mb->taken;
 }
 
 #endif
