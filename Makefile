@@ -58,7 +58,7 @@ EXAMPLE_NAMES     := $(sort $(basename $(notdir $(wildcard examples/*.c))))
 TESTS := $(ALL_TESTS)
 # Tests that also build and run under ThreadSanitizer. Names or make patterns.
 # To add one: append its name here (e.g. `test_wheel`).
-TSAN_TESTS := test_e2e_% test_pool test_mailbox test_plat_epoll test_housequeue
+TSAN_TESTS := test_e2e_% test_pool test_mailbox test_plat_epoll test_housequeue test_worker
 E2E_TESTS   = $(filter test_e2e_%,$(TESTS))
 TESTS_asan   = $(TESTS)
 TESTS_tsan   = $(filter $(TSAN_TESTS),$(TESTS))

@@ -1,0 +1,566 @@
+/*
+ * Unit tests of stacks and futures (core/stack.c), driven single-threaded:
+ * a 2-worker system that is never started; the test thread acts as a worker
+ * and runs the queues by hand. The subject actor lives on worker 0, the
+ * responders it asks on worker 1, so the test decides when each reply comes.
+ *
+ * Covered: state transitions and locals (zeroed on a new stack, kept across
+ * suspends); sh_suspend resumes only when every future completed,
+ * sh_suspend_any on the first and, in the same state, keeps the completed
+ * ones; futures made by the current invocation survive a state change while
+ * seen ones are recycled (their untaken replies freed, taken ones kept);
+ * what an ask stack's ending tells the asker (reply, -ENODATA, -EINVAL,
+ * -EPROTO, a thrown error, -EDEADLK for a suspend with nothing pending,
+ * -ELOOP for a handler that keeps re-entering); a notice stack returning a
+ * reply frees it; replies to asks of a stack that already returned are
+ * counted as unknown.
+ *
+ * Handlers never call cmocka (a failed assert would longjmp out of the
+ * runtime): they record into globals, the test asserts afterwards.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "house.h"
+#include "housequeue.h"
+#include "plat.h"
+#include "promise.h"
+#include "stack.h"
+#include "system.h"
+#include "worker.h"
+
+/* ---- messages ------------------------------------------------------------ */
+
+typedef struct go { sh_msg hdr; int mode; } go;
+typedef struct req { sh_msg hdr; int v; } req;
+typedef struct pong { sh_msg hdr; int v; } pong;
+static int drops; /* pongs freed by the runtime or the test */
+static void pong_drop(sh_msg *m) {
+  (void)m;
+  drops++;
+}
+SH_MSG_DEFINE(go, SH_NOTICE, 0);
+SH_MSG_DEFINE(req, SH_ASK, 0);
+SH_MSG_DEFINE_DROP(pong, SH_REPLY, 0, pong_drop);
+
+/* ---- recorded by the handlers -------------------------------------------- */
+
+#define MAX_CALLS 16
+static sh_system *sys;
+static const sh_addr *resp[3]; /* responders, worker 1; reply v = ask v + 1 */
+static const sh_addr *dead;    /* a stopped actor: asks to it fail at once */
+static const sh_addr *subject; /* worker 0 */
+static sh_stack_fn subject_notice_fn, subject_ask_fn;
+static int calls;              /* subject handler invocations */
+static int states[MAX_CALLS];  /* the stack state at each invocation */
+static int client_err, client_v;
+
+/* Facts a handler reports; each test names its own. */
+static int fact[8];
+static sh_future *futs[4];
+static sh_msg *taken;
+
+static void record_call(sh_stack *st) {
+  if (calls < MAX_CALLS) states[calls] = sh_stack_state(st);
+  calls++;
+}
+
+/* ---- actors -------------------------------------------------------------- */
+
+static sh_yield responder_ask(sh_actor *self, sh_stack *st) {
+  (void)self;
+  return sh_return(st, &sh_msg_new(pong, .v = sh_stack_msg_as(st, req)->v + 1)->hdr);
+}
+static const sh_actor_class responder_class = {.name = "responder", .size = sizeof(sh_actor),
+                                               .ask = responder_ask};
+
+typedef struct subject_locals {
+  sh_future *f[3];
+  uint32_t pattern[8];
+} subject_locals;
+
+static sh_yield subject_notice(sh_actor *self, sh_stack *st) {
+  record_call(st);
+  return subject_notice_fn(self, st);
+}
+static sh_yield subject_ask(sh_actor *self, sh_stack *st) {
+  record_call(st);
+  return subject_ask_fn(self, st);
+}
+static const sh_actor_class subject_class = {.name = "subject", .size = sizeof(sh_actor),
+                                             .locals_size = sizeof(subject_locals),
+                                             .notice = subject_notice, .ask = subject_ask};
+
+/* Asks the subject once (go.mode is passed as req.v) and records the outcome. */
+typedef struct client_locals { sh_future *f; } client_locals;
+static sh_yield client_notice(sh_actor *self, sh_stack *st) {
+  (void)self;
+  client_locals *l = sh_stack_locals(st);
+  if (sh_stack_state(st) == SH_START) {
+    l->f = sh_ask(st, subject, &sh_msg_new(req, .v = sh_stack_msg_as(st, go)->mode)->hdr, 0);
+    return sh_suspend(st, 1);
+  }
+  client_err = sh_future_error(l->f);
+  if (client_err == 0) client_v = sh_future_reply(l->f, pong)->v;
+  return sh_return(st, NULL);
+}
+static const sh_actor_class client_class = {.name = "client", .size = sizeof(sh_actor),
+                                            .locals_size = sizeof(client_locals),
+                                            .notice = client_notice};
+
+static sh_future *ask_v(sh_stack *st, const sh_addr *to, int v) {
+  return sh_ask(st, to, &sh_msg_new(req, .v = v)->hdr, 0);
+}
+
+/* ---- harness ------------------------------------------------------------- */
+
+static void act_as(uint32_t i) { sh_plat_set_local(&sys->workers[i]); }
+
+static const sh_addr *spawn_on(const sh_actor_class *c, uint32_t worker) {
+  const sh_addr *a = NULL;
+  assert_int_equal(sh_spawn_on(sys, c, NULL, worker, &a), 0);
+  return a;
+}
+
+static void drain(uint32_t i) {
+  act_as(i);
+  sh_worker_drain(&sys->workers[i]);
+  act_as(0);
+}
+
+/* Runs exactly one queued house of worker i (its state queue), as worker i. */
+static void step(uint32_t i) {
+  sh_worker *w = &sys->workers[i];
+  act_as(i);
+  sh_house *h = sh_hq_pop(&w->state);
+  assert_non_null(h);
+  int s = SH_READY;
+  assert_true(atomic_compare_exchange_strong(&h->state, &s, SH_SCHEDULED));
+  sh_house_run(w, h);
+  act_as(0);
+}
+
+
+static sh_stats sys_stats(void) {
+  sh_stats s;
+  sh_system_stats(sys, &s);
+  return s;
+}
+static uint64_t outstanding(void) { return sys_stats().pool_outstanding; }
+
+static void send_go(const sh_addr *to, int mode) {
+  assert_int_equal(sh_notice(to, &sh_msg_new(go, .mode = mode)->hdr), 0);
+}
+
+/* Sends the subject a notice and runs it. */
+static void poke_subject(void) {
+  send_go(subject, 0);
+  drain(0);
+}
+
+/* Lets the subject run the ask of a client; returns what the client saw. */
+static int client_run(int mode) {
+  const sh_addr *c = spawn_on(&client_class, 1);
+  drain(1);
+  send_go(c, mode);
+  drain(1);
+  drain(0);
+  drain(1);
+  return client_err;
+}
+
+static sh_house *subject_house(void) { return subject->houses[0]; }
+
+static int setup(void **state) {
+  (void)state;
+  drops = calls = client_err = client_v = 0;
+  memset(states, 0xff, sizeof(states));
+  memset(fact, 0, sizeof(fact));
+  memset(futs, 0, sizeof(futs));
+  taken = NULL;
+  sh_config cfg;
+  sh_config_default(&cfg);
+  cfg.workers = 2;
+  if (sh_system_new(&cfg, &sys) != 0) return -1;
+  act_as(0);
+  for (int i = 0; i < 3; i++) resp[i] = spawn_on(&responder_class, 1);
+  dead = spawn_on(&responder_class, 1);
+  subject = spawn_on(&subject_class, 0);
+  sh_stop(dead);
+  drain(0);
+  drain(1);
+  return 0;
+}
+
+/* Shutdown must leave no pooled object outstanding. */
+static int teardown(void **state) {
+  (void)state;
+  sh_plat_set_local(NULL);
+  sh_system_shutdown(sys);
+  sh_stats s = sys_stats();
+  sh_system_free(sys);
+  sys = NULL;
+  return s.pool_outstanding == 0 ? 0 : -1;
+}
+
+/* ---- states and locals --------------------------------------------------- */
+
+enum { S0 = SH_START, S1, S2, S3, S4 };
+
+static bool all_zero(const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != 0) return false;
+  return true;
+}
+
+static void fill(subject_locals *l, uint32_t seed) {
+  for (uint32_t i = 0; i < 8; i++) l->pattern[i] = seed * 0x01000193u + i;
+}
+
+static bool filled(const subject_locals *l, uint32_t seed) {
+  for (uint32_t i = 0; i < 8; i++)
+    if (l->pattern[i] != seed * 0x01000193u + i) return false;
+  return true;
+}
+
+/* fact[0]: stacks that started with zeroed locals; fact[1]: resumes that
+ * found the locals as left. */
+static sh_yield locals_fn(sh_actor *self, sh_stack *st) {
+  (void)self;
+  subject_locals *l = sh_stack_locals(st);
+  switch (sh_stack_state(st)) {
+  case S0:
+    fact[0] += all_zero(l, sizeof(*l));
+    fill(l, 1);
+    l->f[0] = ask_v(st, resp[0], 0);
+    return sh_suspend(st, S1);
+  case S1:
+    fact[1] += filled(l, 1);
+    fill(l, 2);
+    l->f[0] = ask_v(st, resp[0], 0);
+    return sh_suspend(st, S2);
+  default:
+    fact[1] += filled(l, 2);
+    return sh_return(st, NULL);
+  }
+}
+
+static void test_states_and_locals(void **state) {
+  (void)state;
+  subject_notice_fn = locals_fn;
+  /* Two stacks one after the other: the second gets the first's memory
+   * back from the pool, so its locals are zero only if they were cleared. */
+  for (int round = 1; round <= 2; round++) {
+    poke_subject();
+    drain(1);
+    drain(0);
+    drain(1);
+    drain(0);
+    assert_int_equal(calls, 3 * round);
+  }
+  assert_int_equal(fact[0], 2);
+  assert_int_equal(fact[1], 4);
+  const int want[] = {S0, S1, S2, S0, S1, S2};
+  assert_memory_equal(states, want, sizeof(want));
+  assert_null(subject_house()->stacks);
+}
+
+/* ---- suspend: all, any --------------------------------------------------- */
+
+/* Asks resp[0] and resp[1]; fact[0..1]: whether each future was done when
+ * the stack resumed in S1. */
+static sh_yield all_fn(sh_actor *self, sh_stack *st) {
+  (void)self;
+  subject_locals *l = sh_stack_locals(st);
+  if (sh_stack_state(st) == S0) {
+    for (int i = 0; i < 2; i++) futs[i] = l->f[i] = ask_v(st, resp[i], 10 * i);
+    return sh_suspend(st, S1);
+  }
+  fact[0] = sh_future_done(l->f[0]);
+  fact[1] = sh_future_done(l->f[1]);
+  fact[2] = sh_future_reply(l->f[0], pong)->v + sh_future_reply(l->f[1], pong)->v;
+  return sh_return(st, NULL);
+}
+
+static void test_suspend_waits_for_all(void **state) {
+  (void)state;
+  subject_notice_fn = all_fn;
+  poke_subject();
+  assert_int_equal(calls, 1);
+  step(1); /* resp[0] answers */
+  drain(0);
+  assert_int_equal(calls, 1); /* one of two: still waiting */
+  assert_true(sh_future_done(futs[0]));
+  assert_false(sh_future_done(futs[1]));
+  assert_int_equal(sh_stack_state(subject_house()->stacks), S1);
+  step(1); /* resp[1] answers */
+  drain(0);
+  assert_int_equal(calls, 2);
+  assert_true(fact[0] && fact[1]);
+  assert_int_equal(fact[2], 1 + 11);
+  assert_null(subject_house()->stacks);
+}
+
+/* Asks three responders and waits for any; counts completions in S1 (same
+ * state: the completed futures must stay valid), then returns when all three
+ * are in. fact[0]: completions seen at the last resume; fact[1]: sum of the
+ * reply values then; fact[2]: pongs freed before that resume. */
+static sh_yield any_fn(sh_actor *self, sh_stack *st) {
+  (void)self;
+  subject_locals *l = sh_stack_locals(st);
+  if (sh_stack_state(st) == S0) {
+    for (int i = 0; i < 3; i++) l->f[i] = ask_v(st, resp[i], 10 * i);
+    return sh_suspend_any(st, S1);
+  }
+  int done = 0, sum = 0;
+  for (int i = 0; i < 3; i++)
+    if (sh_future_done(l->f[i])) {
+      done++;
+      sum += sh_future_reply(l->f[i], pong)->v;
+    }
+  fact[0] = done;
+  fact[1] = sum;
+  fact[2] = drops;
+  if (done < 3) return sh_suspend_any(st, S1);
+  return sh_return(st, NULL);
+}
+
+static void test_suspend_any_resumes_on_each(void **state) {
+  (void)state;
+  subject_notice_fn = any_fn;
+  poke_subject();
+  for (int i = 1; i <= 3; i++) {
+    step(1);
+    drain(0);
+    assert_int_equal(calls, 1 + i);
+    assert_int_equal(fact[0], i);
+  }
+  assert_int_equal(fact[1], 1 + 11 + 21);
+  assert_int_equal(fact[2], 0); /* nothing recycled while it stayed in S1 */
+  assert_int_equal(drops, 3);   /* all freed when it returned */
+}
+
+/* sh_suspend_any, then sh_suspend in another state on the rest. */
+static sh_yield any_then_all_fn(sh_actor *self, sh_stack *st) {
+  (void)self;
+  subject_locals *l = sh_stack_locals(st);
+  switch (sh_stack_state(st)) {
+  case S0:
+    for (int i = 0; i < 2; i++) l->f[i] = ask_v(st, resp[i], 0);
+    return sh_suspend_any(st, S1);
+  case S1:
+    fact[0] = sh_future_done(l->f[0]) + 2 * sh_future_done(l->f[1]);
+    return sh_suspend(st, S2);
+  default:
+    fact[1] = sh_future_done(l->f[1]);
+    return sh_return(st, NULL);
+  }
+}
+
+static void test_suspend_any_then_all(void **state) {
+  (void)state;
+  subject_notice_fn = any_then_all_fn;
+  poke_subject();
+  step(1);
+  drain(0);
+  assert_int_equal(calls, 2);
+  assert_int_equal(fact[0], 1); /* only the first */
+  assert_int_equal(drops, 1);   /* S1 -> S2 recycled the seen future and its reply */
+  step(1);
+  drain(0);
+  assert_int_equal(calls, 3);
+  assert_int_equal(fact[1], 1);
+  assert_null(subject_house()->stacks);
+}
+
+/* ---- future lifetime ----------------------------------------------------- */
+
+/* S0: ask resp[0]. S1: leave its reply; ask the dead actor (fails at once)
+ * and move on: the seen future goes (its reply freed), the new one stays.
+ * S2: the new one is readable; ask resp[0] again. S3: take the reply, ask
+ * the dead one, move on. S4: the taken reply is intact. */
+static sh_yield lifetime_fn(sh_actor *self, sh_stack *st) {
+  (void)self;
+  subject_locals *l = sh_stack_locals(st);
+  switch (sh_stack_state(st)) {
+  case S0:
+    l->f[0] = ask_v(st, resp[0], 1);
+    return sh_suspend(st, S1);
+  case S1:
+    fact[0] = drops;
+    l->f[1] = ask_v(st, dead, 0);
+    fact[6] = (int)outstanding();
+    return sh_suspend(st, S2);
+  case S2:
+    fact[1] = drops;
+    fact[7] = fact[6] - (int)outstanding();
+    fact[2] = sh_future_done(l->f[1]) && sh_future_error(l->f[1]) == -ESHUTDOWN;
+    l->f[0] = ask_v(st, resp[0], 5);
+    return sh_suspend(st, S3);
+  case S3:
+    taken = sh_future_take(l->f[0]);
+    fact[3] = sh_future_msg(l->f[0]) == NULL;
+    l->f[1] = ask_v(st, dead, 0);
+    return sh_suspend(st, S4);
+  default:
+    fact[4] = drops;
+    fact[5] = sh_msg_is(taken, &pong_type) && ((pong *)taken)->v == 6;
+    return sh_return(st, NULL);
+  }
+}
+
+static void test_future_lifetime(void **state) {
+  (void)state;
+  subject_notice_fn = lifetime_fn;
+  uint64_t before = outstanding();
+  poke_subject();
+  drain(1);
+  drain(0); /* S1, then S2 at once */
+  assert_int_equal(calls, 3);
+  assert_int_equal(fact[0], 0);
+  assert_int_equal(fact[1], 1); /* the untaken reply of S0's future was freed */
+  assert_true(fact[2]);         /* S1's future outlived the move to S2... */
+  assert_int_equal(fact[7], 2); /* ...only S0's future and its reply were freed */
+  drain(1);
+  drain(0); /* S3, then S4 at once */
+  assert_int_equal(calls, 5);
+  assert_true(fact[3]);
+  assert_int_equal(fact[4], 1); /* the taken reply was not freed with its future */
+  assert_true(fact[5]);
+  assert_null(subject_house()->stacks);
+  assert_non_null(taken);
+  sh_msg_free(taken);
+  assert_int_equal(drops, 2);
+  assert_int_equal(outstanding(), before);
+}
+
+/* ---- how an ask stack ends ----------------------------------------------- */
+
+enum { END_REPLY, END_NULL, END_NOT_REPLY, END_THROW_POS, END_THROW, END_DEADLOCK };
+
+static sh_yield ending_fn(sh_actor *self, sh_stack *st) {
+  (void)self;
+  switch (sh_stack_msg_as(st, req)->v) {
+  case END_REPLY: return sh_return(st, &sh_msg_new(pong, .v = 7)->hdr);
+  case END_NULL: return sh_return(st, NULL);
+  case END_NOT_REPLY: return sh_return(st, &sh_msg_new(go, .mode = 0)->hdr);
+  case END_THROW_POS: return sh_throw(st, 5);
+  case END_THROW: return sh_throw(st, -EPERM);
+  default: return sh_suspend(st, S1); /* nothing to wait for */
+  }
+}
+
+static void test_ask_stack_endings(void **state) {
+  (void)state;
+  subject_ask_fn = ending_fn;
+  const struct { int mode, err; } cases[] = {
+      {END_REPLY, 0},        {END_NULL, -ENODATA}, {END_NOT_REPLY, -EINVAL},
+      {END_THROW_POS, -EPROTO}, {END_THROW, -EPERM}, {END_DEADLOCK, -EDEADLK},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    client_err = 1;
+    assert_int_equal(client_run(cases[i].mode), cases[i].err);
+    assert_null(subject_house()->stacks);
+  }
+  assert_int_equal(client_v, 7);
+}
+
+/* A notice stack that suspends with nothing pending is ended, not leaked. */
+static sh_yield suspend_nothing_fn(sh_actor *self, sh_stack *st) {
+  (void)self;
+  return sh_suspend(st, S1);
+}
+
+static void test_suspend_nothing_pending(void **state) {
+  (void)state;
+  subject_notice_fn = suspend_nothing_fn;
+  poke_subject();
+  assert_int_equal(calls, 1);
+  assert_null(subject_house()->stacks);
+}
+
+/* Every invocation asks the dead actor and suspends: each ask fails at once,
+ * so the stack is ready again at once. The bound ends it with -ELOOP. */
+static sh_yield reenter_fn(sh_actor *self, sh_stack *st) {
+  (void)self;
+  subject_locals *l = sh_stack_locals(st);
+  l->f[0] = ask_v(st, dead, 0);
+  return sh_suspend(st, sh_stack_state(st));
+}
+
+static void test_reentry_bound(void **state) {
+  (void)state;
+  subject_ask_fn = reenter_fn;
+  uint64_t dropped = sys_stats().dropped_stopped;
+  uint64_t before = outstanding();
+  assert_int_equal(client_run(0), -ELOOP);
+  assert_true(calls > 1 && calls < 1000000);
+  assert_int_equal(sys_stats().dropped_stopped, dropped + (uint64_t)calls);
+  assert_null(subject_house()->stacks);
+  /* Every failed future was recycled (the client's own objects are freed too). */
+  assert_int_equal(outstanding(), before);
+}
+
+/* ---- what is freed ------------------------------------------------------- */
+
+static sh_yield notice_returns_reply_fn(sh_actor *self, sh_stack *st) {
+  (void)self;
+  return sh_return(st, &sh_msg_new(pong, .v = 0)->hdr);
+}
+
+static void test_notice_return_frees_reply(void **state) {
+  (void)state;
+  subject_notice_fn = notice_returns_reply_fn;
+  uint64_t before = outstanding();
+  poke_subject();
+  assert_int_equal(drops, 1);
+  assert_int_equal(outstanding(), before);
+}
+
+/* Returns at once with an ask still out. */
+static sh_yield return_pending_fn(sh_actor *self, sh_stack *st) {
+  (void)self;
+  ask_v(st, resp[0], 0);
+  return sh_return(st, NULL);
+}
+
+static void test_late_reply_is_unknown(void **state) {
+  (void)state;
+  subject_notice_fn = return_pending_fn;
+  uint64_t unknown = sys_stats().replies_unknown;
+  poke_subject();
+  assert_null(subject_house()->stacks);
+  assert_int_equal(sh_dispatcher_count(&subject_house()->futures), 0);
+  drain(1);
+  assert_int_equal(drops, 0);
+  drain(0);
+  assert_int_equal(sys_stats().replies_unknown, unknown + 1);
+  assert_int_equal(drops, 1); /* the late reply was freed */
+}
+
+int main(void) {
+  alarm(120);
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+  const struct CMUnitTest tests[] = {
+      T(test_states_and_locals),
+      T(test_suspend_waits_for_all),
+      T(test_suspend_any_resumes_on_each),
+      T(test_suspend_any_then_all),
+      T(test_future_lifetime),
+      T(test_ask_stack_endings),
+      T(test_suspend_nothing_pending),
+      T(test_reentry_bound),
+      T(test_notice_return_frees_reply),
+      T(test_late_reply_is_unknown),
+  };
+#undef T
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,509 @@
+/*
+ * Unit tests of the system (core/system.c) and of messages (core/msg.c),
+ * mostly on systems that are never started.
+ *
+ * Covered: the default configuration; sh_system_new rejecting bad
+ * configurations and a NULL out, and 0 workers meaning one per CPU;
+ * sh_spawn / sh_spawn_on validating their arguments; an init hook's error
+ * (positive or negative) failing the spawn with the negative errno and
+ * freeing every house made so far (ASan checks the leak); the three address
+ * kinds (plain, round-robin, per worker) and how each picks a house;
+ * creation order in sys->houses; spawn after shutdown; message allocation
+ * (zeroed, typed, bad types refused), sh_msg_new, the drop hook called
+ * exactly once however a message ends; sh_system_stats summing the
+ * workers' and the system's counters field by field; start twice, start
+ * after shutdown, and shutdown / wait refused on a worker.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "house.h"
+#include "msg.h"
+#include "plat.h"
+#include "system.h"
+#include "worker.h"
+
+typedef struct note { sh_msg hdr; int a; long b; char c[24]; } note;
+typedef struct owned { sh_msg hdr; int *counter; } owned;
+SH_MSG_DEFINE(note, SH_NOTICE, 0);
+static void owned_drop(sh_msg *m) { (*((owned *)m)->counter)++; }
+SH_MSG_DEFINE_DROP(owned, SH_NOTICE, 0, owned_drop);
+
+/* ---- actors -------------------------------------------------------------- */
+
+static int inits;      /* init hook calls */
+static int fail_at;    /* the init call (1-based) that fails, 0: none */
+static int fail_with;  /* what it returns */
+static int handled;    /* notices handled */
+
+static int counting_init(sh_actor *self, void *arg) {
+  (void)self, (void)arg;
+  return ++inits == fail_at ? fail_with : 0;
+}
+
+static sh_yield counting_notice(sh_actor *self, sh_stack *st) {
+  (void)self;
+  handled++;
+  return sh_return(st, NULL);
+}
+
+static const sh_actor_class plain_class = {.name = "plain", .size = sizeof(sh_actor),
+                                           .init = counting_init, .notice = counting_notice};
+
+/* ---- harness ------------------------------------------------------------- */
+
+static sh_system *sys;
+
+static void act_as(uint32_t i) { sh_plat_set_local(&sys->workers[i]); }
+
+static sh_system *system_with(uint32_t workers) {
+  sh_config cfg;
+  sh_config_default(&cfg);
+  cfg.workers = workers;
+  sh_system *s = NULL;
+  assert_int_equal(sh_system_new(&cfg, &s), 0);
+  return s;
+}
+
+static int setup(void **state) {
+  (void)state;
+  inits = fail_at = fail_with = handled = 0;
+  sys = system_with(2);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  sh_plat_set_local(NULL);
+  sh_system_free(sys);
+  sys = NULL;
+  return 0;
+}
+
+static sh_stats stats(void) {
+  sh_stats s;
+  sh_system_stats(sys, &s);
+  return s;
+}
+
+/* ---- configuration ------------------------------------------------------- */
+
+static void test_config_default(void **state) {
+  (void)state;
+  sh_config c;
+  memset(&c, 0xab, sizeof(c));
+  sh_config_default(&c);
+  assert_int_equal(c.workers, 0);
+  assert_int_equal(c.max_per_run, 64);
+  assert_int_equal(c.max_batch, 32);
+  assert_int_equal(c.steal_floor, 32);
+  assert_int_equal(c.steal_aggression, 128);
+  assert_int_equal(c.io_ratio, 50);
+  assert_int_equal(c.spin_ns, 50000);
+  assert_int_equal(c.pool_max_cached, 4096);
+  assert_int_equal(c.pool_keep, 16);
+  assert_int_equal(c.pool_idle_ns, 30ull * 1000000000ull);
+}
+
+static void expect_rejected(void (*edit)(sh_config *)) {
+  sh_config c;
+  sh_config_default(&c);
+  c.workers = 1;
+  edit(&c);
+  sh_system *s = NULL;
+  assert_int_equal(sh_system_new(&c, &s), -EINVAL);
+  assert_null(s);
+}
+
+static void no_per_run(sh_config *c) { c->max_per_run = 0; }
+static void no_batch(sh_config *c) { c->max_batch = 0; }
+static void no_io(sh_config *c) { c->io_ratio = 0; }
+static void too_much_io(sh_config *c) { c->io_ratio = 101; }
+static void too_many_workers(sh_config *c) { c->workers = 1025; }
+
+static void test_new_rejects_bad_config(void **state) {
+  (void)state;
+  expect_rejected(no_per_run);
+  expect_rejected(no_batch);
+  expect_rejected(no_io);
+  expect_rejected(too_much_io);
+  expect_rejected(too_many_workers);
+  assert_int_equal(sh_system_new(NULL, NULL), -EINVAL);
+  sh_config c;
+  sh_config_default(&c);
+  assert_int_equal(sh_system_new(&c, NULL), -EINVAL);
+  /* The edges are accepted. */
+  c.workers = 1;
+  c.io_ratio = 100;
+  sh_system *s = NULL;
+  assert_int_equal(sh_system_new(&c, &s), 0);
+  sh_system_free(s);
+}
+
+static void test_zero_workers_is_one_per_cpu(void **state) {
+  (void)state;
+  sh_system *s = NULL;
+  assert_int_equal(sh_system_new(NULL, &s), 0);
+  assert_true(sh_system_workers(s) >= 1);
+  assert_int_equal(sh_system_workers(s), sh_plat_cpu_count());
+  sh_system_free(s);
+  assert_int_equal(sh_system_workers(sys), 2);
+}
+
+/* ---- spawn --------------------------------------------------------------- */
+
+static void expect_spawn_einval(const sh_actor_class *c, uint32_t instances) {
+  const sh_addr *a = NULL;
+  assert_int_equal(sh_spawn(sys, c, NULL, instances, &a), -EINVAL);
+  assert_null(a);
+}
+
+static sh_yield nop(sh_actor *self, sh_stack *st) {
+  (void)self;
+  return sh_return(st, NULL);
+}
+static bool yes(sh_actor *self, const sh_msg *m) {
+  (void)self, (void)m;
+  return true;
+}
+
+/* Classes outlive the test: the system keeps pointing at them until freed. */
+static const sh_actor_class small = {.name = "small", .size = sizeof(sh_actor) - 1};
+static const sh_actor_class bn = {.name = "bn", .size = sizeof(sh_actor), .batch_notice = nop};
+static const sh_actor_class bnf = {.name = "bnf", .size = sizeof(sh_actor), .batch_notice_filter = yes};
+static const sh_actor_class ba = {.name = "ba", .size = sizeof(sh_actor), .batch_ask = nop};
+static const sh_actor_class baf = {.name = "baf", .size = sizeof(sh_actor), .batch_ask_filter = yes};
+static const sh_actor_class both = {.name = "both", .size = sizeof(sh_actor), .batch_notice = nop,
+                                    .batch_notice_filter = yes};
+
+static void test_spawn_validates(void **state) {
+  (void)state;
+  expect_spawn_einval(NULL, 1);
+  expect_spawn_einval(&small, 1);
+  expect_spawn_einval(&bn, 1);
+  expect_spawn_einval(&bnf, 1);
+  expect_spawn_einval(&ba, 1);
+  expect_spawn_einval(&baf, 1);
+  expect_spawn_einval(&plain_class, 0);
+  expect_spawn_einval(&plain_class, (1u << 20) + 1); /* beyond any sane fan-out */
+  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 1, NULL), -EINVAL);
+  assert_int_equal(sh_spawn(NULL, &plain_class, NULL, 1, &(const sh_addr *){NULL}), -EINVAL);
+  const sh_addr *a = NULL;
+  assert_int_equal(sh_spawn_on(sys, &plain_class, NULL, 2, &a), -EINVAL);
+  assert_null(a);
+  assert_int_equal(inits, 0);
+  assert_null(sys->houses);
+
+  assert_int_equal(sh_spawn(sys, &both, NULL, 1, &a), 0);
+  assert_int_equal(sh_spawn_on(sys, &plain_class, NULL, 1, &a), 0);
+  assert_int_equal(a->houses[0]->owner, 1);
+}
+
+/* The third of four instances fails its init: the spawn fails, nothing is
+ * published, and the three houses made are freed (ASan: no leak). */
+static void check_init_failure(int rc, int want) {
+  fail_at = 3;
+  fail_with = rc;
+  inits = 0;
+  const sh_addr *a = NULL;
+  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 4, &a), want);
+  assert_null(a);
+  assert_int_equal(inits, 3);
+  assert_null(sys->houses);
+  assert_int_equal(sys->nhouses, 0);
+  assert_int_equal(sh_hq_count(&sys->workers[0].mounting) + sh_hq_count(&sys->workers[1].mounting), 0);
+}
+
+static void test_init_failure_fails_spawn(void **state) {
+  (void)state;
+  check_init_failure(EPERM, -EPERM);
+  check_init_failure(-ENOSPC, -ENOSPC);
+  fail_at = 1;
+  fail_with = 7;
+  inits = 0;
+  const sh_addr *a = NULL;
+  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 1, &a), -7);
+  fail_at = 0;
+  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 1, &a), 0);
+  assert_int_equal(sys->nhouses, 1);
+}
+
+static void test_address_kinds(void **state) {
+  (void)state;
+  const sh_addr *one, *three, *each;
+  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 1, &one), 0);
+  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 3, &three), 0);
+  assert_int_equal(sh_spawn(sys, &plain_class, NULL, SH_SPAWN_PER_WORKER, &each), 0);
+  assert_int_equal(inits, 1 + 3 + 2);
+  assert_int_equal(sh_addr_count(one), 1);
+  assert_int_equal(sh_addr_count(three), 3);
+  assert_int_equal(sh_addr_count(each), 2);
+  assert_int_equal(sh_addr_count(NULL), 0);
+  assert_int_equal(one->kind, SH_ADDR_PLAIN);
+  assert_int_equal(three->kind, SH_ADDR_ROBIN);
+  assert_int_equal(each->kind, SH_ADDR_PER_WORKER);
+
+  /* Every house knows its address; a per-worker address has one per worker. */
+  for (uint32_t i = 0; i < 3; i++) assert_ptr_equal(sh_self(three->houses[i]->actor), three);
+  for (uint32_t i = 0; i < 2; i++) {
+    assert_ptr_equal(sh_self(each->houses[i]->actor), each);
+    assert_int_equal(sh_actor_worker(each->houses[i]->actor), i);
+  }
+
+  /* Plain: always the one house. Robin: each in turn. */
+  for (int i = 0; i < 3; i++) assert_ptr_equal(sh_addr_pick(one), one->houses[0]);
+  sh_house *first = sh_addr_pick(three);
+  uint32_t k = 0;
+  while (three->houses[k] != first) k++;
+  for (uint32_t i = 1; i <= 6; i++) assert_ptr_equal(sh_addr_pick(three), three->houses[(k + i) % 3]);
+  /* Per worker: the caller's own worker's instance. */
+  for (uint32_t w = 0; w < 2; w++) {
+    act_as(w);
+    for (int i = 0; i < 3; i++) assert_ptr_equal(sh_addr_pick(each), each->houses[w]);
+  }
+  sh_plat_set_local(NULL);
+  /* Off-worker it still picks one of them. */
+  sh_house *h = sh_addr_pick(each);
+  assert_true(h == each->houses[0] || h == each->houses[1]);
+}
+
+static void test_creation_order(void **state) {
+  (void)state;
+  const sh_addr *as[4];
+  const uint32_t counts[] = {2, 1, SH_SPAWN_PER_WORKER, 3};
+  for (int i = 0; i < 4; i++) assert_int_equal(sh_spawn(sys, &plain_class, NULL, counts[i], &as[i]), 0);
+  sh_house *h = sys->houses;
+  uint64_t seq = 0;
+  for (int i = 0; i < 4; i++) {
+    for (uint32_t j = 0; j < sh_addr_count(as[i]); j++) {
+      assert_ptr_equal(h, as[i]->houses[j]);
+      assert_int_equal(h->seq, seq++);
+      h = h->all_next;
+    }
+  }
+  assert_null(h);
+  assert_ptr_equal(sys->houses_tail, as[3]->houses[2]);
+  assert_int_equal(sys->nhouses, seq);
+}
+
+static void test_spawn_after_shutdown(void **state) {
+  (void)state;
+  assert_int_equal(sh_system_shutdown(sys), 0);
+  const sh_addr *a = NULL;
+  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 1, &a), -ESHUTDOWN);
+  assert_null(a);
+  assert_int_equal(inits, 0);
+  assert_int_equal(sh_system_shutdown(sys), 0); /* again: nothing to do */
+}
+
+/* ---- messages ------------------------------------------------------------ */
+
+static void test_msg_alloc(void **state) {
+  (void)state;
+  act_as(0); /* pooled: a freed message comes back dirty */
+  note *n = (note *)sh_msg_alloc(&note_type);
+  assert_non_null(n);
+  memset(n, 0x5a, sizeof(*n));
+  n->hdr.type = &note_type;
+  sh_msg_free(&n->hdr);
+  note *m = (note *)sh_msg_alloc(&note_type);
+  assert_ptr_equal(m, n); /* the same memory again, so zeroing is tested */
+  assert_ptr_equal(m->hdr.type, &note_type);
+  assert_true(sh_msg_is(&m->hdr, &note_type));
+  assert_ptr_equal(sh_msg_type_of(&m->hdr), &note_type);
+  note zero;
+  memset(&zero, 0, sizeof(zero));
+  zero.hdr.type = &note_type;
+  assert_memory_equal(m, &zero, sizeof(zero));
+  sh_msg_free(&m->hdr);
+
+  assert_null(sh_msg_alloc(NULL));
+  const sh_msg_type tiny = {"tiny", sizeof(sh_msg) - 1, SH_NOTICE, 0, NULL};
+  assert_null(sh_msg_alloc(&tiny));
+  const sh_msg_type bare = {"bare", sizeof(sh_msg), SH_NOTICE, 0, NULL};
+  sh_msg *b = sh_msg_alloc(&bare);
+  assert_non_null(b);
+  sh_msg_free(b);
+  sh_msg_free(NULL);
+  assert_null(sh_msg_fill(NULL, &zero, sizeof(zero)));
+}
+
+static void test_msg_new_fills(void **state) {
+  (void)state;
+  note *n = sh_msg_new(note, .a = -3, .b = 1234567890123L, .c = "stack");
+  assert_non_null(n);
+  assert_ptr_equal(n->hdr.type, &note_type);
+  assert_null(atomic_load(&n->hdr.next));
+  assert_null(n->hdr.sender);
+  assert_int_equal(n->hdr.id, 0);
+  assert_int_equal(n->hdr.error, 0);
+  assert_int_equal(n->hdr.internal, 0);
+  assert_int_equal(n->a, -3);
+  assert_int_equal(n->b, 1234567890123L);
+  assert_string_equal(n->c, "stack");
+  sh_msg_free(&n->hdr);
+}
+
+/* The drop hook runs exactly once however the message ends: freed by its
+ * owner, handled, or refused by a stopped actor. */
+static void test_msg_drop_once(void **state) {
+  (void)state;
+  int drops = 0;
+  sh_msg_free(&sh_msg_new(owned, .counter = &drops)->hdr);
+  assert_int_equal(drops, 1);
+
+  const sh_addr *a, *b;
+  assert_int_equal(sh_spawn_on(sys, &plain_class, NULL, 0, &a), 0);
+  assert_int_equal(sh_spawn_on(sys, &plain_class, NULL, 0, &b), 0);
+  assert_int_equal(sh_notice(a, &sh_msg_new(owned, .counter = &drops)->hdr), 0);
+  act_as(0);
+  sh_worker_drain(&sys->workers[0]);
+  assert_int_equal(handled, 1);
+  assert_int_equal(drops, 2);
+  sh_stop(b);
+  assert_int_equal(sh_notice(b, &sh_msg_new(owned, .counter = &drops)->hdr), -ESHUTDOWN);
+  assert_int_equal(drops, 3);
+  /* Not a notice type for sh_notice: refused and freed. */
+  const sh_msg_type wrong = {"wrong", sizeof(owned), SH_ASK, 0, owned_drop};
+  owned *w = (owned *)sh_msg_alloc(&wrong);
+  w->counter = &drops;
+  assert_int_equal(sh_notice(a, &w->hdr), -EINVAL);
+  assert_int_equal(drops, 4);
+  assert_int_equal(sh_notice(NULL, &sh_msg_new(owned, .counter = &drops)->hdr), -EINVAL);
+  assert_int_equal(drops, 5);
+  sh_worker_drain(&sys->workers[0]);
+  assert_int_equal(drops, 5);
+}
+
+/* ---- statistics ---------------------------------------------------------- */
+
+/* Each counter gets a distinct amount in each set (worker 0: k+1, worker 1:
+ * 10(k+1), the system's: 100(k+1)), so a field that sums the wrong counter
+ * or misses a set shows. */
+static void test_stats_sum(void **state) {
+  (void)state;
+  sh_stats before = stats();
+  assert_int_equal(before.runs, 0);
+  for (int k = 0; k < SH_C_COUNT; k++) {
+    sh_counters_own_add(&sys->workers[0].counters, (sh_counter)k, (uint64_t)k + 1);
+    sh_counters_own_add(&sys->workers[1].counters, (sh_counter)k, 10 * ((uint64_t)k + 1));
+    sh_counters_shared_add(&sys->counters, (sh_counter)k, 100 * ((uint64_t)k + 1));
+  }
+  sh_stats s = stats();
+  assert_int_equal(s.delivered, 111 * (SH_C_DELIVERED + 1));
+  assert_int_equal(s.replies_unknown, 111 * (SH_C_REPLIES_UNKNOWN + 1));
+  assert_int_equal(s.dropped_stopped, 111 * (SH_C_DROPPED_STOPPED + 1));
+  assert_int_equal(s.asks_timed_out, 111 * (SH_C_ASKS_TIMED_OUT + 1));
+  assert_int_equal(s.steals, 111 * (SH_C_STEALS + 1));
+  assert_int_equal(s.runs, 111 * (SH_C_RUNS + 1));
+  assert_int_equal(s.parks, 111 * (SH_C_PARKS + 1));
+  assert_int_equal(s.wakeups, 111 * (SH_C_WAKEUPS + 1));
+
+  /* Pool figures are summed over the workers' pools. */
+  act_as(0);
+  sh_msg *m0 = sh_msg_alloc(&note_type);
+  act_as(1);
+  sh_msg *m1 = sh_msg_alloc(&note_type);
+  s = stats();
+  assert_int_equal(s.pool_outstanding, before.pool_outstanding + 2);
+  assert_int_equal(s.pool_mallocs, before.pool_mallocs + 2);
+  sh_msg_free(m0); /* freed on worker 1: handed back to worker 0's pool */
+  sh_msg_free(m1);
+  assert_int_equal(stats().pool_outstanding, before.pool_outstanding);
+}
+
+/* sh_count goes to the calling worker's set, or the system's off-worker;
+ * the sum sees all three. */
+static void test_stats_from_every_thread_kind(void **state) {
+  (void)state;
+  const sh_addr *a;
+  assert_int_equal(sh_spawn_on(sys, &plain_class, NULL, 0, &a), 0);
+  sh_stop(a);
+  for (int who = -1; who < 2; who++) {
+    if (who < 0)
+      sh_plat_set_local(NULL);
+    else
+      act_as((uint32_t)who);
+    assert_int_equal(sh_notice(a, &sh_msg_new(note, .a = 0)->hdr), -ESHUTDOWN);
+  }
+  assert_int_equal(sh_counters_get(&sys->counters, SH_C_DROPPED_STOPPED), 1);
+  assert_int_equal(sh_counters_get(&sys->workers[0].counters, SH_C_DROPPED_STOPPED), 1);
+  assert_int_equal(sh_counters_get(&sys->workers[1].counters, SH_C_DROPPED_STOPPED), 1);
+  assert_int_equal(stats().dropped_stopped, 3);
+}
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+static void test_start_twice(void **state) {
+  (void)state;
+  const sh_addr *a;
+  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 1, &a), 0);
+  assert_int_equal(sh_system_start(sys), 0);
+  assert_int_equal(sh_system_start(sys), -EINVAL);
+  assert_int_equal(sh_notice(a, &sh_msg_new(note, .a = 1)->hdr), 0);
+  assert_int_equal(sh_system_shutdown(sys), 0);
+  assert_int_equal(sh_system_start(sys), -EINVAL);
+  assert_int_equal(sh_system_start(NULL), -EINVAL);
+  assert_int_equal(inits, 1);
+}
+
+static void test_never_started_start_after_shutdown(void **state) {
+  (void)state;
+  assert_int_equal(sh_system_shutdown(sys), 0);
+  assert_int_equal(sh_system_start(sys), -EINVAL);
+}
+
+/* Shutdown and wait belong to a thread that is no worker. */
+static void test_refused_on_a_worker(void **state) {
+  (void)state;
+  act_as(1);
+  assert_int_equal(sh_system_shutdown(sys), -EINVAL);
+  assert_int_equal(sh_system_wait(sys), -EINVAL);
+  assert_false(sys->shut);
+  sh_plat_set_local(NULL);
+  assert_int_equal(sh_system_shutdown(NULL), -EINVAL);
+  assert_int_equal(sh_system_wait(NULL), -EINVAL);
+}
+
+/* The first exit decides the code; wait returns it. */
+static void test_exit_code(void **state) {
+  (void)state;
+  sh_system_exit(sys, 42);
+  sh_system_exit(sys, 7);
+  assert_int_equal(sh_system_wait(sys), 42);
+  const sh_addr *a = NULL;
+  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 1, &a), -ESHUTDOWN);
+}
+
+int main(void) {
+  alarm(120);
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+  const struct CMUnitTest tests[] = {
+      T(test_config_default),
+      T(test_new_rejects_bad_config),
+      T(test_zero_workers_is_one_per_cpu),
+      T(test_spawn_validates),
+      T(test_init_failure_fails_spawn),
+      T(test_address_kinds),
+      T(test_creation_order),
+      T(test_spawn_after_shutdown),
+      T(test_msg_alloc),
+      T(test_msg_new_fills),
+      T(test_msg_drop_once),
+      T(test_stats_sum),
+      T(test_stats_from_every_thread_kind),
+      T(test_start_twice),
+      T(test_never_started_start_after_shutdown),
+      T(test_refused_on_a_worker),
+      T(test_exit_code),
+  };
+#undef T
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
