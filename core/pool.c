@@ -15,10 +15,10 @@
  * free. The owner never pops single objects from `remote`: it takes the whole
  * stack at once (atomic exchange) and walks it privately.
  *
- * Bounds. `free` never holds more than max_cached objects; neither does
- * `remote` (a pusher reserves a slot in nremote before pushing and frees to
- * malloc when none is left). A class therefore caches at most 2 * max_cached
- * objects, and every loop over a list is bounded by max_cached.
+ * Bounds. `free` never holds more than max_cached objects; `remote` holds at
+ * most max_cached plus one batch (a pusher reserves room in nremote before
+ * pushing and frees to malloc when none is left); an outbox holds at most
+ * SH_POOL_OUTBOX. Every loop over a list is bounded by those.
  *
  * Idle tracking. The pool has no clock: sh_pool_alloc and an owner's
  * sh_pool_free only mark the class "touched" (last_use_ns = SH_POOL_TOUCHED),
@@ -149,6 +149,9 @@ void sh_pool_init(sh_pool *p, uint32_t max_cached, uint32_t keep, uint64_t idle_
     c->nfree = 0;
     /* 0: a class nobody has used counts as idle (it holds nothing anyway). */
     c->last_use_ns = 0;
+    atomic_init(&c->nout, 0);
+    c->out_owner = NULL;
+    c->out_head = c->out_tail = NULL;
     atomic_init(&c->remote, NULL);
     atomic_init(&c->nremote, 0);
   }
@@ -167,6 +170,7 @@ void sh_pool_init(sh_pool *p, uint32_t max_cached, uint32_t keep, uint64_t idle_
  * still clean.
  */
 void sh_pool_destroy(sh_pool *p) {
+  sh_pool_flush(p);
   for (uint32_t i = 0; i < SH_POOL_CLASSES; i++) {
     sh_pool_class *c = &p->cls[i];
     drain_remote(p, c);
@@ -208,36 +212,77 @@ static void free_local(sh_pool *p, sh_pool_obj *o) {
 }
 
 /*
- * Another thread (a worker or not) returns o to its owner. The remote stack
- * only sees pushes from any thread and a take-all exchange by its single
- * owner; no thread ever pops one node or reads through the head it sees, so
- * there is no ABA problem: a CAS that succeeds links o to whatever is the head
- * at that instant, which is exactly right even if that head was taken and
- * pushed again meanwhile.
+ * Another thread (a worker or not) returns the chain head..tail (n objects of
+ * one class) to their owner. The remote stack only sees pushes from any
+ * thread and a take-all exchange by its single owner; no thread ever pops
+ * one node or reads through the head it sees, so there is no ABA problem: a
+ * CAS that succeeds links the chain to whatever is the head at that instant,
+ * which is exactly right even if that head was taken and pushed again.
  */
-static void free_remote(sh_pool *owner, sh_pool_obj *o) {
-  sh_pool_class *c = &owner->cls[o->cls];
+static void push_remote(sh_pool *owner, uint32_t cls, sh_pool_obj *head, sh_pool_obj *tail,
+                        uint32_t n) {
+  sh_pool_class *c = &owner->cls[cls];
   /* relaxed: a statistic, exact once the freeing threads are joined. */
-  atomic_fetch_add_explicit(&owner->remote_frees, 1, memory_order_relaxed);
-  /* Reserve a slot before pushing, so the stack never exceeds max_cached and
-   * the owner's decrement never runs ahead of our increment. relaxed: only a
-   * bound, it publishes nothing (the push below does). */
-  if (atomic_fetch_add_explicit(&c->nremote, 1, memory_order_relaxed) >= owner->max_cached) {
+  atomic_fetch_add_explicit(&owner->remote_frees, n, memory_order_relaxed);
+  /* Reserve before pushing, so the stack stays bounded (max_cached plus one
+   * batch) and the owner's decrement never runs ahead of our increment.
+   * relaxed: only a bound, it publishes nothing (the push below does). */
+  if (atomic_fetch_add_explicit(&c->nremote, n, memory_order_relaxed) >= owner->max_cached) {
     /* relaxed: undoes our own reservation (same reasoning). */
-    atomic_fetch_sub_explicit(&c->nremote, 1, memory_order_relaxed);
-    free(o); /* bounded memory: the owner has enough coming back */
+    atomic_fetch_sub_explicit(&c->nremote, n, memory_order_relaxed);
+    /* Bounded memory: the owner has enough coming back. The chain is at
+     * most one outbox long. */
+    for (uint32_t i = 0; i < n; i++) {
+      sh_pool_obj *next = head->next; /* the tail's link is not set: never followed */
+      free(head);
+      head = next;
+    }
     return;
   }
   /* relaxed: we only store the head as our link, never read through it. */
-  sh_pool_obj *head = atomic_load_explicit(&c->remote, memory_order_relaxed);
+  sh_pool_obj *top = atomic_load_explicit(&c->remote, memory_order_relaxed);
   do {
-    o->next = head;
-    /* success release: our writes of o->next and o->state (and the caller's
-     * of the body) become visible to the owner's acquire exchange.
+    tail->next = top;
+    /* success release: our writes of the links and states (and the callers'
+     * of the bodies) become visible to the owner's acquire exchange.
      * failure relaxed: we just retry with the new head. Lock-free: a failed
      * CAS means another push succeeded. */
-  } while (!atomic_compare_exchange_weak_explicit(&c->remote, &head, o, memory_order_release,
+  } while (!atomic_compare_exchange_weak_explicit(&c->remote, &top, head, memory_order_release,
                                                   memory_order_relaxed));
+}
+
+/* nout has one writer, the pool's owner: a relaxed load and store. */
+static uint32_t nout(const sh_pool_class *c) {
+  return (uint32_t)atomic_load_explicit(&c->nout, memory_order_relaxed);
+}
+static void set_nout(sh_pool_class *c, uint32_t n) {
+  atomic_store_explicit(&c->nout, n, memory_order_relaxed);
+}
+
+static void flush_class(sh_pool_class *c, uint32_t cls) {
+  uint32_t n = nout(c);
+  if (n == 0) return;
+  push_remote(c->out_owner, cls, c->out_head, c->out_tail, n);
+  c->out_head = c->out_tail = NULL;
+  set_nout(c, 0);
+}
+
+/* A worker frees another pool's object: batch it per class and owner, so
+ * the owner's shared line is touched once per SH_POOL_OUTBOX objects. */
+static void free_foreign(sh_pool *self, sh_pool_obj *o) {
+  sh_pool_class *c = &self->cls[o->cls];
+  if (nout(c) > 0 && c->out_owner != o->owner) flush_class(c, o->cls);
+  c->out_owner = o->owner;
+  o->next = c->out_head;
+  if (c->out_head == NULL) c->out_tail = o;
+  c->out_head = o;
+  uint32_t n = nout(c) + 1;
+  set_nout(c, n);
+  if (n == SH_POOL_OUTBOX) flush_class(c, o->cls);
+}
+
+void sh_pool_flush(sh_pool *p) {
+  for (uint32_t i = 0; i < SH_POOL_CLASSES; i++) flush_class(&p->cls[i], i);
 }
 
 void sh_pool_free(sh_pool *self, void *obj) {
@@ -253,12 +298,15 @@ void sh_pool_free(sh_pool *self, void *obj) {
   assert(o->cls < SH_POOL_CLASSES && "corrupt pool header");
   if (o->owner == self)
     free_local(self, o);
+  else if (self != NULL)
+    free_foreign(self, o);
   else
-    free_remote(o->owner, o);
+    push_remote(o->owner, o->cls, o, o, 1); /* a thread with no pool: no outbox */
 }
 
 uint64_t sh_pool_trim(sh_pool *p, uint64_t now_ns) {
   uint64_t next = UINT64_MAX;
+  sh_pool_flush(p);
   for (uint32_t i = 0; i < SH_POOL_CLASSES; i++) {
     sh_pool_class *c = &p->cls[i];
     drain_remote(p, c);
@@ -274,6 +322,12 @@ uint64_t sh_pool_trim(sh_pool *p, uint64_t now_ns) {
     }
   }
   return next;
+}
+
+uint64_t sh_pool_in_outboxes(const sh_pool *p) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < SH_POOL_CLASSES; i++) n += nout(&p->cls[i]);
+  return n;
 }
 
 uint64_t sh_pool_outstanding(const sh_pool *p) {

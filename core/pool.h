@@ -7,7 +7,10 @@
  * freeing on any other thread hands it back to the owner through a lock-free
  * return stack that only the owner drains, so no object ever enters a foreign
  * pool and ping-pong traffic between two workers reaches a steady state with
- * no malloc at all. Threads that are not workers allocate with plain malloc.
+ * no malloc at all. A worker returns foreign objects in batches: per class it
+ * collects up to SH_POOL_OUTBOX objects of one owner and pushes them with one
+ * atomic operation; sh_pool_flush (run when the worker idles) sends the rest.
+ * Threads that are not workers allocate with plain malloc.
  */
 #ifndef SH_POOL_H
 #define SH_POOL_H
@@ -24,11 +27,20 @@
 typedef struct sh_pool_obj sh_pool_obj;
 typedef struct sh_pool sh_pool;
 
+/* Foreign objects a pool's owner freed, on their way back in one batch. */
+#define SH_POOL_OUTBOX 32
+
 typedef struct sh_pool_class {
+  /* The owner's line. */
   sh_pool_obj *free;           /* owner-only free list */
   uint32_t nfree;              /* length of free */
+  atomic_uint_fast32_t nout;   /* length of the outbox (owner writes; statistics read) */
   uint64_t last_use_ns;        /* for idle trimming */
-  sh_pool_obj *_Atomic remote; /* objects freed by other threads (Treiber push, owner takes all) */
+  sh_pool *out_owner;          /* the pool the outbox's objects go back to */
+  sh_pool_obj *out_head, *out_tail;
+  /* Returns from other threads, on a line of their own so that pushes do
+   * not take the owner's line away on every allocation. */
+  _Alignas(64) sh_pool_obj *_Atomic remote; /* Treiber push, owner takes all */
   atomic_uint_fast32_t nremote;/* approximate length of remote, bounds it */
 } sh_pool_class;
 
@@ -44,7 +56,7 @@ struct sh_pool {
   atomic_uint_fast64_t allocs;
   atomic_uint_fast64_t mallocs;
   atomic_uint_fast64_t local_frees;
-  atomic_uint_fast64_t remote_frees;
+  _Alignas(64) atomic_uint_fast64_t remote_frees; /* counted per batch by the senders */
 };
 
 void sh_pool_init(sh_pool *p, uint32_t max_cached, uint32_t keep, uint64_t idle_ns);
@@ -59,12 +71,18 @@ void *sh_pool_alloc(sh_pool *p, size_t size);
  * worker. NULL obj is a no-op. */
 void sh_pool_free(sh_pool *self, void *obj);
 
-/* Owner only: moves returned objects back to the free lists, then trims every
+/* Owner only: sends every outbox's objects back to their owners now. */
+void sh_pool_flush(sh_pool *p);
+/* Owner only: flushes the outboxes, moves returned objects back to the free lists, then trims every
  * class untouched for idle_ns to `keep` objects. now_ns from sh_plat_now_ns.
  * Returns when a later trim could free more (UINT64_MAX: nothing left to
  * trim), so that a sleeping owner can wake up for it. */
 uint64_t sh_pool_trim(sh_pool *p, uint64_t now_ns);
-/* Objects allocated from p and not yet freed (exact when no thread frees concurrently). */
+/* Objects allocated from p and not yet freed (exact when no thread frees
+ * concurrently; objects still in another pool's outbox count as not freed). */
 uint64_t sh_pool_outstanding(const sh_pool *p);
+/* Foreign objects p freed that wait in its outboxes: with them, the sum of
+ * outstanding objects over all pools is exact without flushing. */
+uint64_t sh_pool_in_outboxes(const sh_pool *p);
 
 #endif

@@ -306,6 +306,9 @@ int sh_system_shutdown(sh_system *sys) {
   for (sh_house *h = sys->houses; h != NULL; h = h->all_next) {
     while (h->stacks != NULL) sh_stack_discard(h->stacks);
   }
+  /* Objects on their way back to their pools arrive now: the counts of
+   * outstanding objects are exact from here on. */
+  for (uint32_t i = 0; i < sys->nworkers; i++) sh_pool_flush(&sys->workers[i].pool);
   sh_plat_set_local(NULL);
   return 0;
 }
@@ -341,7 +344,8 @@ void sh_system_stats(const sh_system *sys, sh_stats *out) {
   for (uint32_t i = 0; i < sys->nworkers; i++) {
     const sh_worker *w = &sys->workers[i];
     for (int k = 0; k < SH_C_COUNT; k++) v[k] += sh_counters_get(&w->counters, k);
-    outstanding += sh_pool_outstanding(&w->pool);
+    /* An object waiting in some worker's outbox is freed, just not home yet. */
+    outstanding += sh_pool_outstanding(&w->pool) - sh_pool_in_outboxes(&w->pool);
     mallocs += atomic_load_explicit(&w->pool.mallocs, memory_order_relaxed);
   }
   memset(out, 0, sizeof(*out));

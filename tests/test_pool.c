@@ -188,6 +188,10 @@ static void test_remote_free_bound(void **state) {
   void *objs[N];
   for (int i = 0; i < N; i++) objs[i] = sh_pool_alloc(&p, 100);
   for (int i = 0; i < N; i++) sh_pool_free(i % 2 ? &other : NULL, objs[i]);
+  /* A worker's frees wait in its outbox until a batch is full or flushed. */
+  assert_int_equal(sh_pool_in_outboxes(&other), N / 2);
+  sh_pool_flush(&other);
+  assert_int_equal(sh_pool_in_outboxes(&other), 0);
   assert_int_equal(remote_count(&p, 1), MAX);
   assert_int_equal(cached(&p, 1), 0);
   assert_int_equal(atomic_load(&p.remote_frees), N);
@@ -207,6 +211,44 @@ static void test_remote_free_bound(void **state) {
   assert_int_equal(sh_pool_outstanding(&p), 0);
   sh_pool_destroy(&p);
   sh_pool_destroy(&other);
+}
+
+/* A worker's foreign frees go back in batches: a full outbox or a change of
+ * owner sends them, nothing sits in a foreign pool. */
+static void test_outbox_batches(void **state) {
+  (void)state;
+  enum { N = SH_POOL_OUTBOX + 5 };
+  sh_pool a, b, w;
+  sh_pool_init(&a, 4096, 2, 1000);
+  sh_pool_init(&b, 4096, 2, 1000);
+  sh_pool_init(&w, 4096, 2, 1000);
+  void *fa[N], *fb[2];
+  for (int i = 0; i < N; i++) fa[i] = sh_pool_alloc(&a, 100);
+  for (int i = 0; i < 2; i++) fb[i] = sh_pool_alloc(&b, 100);
+  for (int i = 0; i < SH_POOL_OUTBOX - 1; i++) sh_pool_free(&w, fa[i]);
+  assert_int_equal(remote_count(&a, 1), 0); /* held back */
+  sh_pool_free(&w, fa[SH_POOL_OUTBOX - 1]);
+  assert_int_equal(remote_count(&a, 1), SH_POOL_OUTBOX); /* a full batch went */
+  assert_int_equal(sh_pool_in_outboxes(&w), 0);
+  for (int i = SH_POOL_OUTBOX; i < N; i++) sh_pool_free(&w, fa[i]);
+  sh_pool_free(&w, fb[0]); /* another owner: a's partial batch goes first */
+  assert_int_equal(remote_count(&a, 1), N);
+  assert_int_equal(sh_pool_in_outboxes(&w), 1);
+  sh_pool_free(&w, fb[1]);
+  assert_int_equal(remote_count(&b, 1), 0);
+  sh_pool_trim(&w, 0); /* trimming (an idle worker) flushes */
+  assert_int_equal(remote_count(&b, 1), 2);
+  assert_int_equal(sh_pool_outstanding(&a), 0);
+  assert_int_equal(sh_pool_outstanding(&b), 0);
+  /* Nothing entered the freeing pool, and the owners reuse without malloc. */
+  assert_int_equal(w.allocs + w.mallocs + w.local_frees, 0);
+  uint64_t before = a.mallocs;
+  for (int i = 0; i < N; i++) fa[i] = sh_pool_alloc(&a, 100);
+  assert_int_equal(a.mallocs, before);
+  for (int i = 0; i < N; i++) sh_pool_free(&a, fa[i]);
+  sh_pool_destroy(&w);
+  sh_pool_destroy(&a);
+  sh_pool_destroy(&b);
 }
 
 /* Taking the remote stack onto a full free list gives the excess to malloc. */
@@ -289,6 +331,7 @@ static void *xfer_b(void *arg) {
     if (o[0] != (uint32_t)i || o[49] != ~(uint32_t)i) x->bad_contents++;
     sh_pool_free(&x->pb, o);
   }
+  sh_pool_flush(&x->pb); /* what a worker does when it idles */
   xfer_set(x, 2);
   return NULL;
 }
@@ -497,7 +540,10 @@ static void *stress_freer(void *arg) {
     s->count = 0;
     pthread_cond_signal(&s->not_full);
     pthread_mutex_unlock(&s->mu);
-    if (n == 0) break; /* done and drained */
+    if (n == 0) {
+      sh_pool_flush(&s->freer_pool[a->id]); /* done and drained: send the last batches */
+      break;
+    }
     for (uint32_t i = 0; i < n; i++) {
       uint32_t *o = batch[i];
       size_t size = o[0];
@@ -537,10 +583,11 @@ static void test_stress_remote_frees(void **state) {
   assert_int_equal(sh_pool_outstanding(&s->owner), 0);
   /*
    * Reuse under concurrency: the owner mallocs only when both its lists are
-   * empty, i.e. when every object of the class is in the ring or in a freer's
-   * batch (at most SQ each), so a class never holds more than 3 * SQ + 1.
+   * empty, i.e. when every object of the class is in the ring, in a freer's
+   * batch (at most SQ each) or in a freer's outbox (at most SH_POOL_OUTBOX
+   * each), so a class never holds more than 3 * SQ + 1 plus the outboxes.
    */
-  assert_true(s->owner.mallocs <= 2 * (3 * SQ + 1));
+  assert_true(s->owner.mallocs <= 2 * (3 * SQ + 1 + SFREERS * SH_POOL_OUTBOX));
   /* No object was lost or went to a freer's pool: all are cached again. */
   sh_pool_trim(&s->owner, 0);
   uint64_t all = 0;
@@ -572,6 +619,7 @@ int main(void) {
       cmocka_unit_test(test_large_object),
       cmocka_unit_test(test_local_bound),
       cmocka_unit_test(test_remote_free_bound),
+      cmocka_unit_test(test_outbox_batches),
       cmocka_unit_test(test_drain_keeps_bound),
       cmocka_unit_test(test_cross_thread_reuse),
       cmocka_unit_test(test_trim_idle_classes),
