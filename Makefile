@@ -48,6 +48,8 @@ LIB_SRCS          := $(CORE_SRCS) $(EPOLL_SRCS)
 SIMLIB_SRCS       := $(if $(SIM_SRCS),$(CORE_SRCS) $(SIM_SRCS))
 
 ALL_TESTS         := $(sort $(basename $(notdir $(wildcard tests/test_*.c))))
+# Shared test plumbing (tests/support/*.c), linked into every test program.
+TEST_SUPPORT_SRCS := $(wildcard tests/support/*.c)
 BENCH_NAMES       := $(sort $(basename $(notdir $(wildcard bench/*.c))))
 BENCH_COMMON_SRCS := $(wildcard bench/common/*.c)
 EXAMPLE_NAMES     := $(sort $(basename $(notdir $(wildcard examples/*.c))))
@@ -117,6 +119,7 @@ $(1)_ALL_LDFLAGS  = -pthread $$($(1)_LDFLAGS) $$(LDFLAGS)
 $(1)_LIB_OBJS    := $$(LIB_SRCS:%.c=build/$(1)/obj/%.o)
 $(1)_SIMLIB_OBJS := $$(SIMLIB_SRCS:%.c=build/$(1)/obj-sim/%.o)
 $(1)_BENCH_COMMON_OBJS := $$(BENCH_COMMON_SRCS:%.c=build/$(1)/obj/%.o)
+$(1)_TEST_SUPPORT_OBJS := $$(TEST_SUPPORT_SRCS:%.c=build/$(1)/obj/%.o)
 
 # Rewritten only when the compiler or flags change; every object depends on it.
 build/$(1)/.flags: FORCE
@@ -142,10 +145,10 @@ build/$(1)/libstackhouse-sim.a: $$($(1)_SIMLIB_OBJS)
 	$$(call say,AR $(1),$$@)
 	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
 
-build/$(1)/tests/%: build/$(1)/obj/tests/%.o build/$(1)/libstackhouse.a
+build/$(1)/tests/%: build/$(1)/obj/tests/%.o $$($(1)_TEST_SUPPORT_OBJS) build/$(1)/libstackhouse.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1),$$@)
-	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$< build/$(1)/libstackhouse.a \
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
 	    $$(LDLIBS_$$*) $$(TEST_LDLIBS) -lcmocka -lpthread $$(LDLIBS)
 
 build/$(1)/bench/%: build/$(1)/obj/bench/%.o $$($(1)_BENCH_COMMON_OBJS) build/$(1)/libstackhouse.a

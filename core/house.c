@@ -24,21 +24,46 @@
 /* Events handled per run even when the budget is spent. */
 #define SH_EVENT_SHARE 16u
 
-static bool box_nonempty(const sh_house *h, sh_box b) { return sh_mailbox_nonempty(&h->mb[b]); }
-
 static bool stopped(const sh_house *h) {
-  /* acquire: pairs with sh_stop's release store. */
-  return atomic_load_explicit(&h->stopped, memory_order_acquire);
+  /* seq_cst: sh_stop's store of `stopped` and its poke's load of the state
+   * form a store-load handshake with settle's store of WAITING and its load
+   * of `stopped`; with release/acquire both sides could miss each other and
+   * leave a stopped house waiting with its stop work undone. */
+  return atomic_load_explicit(&h->stopped, memory_order_seq_cst);
+}
+
+/* What the runner knows of its house, taken while it still owns it: after
+ * settle stores WAITING another worker may own the house, so the re-check
+ * must read nothing but this view and atomics. */
+typedef struct work_view {
+  uint32_t taken[SH_BOXES];
+  bool held;      /* a barrier holds asks and notices back */
+  bool owes_stop; /* mounted, and the stop hook or pending-ask failures due */
+} work_view;
+
+static work_view view_of(const sh_house *h) {
+  work_view v;
+  for (int b = 0; b < SH_BOXES; b++) v.taken[b] = h->mb[b].taken;
+  v.held = h->barrier;
+  v.owes_stop = h->mounted && (!h->stop_done || sh_dispatcher_count(&h->futures) > 0);
+  return v;
+}
+
+static bool view_has_work(const sh_house *h, const work_view *v) {
+  bool stop = stopped(h);
+  if (stop && v->owes_stop) return true;
+  for (int b = 0; b < SH_BOXES; b++) {
+    if (v->held && !stop && (b == SH_BOX_ASK || b == SH_BOX_NOTICE)) continue;
+    /* seq_cst: the load half of the put/settle handshake (file comment). */
+    if ((uint32_t)atomic_load_explicit(&h->mb[b].puts, memory_order_seq_cst) != v->taken[b])
+      return true;
+  }
+  return false;
 }
 
 bool sh_house_has_work(const sh_house *h) {
-  if (box_nonempty(h, SH_BOX_REPLY) || box_nonempty(h, SH_BOX_EXCEPTION) ||
-      box_nonempty(h, SH_BOX_EVENT))
-    return true;
-  bool held = h->barrier && !stopped(h);
-  if (!held && (box_nonempty(h, SH_BOX_ASK) || box_nonempty(h, SH_BOX_NOTICE))) return true;
-  /* A stopped house still owes its stop hook and its pending asks' errors. */
-  return stopped(h) && h->mounted && (!h->stop_done || sh_dispatcher_count(&h->futures) > 0);
+  work_view v = view_of(h);
+  return view_has_work(h, &v);
 }
 
 void sh_house_poke(sh_house *h) {
@@ -92,15 +117,19 @@ static void update_priority(sh_house *h) {
 /* After a run or a mount: requeue, or wait with the race re-check. */
 static void settle(sh_house *h) {
   update_priority(h);
-  if (sh_house_has_work(h)) {
-    atomic_store_explicit(&h->state, SH_READY, memory_order_seq_cst);
+  work_view v = view_of(h);
+  if (view_has_work(h, &v)) {
+    /* release: whoever pops it next sees our writes (the queue lock orders
+     * them too); no other thread can claim a house that is not WAITING. */
+    atomic_store_explicit(&h->state, SH_READY, memory_order_release);
     sh_worker_enqueue(h);
     return;
   }
-  /* seq_cst: the store half of the handshake (file comment). */
+  /* seq_cst: the store half of the handshake (file comment). From here a
+   * producer may queue the house and another worker run it. */
   atomic_store_explicit(&h->state, SH_WAITING, memory_order_seq_cst);
   SH_YIELD("house.settle");
-  if (sh_house_has_work(h)) sh_house_poke(h);
+  if (view_has_work(h, &v)) sh_house_poke(h);
 }
 
 void sh_house_mount(sh_worker *w, sh_house *h) {
@@ -173,7 +202,10 @@ static bool batch_add(batcher *b, sh_msg *m) {
     return false;
   if (b->st == NULL) {
     b->st = sh_stack_new(h, b->kind, h->max_batch);
-    if (b->st == NULL) return false;
+    if (b->st == NULL) {
+      refuse_msg(h, m, -ENOMEM); /* it belongs to a batch: never to the single handler */
+      return true;
+    }
   }
   /* Capture who to answer now, while the message is certainly alive (the
    * original read sender and id after recycling the envelopes: bug 3). */
@@ -250,18 +282,20 @@ static uint32_t refuse_requests(sh_house *h, sh_box box, uint32_t budget) {
   return n;
 }
 
-/* The stop hook once, then every pending ask of this actor fails. New asks
- * from a stopped house fail at once (sh_ask), so this loop is bounded by the
+/* Every pending ask of this actor fails (its stacks resume and see it),
+ * then the stop hook runs, once, after the last handler: a hook that frees
+ * the actor's resources is never followed by a handler using them. New asks
+ * from a stopped house fail at once (sh_ask), so the loop is bounded by the
  * promises pending when it starts. */
 static void finish_stop(sh_worker *w, sh_house *h) {
   if (!h->mounted) return;
-  if (!h->stop_done) {
-    h->stop_done = true;
-    sh_timer_cancel_all(w, h);
-    if (h->cls->stop != NULL) h->cls->stop(h->actor);
-  }
+  sh_timer_cancel_all(w, h);
   sh_future *f;
   while ((f = sh_dispatcher_pop_any(&h->futures)) != NULL) sh_stack_complete(f, NULL, -ESHUTDOWN);
+  if (!h->stop_done) {
+    h->stop_done = true;
+    if (h->cls->stop != NULL) h->cls->stop(h->actor);
+  }
 }
 
 void sh_house_run(sh_worker *w, sh_house *h) {

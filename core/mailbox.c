@@ -40,8 +40,10 @@ uint32_t sh_mailbox_put(sh_mailbox *mb, sh_msg *m) {
   uint32_t n = (uint32_t)atomic_fetch_add_explicit(&mb->puts, 1, memory_order_seq_cst) + 1;
   SH_YIELD("mailbox.put");
   link_last(mb, m);
-  /* relaxed: an estimate; the consumer publishes its takes now and then. */
-  return n - (uint32_t)atomic_load_explicit(&mb->taken_seen, memory_order_relaxed);
+  /* relaxed: an estimate; the consumer publishes its takes now and then. It
+   * may have published takes of messages put after ours: clamp at zero. */
+  uint32_t seen = (uint32_t)atomic_load_explicit(&mb->taken_seen, memory_order_relaxed);
+  return (int32_t)(n - seen) > 0 ? n - seen : 0;
 }
 
 static sh_msg *pop(sh_mailbox *mb, sh_msg *tail, sh_msg *next) {

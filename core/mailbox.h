@@ -14,15 +14,16 @@
 #include <stackhouse/stackhouse.h>
 
 typedef struct sh_mailbox {
-  /* Producers' cache line. */
+  /* Producers' cache line (the consumer writes taken_seen once per run). */
   _Alignas(64) sh_msg *_Atomic head; /* the last message put */
   atomic_uint_fast32_t puts;         /* messages ever put (wraps; differences count) */
+  atomic_uint_fast32_t taken_seen;   /* `taken` as last published for producers */
   /* Consumer's cache line: taking a message writes only here, so a busy
    * mailbox does not bounce a shared counter between cores per message. */
   _Alignas(64) sh_msg *tail;
   uint32_t taken;                    /* messages ever taken, less those put back */
-  atomic_uint_fast32_t taken_seen;   /* `taken` as last published for producers */
-  sh_msg stub;                       /* keeps the queue non-empty for the link protocol */
+  /* The stub is linked by producers when the queue runs empty: a line of its own. */
+  _Alignas(64) sh_msg stub;          /* keeps the queue non-empty for the link protocol */
 } sh_mailbox;
 
 void sh_mailbox_init(sh_mailbox *mb);

@@ -135,13 +135,19 @@ sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_m
     record(f, NULL, -ESHUTDOWN);
     return f;
   }
-  sh_dispatcher_push(&h->futures, f);
   if (timeout_ms > 0) {
     sh_worker *w = sh_worker_current();
     /* Off a worker there is no wheel: asks are made from stacks, which run on workers. */
     assert(w != NULL);
     f->timer = sh_timer_ask(w, h, f->id, (uint64_t)timeout_ms * 1000000ull);
+    if (f->timer == NULL) {
+      /* Without its timeout the ask could wait forever: fail it instead. */
+      sh_msg_free(m);
+      record(f, NULL, -ENOMEM);
+      return f;
+    }
   }
+  sh_dispatcher_push(&h->futures, f);
   m->sender = h;
   m->id = f->id;
   sh_house_put(target, SH_BOX_ASK, m);
@@ -160,18 +166,32 @@ static sh_msg *copy_reply(const sh_msg *reply) {
   return sh_msg_fill(c, reply, reply->type->size);
 }
 
+/* Answers every ask of the batch not answered yet: with copies of reply
+ * (the last one gets reply itself), or with `error` when reply is NULL. A
+ * reply that cannot be copied (its type owns resources, or no memory) fails
+ * the asks it could not reach with -EINVAL / -ENOMEM. */
 static void answer_batch(sh_stack *st, sh_msg *reply, int error) {
+  uint32_t last = st->nbatch;
+  for (uint32_t i = 0; i < st->nbatch; i++)
+    if (!st->batch[i].answered) last = i;
   for (uint32_t i = 0; i < st->nbatch; i++) {
     sh_batch_entry *e = &st->batch[i];
     if (e->answered) continue;
     e->answered = true;
-    sh_msg *r = reply != NULL ? copy_reply(reply) : NULL;
-    if (r != NULL)
-      sh_house_reply(e->reply_to, e->ask_id, r);
-    else
-      sh_house_refuse(e->reply_to, e->ask_id, reply != NULL ? -EINVAL : error);
+    if (reply == NULL) {
+      sh_house_refuse(e->reply_to, e->ask_id, error);
+    } else if (i == last) {
+      sh_house_reply(e->reply_to, e->ask_id, reply);
+      reply = NULL;
+    } else {
+      sh_msg *r = copy_reply(reply);
+      if (r != NULL)
+        sh_house_reply(e->reply_to, e->ask_id, r);
+      else
+        sh_house_refuse(e->reply_to, e->ask_id, reply->type->drop != NULL ? -EINVAL : -ENOMEM);
+    }
   }
-  sh_msg_free(reply);
+  sh_msg_free(reply); /* no ask was left to answer */
 }
 
 sh_yield sh_return(sh_stack *st, sh_msg *reply) {

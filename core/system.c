@@ -91,6 +91,11 @@ int sh_system_new(const sh_config *cfg, sh_system **out) {
 
 uint32_t sh_system_workers(const sh_system *sys) { return sys->nworkers; }
 
+static bool is_shut(const sh_system *sys) {
+  /* acquire: pairs with the release store in sh_system_shutdown. */
+  return atomic_load_explicit(&sys->shut, memory_order_acquire);
+}
+
 static void stop_workers(sh_system *sys) {
   for (uint32_t i = 0; i < sys->nworkers; i++) {
     /* release: the worker's acquire load sees everything before the stop. */
@@ -101,7 +106,7 @@ static void stop_workers(sh_system *sys) {
 }
 
 int sh_system_start(sh_system *sys) {
-  if (sys == NULL || sys->started || sys->shut) return -EINVAL;
+  if (sys == NULL || sys->started || is_shut(sys)) return -EINVAL;
   sys->started = true;
   int rc = sh_plat_start(sys->plat, sh_worker_main, sys);
   if (rc != 0) stop_workers(sys);
@@ -149,9 +154,13 @@ static uint32_t owner_for(sh_system *sys, sh_addr_kind kind, uint32_t i) {
                     sys->nworkers);
 }
 
-static void addr_free(sh_addr *a, uint32_t made) {
+/* Undoes a spawn that failed: the first `inited` actors' init succeeded, so
+ * their stop hook runs (init and stop always come in pairs); `made` houses
+ * are freed. */
+static void addr_free(sh_addr *a, uint32_t made, uint32_t inited) {
   for (uint32_t i = 0; i < made; i++) {
     sh_house *h = a->houses[i];
+    if (i < inited && h->cls->stop != NULL) h->cls->stop(h->actor);
     sh_dispatcher_destroy(&h->futures);
     free(h->actor);
     free(h);
@@ -160,9 +169,14 @@ static void addr_free(sh_addr *a, uint32_t made) {
 }
 
 /* Registers the houses (creation order = ordering for shutdown) and sends
- * them to their owners' mounting queues. */
-static void addr_publish(sh_system *sys, sh_addr *a) {
+ * them to their owners' mounting queues. -ESHUTDOWN when shutdown began:
+ * under the lock, so every published house is seen by shutdown's walk. */
+static int addr_publish(sh_system *sys, sh_addr *a) {
   sh_spin_lock(&sys->reg_lock);
+  if (is_shut(sys)) {
+    sh_spin_unlock(&sys->reg_lock);
+    return -ESHUTDOWN;
+  }
   for (uint32_t i = 0; i < a->n; i++) {
     sh_house *h = a->houses[i];
     h->seq = sys->nhouses++;
@@ -176,13 +190,14 @@ static void addr_publish(sh_system *sys, sh_addr *a) {
   sys->addrs = a;
   sh_spin_unlock(&sys->reg_lock);
   for (uint32_t i = 0; i < a->n; i++) sh_worker_enqueue_mount(a->houses[i]);
+  return 0;
 }
 
 /* `pin` >= 0 places the single instance on that worker. */
 static int spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
                  int64_t pin, const sh_addr **out) {
   if (sys == NULL || out == NULL || instances == 0 || check_class(c) != 0) return -EINVAL;
-  if (sys->shut || atomic_load_explicit(&sys->exiting, memory_order_acquire)) return -ESHUTDOWN;
+  if (is_shut(sys) || atomic_load_explicit(&sys->exiting, memory_order_acquire)) return -ESHUTDOWN;
   sh_addr_kind kind = instances == 1                     ? SH_ADDR_PLAIN
                       : instances == SH_SPAWN_PER_WORKER ? SH_ADDR_PER_WORKER
                                                          : SH_ADDR_ROBIN;
@@ -196,19 +211,23 @@ static int spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t in
   for (uint32_t i = 0; i < n; i++) {
     uint32_t owner = pin >= 0 ? (uint32_t)pin : owner_for(sys, kind, i);
     sh_house *h = house_new(sys, c, owner);
-    int rc = h == NULL ? -ENOMEM : 0;
-    if (rc == 0) {
-      a->houses[i] = h;
-      h->actor->self = a;
-      if (c->init != NULL) rc = c->init(h->actor, arg);
-      if (rc != 0) i++; /* this house is made: free it too */
+    if (h == NULL) {
+      addr_free(a, i, i);
+      return -ENOMEM;
     }
+    a->houses[i] = h;
+    h->actor->self = a;
+    int rc = c->init != NULL ? c->init(h->actor, arg) : 0;
     if (rc != 0) {
-      addr_free(a, i);
+      addr_free(a, i + 1, i);
       return rc > 0 ? -rc : rc;
     }
   }
-  addr_publish(sys, a);
+  int rc = addr_publish(sys, a);
+  if (rc != 0) {
+    addr_free(a, n, n);
+    return rc;
+  }
   *out = a;
   return 0;
 }
@@ -257,8 +276,9 @@ int sh_notice(const sh_addr *to, sh_msg *m) {
 }
 
 static void stop_house(sh_house *h) {
-  /* release: a sender that sees stopped also sees everything before it. */
-  atomic_store_explicit(&h->stopped, true, memory_order_release);
+  /* seq_cst: the store half of the stop handshake with settle (see
+   * stopped() in house.c); the poke below is its load half. */
+  atomic_store_explicit(&h->stopped, true, memory_order_seq_cst);
   sh_house_poke(h);
 }
 
@@ -294,18 +314,24 @@ static bool drain_pass(sh_system *sys) {
 
 int sh_system_shutdown(sh_system *sys) {
   if (sys == NULL || sh_worker_current() != NULL) return -EINVAL;
-  if (sys->shut) return 0;
-  sys->shut = true;
+  if (is_shut(sys)) return 0;
+  /* Under the registry lock: a spawn publishes before this or fails. release:
+   * pairs with is_shut's acquire. */
+  sh_spin_lock(&sys->reg_lock);
+  atomic_store_explicit(&sys->shut, true, memory_order_release);
+  sh_spin_unlock(&sys->reg_lock);
   if (sys->started) stop_workers(sys);
   /* Alone now: act as worker 0 so pools and wheels have an owner. */
   sh_plat_set_local(&sys->workers[0]);
   for (sh_house *h = sys->houses; h != NULL; h = h->all_next) stop_house(h);
   for (int pass = 0; pass < SH_SHUTDOWN_MAX_PASSES && drain_pass(sys); pass++) {
   }
-  for (uint32_t i = 0; i < sys->nworkers; i++) sh_timer_discard_all(&sys->workers[i]);
+  /* Stacks first: a discarded stack cancels its futures' timers, whose
+   * nodes must still exist; then the wheels free what is left. */
   for (sh_house *h = sys->houses; h != NULL; h = h->all_next) {
     while (h->stacks != NULL) sh_stack_discard(h->stacks);
   }
+  for (uint32_t i = 0; i < sys->nworkers; i++) sh_timer_discard_all(&sys->workers[i]);
   /* Objects on their way back to their pools arrive now: the counts of
    * outstanding objects are exact from here on. */
   for (uint32_t i = 0; i < sys->nworkers; i++) sh_pool_flush(&sys->workers[i].pool);
@@ -315,7 +341,10 @@ int sh_system_shutdown(sh_system *sys) {
 
 void sh_system_free(sh_system *sys) {
   if (sys == NULL) return;
-  if (!sys->shut) sh_system_shutdown(sys);
+  /* Freeing from a worker would free the ground it stands on. */
+  assert(sh_worker_current() == NULL);
+  if (sh_worker_current() != NULL) return;
+  if (!is_shut(sys)) sh_system_shutdown(sys);
   sh_plat_set_local(&sys->workers[0]);
   sh_house *h = sys->houses;
   while (h != NULL) {

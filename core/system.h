@@ -39,7 +39,7 @@ struct sh_system {
   atomic_int exit_code;
   atomic_bool exiting;
   bool started;
-  bool shut;
+  atomic_bool shut;                 /* shutdown began: no more spawns */
   atomic_uint_fast32_t next_worker; /* placement of single actors */
 
   sh_spin reg_lock;                 /* guards the two lists below */

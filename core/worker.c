@@ -93,13 +93,10 @@ void sh_worker_enqueue_mount(sh_house *h) {
 }
 
 static void run_house(sh_worker *w, sh_house *h) {
-  int s = SH_READY;
-  /* acq_rel: the READY -> SCHEDULED claim; acquire sees what the queuer
-   * wrote before queueing. Only the one that popped it can claim it. */
-  bool ok = atomic_compare_exchange_strong_explicit(&h->state, &s, SH_SCHEDULED,
-                                                    memory_order_acq_rel, memory_order_acquire);
-  assert(ok);
-  (void)ok;
+  /* Only the worker that popped a house can claim it, so no CAS: relaxed,
+   * because the queue's lock already ordered the queuer's writes before ours. */
+  assert(atomic_load_explicit(&h->state, memory_order_relaxed) == SH_READY);
+  atomic_store_explicit(&h->state, SH_SCHEDULED, memory_order_relaxed);
   sh_house_run(w, h);
 }
 

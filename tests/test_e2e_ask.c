@@ -31,10 +31,11 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <unistd.h>
 
 #include <stackhouse/stackhouse.h>
+
+#include "support/harness.h"
 
 /* A hang (a lost reply, a stack never resumed) fails the run instead of
  * blocking CI; the whole file normally runs in well under a second. */
@@ -43,17 +44,9 @@
 
 /* ---- harness ------------------------------------------------------------- */
 
-static atomic_int g_failures;
-static atomic_int g_pending; /* terminal events still to come; the last one exits */
 static atomic_int g_served;  /* ask stacks started by servers */
 static atomic_int g_noticed; /* notices handled by servers */
 static atomic_int g_drops;   /* drop hooks run on stray messages */
-
-static void check_failed(const char *expr, int line) {
-  atomic_fetch_add(&g_failures, 1);
-  fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, line, expr);
-}
-#define CHECK(c) ((c) ? (void)0 : check_failed(#c, __LINE__))
 
 /* The trace: events in the order they happened, across workers. The atomic
  * index orders them; the events it orders are themselves causally ordered
@@ -77,54 +70,19 @@ static void assert_trace(const int *want, int n) {
   for (int i = 0; i < n; i++) assert_int_equal(g_trace[i], want[i]);
 }
 
-static void done_one(sh_actor *self) {
-  if (atomic_fetch_sub(&g_pending, 1) == 1) sh_system_exit(sh_actor_system(self), 0);
-}
-
-/* A fresh system of `workers` workers whose run ends after `pending` done_one. */
-static sh_system *env_new(uint32_t workers, int pending) {
-  atomic_store(&g_failures, 0);
-  atomic_store(&g_pending, pending);
+/* A fresh system of `workers` workers whose run ends after `goal` th_done. */
+static sh_system *env_new(uint32_t workers, int goal) {
   atomic_store(&g_served, 0);
   atomic_store(&g_noticed, 0);
   atomic_store(&g_drops, 0);
   atomic_store(&g_trace_n, 0);
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = workers;
-  sh_system *sys = NULL;
-  assert_int_equal(sh_system_new(&cfg, &sys), 0);
-  assert_non_null(sys);
-  return sys;
-}
-
-static const sh_addr *spawn_on(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t w) {
-  const sh_addr *a = NULL;
-  assert_int_equal(sh_spawn_on(sys, c, arg, w, &a), 0);
-  assert_non_null(a);
-  return a;
-}
-
-static void run(sh_system *sys) {
-  assert_int_equal(sh_system_start(sys), 0);
-  assert_int_equal(sh_system_wait(sys), 0);
-}
-
-/* Shutdown, exact stats, nothing leaked, no failure recorded by an actor. */
-static void env_end(sh_system *sys, sh_stats *st) {
-  assert_int_equal(sh_system_shutdown(sys), 0);
-  sh_system_stats(sys, st);
-  assert_int_equal(st->pool_outstanding, 0);
-  sh_system_free(sys);
-  assert_int_equal(atomic_load(&g_failures), 0);
+  return th_env(workers, goal);
 }
 
 /* ---- messages -------------------------------------------------------------- */
 
 typedef struct kick_msg { sh_msg hdr; long v; } kick_msg;       /* main -> actor */
 typedef struct release_msg { sh_msg hdr; long v; } release_msg; /* actor -> itself */
-typedef struct num_ask { sh_msg hdr; long v; } num_ask;
-typedef struct num_reply { sh_msg hdr; long v; } num_reply;
 /* Messages whose drop hook counts: they show that a refused message was freed. */
 typedef struct stray_notice { sh_msg hdr; long v; } stray_notice;
 typedef struct stray_ask { sh_msg hdr; long v; } stray_ask;
@@ -136,22 +94,14 @@ static void count_drop(sh_msg *m) {
 
 SH_MSG_DEFINE(kick_msg, SH_NOTICE, 0);
 SH_MSG_DEFINE(release_msg, SH_NOTICE, 0);
-SH_MSG_DEFINE(num_ask, SH_ASK, 0);
-SH_MSG_DEFINE(num_reply, SH_REPLY, 0);
 SH_MSG_DEFINE_DROP(stray_notice, SH_NOTICE, 0, count_drop);
 SH_MSG_DEFINE_DROP(stray_ask, SH_ASK, 0, count_drop);
+/* Asks and replies: num_ask, num_reply (support/harness.h). */
 
 static void kick(const sh_addr *to, long v) {
   kick_msg *k = sh_msg_new(kick_msg, .v = v);
   assert_non_null(k);
   assert_int_equal(sh_notice(to, &k->hdr), 0);
-}
-
-static sh_msg *new_ask(long v) { return &sh_msg_new(num_ask, .v = v)->hdr; }
-
-static sh_yield reply_with(sh_stack *st, long v) {
-  num_reply *r = sh_msg_new(num_reply, .v = v);
-  return sh_return(st, &r->hdr);
 }
 
 /* ---- servers: what an ask stack does with its ask ------------------------ */
@@ -177,16 +127,13 @@ typedef struct server { sh_actor base; srv_cfg cfg; } server;
 typedef struct server_locals { sh_future *f; } server_locals;
 enum { SRV_RESUMED = 1 };
 
-static int server_init(sh_actor *self, void *arg) {
-  ((server *)self)->cfg = *(const srv_cfg *)arg;
-  return 0;
-}
+TH_CFG_INIT(server_init, server, srv_cfg);
 
 static sh_yield server_resumed(server *s, sh_stack *st) {
   server_locals *l = sh_stack_locals(st);
   if (s->cfg.tag) trace(s->cfg.tag, PH_RESUME);
   if (sh_future_failed(l->f)) return sh_throw(st, sh_future_error(l->f));
-  return reply_with(st, sh_future_reply(l->f, num_reply)->v + 10);
+  return th_reply_with(st, sh_future_reply(l->f, num_reply)->v + 10);
 }
 
 static sh_yield server_ask(sh_actor *self, sh_stack *st) {
@@ -196,10 +143,10 @@ static sh_yield server_ask(sh_actor *self, sh_stack *st) {
   if (s->cfg.tag) trace(s->cfg.tag, PH_PROCESS);
   atomic_fetch_add(&g_served, 1);
   switch (s->cfg.mode) {
-  case SRV_ECHO: return reply_with(st, v + 1);
+  case SRV_ECHO: return th_reply_with(st, v + 1);
   case SRV_RELAY: {
     server_locals *l = sh_stack_locals(st);
-    l->f = sh_ask(st, s->cfg.next, new_ask(v), 0);
+    l->f = sh_ask(st, s->cfg.next, th_new_ask(v), 0);
     CHECK(l->f != NULL && !sh_future_done(l->f));
     return sh_suspend(st, SRV_RESUMED);
   }
@@ -231,7 +178,7 @@ static const sh_actor_class mute_class = {
 static const sh_addr *spawn_server(sh_system *sys, srv_mode mode, int tag, const sh_addr *next,
                                    uint32_t worker) {
   srv_cfg c = {.mode = mode, .tag = tag, .next = next};
-  return spawn_on(sys, &server_class, &c, worker);
+  return th_spawn_on(sys, &server_class, &c, worker);
 }
 
 /* ---- clients: a notice from main starts a stack that asks ---------------- */
@@ -258,18 +205,21 @@ typedef struct client { sh_actor base; client_cfg cfg; sh_msg *kept; } client;
 typedef struct client_locals { sh_future *f[MAX_FAN]; } client_locals;
 enum { C_GOT = 1, C_REST = 2, C_GOT2 = 3 };
 
-static int client_init(sh_actor *self, void *arg) {
-  ((client *)self)->cfg = *(const client_cfg *)arg;
-  return 0;
-}
+TH_CFG_INIT(client_init, client, client_cfg);
 
-/* Common entry bookkeeping: the record, the locals, the kicked value. */
-static client_result *enter(sh_actor *self, sh_stack *st, client_locals **l, long *v) {
-  client_result *r = ((client *)self)->cfg.res;
-  r->invocations++;
-  *l = sh_stack_locals(st);
-  *v = sh_stack_msg_as(st, kick_msg)->v;
-  return r;
+/* What a client stack works with: its actor, record, locals, kicked value. */
+typedef struct call {
+  client *c;
+  client_result *r;
+  client_locals *l;
+  long v;
+} call;
+
+/* Common entry bookkeeping: counts the invocation. */
+static call enter(sh_actor *self, sh_stack *st) {
+  client *c = (client *)self;
+  c->cfg.res->invocations++;
+  return (call){c, c->cfg.res, sh_stack_locals(st), sh_stack_msg_as(st, kick_msg)->v};
 }
 
 static void record_outcome(client_result *r, const sh_future *f) {
@@ -279,25 +229,33 @@ static void record_outcome(client_result *r, const sh_future *f) {
   r->value = rep != NULL ? rep->v : 0;
 }
 
+/* The run's event done: the stack ends. */
+static sh_yield end_stack(sh_actor *self, sh_stack *st) {
+  th_done(self);
+  return sh_return(st, NULL);
+}
+
+/* The last step of a one-ask stack: how f ended is recorded, the stack ends. */
+static sh_yield end_with_outcome(sh_actor *self, sh_stack *st, client_result *r,
+                                 const sh_future *f) {
+  record_outcome(r, f);
+  return end_stack(self, st);
+}
+
 /* One ask to targets[0]; the three phases are traced under TAG_A. */
 static sh_yield single_notice(sh_actor *self, sh_stack *st) {
-  client *c = (client *)self;
-  client_locals *l;
-  long v;
-  client_result *r = enter(self, st, &l, &v);
+  call k = enter(self, st);
   if (sh_stack_state(st) == SH_START) {
     trace(TAG_A, PH_SEND);
-    l->f[0] = sh_ask(st, c->cfg.targets[0], new_ask(v), 0);
-    CHECK(l->f[0] != NULL);
-    r->done_at_send = sh_future_done(l->f[0]);
+    k.l->f[0] = sh_ask(st, k.c->cfg.targets[0], th_new_ask(k.v), 0);
+    CHECK(k.l->f[0] != NULL);
+    k.r->done_at_send = sh_future_done(k.l->f[0]);
     return sh_suspend(st, C_GOT);
   }
   trace(TAG_A, PH_RESUME);
   CHECK(sh_stack_state(st) == C_GOT);
-  CHECK(sh_future_done(l->f[0]));
-  record_outcome(r, l->f[0]);
-  done_one(self);
-  return sh_return(st, NULL);
+  CHECK(sh_future_done(k.l->f[0]));
+  return end_with_outcome(self, st, k.r, k.l->f[0]);
 }
 
 /* Checks futures [0, n) made with v = i: each done with reply i + 1. */
@@ -315,145 +273,115 @@ static void check_echo(const sh_future *f, long v) {
 
 static void ask_all(sh_stack *st, const client_cfg *cfg, client_locals *l) {
   for (int i = 0; i < cfg->n; i++) {
-    l->f[i] = sh_ask(st, cfg->targets[i], new_ask(i), 0);
+    l->f[i] = sh_ask(st, cfg->targets[i], th_new_ask(i), 0);
     CHECK(l->f[i] != NULL);
   }
 }
 
 /* N asks, one sh_suspend: resumed once, with all N complete. */
 static sh_yield fanout_notice(sh_actor *self, sh_stack *st) {
-  client *c = (client *)self;
-  client_locals *l;
-  long v;
-  enter(self, st, &l, &v);
+  call k = enter(self, st);
   if (sh_stack_state(st) == SH_START) {
-    ask_all(st, &c->cfg, l);
+    ask_all(st, &k.c->cfg, k.l);
     return sh_suspend(st, C_GOT);
   }
-  CHECK(count_done(l, c->cfg.n) == c->cfg.n);
+  CHECK(count_done(k.l, k.c->cfg.n) == k.c->cfg.n);
   /* Every server's stack ran before its reply was sent, so all N ran. */
-  CHECK(atomic_load(&g_served) == c->cfg.n);
-  for (int i = 0; i < c->cfg.n; i++) check_echo(l->f[i], i);
-  done_one(self);
-  return sh_return(st, NULL);
+  CHECK(atomic_load(&g_served) == k.c->cfg.n);
+  for (int i = 0; i < k.c->cfg.n; i++) check_echo(k.l->f[i], i);
+  return end_stack(self, st);
 }
 
 /* N asks, sh_suspend_any: resumed by the first completion alone; then the
  * rest with sh_suspend. The first future is recycled when the stack moves
  * on (stack.h), so it is forgotten here. */
 static sh_yield first_of_notice(sh_actor *self, sh_stack *st) {
-  client *c = (client *)self;
-  int n = c->cfg.n;
-  client_locals *l;
-  long v;
-  client_result *r = enter(self, st, &l, &v);
+  call k = enter(self, st);
+  int n = k.c->cfg.n;
   switch (sh_stack_state(st)) {
   case SH_START:
-    ask_all(st, &c->cfg, l);
+    ask_all(st, &k.c->cfg, k.l);
     return sh_suspend_any(st, C_GOT);
   case C_GOT:
-    r->first_done = count_done(l, n);
+    k.r->first_done = count_done(k.l, n);
     for (int i = 0; i < n; i++) {
-      if (l->f[i] == NULL || !sh_future_done(l->f[i])) continue;
-      check_echo(l->f[i], i);
-      l->f[i] = NULL;
+      if (k.l->f[i] == NULL || !sh_future_done(k.l->f[i])) continue;
+      check_echo(k.l->f[i], i);
+      k.l->f[i] = NULL;
     }
     /* Resumed too late (all done): end now, main sees first_done. */
-    if (r->first_done < n) return sh_suspend(st, C_REST);
-    done_one(self);
-    return sh_return(st, NULL);
+    if (k.r->first_done < n) return sh_suspend(st, C_REST);
+    return end_stack(self, st);
   default:
     for (int i = 0; i < n; i++) {
-      if (l->f[i] == NULL) continue;
-      CHECK(sh_future_done(l->f[i]));
-      check_echo(l->f[i], i);
+      if (k.l->f[i] == NULL) continue;
+      CHECK(sh_future_done(k.l->f[i]));
+      check_echo(k.l->f[i], i);
     }
-    done_one(self);
-    return sh_return(st, NULL);
+    return end_stack(self, st);
   }
 }
 
 /* N asks, sh_suspend_any in the same state each time: every resume sees
  * exactly one more completed future, and the seen ones stay valid. */
 static sh_yield each_of_notice(sh_actor *self, sh_stack *st) {
-  client *c = (client *)self;
-  int n = c->cfg.n;
-  client_locals *l;
-  long v;
-  client_result *r = enter(self, st, &l, &v);
+  call k = enter(self, st);
+  int n = k.c->cfg.n;
   if (sh_stack_state(st) == SH_START) {
-    ask_all(st, &c->cfg, l);
+    ask_all(st, &k.c->cfg, k.l);
     return sh_suspend_any(st, C_GOT);
   }
-  int done = count_done(l, n);
-  if (done != r->invocations - 1) r->any_mismatch++;
+  int done = count_done(k.l, n);
+  if (done != k.r->invocations - 1) k.r->any_mismatch++;
   if (done < n) return sh_suspend_any(st, C_GOT);
-  for (int i = 0; i < n; i++) check_echo(l->f[i], i);
-  done_one(self);
-  return sh_return(st, NULL);
+  for (int i = 0; i < n; i++) check_echo(k.l->f[i], i);
+  return end_stack(self, st);
 }
 
 /* Against a stopped target: the ask fails at once, the notice is refused. */
 static sh_yield stopped_notice(sh_actor *self, sh_stack *st) {
-  client *c = (client *)self;
-  client_locals *l;
-  long v;
-  client_result *r = enter(self, st, &l, &v);
+  call k = enter(self, st);
   if (sh_stack_state(st) == SH_START) {
-    l->f[0] = sh_ask(st, c->cfg.targets[0], &sh_msg_new(stray_ask, .v = v)->hdr, 0);
-    CHECK(l->f[0] != NULL);
-    r->done_at_send = sh_future_done(l->f[0]);
-    r->notice_rc = sh_notice(c->cfg.targets[0], &sh_msg_new(stray_notice, .v = v)->hdr);
+    k.l->f[0] = sh_ask(st, k.c->cfg.targets[0], &sh_msg_new(stray_ask, .v = k.v)->hdr, 0);
+    CHECK(k.l->f[0] != NULL);
+    k.r->done_at_send = sh_future_done(k.l->f[0]);
+    k.r->notice_rc = sh_notice(k.c->cfg.targets[0], &sh_msg_new(stray_notice, .v = k.v)->hdr);
     return sh_suspend(st, C_GOT);
   }
-  record_outcome(r, l->f[0]);
-  done_one(self);
-  return sh_return(st, NULL);
+  return end_with_outcome(self, st, k.r, k.l->f[0]);
 }
 
 /* Sends an ask and a notice to a target on its own worker, then stops it:
  * the target cannot run in between, so both are still queued. */
 static sh_yield stop_queued_notice(sh_actor *self, sh_stack *st) {
-  client *c = (client *)self;
-  client_locals *l;
-  long v;
-  client_result *r = enter(self, st, &l, &v);
+  call k = enter(self, st);
   if (sh_stack_state(st) == SH_START) {
-    l->f[0] = sh_ask(st, c->cfg.targets[0], &sh_msg_new(stray_ask, .v = v)->hdr, 0);
-    r->notice_rc = sh_notice(c->cfg.targets[0], &sh_msg_new(stray_notice, .v = v)->hdr);
-    CHECK(sh_stop(c->cfg.targets[0]) == 0);
-    r->done_at_send = sh_future_done(l->f[0]);
+    k.l->f[0] = sh_ask(st, k.c->cfg.targets[0], &sh_msg_new(stray_ask, .v = k.v)->hdr, 0);
+    k.r->notice_rc = sh_notice(k.c->cfg.targets[0], &sh_msg_new(stray_notice, .v = k.v)->hdr);
+    CHECK(sh_stop(k.c->cfg.targets[0]) == 0);
+    k.r->done_at_send = sh_future_done(k.l->f[0]);
     return sh_suspend(st, C_GOT);
   }
-  record_outcome(r, l->f[0]);
-  done_one(self);
-  return sh_return(st, NULL);
+  return end_with_outcome(self, st, k.r, k.l->f[0]);
 }
 
 /* Two asks, sh_suspend_any, and return at the first completion: the other
  * ask is forgotten with the stack, its answer is dropped and counted. */
 static sh_yield abandon_notice(sh_actor *self, sh_stack *st) {
-  client *c = (client *)self;
-  client_locals *l;
-  long v;
-  client_result *r = enter(self, st, &l, &v);
+  call k = enter(self, st);
   if (sh_stack_state(st) == SH_START) {
-    ask_all(st, &c->cfg, l);
+    ask_all(st, &k.c->cfg, k.l);
     return sh_suspend_any(st, C_GOT);
   }
-  r->first_done = count_done(l, c->cfg.n);
-  done_one(self);
-  return sh_return(st, NULL);
+  k.r->first_done = count_done(k.l, k.c->cfg.n);
+  return end_stack(self, st);
 }
 
 /* Every misuse of the send calls from a stack; then one good ask, to show
  * the stack still works. */
 static sh_yield misuse_notice(sh_actor *self, sh_stack *st) {
-  client *c = (client *)self;
-  const sh_addr *t = c->cfg.targets[0];
-  client_locals *l;
-  long v;
-  client_result *r = enter(self, st, &l, &v);
+  call k = enter(self, st);
+  const sh_addr *t = k.c->cfg.targets[0];
   if (sh_stack_state(st) == SH_START) {
     CHECK(sh_notice(NULL, &sh_msg_new(stray_notice, .v = 1)->hdr) == -EINVAL);
     CHECK(sh_notice(t, &sh_msg_new(stray_ask, .v = 2)->hdr) == -EINVAL);
@@ -461,13 +389,11 @@ static sh_yield misuse_notice(sh_actor *self, sh_stack *st) {
     CHECK(sh_ask(st, t, &sh_msg_new(stray_notice, .v = 3)->hdr, 0) == NULL);
     CHECK(sh_ask(st, NULL, &sh_msg_new(stray_ask, .v = 4)->hdr, 0) == NULL);
     CHECK(sh_ask(st, t, NULL, 0) == NULL);
-    l->f[0] = sh_ask(st, t, new_ask(v), 0);
-    CHECK(l->f[0] != NULL);
+    k.l->f[0] = sh_ask(st, t, th_new_ask(k.v), 0);
+    CHECK(k.l->f[0] != NULL);
     return sh_suspend(st, C_GOT);
   }
-  record_outcome(r, l->f[0]);
-  done_one(self);
-  return sh_return(st, NULL);
+  return end_with_outcome(self, st, k.r, k.l->f[0]);
 }
 
 /* Takes the first reply, keeps it across a second ask (which recycles the
@@ -480,31 +406,28 @@ static sh_yield take_notice(sh_actor *self, sh_stack *st) {
     CHECK(((num_reply *)c->kept)->v == want);
     sh_msg_free(c->kept);
     c->kept = NULL;
-    done_one(self);
-    return sh_return(st, NULL);
+    return end_stack(self, st);
   }
-  client_locals *l;
-  long v;
-  client_result *r = enter(self, st, &l, &v);
+  call k = enter(self, st);
   switch (sh_stack_state(st)) {
   case SH_START:
-    l->f[0] = sh_ask(st, c->cfg.targets[0], new_ask(v), 0);
+    k.l->f[0] = sh_ask(st, c->cfg.targets[0], th_new_ask(k.v), 0);
     return sh_suspend(st, C_GOT);
   case C_GOT:
-    c->kept = sh_future_take(l->f[0]);
+    c->kept = sh_future_take(k.l->f[0]);
     CHECK(c->kept != NULL);
-    CHECK(sh_future_msg(l->f[0]) == NULL); /* the future gave it up */
-    CHECK(sh_future_take(l->f[0]) == NULL);
-    CHECK(sh_future_error(l->f[0]) == 0);
-    l->f[1] = sh_ask(st, c->cfg.targets[0], new_ask(v + 100), 0);
+    CHECK(sh_future_msg(k.l->f[0]) == NULL); /* the future gave it up */
+    CHECK(sh_future_take(k.l->f[0]) == NULL);
+    CHECK(sh_future_error(k.l->f[0]) == 0);
+    k.l->f[1] = sh_ask(st, c->cfg.targets[0], th_new_ask(k.v + 100), 0);
     return sh_suspend(st, C_GOT2);
   default:
     /* The first future is gone; had it still owned the reply, the reply
      * would be freed (and its memory likely reused by the second one). */
-    CHECK(((num_reply *)c->kept)->v == v + 1);
-    check_echo(l->f[1], v + 100);
-    record_outcome(r, l->f[1]);
-    CHECK(sh_notice(sh_self(self), &sh_msg_new(release_msg, .v = v + 1)->hdr) == 0);
+    CHECK(((num_reply *)c->kept)->v == k.v + 1);
+    check_echo(k.l->f[1], k.v + 100);
+    record_outcome(k.r, k.l->f[1]);
+    CHECK(sh_notice(sh_self(self), &sh_msg_new(release_msg, .v = k.v + 1)->hdr) == 0);
     return sh_return(st, NULL);
   }
 }
@@ -527,7 +450,7 @@ CLIENT_CLASS(take_class, take_notice);
 static void start_client(sh_system *sys, const sh_actor_class *c, const sh_addr *target,
                          client_result *res) {
   client_cfg cc = {.targets = {target}, .n = 1, .res = res};
-  kick(spawn_on(sys, c, &cc, 0), 41);
+  kick(th_spawn_on(sys, c, &cc, 0), 41);
 }
 
 /* ---- the three phases ---------------------------------------------------- */
@@ -536,9 +459,8 @@ static void lifecycle(uint32_t server_worker) {
   sh_system *sys = env_new(2, 1);
   client_result res = {0};
   start_client(sys, &single_class, spawn_server(sys, SRV_ECHO, TAG_B, NULL, server_worker), &res);
-  run(sys);
-  sh_stats st;
-  env_end(sys, &st);
+  th_run(sys);
+  sh_stats st = th_end(sys);
 
   const int want[] = {EV(TAG_A, PH_SEND), EV(TAG_B, PH_PROCESS), EV(TAG_A, PH_RESUME)};
   assert_trace(want, 3);
@@ -570,9 +492,8 @@ static void test_chain_across_workers(void **state) {
   const sh_addr *b = spawn_server(sys, SRV_RELAY, TAG_B, c, 1);
   client_result res = {0};
   start_client(sys, &single_class, b, &res);
-  run(sys);
-  sh_stats st;
-  env_end(sys, &st);
+  th_run(sys);
+  sh_stats st = th_end(sys);
 
   const int want[] = {EV(TAG_A, PH_SEND), EV(TAG_B, PH_PROCESS), EV(TAG_C, PH_PROCESS),
                       EV(TAG_B, PH_RESUME), EV(TAG_A, PH_RESUME)};
@@ -592,9 +513,9 @@ static void fan(const sh_actor_class *c, int n, client_result *res, sh_stats *st
   sh_system *sys = env_new(2, 1);
   client_cfg cc = {.n = n, .res = res};
   for (int i = 0; i < n; i++) cc.targets[i] = spawn_server(sys, SRV_ECHO, 0, NULL, (uint32_t)i % 2);
-  kick(spawn_on(sys, c, &cc, 0), 0);
-  run(sys);
-  env_end(sys, st);
+  kick(th_spawn_on(sys, c, &cc, 0), 0);
+  th_run(sys);
+  *st = th_end(sys);
 }
 
 static void fanout(int n) {
@@ -647,10 +568,9 @@ static void test_suspend_any_each(void **state) {
 static void ask_failing(srv_mode mode, int thrown, client_result *res) {
   sh_system *sys = env_new(2, 1);
   srv_cfg sc = {.mode = mode, .error = thrown};
-  start_client(sys, &single_class, spawn_on(sys, &server_class, &sc, 1), res);
-  run(sys);
-  sh_stats st;
-  env_end(sys, &st);
+  start_client(sys, &single_class, th_spawn_on(sys, &server_class, &sc, 1), res);
+  th_run(sys);
+  sh_stats st = th_end(sys);
   assert_int_equal(res->invocations, 2);
   assert_true(res->reply_null);
   assert_int_equal(st.replies_unknown, 0);
@@ -690,10 +610,9 @@ static void test_no_ask_handler_is_enotsup(void **state) {
   sh_system *sys = env_new(2, 1);
   srv_cfg sc = {.mode = SRV_ECHO};
   client_result res = {0};
-  start_client(sys, &single_class, spawn_on(sys, &mute_class, &sc, 1), &res);
-  run(sys);
-  sh_stats st;
-  env_end(sys, &st);
+  start_client(sys, &single_class, th_spawn_on(sys, &mute_class, &sc, 1), &res);
+  th_run(sys);
+  th_end(sys);
   assert_int_equal(res.error, -ENOTSUP);
   assert_true(res.reply_null);
   assert_int_equal(res.invocations, 2);
@@ -712,9 +631,8 @@ static void test_stopped_actor_refuses(void **state) {
   assert_int_equal(sh_notice(x, stray(3)), -ESHUTDOWN); /* from a plain thread */
   client_result res = {0};
   start_client(sys, &stopped_class, x, &res);
-  run(sys);
-  sh_stats st;
-  env_end(sys, &st);
+  th_run(sys);
+  sh_stats st = th_end(sys);
 
   assert_true(res.done_at_send); /* an ask to a stopped actor fails at once */
   assert_int_equal(res.error, -ESHUTDOWN);
@@ -733,9 +651,8 @@ static void test_stop_answers_queued_asks(void **state) {
   sh_system *sys = env_new(2, 1);
   client_result res = {0};
   start_client(sys, &stop_queued_class, spawn_server(sys, SRV_ECHO, 0, NULL, 0), &res);
-  run(sys);
-  sh_stats st;
-  env_end(sys, &st);
+  th_run(sys);
+  sh_stats st = th_end(sys);
   assert_int_equal(res.notice_rc, 0);   /* accepted: the stop came after */
   assert_false(res.done_at_send);       /* queued, not failed at once */
   assert_int_equal(res.error, -ESHUTDOWN);
@@ -773,9 +690,8 @@ static void test_misuse_frees_the_message(void **state) {
   /* From a stack (pooled messages: pool_outstanding shows a leak). */
   client_result res = {0};
   start_client(sys, &misuse_class, t, &res);
-  run(sys);
-  sh_stats st;
-  env_end(sys, &st);
+  th_run(sys);
+  sh_stats st = th_end(sys);
 
   assert_int_equal(atomic_load(&g_drops), 2 + 4);
   assert_int_equal(atomic_load(&g_noticed), 0); /* nothing misused got through */
@@ -791,9 +707,8 @@ static void test_future_take_transfers_ownership(void **state) {
   client_result res = {0};
   /* Same worker: a reply freed too early would be reused by the next one. */
   start_client(sys, &take_class, spawn_server(sys, SRV_ECHO, 0, NULL, 0), &res);
-  run(sys);
-  sh_stats st;
-  env_end(sys, &st);
+  th_run(sys);
+  th_end(sys);
   assert_int_equal(res.invocations, 3);
   assert_int_equal(res.value, 41 + 100 + 1);
 }

@@ -28,73 +28,30 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include <stackhouse/stackhouse.h>
 
+#include "support/harness.h"
+
 #define WATCHDOG_S 120
-
-/* ---- harness ------------------------------------------------------------- */
-
-static atomic_int g_failures;
-static atomic_int g_pending; /* terminal events still to come; the last one exits */
-
-static void check_failed(const char *expr, int line) {
-  atomic_fetch_add(&g_failures, 1);
-  fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, line, expr);
-}
-#define CHECK(c) ((c) ? (void)0 : check_failed(#c, __LINE__))
-
-static void done_one(sh_actor *self) {
-  if (atomic_fetch_sub(&g_pending, 1) == 1) sh_system_exit(sh_actor_system(self), 0);
-}
-
-static sh_system *env_new(int pending) {
-  atomic_store(&g_failures, 0);
-  atomic_store(&g_pending, pending);
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = 2;
-  sh_system *sys = NULL;
-  assert_int_equal(sh_system_new(&cfg, &sys), 0);
-  return sys;
-}
-
-static const sh_addr *spawn_on(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t w) {
-  const sh_addr *a = NULL;
-  assert_int_equal(sh_spawn_on(sys, c, arg, w, &a), 0);
-  return a;
-}
-
-static void env_end(sh_system *sys) {
-  assert_int_equal(sh_system_shutdown(sys), 0);
-  sh_stats st;
-  sh_system_stats(sys, &st);
-  assert_int_equal(st.pool_outstanding, 0);
-  assert_int_equal(st.replies_unknown, 0);
-  assert_int_equal(st.dropped_stopped, 0);
-  sh_system_free(sys);
-  assert_int_equal(atomic_load(&g_failures), 0);
-}
 
 /* ---- messages -------------------------------------------------------------- */
 
 /* main -> driver: the scenario's target. */
 typedef struct kick_msg { sh_msg hdr; const sh_addr *target; } kick_msg;
 /* An ask; `exclusive` is what the predicate class's barrier looks at. */
-typedef struct num_ask { sh_msg hdr; long v; int exclusive; } num_ask;
-typedef num_ask barrier_ask; /* the same, its type flagged */
-typedef struct num_reply { sh_msg hdr; long v; } num_reply;
+typedef struct excl_ask { sh_msg hdr; long v; int exclusive; } excl_ask;
+typedef excl_ask barrier_ask; /* the same, its type flagged */
 typedef struct num_notice { sh_msg hdr; long v; } num_notice;
 typedef num_notice barrier_notice;
 SH_MSG_DEFINE(kick_msg, SH_NOTICE, 0);
-SH_MSG_DEFINE(num_ask, SH_ASK, 0);
+SH_MSG_DEFINE(excl_ask, SH_ASK, 0);
 SH_MSG_DEFINE(barrier_ask, SH_ASK, SH_MSG_BARRIER);
-SH_MSG_DEFINE(num_reply, SH_REPLY, 0);
 SH_MSG_DEFINE(num_notice, SH_NOTICE, 0);
 SH_MSG_DEFINE(barrier_notice, SH_NOTICE, SH_MSG_BARRIER);
+/* Replies: num_reply (support/harness.h). */
 
 /* The barrier message carries v = X; the others their number. */
 #define X 1000L
@@ -105,7 +62,7 @@ enum { L_X_START = 1, L_X_RESUME = 2 };
 #define L_NOTICE(v) (200 + (int)(v))
 
 static sh_msg *ask_msg(const sh_msg_type *t, long v, int exclusive) {
-  num_ask *a = (num_ask *)sh_msg_alloc(t);
+  excl_ask *a = (excl_ask *)sh_msg_alloc(t);
   if (a != NULL) {
     a->v = v;
     a->exclusive = exclusive;
@@ -117,10 +74,6 @@ static sh_msg *notice_msg(const sh_msg_type *t, long v) {
   num_notice *n = (num_notice *)sh_msg_alloc(t);
   if (n != NULL) n->v = v;
   return &n->hdr;
-}
-
-static sh_yield reply_with(sh_stack *st, long v) {
-  return sh_return(st, &sh_msg_new(num_reply, .v = v)->hdr);
 }
 
 /* ---- the barrier actor B ----------------------------------------------------- */
@@ -151,10 +104,7 @@ typedef struct barrier_actor { sh_actor base; b_cfg cfg; int noticed; } barrier_
 typedef struct b_locals { sh_future *f; } b_locals;
 enum { B_RESUMED = 1 };
 
-static int b_init(sh_actor *self, void *arg) {
-  ((barrier_actor *)self)->cfg = *(const b_cfg *)arg;
-  return 0;
-}
+TH_CFG_INIT(b_init, barrier_actor, b_cfg);
 
 static void b_log(barrier_actor *b, int what) {
   b_result *r = b->cfg.res;
@@ -166,8 +116,8 @@ static sh_yield x_stack(barrier_actor *b, sh_stack *st) {
   b_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
     b_log(b, L_X_START);
-    if (b->cfg.mode == X_AT_ONCE) return reply_with(st, X + 1);
-    l->f = sh_ask(st, b->cfg.helper, ask_msg(&num_ask_type, HELP, 0), 0);
+    if (b->cfg.mode == X_AT_ONCE) return th_reply_with(st, X + 1);
+    l->f = sh_ask(st, b->cfg.helper, ask_msg(&excl_ask_type, HELP, 0), 0);
     CHECK(l->f != NULL);
     return sh_suspend(st, B_RESUMED);
   }
@@ -176,15 +126,15 @@ static sh_yield x_stack(barrier_actor *b, sh_stack *st) {
   b_log(b, L_X_RESUME);
   CHECK(sh_future_error(l->f) == 0);
   if (b->cfg.mode == X_WAIT_THROW) return sh_throw(st, X_ERROR);
-  return reply_with(st, X + 1);
+  return th_reply_with(st, X + 1);
 }
 
 static sh_yield b_ask(sh_actor *self, sh_stack *st) {
   barrier_actor *b = (barrier_actor *)self;
-  long v = sh_stack_msg_as(st, num_ask)->v;
+  long v = sh_stack_msg_as(st, excl_ask)->v;
   if (v == X) return x_stack(b, st);
   b_log(b, L_ASK(v));
-  return reply_with(st, v + 1);
+  return th_reply_with(st, v + 1);
 }
 
 static sh_yield b_notice(sh_actor *self, sh_stack *st) {
@@ -192,14 +142,14 @@ static sh_yield b_notice(sh_actor *self, sh_stack *st) {
   long v = sh_stack_msg_as(st, num_notice)->v;
   if (v == X) return x_stack(b, st);
   b_log(b, L_NOTICE(v));
-  if (++b->noticed == b->cfg.notices) done_one(self);
+  if (++b->noticed == b->cfg.notices) th_done(self);
   return sh_return(st, NULL);
 }
 
 /* The predicate class: asks marked exclusive are barriers. */
 static bool b_is_barrier(sh_actor *self, const sh_msg *m) {
   (void)self;
-  return sh_msg_is(m, &num_ask_type) && ((const num_ask *)m)->exclusive;
+  return sh_msg_is(m, &excl_ask_type) && ((const excl_ask *)m)->exclusive;
 }
 
 static const sh_actor_class b_flag_class = {
@@ -214,7 +164,7 @@ static const sh_actor_class b_pred_class = {
 
 typedef enum d_send {
   D_FLAGGED_ASK,    /* X is a barrier_ask */
-  D_EXCLUSIVE_ASK,  /* X is a num_ask with exclusive = 1 (predicate) */
+  D_EXCLUSIVE_ASK,  /* X is an excl_ask with exclusive = 1 (predicate) */
   D_FLAGGED_NOTICE, /* X is a barrier_notice; no asks */
 } d_send;
 
@@ -236,10 +186,7 @@ typedef struct driver { sh_actor base; d_cfg cfg; const sh_addr *b; } driver;
 typedef struct d_locals { sh_future *x, *a[2]; } d_locals;
 enum { D_GOT = 1 };
 
-static int d_init(sh_actor *self, void *arg) {
-  ((driver *)self)->cfg = *(const d_cfg *)arg;
-  return 0;
-}
+TH_CFG_INIT(d_init, driver, d_cfg);
 
 static void outcome(const sh_future *f, int *err, long *v) {
   *err = sh_future_error(f);
@@ -263,26 +210,26 @@ static sh_yield d_notice(sh_actor *self, sh_stack *st) {
       return sh_return(st, NULL);
     }
     bool flagged = d->cfg.send == D_FLAGGED_ASK;
-    l->x = sh_ask(st, d->b, ask_msg(flagged ? &barrier_ask_type : &num_ask_type, X, !flagged), 0);
-    l->a[0] = sh_ask(st, d->b, ask_msg(&num_ask_type, 1, 0), 0);
+    l->x = sh_ask(st, d->b, ask_msg(flagged ? &barrier_ask_type : &excl_ask_type, X, !flagged), 0);
+    l->a[0] = sh_ask(st, d->b, ask_msg(&excl_ask_type, 1, 0), 0);
     CHECK(sh_notice(d->b, notice_msg(&num_notice_type, 1)) == 0);
-    l->a[1] = sh_ask(st, d->b, ask_msg(&num_ask_type, 2, 0), 0);
+    l->a[1] = sh_ask(st, d->b, ask_msg(&excl_ask_type, 2, 0), 0);
     CHECK(sh_notice(d->b, notice_msg(&num_notice_type, 2)) == 0);
     CHECK(l->x != NULL && l->a[0] != NULL && l->a[1] != NULL);
     return sh_suspend(st, D_GOT);
   }
   outcome(l->x, &r->x_error, &r->x_value);
   for (int i = 0; i < 2; i++) outcome(l->a[i], &r->a_error[i], &r->a_value[i]);
-  done_one(self);
+  th_done(self);
   return sh_return(st, NULL);
 }
 
 /* X's help: runs while X is suspended. */
 static sh_yield d_ask(sh_actor *self, sh_stack *st) {
   driver *d = (driver *)self;
-  CHECK(sh_stack_msg_as(st, num_ask)->v == HELP);
+  CHECK(sh_stack_msg_as(st, excl_ask)->v == HELP);
   if (d->cfg.help_sends_n3) CHECK(sh_notice(d->b, notice_msg(&num_notice_type, 3)) == 0);
-  return reply_with(st, HELP + 1);
+  return th_reply_with(st, HELP + 1);
 }
 
 static const sh_actor_class driver_class = {
@@ -303,15 +250,16 @@ static void run_scenario(const scenario *sc, int notices, b_result *br, d_result
   bool asks = sc->send != D_FLAGGED_NOTICE;
   bool helped = sc->mode != X_AT_ONCE;
   /* B's last notice, and the driver's stack when it waits for replies. */
-  sh_system *sys = env_new(asks ? 2 : 1);
+  sh_system *sys = th_env(2, asks ? 2 : 1);
   d_cfg dc = {.send = sc->send, .help_sends_n3 = helped, .res = dr};
-  const sh_addr *d = spawn_on(sys, &driver_class, &dc, sc->d_worker);
+  const sh_addr *d = th_spawn_on(sys, &driver_class, &dc, sc->d_worker);
   b_cfg bc = {.mode = sc->mode, .helper = d, .notices = notices, .res = br};
-  const sh_addr *b = spawn_on(sys, sc->b_class, &bc, sc->b_worker);
+  const sh_addr *b = th_spawn_on(sys, sc->b_class, &bc, sc->b_worker);
   assert_int_equal(sh_notice(d, &sh_msg_new(kick_msg, .target = b)->hdr), 0);
-  assert_int_equal(sh_system_start(sys), 0);
-  assert_int_equal(sh_system_wait(sys), 0);
-  env_end(sys);
+  th_run(sys);
+  sh_stats st = th_end(sys);
+  assert_int_equal(st.replies_unknown, 0);
+  assert_int_equal(st.dropped_stopped, 0);
 }
 
 static void assert_log(const b_result *r, const int *want, int n) {

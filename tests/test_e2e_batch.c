@@ -31,11 +31,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <stdatomic.h>
-#include <stdio.h>
 #include <unistd.h>
 
 #include <stackhouse/stackhouse.h>
+
+#include "support/harness.h"
 
 #define WATCHDOG_S 120
 /* A lost reply fails the asker with -ETIMEDOUT long before the watchdog. */
@@ -45,72 +45,30 @@
 
 /* ---- harness ------------------------------------------------------------- */
 
-static atomic_int g_failures;
-static atomic_int g_pending; /* terminal events still to come; the last one exits */
-
-static void check_failed(const char *expr, int line) {
-  atomic_fetch_add(&g_failures, 1);
-  fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, line, expr);
-}
-#define CHECK(c) ((c) ? (void)0 : check_failed(#c, __LINE__))
-
-static void done_one(sh_actor *self) {
-  if (atomic_fetch_sub(&g_pending, 1) == 1) sh_system_exit(sh_actor_system(self), 0);
-}
-
-/* max_batch 0: the default configuration's. */
-static sh_system *env_new(int pending, uint32_t max_batch) {
-  atomic_store(&g_failures, 0);
-  atomic_store(&g_pending, pending);
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = 2;
+/* A 2-worker system whose run ends after `goal` th_done; max_batch 0: the
+ * default configuration's. */
+static sh_system *env_new(int goal, uint32_t max_batch) {
+  th_reset(goal);
+  sh_config cfg = th_config(2);
   if (max_batch != 0) cfg.max_batch = max_batch;
-  sh_system *sys = NULL;
-  assert_int_equal(sh_system_new(&cfg, &sys), 0);
-  return sys;
-}
-
-static const sh_addr *spawn_on(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t w) {
-  const sh_addr *a = NULL;
-  assert_int_equal(sh_spawn_on(sys, c, arg, w, &a), 0);
-  return a;
+  return th_system_new(&cfg);
 }
 
 static void run_and_end(sh_system *sys) {
-  assert_int_equal(sh_system_start(sys), 0);
-  assert_int_equal(sh_system_wait(sys), 0);
-  assert_int_equal(sh_system_shutdown(sys), 0);
-  sh_stats st;
-  sh_system_stats(sys, &st);
-  assert_int_equal(st.pool_outstanding, 0);
+  th_run(sys);
+  sh_stats st = th_end(sys);
   assert_int_equal(st.replies_unknown, 0);
   assert_int_equal(st.asks_timed_out, 0);
-  sh_system_free(sys);
-  assert_int_equal(atomic_load(&g_failures), 0);
-}
-
-/* Fixed-seed xorshift64: the same pattern on every run. */
-static uint64_t g_rng;
-static uint64_t xorshift(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return g_rng;
 }
 
 /* ---- messages -------------------------------------------------------------- */
 
 typedef struct item { sh_msg hdr; long v; int batchable; } item; /* a notice */
 typedef struct kick_msg { sh_msg hdr; const sh_addr *target; } kick_msg;
-typedef struct num_ask { sh_msg hdr; long v; int batchable; } num_ask;
-typedef struct num_reply { sh_msg hdr; long v; } num_reply;
+typedef struct item_ask { sh_msg hdr; long v; int batchable; } item_ask; /* replied: num_reply */
 SH_MSG_DEFINE(item, SH_NOTICE, 0);
 SH_MSG_DEFINE(kick_msg, SH_NOTICE, 0);
-SH_MSG_DEFINE(num_ask, SH_ASK, 0);
-SH_MSG_DEFINE(num_reply, SH_REPLY, 0);
-
-static sh_msg *new_reply(long v) { return &sh_msg_new(num_reply, .v = v)->hdr; }
+SH_MSG_DEFINE(item_ask, SH_ASK, 0);
 
 /* ---- batch_notice ------------------------------------------------------------ */
 
@@ -129,15 +87,12 @@ typedef struct collector_cfg {
 
 typedef struct collector { sh_actor base; collector_cfg cfg; } collector;
 
-static int collector_init(sh_actor *self, void *arg) {
-  ((collector *)self)->cfg = *(const collector_cfg *)arg;
-  return 0;
-}
+TH_CFG_INIT(collector_init, collector, collector_cfg);
 
 static void collect(collector *c, long v) {
   notice_result *r = c->cfg.res;
   if (r->norder < MAX_MSGS) r->order[r->norder] = v;
-  if (++r->norder == c->cfg.expect) done_one(&c->base);
+  if (++r->norder == c->cfg.expect) th_done(&c->base);
 }
 
 static bool item_filter(sh_actor *self, const sh_msg *m) {
@@ -184,7 +139,7 @@ static void run_items(const sh_actor_class *c, uint32_t cfg_max_batch, const boo
                       int n, notice_result *res) {
   sh_system *sys = env_new(1, cfg_max_batch);
   collector_cfg cc = {.expect = n, .res = res};
-  const sh_addr *a = spawn_on(sys, c, &cc, 0);
+  const sh_addr *a = th_spawn_on(sys, c, &cc, 0);
   for (int i = 0; i < n; i++)
     assert_int_equal(sh_notice(a, &sh_msg_new(item, .v = i, .batchable = batchable[i])->hdr), 0);
   run_and_end(sys);
@@ -246,10 +201,10 @@ static void test_batch_notice_filter_keeps_order(void **state) {
   (void)state;
   enum { N = 48 };
   bool b[N];
-  g_rng = 0x9E3779B97F4A7C15ull;
+  uint64_t rng = 0x9E3779B97F4A7C15ull; /* fixed seed: the same pattern every run */
   int singles = 0;
   for (int i = 0; i < N; i++) {
-    b[i] = (xorshift() & 3) != 0;
+    b[i] = (th_xorshift(&rng) & 3) != 0;
     singles += !b[i];
   }
   int want[MAX_MSGS];
@@ -305,30 +260,27 @@ typedef struct server_locals {
 } server_locals;
 enum { S_ANSWER = 1 };
 
-static int server_init(sh_actor *self, void *arg) {
-  ((server *)self)->cfg = *(const server_cfg *)arg;
-  return 0;
-}
+TH_CFG_INIT(server_init, server, server_cfg);
 
 static bool ask_filter(sh_actor *self, const sh_msg *m) {
   (void)self;
-  return sh_msg_is(m, &num_ask_type) && ((const num_ask *)m)->batchable;
+  return sh_msg_is(m, &item_ask_type) && ((const item_ask *)m)->batchable;
 }
 
 /* Not batchable: answered alone, as an echo. */
 static sh_yield server_ask(sh_actor *self, sh_stack *st) {
   server *s = (server *)self;
-  const num_ask *a = sh_stack_msg_as(st, num_ask);
+  const item_ask *a = sh_stack_msg_as(st, item_ask);
   CHECK(!a->batchable);
   s->cfg.res->singles++;
-  return sh_return(st, new_reply(a->v + 1));
+  return sh_return(st, th_new_reply(a->v + 1));
 }
 
 /* Memory of the asks' own size class, scribbled over: were an envelope of
  * this batch already back in the pool, one of these would be it. */
 static void take_junk(server_locals *l) {
   for (int i = 0; i < JUNK; i++) {
-    num_ask *j = sh_msg_new(num_ask, .v = -999, .batchable = -1);
+    item_ask *j = sh_msg_new(item_ask, .v = -999, .batchable = -1);
     CHECK(j != NULL);
     l->junk[i] = &j->hdr;
   }
@@ -336,23 +288,23 @@ static void take_junk(server_locals *l) {
 
 static void free_junk(server_locals *l) {
   for (int i = 0; i < JUNK; i++) {
-    CHECK(((num_ask *)l->junk[i])->v == -999);
+    CHECK(((item_ask *)l->junk[i])->v == -999);
     sh_msg_free(l->junk[i]);
   }
 }
 
 static long batch_value(sh_stack *st, size_t i) {
-  const num_ask *a = (const num_ask *)sh_stack_batch_msg(st, i);
-  CHECK(a != NULL && sh_msg_is(&a->hdr, &num_ask_type) && a->batchable == 1);
+  const item_ask *a = (const item_ask *)sh_stack_batch_msg(st, i);
+  CHECK(a != NULL && sh_msg_is(&a->hdr, &item_ask_type) && a->batchable == 1);
   return a->v;
 }
 
 /* The refusals of sh_batch_reply, on a batch whose ask 0 is answered. */
 static bool batch_reply_misuse(sh_stack *st) {
   size_t n = sh_stack_batch_len(st);
-  bool ok = sh_batch_reply(st, 0, new_reply(0)) == -EINVAL;          /* answered twice */
-  ok &= sh_batch_reply(st, n, new_reply(0)) == -EINVAL;              /* out of range */
-  ok &= sh_batch_reply(st, 0, &sh_msg_new(num_ask, .v = 0)->hdr) == -EINVAL; /* not a reply */
+  bool ok = sh_batch_reply(st, 0, th_new_reply(0)) == -EINVAL;        /* answered twice */
+  ok &= sh_batch_reply(st, n, th_new_reply(0)) == -EINVAL;            /* out of range */
+  ok &= sh_batch_reply(st, 0, &sh_msg_new(item_ask, .v = 0)->hdr) == -EINVAL; /* not a reply */
   return ok;
 }
 
@@ -361,10 +313,10 @@ static sh_yield answer(server *s, sh_stack *st) {
   bool each = s->cfg.mode == ANSWER_EACH;
   for (size_t i = 0; i < n; i++) {
     long v = batch_value(st, i);
-    if (each || v % 2 != 0) CHECK(sh_batch_reply(st, i, new_reply(v + 1)) == 0);
+    if (each || v % 2 != 0) CHECK(sh_batch_reply(st, i, th_new_reply(v + 1)) == 0);
   }
   if (each) s->cfg.res->misuse_ok += batch_reply_misuse(st);
-  return sh_return(st, each ? NULL : new_reply(COMMON));
+  return sh_return(st, each ? NULL : th_new_reply(COMMON));
 }
 
 static sh_yield server_batch(sh_actor *self, sh_stack *st) {
@@ -380,7 +332,7 @@ static sh_yield server_batch(sh_actor *self, sh_stack *st) {
     take_junk(l);
     /* Suspend between taking the batch and answering: other stacks run
      * and allocate meanwhile. */
-    l->f = sh_ask(st, s->cfg.helper, &sh_msg_new(num_ask, .v = 0)->hdr, GUARD_MS);
+    l->f = sh_ask(st, s->cfg.helper, &sh_msg_new(item_ask, .v = 0)->hdr, GUARD_MS);
     CHECK(l->f != NULL);
     return sh_suspend(st, S_ANSWER);
   }
@@ -397,7 +349,7 @@ static const sh_actor_class server_class = {
 /* The helper the batch stacks wait on. */
 static sh_yield helper_ask(sh_actor *self, sh_stack *st) {
   (void)self;
-  return sh_return(st, new_reply(1));
+  return sh_return(st, th_new_reply(1));
 }
 static const sh_actor_class helper_class = {
     .name = "helper", .size = sizeof(sh_actor), .ask = helper_ask};
@@ -418,10 +370,7 @@ typedef struct asker { sh_actor base; asker_cfg cfg; } asker;
 typedef struct asker_locals { sh_future *f[ASKS]; } asker_locals;
 enum { A_GOT = 1 };
 
-static int asker_init(sh_actor *self, void *arg) {
-  ((asker *)self)->cfg = *(const asker_cfg *)arg;
-  return 0;
-}
+TH_CFG_INIT(asker_init, asker, asker_cfg);
 
 static long asker_value(const asker *a, int j) { return 1000L * (a->cfg.id + 1) + j; }
 
@@ -431,7 +380,7 @@ static sh_yield asker_notice(sh_actor *self, sh_stack *st) {
   if (sh_stack_state(st) == SH_START) {
     const sh_addr *to = sh_stack_msg_as(st, kick_msg)->target;
     for (int j = 0; j < ASKS; j++) {
-      num_ask *m = sh_msg_new(num_ask, .v = asker_value(a, j), .batchable = j != ASKS - 1);
+      item_ask *m = sh_msg_new(item_ask, .v = asker_value(a, j), .batchable = j != ASKS - 1);
       l->f[j] = sh_ask(st, to, &m->hdr, GUARD_MS);
       CHECK(l->f[j] != NULL);
     }
@@ -445,7 +394,7 @@ static sh_yield asker_notice(sh_actor *self, sh_stack *st) {
     long want = expected(a->cfg.mode, asker_value(a, j), j != ASKS - 1);
     a->cfg.res->wrong += sh_future_reply(l->f[j], num_reply)->v != want;
   }
-  done_one(self);
+  th_done(self);
   return sh_return(st, NULL);
 }
 
@@ -459,11 +408,11 @@ static void batch_ask(answer_mode mode, server_result *sr) {
   const sh_addr *askers[ASKERS];
   for (int i = 0; i < ASKERS; i++) {
     asker_cfg ac = {.id = i, .mode = mode, .res = &ar[i]};
-    askers[i] = spawn_on(sys, &asker_class, &ac, (uint32_t)i % 2);
+    askers[i] = th_spawn_on(sys, &asker_class, &ac, (uint32_t)i % 2);
   }
   /* The server last on worker 0: the askers there run before it. */
-  server_cfg sc = {.mode = mode, .helper = spawn_on(sys, &helper_class, NULL, 1), .res = sr};
-  const sh_addr *srv = spawn_on(sys, &server_class, &sc, 0);
+  server_cfg sc = {.mode = mode, .helper = th_spawn_on(sys, &helper_class, NULL, 1), .res = sr};
+  const sh_addr *srv = th_spawn_on(sys, &server_class, &sc, 0);
   for (int i = 0; i < ASKERS; i++)
     assert_int_equal(sh_notice(askers[i], &sh_msg_new(kick_msg, .target = srv)->hdr), 0);
   run_and_end(sys);

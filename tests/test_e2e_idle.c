@@ -14,9 +14,9 @@
 
 #include <stackhouse/stackhouse.h>
 #include <stdatomic.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "support/harness.h"
 #include "system.h"
 
 typedef struct tick { sh_msg hdr; int n; } tick;
@@ -29,15 +29,10 @@ SH_MSG_DEFINE(tick, SH_NOTICE, 0);
 static atomic_int handled;
 static atomic_int gate; /* the first notice holds its worker until main opens it */
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 static sh_yield counter_notice(sh_actor *self, sh_stack *st) {
   (void)self;
   if (atomic_fetch_add(&handled, 1) == 0) {
-    while (!atomic_load(&gate)) sleep_ms(1);
+    while (!atomic_load(&gate)) th_sleep_ms(1);
   }
   return sh_return(st, NULL);
 }
@@ -45,13 +40,10 @@ static const sh_actor_class counter_class = {
     .name = "counter", .size = sizeof(sh_actor), .notice = counter_notice};
 
 static sh_system *start(uint64_t pool_idle_ns) {
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = 2;
+  sh_config cfg = th_config(2);
   cfg.pool_keep = 1;
   cfg.pool_idle_ns = pool_idle_ns;
-  sh_system *sys;
-  assert_int_equal(sh_system_new(&cfg, &sys), 0);
+  sh_system *sys = th_system_new(&cfg);
   atomic_store(&handled, 0);
   atomic_store(&gate, 0);
   return sys;
@@ -67,17 +59,9 @@ static bool all_parked(sh_system *sys) {
 static bool settle(sh_system *sys) {
   for (int i = 0; i < POLL_MAX; i++) {
     if (all_parked(sys)) return true;
-    sleep_ms(POLL_MS);
+    th_sleep_ms(POLL_MS);
   }
   return false;
-}
-
-static void finish(sh_system *sys) {
-  assert_int_equal(sh_system_shutdown(sys), 0);
-  sh_stats s;
-  sh_system_stats(sys, &s);
-  assert_int_equal(s.pool_outstanding, 0);
-  sh_system_free(sys);
 }
 
 static void test_idle_system_stays_asleep(void **state) {
@@ -87,20 +71,19 @@ static void test_idle_system_stays_asleep(void **state) {
   assert_true(settle(sys));
   sh_stats before, after;
   sh_system_stats(sys, &before);
-  sleep_ms(300);
+  th_sleep_ms(300);
   sh_system_stats(sys, &after);
   /* A spinning or periodically waking worker would park again. */
   assert_int_equal(after.parks, before.parks);
   assert_int_equal(after.wakeups, before.wakeups);
   assert_true(all_parked(sys));
-  finish(sys);
+  th_end(sys);
 }
 
 static void test_burst_to_busy_worker_costs_one_wakeup(void **state) {
   (void)state;
   sh_system *sys = start(30ull * 1000000000ull);
-  const sh_addr *a;
-  assert_int_equal(sh_spawn_on(sys, &counter_class, NULL, 0, &a), 0);
+  const sh_addr *a = th_spawn_on(sys, &counter_class, NULL, 0);
   assert_int_equal(sh_system_start(sys), 0);
   assert_true(settle(sys));
   sh_stats before, after;
@@ -109,11 +92,11 @@ static void test_burst_to_busy_worker_costs_one_wakeup(void **state) {
    * other notice of the burst finds the worker awake and signals nothing. */
   for (int i = 0; i < BURST; i++) assert_int_equal(sh_notice(a, &sh_msg_new(tick, .n = i)->hdr), 0);
   atomic_store(&gate, 1);
-  for (int i = 0; i < POLL_MAX && atomic_load(&handled) < BURST; i++) sleep_ms(POLL_MS);
+  for (int i = 0; i < POLL_MAX && atomic_load(&handled) < BURST; i++) th_sleep_ms(POLL_MS);
   assert_int_equal(atomic_load(&handled), BURST);
   sh_system_stats(sys, &after);
   assert_int_equal(after.wakeups - before.wakeups, 1);
-  finish(sys);
+  th_end(sys);
 }
 
 static uint64_t cached(const sh_system *sys) {
@@ -127,21 +110,20 @@ static uint64_t cached(const sh_system *sys) {
 static void test_idle_pools_are_trimmed(void **state) {
   (void)state;
   sh_system *sys = start(50ull * 1000000ull);
-  const sh_addr *a;
-  assert_int_equal(sh_spawn_on(sys, &counter_class, NULL, 0, &a), 0);
+  const sh_addr *a = th_spawn_on(sys, &counter_class, NULL, 0);
   atomic_store(&gate, 1);
   assert_int_equal(sh_system_start(sys), 0);
   for (int i = 0; i < BURST; i++) assert_int_equal(sh_notice(a, &sh_msg_new(tick, .n = i)->hdr), 0);
-  for (int i = 0; i < POLL_MAX && atomic_load(&handled) < BURST; i++) sleep_ms(POLL_MS);
+  for (int i = 0; i < POLL_MAX && atomic_load(&handled) < BURST; i++) th_sleep_ms(POLL_MS);
   assert_int_equal(atomic_load(&handled), BURST);
   /* Stacks came from worker 0's pool and went back to it: many are cached. */
   bool trimmed = false;
   for (int i = 0; i < POLL_MAX && !trimmed; i++) {
-    sleep_ms(POLL_MS);
+    th_sleep_ms(POLL_MS);
     trimmed = all_parked(sys) && cached(sys) <= (uint64_t)sys->nworkers * SH_POOL_CLASSES;
   }
   assert_true(trimmed);
-  finish(sys);
+  th_end(sys);
 }
 
 int main(void) {

@@ -18,7 +18,7 @@
  * the test thread releases it.
  */
 #ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L /* nanosleep, alarm */
+#define _POSIX_C_SOURCE 200809L /* alarm */
 #endif
 
 #include <stdarg.h>
@@ -29,21 +29,12 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <stackhouse/stackhouse.h>
 
-#ifndef __has_feature
-#define __has_feature(x) 0
-#endif
-#if defined(__SANITIZE_THREAD__) || __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#else
-#define UNDER_TSAN 0
-#endif
+#include "support/harness.h"
 
 /* A hang (a lost message) becomes a failed run, not a stuck CI job. */
 #define WATCHDOG_S 120
@@ -51,8 +42,8 @@
 #define MAX_PROBES 256
 #define FLOOD_NOTICES 10000
 #define FLOOD_BUDGET 8
-#define CHAIN_LEN (UNDER_TSAN ? 50000 : 100000)
-#define FEED_LEN (UNDER_TSAN ? 10000 : 20000)
+#define CHAIN_LEN (TH_UNDER_TSAN ? 50000 : 100000)
+#define FEED_LEN (TH_UNDER_TSAN ? 10000 : 20000)
 #define STEAL_ACTORS 200
 #define STEAL_NOTICES 32
 #define BURN_ITERS 15000 /* a dependent xorshift chain: some tens of microseconds */
@@ -89,12 +80,7 @@ typedef struct cmd {
 } cmd;
 SH_MSG_DEFINE(cmd, SH_NOTICE, 0);
 
-typedef struct val_ask {
-  sh_msg hdr;
-  uint64_t v;
-} val_ask;
-SH_MSG_DEFINE(val_ask, SH_ASK, 0);
-
+/* Asks are num_asks (support/harness.h). */
 typedef struct val_reply {
   sh_msg hdr;
   uint64_t v;
@@ -106,8 +92,6 @@ SH_MSG_DEFINE(val_reply, SH_REPLY, 0);
 
 static struct {
   atomic_int next_id;   /* probe ids, in spawn order */
-  atomic_int goal;      /* progress() calls that end the run */
-  atomic_int done;
   atomic_int release;   /* lets blockers return */
   atomic_int spinning;  /* blockers currently spinning */
   atomic_int held;      /* asks a holder is sitting on */
@@ -123,29 +107,13 @@ static struct {
   pthread_t thread[MAX_PROBES];
   atomic_int peek;      /* a count seen by OP_PEEK; -1 before */
   atomic_int overlaps;  /* a probe's handler entered while already inside */
-  atomic_int errors;    /* a handler saw something wrong ... */
-  atomic_int first_error_line; /* ... first at this line */
 } g;
 
 static void reset_globals(void) {
   /* No system exists between tests: nothing races with this. */
   memset(&g, 0, sizeof(g));
   atomic_store(&g.peek, -1);
-}
-
-#define CHECK(cond)                                                         \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      int zero_ = 0;                                                        \
-      atomic_compare_exchange_strong(&g.first_error_line, &zero_, __LINE__); \
-      atomic_fetch_add(&g.errors, 1);                                       \
-    }                                                                       \
-  } while (0)
-
-/* One unit of the run's goal; the last one ends the run. */
-static void progress(sh_actor *self) {
-  if (atomic_fetch_add(&g.done, 1) + 1 == atomic_load(&g.goal))
-    sh_system_exit(sh_actor_system(self), 0);
+  th_reset(0); /* each test sets its goal (th_set_goal) */
 }
 
 static int tick(void) { return atomic_fetch_add(&g.seq, 1) + 1; }
@@ -158,18 +126,14 @@ static void spin_until_released(void) {
 }
 
 static uint64_t burn(uint64_t x) {
-  for (int i = 0; i < BURN_ITERS; i++) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-  }
+  for (int i = 0; i < BURN_ITERS; i++) th_xorshift(&x);
   return x;
 }
 
 /* ---- echo: answers an ask with 3v+1 and its worker ----------------------- */
 
 static sh_yield echo_ask(sh_actor *self, sh_stack *st) {
-  uint64_t v = sh_stack_msg_as(st, val_ask)->v;
+  uint64_t v = sh_stack_msg_as(st, num_ask)->v;
   val_reply *r = sh_msg_new(val_reply, .v = 3 * v + 1, .worker = sh_actor_worker(self));
   sh_yield y = sh_return(st, &r->hdr); /* the reply is queued at the asker now */
   atomic_fetch_add(&g.replied, 1);
@@ -179,41 +143,26 @@ static sh_yield echo_ask(sh_actor *self, sh_stack *st) {
 static const sh_actor_class echo_class = {
     .name = "echo", .size = sizeof(sh_actor), .ask = echo_ask};
 
-/* ---- holder: sits on every ask it gets, for good, at no CPU cost ---------
- * Its first ask is a barrier (class predicate) whose stack asks the holder
- * itself: that ask, and every later one, waits behind the barrier forever.
- * Only shutdown ends it. */
+/* ---- holder: sits on every ask it gets, for good (th_hold) -------------- */
 
 typedef struct holder {
   sh_actor base;
   bool locked;
 } holder;
 
-typedef struct holder_locals {
-  sh_future *f;
-} holder_locals;
-
 static bool holder_barrier(sh_actor *self, const sh_msg *m) {
   (void)m;
   return !((holder *)self)->locked;
 }
 
+/* Only shutdown ends its barrier stack. */
 static sh_yield holder_ask(sh_actor *self, sh_stack *st) {
-  holder *h = (holder *)self;
-  holder_locals *l = sh_stack_locals(st);
-  if (sh_stack_state(st) == SH_START) {
-    CHECK(!h->locked); /* nothing passes the barrier before shutdown */
-    h->locked = true;
-    l->f = sh_ask(st, sh_self(self), &sh_msg_new(val_ask, .v = 0)->hdr, 0);
-    atomic_fetch_add(&g.held, 1);
-    return sh_suspend(st, 1);
-  }
-  return sh_throw(st, sh_future_failed(l->f) ? sh_future_error(l->f) : -EPROTO);
+  return th_hold(self, st, &((holder *)self)->locked, &g.held);
 }
 
 static const sh_actor_class holder_class = {.name = "holder",
                                             .size = sizeof(holder),
-                                            .locals_size = sizeof(holder_locals),
+                                            .locals_size = sizeof(th_hold_locals),
                                             .ask = holder_ask,
                                             .barrier = holder_barrier};
 
@@ -252,7 +201,7 @@ static void do_chain(probe *p, const cmd *c) {
   if (c->op == OP_FEED) CHECK(post(c->to, OP_EXT, c->arg, NULL) == 0);
   if (c->arg < atomic_load(&g.chain_len[p->id]))
     CHECK(post(sh_self(&p->base), c->op, c->arg + 1, c->to) == 0);
-  progress(&p->base);
+  th_done(&p->base);
 }
 
 static void do_burn(probe *p, const cmd *c) {
@@ -262,14 +211,14 @@ static void do_burn(probe *p, const cmd *c) {
   CHECK(c->arg >= 0 && c->arg < STEAL_NOTICES);
   atomic_fetch_add(&g.seen[p->id][c->arg], 1);
   atomic_store(&g.in_handler[p->id], 0);
-  progress(&p->base);
+  th_done(&p->base);
 }
 
 static void do_ping(probe *p, const cmd *c) {
   if (c->arg > 0)
     CHECK(post(c->to, OP_PING, c->arg - 1, sh_self(&p->base)) == 0);
   else
-    progress(&p->base);
+    th_done(&p->base);
 }
 
 /* First entry of a notice; returns true when the stack suspends. */
@@ -280,22 +229,22 @@ static bool probe_start(probe *p, sh_stack *st, const cmd *c) {
   case OP_ASK_HOLD:
   case OP_PROBE:
     l->n = 1;
-    l->f[0] = sh_ask(st, c->to, &sh_msg_new(val_ask, .v = 7)->hdr, 0);
+    l->f[0] = sh_ask(st, c->to, th_new_ask(7), 0);
     return true;
   case OP_MARK:
     atomic_store(&g.order[p->id], tick());
-    progress(&p->base);
+    th_done(&p->base);
     break;
   case OP_FANOUT_SPIN:
     l->n = c->arg;
     CHECK(l->n > 0 && l->n <= FANOUT_MAX);
     for (int i = 0; i < l->n; i++)
-      l->f[i] = sh_ask(st, c->to, &sh_msg_new(val_ask, .v = (uint64_t)i)->hdr, 0);
+      l->f[i] = sh_ask(st, c->to, th_new_ask(i), 0);
     spin_until_released();
     return true;
   case OP_COUNT:
     atomic_fetch_add(&g.count[p->id], 1);
-    progress(&p->base);
+    th_done(&p->base);
     break;
   case OP_PEEK: atomic_store(&g.peek, atomic_load(&g.count[c->arg])); break;
   case OP_CHAIN:
@@ -303,14 +252,14 @@ static bool probe_start(probe *p, sh_stack *st, const cmd *c) {
   case OP_EXT:
     CHECK(c->arg == p->last_ext + 1); /* one producer's notices stay in order */
     p->last_ext = c->arg;
-    progress(&p->base);
+    th_done(&p->base);
     break;
   case OP_BURN: do_burn(p, c); break;
   case OP_PING: do_ping(p, c); break;
   case OP_WHERE:
     atomic_store(&g.worker[p->id], (int)sh_actor_worker(&p->base));
     g.thread[p->id] = pthread_self(); /* read by the test after the run */
-    progress(&p->base);
+    th_done(&p->base);
     break;
   default: CHECK(0); break;
   }
@@ -328,7 +277,7 @@ static void probe_resume(probe *p, sh_stack *st, const cmd *c) {
     if (c->op == OP_PROBE) atomic_store(&g.probe_reply[p->id], (int)r->worker + 1);
   }
   if (c->op == OP_FANOUT_SPIN) atomic_store(&g.order[p->id], tick());
-  progress(&p->base);
+  th_done(&p->base);
 }
 
 static sh_yield probe_notice(sh_actor *self, sh_stack *st) {
@@ -338,7 +287,7 @@ static sh_yield probe_notice(sh_actor *self, sh_stack *st) {
     if (probe_start(p, st, c)) return sh_suspend(st, 1);
     return sh_return(st, NULL);
   }
-  /* OP_ASK_HOLD resumes only at shutdown: not a progress step. */
+  /* OP_ASK_HOLD resumes only at shutdown: not a step of the goal. */
   if (c->op != OP_ASK_HOLD) probe_resume(p, st, c);
   return sh_return(st, NULL);
 }
@@ -352,51 +301,20 @@ static const sh_actor_class probe_class = {.name = "probe",
 /* ---- test-thread helpers ------------------------------------------------- */
 
 static sh_system *new_system(uint32_t workers, uint32_t max_per_run) {
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = workers;
+  sh_config cfg = th_config(workers);
   if (max_per_run != 0) cfg.max_per_run = max_per_run;
-  sh_system *sys = NULL;
-  assert_int_equal(sh_system_new(&cfg, &sys), 0);
-  assert_non_null(sys);
-  return sys;
-}
-
-/* Spawns one probe on worker w; returns its address (its id is the spawn order). */
-static const sh_addr *spawn_on(sh_system *sys, const sh_actor_class *c, uint32_t w) {
-  const sh_addr *a = NULL;
-  assert_int_equal(sh_spawn_on(sys, c, NULL, w, &a), 0);
-  assert_non_null(a);
-  return a;
+  return th_system_new(&cfg);
 }
 
 static void notify(const sh_addr *to, int op, int arg, const sh_addr *about) {
   assert_int_equal(post(to, op, arg, about), 0);
 }
 
-static void sleep_us(long us) {
-  struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000L};
-  nanosleep(&ts, NULL);
-}
-
-/* Waits (bounded by the watchdog) until *v reaches want. */
-static void wait_for(atomic_int *v, int want) {
-  while (atomic_load(v) < want) sleep_us(200);
-}
-
 /* Waits for the run's goal, shuts down, checks the pools and the handlers'
  * own checks; returns the final statistics. */
 static sh_stats finish(sh_system *sys) {
   assert_int_equal(sh_system_wait(sys), 0);
-  assert_int_equal(sh_system_shutdown(sys), 0);
-  sh_stats s;
-  sh_system_stats(sys, &s);
-  sh_system_free(sys);
-  if (atomic_load(&g.errors) != 0)
-    fail_msg("%d handler check(s) failed, first at line %d", atomic_load(&g.errors),
-             atomic_load(&g.first_error_line));
-  assert_int_equal(s.pool_outstanding, 0);
-  return s;
+  return th_end(sys);
 }
 
 /* ---- priority ------------------------------------------------------------- */
@@ -407,17 +325,17 @@ static void test_no_pending_promise_is_high(void **state) {
   (void)state;
   reset_globals();
   sh_system *sys = new_system(1, 0);
-  const sh_addr *h = spawn_on(sys, &holder_class, 0);
-  const sh_addr *blocker = spawn_on(sys, &probe_class, 0); /* id 0 */
-  const sh_addr *p = spawn_on(sys, &probe_class, 0);       /* id 1 */
-  const sh_addr *q = spawn_on(sys, &probe_class, 0);       /* id 2 */
+  const sh_addr *h = th_spawn_on(sys, &holder_class, NULL, 0);
+  const sh_addr *blocker = th_spawn_on(sys, &probe_class, NULL, 0); /* id 0 */
+  const sh_addr *p = th_spawn_on(sys, &probe_class, NULL, 0);       /* id 1 */
+  const sh_addr *q = th_spawn_on(sys, &probe_class, NULL, 0);       /* id 2 */
   assert_int_equal(sh_system_start(sys), 0);
 
   notify(p, OP_ASK_HOLD, 0, h);
-  wait_for(&g.held, 1); /* P has run and settled with one pending promise */
+  th_wait_for(&g.held, 1); /* P has run and settled with one pending promise */
   notify(blocker, OP_SPIN, 0, NULL);
-  wait_for(&g.spinning, 1);
-  atomic_store(&g.goal, 2);
+  th_wait_for(&g.spinning, 1);
+  th_set_goal(2);
   notify(p, OP_MARK, 0, NULL);
   notify(q, OP_MARK, 0, NULL);
   atomic_store(&g.release, 1);
@@ -435,18 +353,18 @@ static void test_no_pending_promise_is_high(void **state) {
 static void check_replies_priority(int k, bool r_first) {
   reset_globals();
   sh_system *sys = new_system(2, 0);
-  const sh_addr *h = spawn_on(sys, &holder_class, 1);
-  const sh_addr *echo = spawn_on(sys, &echo_class, 1);
-  const sh_addr *r = spawn_on(sys, &probe_class, 0); /* id 0 */
-  const sh_addr *p = spawn_on(sys, &probe_class, 0); /* id 1 */
+  const sh_addr *h = th_spawn_on(sys, &holder_class, NULL, 1);
+  const sh_addr *echo = th_spawn_on(sys, &echo_class, NULL, 1);
+  const sh_addr *r = th_spawn_on(sys, &probe_class, NULL, 0); /* id 0 */
+  const sh_addr *p = th_spawn_on(sys, &probe_class, NULL, 0); /* id 1 */
   assert_int_equal(sh_system_start(sys), 0);
 
   notify(p, OP_ASK_HOLD, 0, h);
-  wait_for(&g.held, 1);
+  th_wait_for(&g.held, 1);
   notify(r, OP_FANOUT_SPIN, k, echo);
-  wait_for(&g.spinning, 1);
-  wait_for(&g.replied, k); /* all k replies sit in R's mailbox */
-  atomic_store(&g.goal, 2);
+  th_wait_for(&g.spinning, 1);
+  th_wait_for(&g.replied, k); /* all k replies sit in R's mailbox */
+  th_set_goal(2);
   notify(p, OP_MARK, 0, NULL);
   atomic_store(&g.release, 1);
   finish(sys);
@@ -475,9 +393,9 @@ static void test_max_per_run_bounds_a_flooder(void **state) {
   (void)state;
   reset_globals();
   sh_system *sys = new_system(1, FLOOD_BUDGET);
-  const sh_addr *f = spawn_on(sys, &probe_class, 0); /* id 0 */
-  const sh_addr *gg = spawn_on(sys, &probe_class, 0); /* id 1 */
-  atomic_store(&g.goal, FLOOD_NOTICES + 1);
+  const sh_addr *f = th_spawn_on(sys, &probe_class, NULL, 0); /* id 0 */
+  const sh_addr *gg = th_spawn_on(sys, &probe_class, NULL, 0); /* id 1 */
+  th_set_goal(FLOOD_NOTICES + 1);
   for (int i = 0; i < FLOOD_NOTICES; i++) notify(f, OP_COUNT, 0, NULL);
   notify(gg, OP_PEEK, 0, NULL);
   notify(gg, OP_COUNT, 0, NULL);
@@ -503,13 +421,13 @@ static void test_self_notice_chain_completes(void **state) {
   (void)state;
   reset_globals();
   sh_system *sys = new_system(2, 0);
-  const sh_addr *a = spawn_on(sys, &probe_class, 0); /* id 0 */
+  const sh_addr *a = th_spawn_on(sys, &probe_class, NULL, 0); /* id 0 */
   atomic_store(&g.chain_len[0], CHAIN_LEN);
-  atomic_store(&g.goal, CHAIN_LEN);
+  th_set_goal(CHAIN_LEN);
   assert_int_equal(sh_system_start(sys), 0);
   notify(a, OP_CHAIN, 1, NULL);
   sh_stats s = finish(sys);
-  assert_int_equal(atomic_load(&g.done), CHAIN_LEN);
+  assert_int_equal(th_done_count(), CHAIN_LEN);
   assert_int_equal(s.delivered, CHAIN_LEN);
 }
 
@@ -520,16 +438,16 @@ static void test_self_chain_with_remote_sender(void **state) {
   (void)state;
   reset_globals();
   sh_system *sys = new_system(2, 0);
-  const sh_addr *a = spawn_on(sys, &probe_class, 0); /* id 0 */
-  const sh_addr *b = spawn_on(sys, &probe_class, 1); /* id 1 */
+  const sh_addr *a = th_spawn_on(sys, &probe_class, NULL, 0); /* id 0 */
+  const sh_addr *b = th_spawn_on(sys, &probe_class, NULL, 1); /* id 1 */
   atomic_store(&g.chain_len[0], CHAIN_LEN);
   atomic_store(&g.chain_len[1], FEED_LEN);
-  atomic_store(&g.goal, CHAIN_LEN + 2 * FEED_LEN); /* A's links, B's links, A's OP_EXT */
+  th_set_goal(CHAIN_LEN + 2 * FEED_LEN); /* A's links, B's links, A's OP_EXT */
   assert_int_equal(sh_system_start(sys), 0);
   notify(b, OP_FEED, 1, a);
   notify(a, OP_CHAIN, 1, NULL);
   sh_stats s = finish(sys);
-  assert_int_equal(atomic_load(&g.done), CHAIN_LEN + 2 * FEED_LEN);
+  assert_int_equal(th_done_count(), CHAIN_LEN + 2 * FEED_LEN);
   assert_int_equal(s.delivered, CHAIN_LEN + 2 * FEED_LEN);
 }
 
@@ -543,8 +461,8 @@ static void test_imbalance_is_stolen(void **state) {
   reset_globals();
   sh_system *sys = new_system(2, 0);
   const sh_addr *a[STEAL_ACTORS];
-  for (int i = 0; i < STEAL_ACTORS; i++) a[i] = spawn_on(sys, &probe_class, 0);
-  atomic_store(&g.goal, STEAL_ACTORS * STEAL_NOTICES);
+  for (int i = 0; i < STEAL_ACTORS; i++) a[i] = th_spawn_on(sys, &probe_class, NULL, 0);
+  th_set_goal(STEAL_ACTORS * STEAL_NOTICES);
   for (int n = 0; n < STEAL_NOTICES; n++)
     for (int i = 0; i < STEAL_ACTORS; i++) notify(a[i], OP_BURN, n, NULL);
   assert_int_equal(sh_system_start(sys), 0);
@@ -565,10 +483,10 @@ static void test_balanced_light_load_is_not_stolen(void **state) {
   sh_system *sys = new_system(2, 0);
   const sh_addr *left[2 * PING_PAIRS], *right[2 * PING_PAIRS];
   for (int i = 0; i < 2 * PING_PAIRS; i++) {
-    left[i] = spawn_on(sys, &probe_class, (uint32_t)i % 2);
-    right[i] = spawn_on(sys, &probe_class, (uint32_t)i % 2);
+    left[i] = th_spawn_on(sys, &probe_class, NULL, (uint32_t)i % 2);
+    right[i] = th_spawn_on(sys, &probe_class, NULL, (uint32_t)i % 2);
   }
-  atomic_store(&g.goal, 2 * PING_PAIRS);
+  th_set_goal(2 * PING_PAIRS);
   assert_int_equal(sh_system_start(sys), 0);
   for (int i = 0; i < 2 * PING_PAIRS; i++) notify(left[i], OP_PING, PING_ROUNDS, right[i]);
   sh_stats s = finish(sys);
@@ -588,8 +506,8 @@ static void test_per_worker_address_is_local(void **state) {
   assert_int_equal(sh_spawn(sys, &echo_class, NULL, SH_SPAWN_PER_WORKER, &echo), 0);
   assert_int_equal(sh_addr_count(echo), PLACE_WORKERS);
   const sh_addr *prober[PLACE_WORKERS];
-  for (uint32_t w = 0; w < PLACE_WORKERS; w++) prober[w] = spawn_on(sys, &probe_class, w);
-  atomic_store(&g.goal, PLACE_WORKERS);
+  for (uint32_t w = 0; w < PLACE_WORKERS; w++) prober[w] = th_spawn_on(sys, &probe_class, NULL, w);
+  th_set_goal(PLACE_WORKERS);
   assert_int_equal(sh_system_start(sys), 0);
   for (uint32_t w = 0; w < PLACE_WORKERS; w++) notify(prober[w], OP_PROBE, 0, echo);
   finish(sys);
@@ -605,7 +523,7 @@ static void test_round_robin_spreads_evenly(void **state) {
   const sh_addr *rr = NULL;
   assert_int_equal(sh_spawn(sys, &probe_class, NULL, ROBIN_K, &rr), 0);
   assert_int_equal(sh_addr_count(rr), ROBIN_K);
-  atomic_store(&g.goal, ROBIN_K * ROBIN_EACH);
+  th_set_goal(ROBIN_K * ROBIN_EACH);
   assert_int_equal(sh_system_start(sys), 0);
   for (int i = 0; i < ROBIN_K * ROBIN_EACH; i++) notify(rr, OP_COUNT, 0, NULL);
   finish(sys);
@@ -620,8 +538,8 @@ static void test_spawn_on_places(void **state) {
   sh_system *sys = new_system(PLACE_WORKERS, 0);
   const sh_addr *a[2 * PLACE_WORKERS];
   for (int i = 0; i < 2 * PLACE_WORKERS; i++)
-    a[i] = spawn_on(sys, &probe_class, (uint32_t)(i % PLACE_WORKERS));
-  atomic_store(&g.goal, 2 * PLACE_WORKERS);
+    a[i] = th_spawn_on(sys, &probe_class, NULL, (uint32_t)(i % PLACE_WORKERS));
+  th_set_goal(2 * PLACE_WORKERS);
   assert_int_equal(sh_system_start(sys), 0);
   for (int i = 0; i < 2 * PLACE_WORKERS; i++) notify(a[i], OP_WHERE, 0, NULL);
   finish(sys);
@@ -644,11 +562,7 @@ static void test_spawn_on_bad_worker_is_einval(void **state) {
   assert_null(a);
   assert_int_equal(sh_spawn_on(NULL, &probe_class, NULL, 0, &a), -EINVAL);
   assert_int_equal(atomic_load(&g.next_id), 0); /* no init hook ran */
-  assert_int_equal(sh_system_shutdown(sys), 0);
-  sh_stats s;
-  sh_system_stats(sys, &s);
-  assert_int_equal(s.pool_outstanding, 0);
-  sh_system_free(sys);
+  th_end(sys);
 }
 
 int main(void) {

@@ -19,7 +19,7 @@
  * what they saw in the global `g` and the test thread asserts afterwards.
  */
 #ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L /* nanosleep, alarm */
+#define _POSIX_C_SOURCE 200809L /* alarm */
 #endif
 
 #include <stdarg.h>
@@ -30,10 +30,11 @@
 
 #include <stdatomic.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <stackhouse/stackhouse.h>
+
+#include "support/harness.h"
 
 /* A hang becomes a failed run, not a stuck CI job. */
 #define WATCHDOG_S 120
@@ -46,12 +47,7 @@
 
 /* ---- messages ------------------------------------------------------------ */
 
-typedef struct val_ask {
-  sh_msg hdr;
-  uint64_t v;
-} val_ask;
-SH_MSG_DEFINE(val_ask, SH_ASK, 0);
-
+/* Asks are num_asks (support/harness.h). */
 typedef struct val_reply {
   sh_msg hdr;
   uint64_t v;
@@ -83,7 +79,6 @@ SH_MSG_DEFINE(ping, SH_NOTICE, 0);
 static struct {
   atomic_int next_id;
   atomic_int stops[MAX_ACTORS];
-  atomic_int goal, done;
   atomic_int held;       /* barrier stacks a holder is sitting in */
   atomic_int sent;       /* asking stacks that made all their asks */
   atomic_int replied;    /* replies servers have sent */
@@ -94,26 +89,12 @@ static struct {
   atomic_int handled;                  /* notices handled by counting actors */
   atomic_int wait_rc, shutdown_rc;     /* called from a worker */
   atomic_int args_argc, args_same_argv, args_seen;
-  atomic_int errors, first_error_line;
 } g;
 
 static void reset_globals(void) {
   /* No system exists between tests: nothing races with this. */
   memset(&g, 0, sizeof(g));
-}
-
-#define CHECK(cond)                                                         \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      int zero_ = 0;                                                        \
-      atomic_compare_exchange_strong(&g.first_error_line, &zero_, __LINE__); \
-      atomic_fetch_add(&g.errors, 1);                                       \
-    }                                                                       \
-  } while (0)
-
-static void progress(sh_actor *self) {
-  if (atomic_fetch_add(&g.done, 1) + 1 == atomic_load(&g.goal))
-    sh_system_exit(sh_actor_system(self), 0);
+  th_reset(0); /* a test that waits for an exit sets its goal */
 }
 
 /* ---- every actor here: an id, a counted stop hook ------------------------- */
@@ -133,13 +114,16 @@ static int tracked_init(sh_actor *self, void *arg) {
 
 static void tracked_stop(sh_actor *self) { atomic_fetch_add(&g.stops[((tracked *)self)->id], 1); }
 
+/* What every class here has: a tracked actor, its stop hook counted. */
+#define TRACKED .size = sizeof(tracked), .init = tracked_init, .stop = tracked_stop
+
 static uint64_t answer_of(uint64_t v) { return 3 * v + 1; }
 
 /* ---- server: answers 3v+1 ---------------------------------------------------- */
 
 static sh_yield server_ask(sh_actor *self, sh_stack *st) {
   (void)self;
-  uint64_t v = sh_stack_msg_as(st, val_ask)->v;
+  uint64_t v = sh_stack_msg_as(st, num_ask)->v;
   sh_yield y = sh_return(st, &sh_msg_new(val_reply, .v = answer_of(v))->hdr);
   atomic_fetch_add(&g.replied, 1);
   return y;
@@ -153,17 +137,11 @@ static sh_yield server_notice(sh_actor *self, sh_stack *st) {
   return sh_return(st, NULL);
 }
 
-static const sh_actor_class server_class = {.name = "server",
-                                            .size = sizeof(tracked),
-                                            .init = tracked_init,
-                                            .stop = tracked_stop,
-                                            .ask = server_ask,
-                                            .notice = server_notice};
+static const sh_actor_class server_class = {.name = "server", TRACKED, .ask = server_ask,
+    .notice = server_notice};
 
-/* ---- holder: never answers -----------------------------------------------
- * Its barrier predicate makes its first ask a barrier; that stack asks the
- * holder itself, and the self-ask (like every later ask) waits behind the
- * barrier forever: a deadlock that costs no CPU, ended only by shutdown. */
+/* ---- holder: never answers (th_hold) --------------------------------------
+ * A deadlock that costs no CPU, ended only by shutdown (or sh_stop). */
 
 typedef struct one_future {
   sh_future *f;
@@ -175,26 +153,13 @@ static bool holder_barrier(sh_actor *self, const sh_msg *m) {
 }
 
 static sh_yield holder_ask(sh_actor *self, sh_stack *st) {
-  tracked *t = (tracked *)self;
-  one_future *l = sh_stack_locals(st);
-  if (sh_stack_state(st) == SH_START) {
-    CHECK(!t->locked); /* nothing may pass the barrier */
-    t->locked = true;
-    l->f = sh_ask(st, sh_self(self), &sh_msg_new(val_ask, .v = 0)->hdr, 0);
-    atomic_fetch_add(&g.held, 1);
-    return sh_suspend(st, 1);
-  }
-  CHECK(sh_future_error(l->f) == -ESHUTDOWN);
-  return sh_throw(st, sh_future_failed(l->f) ? sh_future_error(l->f) : -EPROTO);
+  th_hold_locals *l = sh_stack_locals(st);
+  if (sh_stack_state(st) != SH_START) CHECK(sh_future_error(l->f) == -ESHUTDOWN);
+  return th_hold(self, st, &((tracked *)self)->locked, &g.held);
 }
 
-static const sh_actor_class holder_class = {.name = "holder",
-                                            .size = sizeof(tracked),
-                                            .locals_size = sizeof(one_future),
-                                            .init = tracked_init,
-                                            .stop = tracked_stop,
-                                            .ask = holder_ask,
-                                            .barrier = holder_barrier};
+static const sh_actor_class holder_class = {.name = "holder", TRACKED,
+    .locals_size = sizeof(th_hold_locals), .ask = holder_ask, .barrier = holder_barrier};
 
 /* ---- relay: forwards an ask to the holder (its own stack then waits too) --- */
 
@@ -204,20 +169,15 @@ static sh_yield relay_ask(sh_actor *self, sh_stack *st) {
   (void)self;
   one_future *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
-    uint64_t v = sh_stack_msg_as(st, val_ask)->v;
-    l->f = sh_ask(st, relay_target, &sh_msg_new(val_ask, .v = v)->hdr, 0);
+    l->f = sh_ask(st, relay_target, th_new_ask(sh_stack_msg_as(st, num_ask)->v), 0);
     return sh_suspend(st, 1);
   }
   CHECK(sh_future_error(l->f) == -ESHUTDOWN);
   return sh_throw(st, sh_future_failed(l->f) ? sh_future_error(l->f) : -EPROTO);
 }
 
-static const sh_actor_class relay_class = {.name = "relay",
-                                           .size = sizeof(tracked),
-                                           .locals_size = sizeof(one_future),
-                                           .init = tracked_init,
-                                           .stop = tracked_stop,
-                                           .ask = relay_ask};
+static const sh_actor_class relay_class = {.name = "relay", TRACKED,
+    .locals_size = sizeof(one_future), .ask = relay_ask};
 
 /* ---- client: one asking stack per `go`; a `go` with no asks spins ---------- */
 
@@ -244,7 +204,7 @@ static void client_send(sh_stack *st, const go *m) {
       uint64_t v = (uint64_t)m->stack_no * 100 + (uint64_t)l->n;
       l->v[l->n] = v;
       l->kind[l->n] = k;
-      l->f[l->n] = sh_ask(st, m->to[k], &sh_msg_new(val_ask, .v = v)->hdr, 0);
+      l->f[l->n] = sh_ask(st, m->to[k], th_new_ask((long)v), 0);
       CHECK(l->f[l->n] != NULL);
       l->n++;
     }
@@ -283,34 +243,14 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
     return sh_suspend(st, 1);
   }
   client_collect(st, m);
-  progress(self);
+  th_done(self);
   return sh_return(st, NULL);
 }
 
-static const sh_actor_class client_class = {.name = "client",
-                                            .size = sizeof(tracked),
-                                            .locals_size = sizeof(client_locals),
-                                            .init = tracked_init,
-                                            .stop = tracked_stop,
-                                            .notice = client_notice};
+static const sh_actor_class client_class = {.name = "client", TRACKED,
+    .locals_size = sizeof(client_locals), .notice = client_notice};
 
 /* ---- test-thread helpers ------------------------------------------------- */
-
-static sh_system *new_system(uint32_t workers) {
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = workers;
-  sh_system *sys = NULL;
-  assert_int_equal(sh_system_new(&cfg, &sys), 0);
-  assert_non_null(sys);
-  return sys;
-}
-
-static const sh_addr *spawn_on(sh_system *sys, const sh_actor_class *c, uint32_t w) {
-  const sh_addr *a = NULL;
-  assert_int_equal(sh_spawn_on(sys, c, NULL, w, &a), 0);
-  return a;
-}
 
 static void send_go(const sh_addr *to, int stack_no, const int n[T_KINDS],
                     const sh_addr *const dst[T_KINDS]) {
@@ -329,30 +269,9 @@ static void send_ping(const sh_addr *to) {
   assert_int_equal(sh_notice(to, &m->hdr), 0);
 }
 
-static void sleep_us(long us) {
-  struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000L};
-  nanosleep(&ts, NULL);
-}
-
-/* Waits (bounded by the watchdog) until *v reaches want. */
-static void wait_for(atomic_int *v, int want) {
-  while (atomic_load(v) < want) sleep_us(200);
-}
-
-static void check_handlers(void) {
-  if (atomic_load(&g.errors) != 0)
-    fail_msg("%d handler check(s) failed, first at line %d", atomic_load(&g.errors),
-             atomic_load(&g.first_error_line));
-}
-
 /* Shuts down, checks the pools and the stop hooks, frees; the statistics. */
 static sh_stats shut_and_free(sh_system *sys) {
-  assert_int_equal(sh_system_shutdown(sys), 0);
-  sh_stats s;
-  sh_system_stats(sys, &s);
-  sh_system_free(sys);
-  check_handlers();
-  assert_int_equal(s.pool_outstanding, 0);
+  sh_stats s = th_end(sys);
   int n = atomic_load(&g.next_id);
   for (int i = 0; i < n; i++) assert_int_equal(atomic_load(&g.stops[i]), 1);
   return s;
@@ -371,30 +290,31 @@ static sh_stats shut_and_free(sh_system *sys) {
 static void test_shutdown_with_asks_in_flight(void **state) {
   (void)state;
   reset_globals();
-  sh_system *sys = new_system(2);
-  const sh_addr *h = spawn_on(sys, &holder_class, 1);
-  const sh_addr *s = spawn_on(sys, &server_class, 0);
-  const sh_addr *r = spawn_on(sys, &relay_class, 1);
-  const sh_addr *blocker = spawn_on(sys, &client_class, 0);
+  sh_system *sys = th_system(2);
+  const sh_addr *h = th_spawn_on(sys, &holder_class, NULL, 1);
+  const sh_addr *s = th_spawn_on(sys, &server_class, NULL, 0);
+  const sh_addr *r = th_spawn_on(sys, &relay_class, NULL, 1);
+  const sh_addr *blocker = th_spawn_on(sys, &client_class, NULL, 0);
   relay_target = h;
   const sh_addr *c[2 * CLIENTS_PER_WORKER];
-  for (int i = 0; i < 2 * CLIENTS_PER_WORKER; i++) c[i] = spawn_on(sys, &client_class, i % 2);
+  for (int i = 0; i < 2 * CLIENTS_PER_WORKER; i++)
+    c[i] = th_spawn_on(sys, &client_class, NULL, (uint32_t)i % 2);
   assert_int_equal(sh_system_start(sys), 0);
 
   const sh_addr *const dst[T_KINDS] = {h, s, r};
   const int early[T_KINDS] = {3, 2, 2};
   for (int i = 0; i < 2 * CLIENTS_PER_WORKER; i++) send_go(c[i], i, early, dst);
   int nclients = 2 * CLIENTS_PER_WORKER;
-  wait_for(&g.sent, nclients);
-  wait_for(&g.held, 1);
-  wait_for(&g.replied, nclients * early[T_SERVER]);
+  th_wait_for(&g.sent, nclients);
+  th_wait_for(&g.held, 1);
+  th_wait_for(&g.replied, nclients * early[T_SERVER]);
 
   send_go(blocker, 0, NULL, NULL);
-  wait_for(&g.spinning, 1);
+  th_wait_for(&g.spinning, 1);
   const int late[T_KINDS] = {0, LATE_ASKS, 0};
   int late_stacks = 0;
   for (int i = 1; i < nclients; i += 2, late_stacks++) send_go(c[i], nclients + i, late, dst);
-  wait_for(&g.sent, nclients + late_stacks);
+  th_wait_for(&g.sent, nclients + late_stacks);
 
   atomic_store(&g.release, 1);
   sh_stats st = shut_and_free(sys);
@@ -418,7 +338,7 @@ static void test_shutdown_with_asks_in_flight(void **state) {
 static void test_shutdown_never_started(void **state) {
   (void)state;
   reset_globals();
-  sh_system *sys = new_system(2);
+  sh_system *sys = th_system(2);
   const sh_addr *one = NULL, *per = NULL, *rr = NULL;
   assert_int_equal(sh_spawn(sys, &server_class, NULL, 1, &one), 0);
   assert_int_equal(sh_spawn(sys, &server_class, NULL, SH_SPAWN_PER_WORKER, &per), 0);
@@ -439,7 +359,7 @@ static void test_shutdown_never_started(void **state) {
 static void test_after_shutdown_refuses(void **state) {
   (void)state;
   reset_globals();
-  sh_system *sys = new_system(1);
+  sh_system *sys = th_system(1);
   const sh_addr *a = NULL;
   assert_int_equal(sh_spawn(sys, &server_class, NULL, 1, &a), 0);
   assert_int_equal(sh_system_shutdown(sys), 0);
@@ -468,20 +388,14 @@ static sh_yield entry_notice(sh_actor *self, sh_stack *st) {
   return sh_return(st, NULL);
 }
 
-static const sh_actor_class entry_class = {.name = "entry",
-                                           .size = sizeof(tracked),
-                                           .init = tracked_init,
-                                           .stop = tracked_stop,
-                                           .notice = entry_notice};
+static const sh_actor_class entry_class = {.name = "entry", TRACKED, .notice = entry_notice};
 
 static void test_sh_run_passes_args_and_exit_code(void **state) {
   (void)state;
   reset_globals();
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = 2;
+  sh_config cfg = th_config(2);
   assert_int_equal(sh_run(&cfg, &entry_class, 3, run_argv), 43);
-  check_handlers();
+  th_assert_checks();
   assert_int_equal(atomic_load(&g.args_seen), 1);
   assert_int_equal(atomic_load(&g.args_argc), 3);
   assert_int_equal(atomic_load(&g.args_same_argv), 1);
@@ -492,9 +406,7 @@ static void test_sh_run_bad_entry_is_einval(void **state) {
   (void)state;
   reset_globals();
   const sh_actor_class tiny = {.name = "tiny", .size = 1, .notice = entry_notice};
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = 1;
+  sh_config cfg = th_config(1);
   assert_int_equal(sh_run(&cfg, &tiny, 0, NULL), -EINVAL);
   cfg.max_per_run = 0;
   assert_int_equal(sh_run(&cfg, &entry_class, 0, NULL), -EINVAL);
@@ -511,17 +423,13 @@ static sh_yield waiter_notice(sh_actor *self, sh_stack *st) {
   return sh_return(st, NULL);
 }
 
-static const sh_actor_class waiter_class = {.name = "waiter",
-                                            .size = sizeof(tracked),
-                                            .init = tracked_init,
-                                            .stop = tracked_stop,
-                                            .notice = waiter_notice};
+static const sh_actor_class waiter_class = {.name = "waiter", TRACKED, .notice = waiter_notice};
 
 static void test_wait_from_worker_is_einval(void **state) {
   (void)state;
   reset_globals();
-  sh_system *sys = new_system(2);
-  const sh_addr *a = spawn_on(sys, &waiter_class, 1);
+  sh_system *sys = th_system(2);
+  const sh_addr *a = th_spawn_on(sys, &waiter_class, NULL, 1);
   assert_int_equal(sh_system_start(sys), 0);
   send_ping(a);
   assert_int_equal(sh_system_wait(sys), 5);
@@ -539,23 +447,24 @@ static void test_wait_from_worker_is_einval(void **state) {
 static void test_stop_fails_pending_asks(void **state) {
   (void)state;
   reset_globals();
-  sh_system *sys = new_system(2);
-  const sh_addr *h = spawn_on(sys, &holder_class, 1);   /* id 0 */
-  const sh_addr *s = spawn_on(sys, &server_class, 1);   /* id 1 */
-  const sh_addr *a = spawn_on(sys, &client_class, 0);   /* id 2 */
+  sh_system *sys = th_system(2);
+  const sh_addr *h = th_spawn_on(sys, &holder_class, NULL, 1);   /* id 0 */
+  const sh_addr *s = th_spawn_on(sys, &server_class, NULL, 1);   /* id 1 */
+  const sh_addr *a = th_spawn_on(sys, &client_class, NULL, 0);   /* id 2 */
   assert_int_equal(sh_system_start(sys), 0);
 
   const sh_addr *const dst[T_KINDS] = {h, s, NULL};
   const int n[T_KINDS] = {3, 2, 0};
   send_go(a, 0, n, dst);
-  wait_for(&g.held, 1);
-  wait_for(&g.replied, 2);
-  atomic_store(&g.goal, 1);
+  th_wait_for(&g.held, 1);
+  th_wait_for(&g.replied, 2);
+  th_set_goal(1);
   assert_int_equal(sh_stop(a), 0);
   assert_int_equal(sh_system_wait(sys), 0); /* A's stack resumed and ended the run */
 
-  check_handlers();
-  assert_int_equal(atomic_load(&g.stops[2]), 1);
+  th_assert_checks();
+  /* A's stop hook runs after its stack's last handler, so possibly after the
+   * exit above: shut_and_free checks that it ran exactly once. */
   assert_int_equal(atomic_load(&g.resumes[0]), 1);
   assert_int_equal(atomic_load(&g.shut[T_HOLDER]), 3);
   assert_int_equal(atomic_load(&g.ok[T_SERVER]), 2);
@@ -573,23 +482,24 @@ static void test_stop_fails_pending_asks(void **state) {
 static void test_stop_refuses_queued_asks(void **state) {
   (void)state;
   reset_globals();
-  sh_system *sys = new_system(2);
-  const sh_addr *h = spawn_on(sys, &holder_class, 1); /* id 0 */
+  sh_system *sys = th_system(2);
+  const sh_addr *h = th_spawn_on(sys, &holder_class, NULL, 1); /* id 0 */
   const sh_addr *c[2 * CLIENTS_PER_WORKER];
-  for (int i = 0; i < 2 * CLIENTS_PER_WORKER; i++) c[i] = spawn_on(sys, &client_class, i % 2);
+  for (int i = 0; i < 2 * CLIENTS_PER_WORKER; i++)
+    c[i] = th_spawn_on(sys, &client_class, NULL, (uint32_t)i % 2);
   assert_int_equal(sh_system_start(sys), 0);
 
   int nclients = 2 * CLIENTS_PER_WORKER;
   const sh_addr *const dst[T_KINDS] = {h, NULL, NULL};
   const int n[T_KINDS] = {3, 0, 0};
   for (int i = 0; i < nclients; i++) send_go(c[i], i, n, dst);
-  wait_for(&g.sent, nclients);
-  wait_for(&g.held, 1);
-  atomic_store(&g.goal, nclients);
+  th_wait_for(&g.sent, nclients);
+  th_wait_for(&g.held, 1);
+  th_set_goal(nclients);
   assert_int_equal(sh_stop(h), 0);
   assert_int_equal(sh_system_wait(sys), 0); /* every client resumed */
 
-  check_handlers();
+  th_assert_checks();
   assert_int_equal(atomic_load(&g.stops[0]), 1);
   assert_int_equal(atomic_load(&g.shut[T_HOLDER]), nclients * n[T_HOLDER]);
   for (int i = 0; i < nclients; i++) assert_int_equal(atomic_load(&g.resumes[i]), 1);

@@ -24,60 +24,15 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <stdatomic.h>
-#include <stdio.h>
 #include <unistd.h>
 
 #include <stackhouse/stackhouse.h>
 
+#include "support/harness.h"
+
 #define WATCHDOG_S 120
 /* Asks that must not time out use this; far beyond any plausible stall. */
 #define NO_EXPIRY_MS 60000u
-
-/* ---- harness ------------------------------------------------------------- */
-
-static atomic_int g_failures;
-static atomic_int g_pending; /* terminal events still to come; the last one exits */
-
-static void check_failed(const char *expr, int line) {
-  atomic_fetch_add(&g_failures, 1);
-  fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, line, expr);
-}
-#define CHECK(c) ((c) ? (void)0 : check_failed(#c, __LINE__))
-
-static void done_one(sh_actor *self) {
-  if (atomic_fetch_sub(&g_pending, 1) == 1) sh_system_exit(sh_actor_system(self), 0);
-}
-
-static sh_system *env_new(int pending) {
-  atomic_store(&g_failures, 0);
-  atomic_store(&g_pending, pending);
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = 2;
-  sh_system *sys = NULL;
-  assert_int_equal(sh_system_new(&cfg, &sys), 0);
-  return sys;
-}
-
-static const sh_addr *spawn_on(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t w) {
-  const sh_addr *a = NULL;
-  assert_int_equal(sh_spawn_on(sys, c, arg, w, &a), 0);
-  return a;
-}
-
-static void run(sh_system *sys) {
-  assert_int_equal(sh_system_start(sys), 0);
-  assert_int_equal(sh_system_wait(sys), 0);
-}
-
-static void env_end(sh_system *sys, sh_stats *st) {
-  assert_int_equal(sh_system_shutdown(sys), 0);
-  sh_system_stats(sys, st);
-  assert_int_equal(st->pool_outstanding, 0);
-  sh_system_free(sys);
-  assert_int_equal(atomic_load(&g_failures), 0);
-}
 
 /* ---- messages -------------------------------------------------------------- */
 
@@ -86,19 +41,10 @@ typedef struct kick_msg { sh_msg hdr; long v; const sh_addr *target; } kick_msg;
 /* The same, but its stack is a barrier: the asker takes no asks until it ends. */
 typedef kick_msg hold_kick;
 typedef struct late_sent { sh_msg hdr; } late_sent;
-typedef struct num_ask { sh_msg hdr; long v; } num_ask;
-typedef struct num_reply { sh_msg hdr; long v; } num_reply;
 SH_MSG_DEFINE(kick_msg, SH_NOTICE, 0);
 SH_MSG_DEFINE(hold_kick, SH_NOTICE, SH_MSG_BARRIER);
 SH_MSG_DEFINE(late_sent, SH_NOTICE, 0);
-SH_MSG_DEFINE(num_ask, SH_ASK, 0);
-SH_MSG_DEFINE(num_reply, SH_REPLY, 0);
-
-static sh_msg *new_ask(long v) { return &sh_msg_new(num_ask, .v = v)->hdr; }
-
-static sh_yield reply_with(sh_stack *st, long v) {
-  return sh_return(st, &sh_msg_new(num_reply, .v = v)->hdr);
-}
+/* Asks and replies: num_ask, num_reply (support/harness.h). */
 
 /* ---- ask timeouts ---------------------------------------------------------- */
 
@@ -132,10 +78,7 @@ typedef struct asker { sh_actor base; asker_cfg cfg; } asker;
 typedef struct asker_locals { sh_future *f; } asker_locals;
 enum { A_GOT = 1 };
 
-static int asker_init(sh_actor *self, void *arg) {
-  ((asker *)self)->cfg = *(const asker_cfg *)arg;
-  return 0;
-}
+TH_CFG_INIT(asker_init, asker, asker_cfg);
 
 static void asker_log(asker *a, int what) {
   asker_result *r = a->cfg.res;
@@ -149,14 +92,14 @@ static sh_yield asker_notice(sh_actor *self, sh_stack *st) {
   asker_result *r = a->cfg.res;
   if (sh_msg_is(sh_stack_msg(st), &late_sent_type)) {
     asker_log(a, LOG_LATE_SENT);
-    done_one(self);
+    th_done(self);
     return sh_return(st, NULL);
   }
   asker_locals *l = sh_stack_locals(st);
   r->invocations++;
   if (sh_stack_state(st) == SH_START) {
     const kick_msg *k = sh_stack_msg_as(st, kick_msg);
-    l->f = sh_ask(st, k->target, new_ask(k->v), a->cfg.timeout_ms);
+    l->f = sh_ask(st, k->target, th_new_ask(k->v), a->cfg.timeout_ms);
     CHECK(l->f != NULL && !sh_future_done(l->f));
     return sh_suspend(st, A_GOT);
   }
@@ -165,14 +108,14 @@ static sh_yield asker_notice(sh_actor *self, sh_stack *st) {
   r->reply_null = rep == NULL;
   r->value = rep != NULL ? rep->v : 0;
   if (r->error == -ETIMEDOUT) asker_log(a, LOG_TIMED_OUT);
-  if (!sh_msg_is(sh_stack_msg(st), &hold_kick_type)) done_one(self);
+  if (!sh_msg_is(sh_stack_msg(st), &hold_kick_type)) th_done(self);
   return sh_return(st, NULL);
 }
 
 /* Answers at once: in the late-reply chain, the ask its barrier held. */
 static sh_yield asker_ask(sh_actor *self, sh_stack *st) {
   asker_log((asker *)self, LOG_ANSWERED_HELD);
-  return reply_with(st, sh_stack_msg_as(st, num_ask)->v + 1);
+  return th_reply_with(st, sh_stack_msg_as(st, num_ask)->v + 1);
 }
 
 static const sh_actor_class asker_class = {
@@ -190,24 +133,21 @@ typedef struct server { sh_actor base; server_cfg cfg; } server;
 typedef struct server_locals { sh_future *f; } server_locals;
 enum { S_RESUMED = 1 };
 
-static int server_init(sh_actor *self, void *arg) {
-  ((server *)self)->cfg = *(const server_cfg *)arg;
-  return 0;
-}
+TH_CFG_INIT(server_init, server, server_cfg);
 
 static sh_yield server_ask(sh_actor *self, sh_stack *st) {
   server *s = (server *)self;
   server_locals *l = sh_stack_locals(st);
   long v = sh_stack_msg_as(st, num_ask)->v;
-  if (s->cfg.next == NULL) return reply_with(st, v + 1);
+  if (s->cfg.next == NULL) return th_reply_with(st, v + 1);
   if (sh_stack_state(st) == SH_START) {
-    l->f = sh_ask(st, s->cfg.next, new_ask(v), 0);
+    l->f = sh_ask(st, s->cfg.next, th_new_ask(v), 0);
     CHECK(l->f != NULL);
     return sh_suspend(st, S_RESUMED);
   }
   CHECK(sh_future_error(l->f) == 0);
   const num_reply *rep = sh_future_reply(l->f, num_reply);
-  sh_yield y = reply_with(st, rep != NULL ? rep->v + 10 : -1);
+  sh_yield y = th_reply_with(st, rep != NULL ? rep->v + 10 : -1);
   /* Sent after the reply: the run cannot end before the late reply is out. */
   if (s->cfg.notify != NULL) CHECK(sh_notice(s->cfg.notify, &sh_msg_new(late_sent)->hdr) == 0);
   return y;
@@ -220,21 +160,20 @@ static const sh_actor_class server_class = {
 static const sh_addr *spawn_server(sh_system *sys, const sh_addr *next, const sh_addr *notify,
                                    uint32_t w) {
   server_cfg c = {.next = next, .notify = notify};
-  return spawn_on(sys, &server_class, &c, w);
+  return th_spawn_on(sys, &server_class, &c, w);
 }
 
 static void test_ask_timeout_then_late_reply_dropped(void **state) {
   (void)state;
-  sh_system *sys = env_new(1);
+  sh_system *sys = th_env(2, 1);
   asker_result res = {0};
   asker_cfg ac = {.timeout_ms = 20, .res = &res};
-  const sh_addr *a = spawn_on(sys, &asker_class, &ac, 0);
+  const sh_addr *a = th_spawn_on(sys, &asker_class, &ac, 0);
   const sh_addr *relay = spawn_server(sys, a, NULL, 0);
   const sh_addr *slow = spawn_server(sys, relay, a, 1);
   assert_int_equal(sh_notice(a, &sh_msg_new(hold_kick, .v = 1, .target = slow)->hdr), 0);
-  run(sys);
-  sh_stats st;
-  env_end(sys, &st);
+  th_run(sys);
+  sh_stats st = th_end(sys);
 
   assert_int_equal(res.error, -ETIMEDOUT);
   assert_true(res.reply_null);
@@ -255,17 +194,16 @@ static void test_ask_timeout_then_late_reply_dropped(void **state) {
 static void test_ask_answered_in_time_is_not_failed(void **state) {
   (void)state;
   enum { N = 4 };
-  sh_system *sys = env_new(N);
+  sh_system *sys = th_env(2, N);
   asker_result res[N] = {{0}};
   for (int i = 0; i < N; i++) {
     asker_cfg ac = {.timeout_ms = NO_EXPIRY_MS, .res = &res[i]};
-    const sh_addr *a = spawn_on(sys, &asker_class, &ac, (uint32_t)i % 2);
+    const sh_addr *a = th_spawn_on(sys, &asker_class, &ac, (uint32_t)i % 2);
     const sh_addr *echo = spawn_server(sys, NULL, NULL, (uint32_t)(i / 2) % 2);
     assert_int_equal(sh_notice(a, &sh_msg_new(kick_msg, .v = 10 * i, .target = echo)->hdr), 0);
   }
-  run(sys);
-  sh_stats st;
-  env_end(sys, &st);
+  th_run(sys);
+  sh_stats st = th_end(sys);
   for (int i = 0; i < N; i++) {
     assert_int_equal(res[i].error, 0);
     assert_int_equal(res[i].value, 10 * i + 1);
@@ -309,10 +247,7 @@ typedef struct ticker {
 /* Distinct addresses handed to the timers as their argument. */
 static int g_main_arg, g_sentinel_arg;
 
-static int ticker_init(sh_actor *self, void *arg) {
-  ((ticker *)self)->cfg = *(const timer_cfg *)arg;
-  return 0;
-}
+TH_CFG_INIT(ticker_init, ticker, timer_cfg);
 
 /* The "further wait": a one-shot whose firing ends the run. */
 static void start_sentinel(ticker *t, uint64_t delay_ms) {
@@ -361,7 +296,7 @@ static void main_timer_fired(ticker *t) {
     break;
   case TM_CANCEL_EARLY: break;
   case TM_LIVE_AT_END:
-    if (r->fired == 1) done_one(&t->base); /* both timers are still live */
+    if (r->fired == 1) th_done(&t->base); /* both timers are still live */
     break;
   }
 }
@@ -376,7 +311,7 @@ static void ticker_timeout(sh_actor *self, uint64_t id, void *arg) {
     r->bad_arg += arg != &g_sentinel_arg;
     r->sentinel++;
     r->fired_at_end = r->fired;
-    done_one(self);
+    th_done(self);
   } else {
     CHECK(!"a timer fired that was never started");
   }
@@ -387,13 +322,12 @@ static const sh_actor_class ticker_class = {
     .notice = ticker_notice, .timeout = ticker_timeout};
 
 static void run_ticker(timer_mode mode, timer_result *res) {
-  sh_system *sys = env_new(1);
+  sh_system *sys = th_env(2, 1);
   timer_cfg tc = {.mode = mode, .res = res};
-  const sh_addr *a = spawn_on(sys, &ticker_class, &tc, 1);
+  const sh_addr *a = th_spawn_on(sys, &ticker_class, &tc, 1);
   assert_int_equal(sh_notice(a, &sh_msg_new(kick_msg, .v = 0)->hdr), 0);
-  run(sys);
-  sh_stats st;
-  env_end(sys, &st);
+  th_run(sys);
+  th_end(sys);
   assert_int_equal(res->start_rc, 0);
   assert_int_equal(res->bad_arg, 0);
 }
@@ -429,7 +363,7 @@ static void test_cancel_before_fire_and_unknown(void **state) {
   assert_int_equal(res.sentinel, 1);
 }
 
-/* env_end's pool_outstanding == 0 is the assertion: shutdown frees the
+/* th_end's pool_outstanding == 0 is the assertion: shutdown frees the
  * periodic node (in a wheel) and the far one-shot. */
 static void test_live_timers_freed_at_shutdown(void **state) {
   (void)state;
@@ -452,7 +386,7 @@ static sh_yield plain_notice(sh_actor *self, sh_stack *st) {
   uint64_t id = 77;
   *((plain *)self)->rc_out = sh_timer_start(self, 1, 0, NULL, &id);
   CHECK(id == 77); /* untouched on failure */
-  done_one(self);
+  th_done(self);
   return sh_return(st, NULL);
 }
 
@@ -470,19 +404,18 @@ static const sh_actor_class captured_class = {
 
 static void test_timer_start_misuse_is_einval(void **state) {
   (void)state;
-  sh_system *sys = env_new(1);
-  spawn_on(sys, &captured_class, NULL, 0);
+  sh_system *sys = th_env(2, 1);
+  th_spawn_on(sys, &captured_class, NULL, 0);
   uint64_t id = 77;
   /* From the main thread: not an actor's handler, even with a timeout hook. */
   assert_int_equal(sh_timer_start(g_captured, 1, 0, NULL, &id), -EINVAL);
   assert_int_equal(sh_timer_start(NULL, 1, 0, NULL, &id), -EINVAL);
   assert_int_equal(id, 77);
   int rc = 0;
-  const sh_addr *a = spawn_on(sys, &no_timeout_class, &rc, 1);
+  const sh_addr *a = th_spawn_on(sys, &no_timeout_class, &rc, 1);
   assert_int_equal(sh_notice(a, &sh_msg_new(kick_msg, .v = 0)->hdr), 0);
-  run(sys);
-  sh_stats st;
-  env_end(sys, &st);
+  th_run(sys);
+  th_end(sys);
   assert_int_equal(rc, -EINVAL);
 }
 
@@ -514,7 +447,7 @@ static sh_yield flooder_notice(sh_actor *self, sh_stack *st) {
   } else if (f->handled == f->fired_at + FLOOD_DEPTH || f->handled == FLOOD_LIMIT) {
     /* The last notice of the queue drained after the timer stopped the refills. */
     CHECK(f->fired_at >= 0 && f->fired_at < FLOOD_LIMIT);
-    done_one(self);
+    th_done(self);
   }
   return sh_return(st, NULL);
 }
@@ -525,13 +458,12 @@ static const sh_actor_class flooder_class = {.name = "flooder", .size = sizeof(f
 
 static void test_timer_fires_during_a_notice_flood(void **state) {
   (void)state;
-  sh_system *sys = env_new(1);
-  const sh_addr *a = spawn_on(sys, &flooder_class, NULL, 0);
+  sh_system *sys = th_env(2, 1);
+  const sh_addr *a = th_spawn_on(sys, &flooder_class, NULL, 0);
   for (int i = 0; i < FLOOD_DEPTH; i++)
     assert_int_equal(sh_notice(a, &sh_msg_new(kick_msg, .v = i)->hdr), 0);
-  run(sys);
-  sh_stats st;
-  env_end(sys, &st);
+  th_run(sys);
+  sh_stats st = th_end(sys);
   assert_true(st.delivered < (uint64_t)FLOOD_LIMIT);
 }
 

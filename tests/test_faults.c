@@ -17,6 +17,8 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
+#include "support/harness.h"
+
 typedef struct ping { sh_msg hdr; int n; } ping;
 typedef struct pong { sh_msg hdr; int n; } pong;
 typedef struct go { sh_msg hdr; int mode; } go;
@@ -82,14 +84,9 @@ static const sh_actor_class client_class = {.name = "client", .size = sizeof(sh_
 
 /* Runs one client scenario on 2 workers; returns what the client reported. */
 static int run_mode(int mode, const char *fault) {
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = 2;
-  sh_system *sys;
-  assert_int_equal(sh_system_new(&cfg, &sys), 0);
-  const sh_addr *client;
-  assert_int_equal(sh_spawn_on(sys, &echo_class, NULL, 1, &echo_addr), 0);
-  assert_int_equal(sh_spawn_on(sys, &client_class, NULL, 0, &client), 0);
+  sh_system *sys = th_system(2);
+  echo_addr = th_spawn_on(sys, &echo_class, NULL, 1);
+  const sh_addr *client = th_spawn_on(sys, &client_class, NULL, 0);
   atomic_store(&result, 1);
   atomic_store(&completed, 0);
   if (fault != NULL) fiu_enable(fault, 1, NULL, 0);
@@ -97,11 +94,7 @@ static int run_mode(int mode, const char *fault) {
   assert_int_equal(sh_notice(client, &sh_msg_new(go, .mode = mode)->hdr), 0);
   assert_int_equal(sh_system_wait(sys), 0);
   if (fault != NULL) fiu_disable(fault);
-  assert_int_equal(sh_system_shutdown(sys), 0);
-  sh_stats s;
-  sh_system_stats(sys, &s);
-  assert_int_equal(s.pool_outstanding, 0);
-  sh_system_free(sys);
+  th_end(sys);
   return atomic_load(&result);
 }
 

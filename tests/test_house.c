@@ -2,7 +2,7 @@
  * Unit tests of the ActorHouse (core/house.c), driven single-threaded: the
  * system has 2 workers that are never started; the test thread takes a
  * worker's identity (sh_plat_set_local) and runs queued houses by hand, one
- * run at a time when it matters (step) or to quiet (drain).
+ * run at a time when it matters (th_step) or to quiet (th_drain).
  *
  * Covered: the state machine (CREATED -> mounted WAITING -> READY, queued
  * exactly once however many puts); a put while the house runs does not
@@ -30,6 +30,7 @@
 #include "house.h"
 #include "housequeue.h"
 #include "plat.h"
+#include "support/manual.h"
 #include "system.h"
 #include "timer.h"
 #include "worker.h"
@@ -58,7 +59,6 @@ enum { START = SH_START, GOT };
 
 /* ---- recorded by the handlers -------------------------------------------- */
 
-static sh_system *sys;
 static const sh_addr *responder; /* answers asks (worker 1 unless a test says otherwise) */
 static const sh_addr *target;    /* what clients ask */
 static char trace[64];
@@ -83,7 +83,7 @@ static sh_house *house_of(const sh_addr *a) { return a->houses[0]; }
 static int state_of(const sh_house *h) { return atomic_load(&h->state); }
 
 static uint32_t queued_on(uint32_t i) {
-  sh_worker *w = &sys->workers[i];
+  sh_worker *w = th_worker(i);
   return sh_hq_count(&w->mounting) + sh_hq_count(&w->io) + sh_hq_count(&w->state);
 }
 
@@ -182,42 +182,6 @@ static const sh_actor_class client_class = {.name = "client", .size = sizeof(sh_
 
 /* ---- harness ------------------------------------------------------------- */
 
-static void act_as(uint32_t i) { sh_plat_set_local(&sys->workers[i]); }
-
-static const sh_addr *spawn_on(const sh_actor_class *c, uint32_t worker) {
-  const sh_addr *a = NULL;
-  assert_int_equal(sh_spawn_on(sys, c, NULL, worker, &a), 0);
-  return a;
-}
-
-/* Runs everything queued on worker i to quiet, as worker i. */
-static void drain(uint32_t i) {
-  act_as(i);
-  sh_worker_drain(&sys->workers[i]);
-  act_as(0);
-}
-
-/* One house run on worker i, taken the way the worker loop takes it (IO
- * queue first, then state); NULL when nothing was queued. */
-static sh_house *step(uint32_t i) {
-  sh_worker *w = &sys->workers[i];
-  act_as(i);
-  sh_house *h = sh_hq_pop(&w->io);
-  if (h == NULL) h = sh_hq_pop(&w->state);
-  if (h != NULL) {
-    int s = SH_READY;
-    assert_true(atomic_compare_exchange_strong(&h->state, &s, SH_SCHEDULED));
-    sh_house_run(w, h);
-  }
-  act_as(0);
-  return h;
-}
-
-static void mount_all(void) {
-  drain(0);
-  drain(1);
-}
-
 static void notice(const sh_addr *to, int tag, int count) {
   assert_int_equal(sh_notice(to, make_note(&note_type, tag, count)), 0);
 }
@@ -236,15 +200,20 @@ static int queued_in(const sh_house_queue *q, const sh_house *h) {
   return where;
 }
 
+/* A probe on worker 0 (returned), the target of a client *c on worker 1 that
+ * is spawned before the responder; all mounted. */
+static const sh_addr *spawn_with_client(const sh_addr **c) {
+  const sh_addr *a = th_spawn(&probe_class, 0);
+  *c = th_spawn(&client_class, 1);
+  responder = th_spawn(&responder_class, 1);
+  target = a;
+  th_mount_all();
+  return a;
+}
+
 static void expect_trace(const char *want) {
   trace[ntrace] = '\0';
   assert_string_equal(trace, want);
-}
-
-static sh_stats stats(void) {
-  sh_stats s;
-  sh_system_stats(sys, &s);
-  return s;
 }
 
 static int setup(void **state) {
@@ -252,40 +221,26 @@ static int setup(void **state) {
   ntrace = 0;
   mounts = stops = mount_self = last_error = 0;
   memset(client_err, 0, sizeof(client_err));
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = 2;
-  if (sh_system_new(&cfg, &sys) != 0) return -1;
-  act_as(0);
+  th_sys = th_system(2);
+  th_act_as(0);
   return 0;
-}
-
-/* Shutdown must leave no pooled object outstanding. */
-static int teardown(void **state) {
-  (void)state;
-  sh_plat_set_local(NULL);
-  sh_system_shutdown(sys);
-  sh_stats s = stats();
-  sh_system_free(sys);
-  sys = NULL;
-  return s.pool_outstanding == 0 ? 0 : -1;
 }
 
 /* ---- state machine ------------------------------------------------------- */
 
 static void test_spawn_then_mount(void **state) {
   (void)state;
-  const sh_addr *a = spawn_on(&probe_class, 1);
+  const sh_addr *a = th_spawn(&probe_class, 1);
   sh_house *h = house_of(a);
   assert_int_equal(state_of(h), SH_CREATED);
-  assert_int_equal(sh_hq_count(&sys->workers[1].mounting), 1);
+  assert_int_equal(sh_hq_count(&th_worker(1)->mounting), 1);
   assert_int_equal(queued_on(0), 0);
   assert_false(h->mounted);
   assert_int_equal(mounts, 0);
 
-  drain(0); /* not its owner: nothing happens */
+  th_drain(0); /* not its owner: nothing happens */
   assert_int_equal(state_of(h), SH_CREATED);
-  drain(1);
+  th_drain(1);
   assert_int_equal(mounts, 1);
   assert_true(h->mounted);
   assert_int_equal(state_of(h), SH_WAITING);
@@ -294,16 +249,16 @@ static void test_spawn_then_mount(void **state) {
 
 static void test_puts_queue_once(void **state) {
   (void)state;
-  const sh_addr *a = spawn_on(&probe_class, 0);
+  const sh_addr *a = th_spawn(&probe_class, 0);
   sh_house *h = house_of(a);
-  mount_all();
+  th_mount_all();
   for (int i = 0; i < 3; i++) {
     notice(a, PLAIN, 0);
     assert_int_equal(state_of(h), SH_READY);
-    assert_int_equal(sh_hq_count(&sys->workers[0].state), 1);
-    assert_int_not_equal(queued_in(&sys->workers[0].state, h), -1);
+    assert_int_equal(sh_hq_count(&th_worker(0)->state), 1);
+    assert_int_not_equal(queued_in(&th_worker(0)->state, h), -1);
   }
-  assert_ptr_equal(step(0), h);
+  assert_ptr_equal(th_step(0), h);
   expect_trace("NNN");
   assert_int_equal(state_of(h), SH_WAITING);
   assert_int_equal(queued_on(0), 0);
@@ -314,12 +269,12 @@ static void test_puts_queue_once(void **state) {
 static void test_put_during_mount(void **state) {
   (void)state;
   mount_self = 1;
-  sh_house *h = house_of(spawn_on(&probe_class, 0));
-  sh_worker *w = &sys->workers[0];
+  sh_house *h = house_of(th_spawn(&probe_class, 0));
+  sh_worker *w = th_worker(0);
   sh_house_mount(w, sh_hq_pop(&w->mounting));
   assert_int_equal(state_of(h), SH_READY);
   assert_int_equal(sh_hq_count(&w->state), 1);
-  assert_ptr_equal(step(0), h);
+  assert_ptr_equal(th_step(0), h);
   expect_trace("N");
   assert_int_equal(state_of(h), SH_WAITING);
 }
@@ -328,10 +283,10 @@ static void test_put_during_mount(void **state) {
  * without any further external message. */
 static void test_put_while_running_is_handled(void **state) {
   (void)state;
-  sh_house *h = house_of(spawn_on(&probe_class, 0));
-  mount_all();
+  sh_house *h = house_of(th_spawn(&probe_class, 0));
+  th_mount_all();
   notice(sh_self(h->actor), SELF, 1);
-  assert_ptr_equal(step(0), h);
+  assert_ptr_equal(th_step(0), h);
   /* The put saw RUNNING and queued nothing... */
   assert_int_equal(in_run_state[0], SH_RUNNING);
   assert_int_equal(in_run_state[1], SH_RUNNING);
@@ -346,22 +301,22 @@ static void test_put_while_running_is_handled(void **state) {
  * must requeue the house (once, for two puts) until the puts are handled. */
 static void test_put_while_running_requeues(void **state) {
   (void)state;
-  sh_house *h = house_of(spawn_on(&slow_class, 0));
-  mount_all();
+  sh_house *h = house_of(th_spawn(&slow_class, 0));
+  th_mount_all();
   notice(sh_self(h->actor), SELF, 2);
-  assert_ptr_equal(step(0), h);
+  assert_ptr_equal(th_step(0), h);
   assert_int_equal(in_run_state[1], SH_RUNNING);
   assert_int_equal(in_run_queued, 0);
   expect_trace("S");
   assert_int_equal(state_of(h), SH_READY);
-  assert_int_equal(sh_hq_count(&sys->workers[0].state), 1);
-  assert_ptr_equal(step(0), h);
+  assert_int_equal(sh_hq_count(&th_worker(0)->state), 1);
+  assert_ptr_equal(th_step(0), h);
   assert_int_equal(state_of(h), SH_READY);
-  assert_int_equal(sh_hq_count(&sys->workers[0].state), 1);
-  assert_ptr_equal(step(0), h);
+  assert_int_equal(sh_hq_count(&th_worker(0)->state), 1);
+  assert_ptr_equal(th_step(0), h);
   expect_trace("SNN");
   assert_int_equal(state_of(h), SH_WAITING);
-  assert_null(step(0));
+  assert_null(th_step(0));
 }
 
 /* ---- dispatch order ------------------------------------------------------ */
@@ -371,32 +326,29 @@ static void test_put_while_running_requeues(void **state) {
  * still see reply, exception, ask, notice, event. */
 static void test_dispatch_order(void **state) {
   (void)state;
-  const sh_addr *a = spawn_on(&probe_class, 0);
+  const sh_addr *c;
+  const sh_addr *a = spawn_with_client(&c);
   sh_house *h = house_of(a);
-  const sh_addr *c = spawn_on(&client_class, 1);
-  responder = spawn_on(&responder_class, 1);
-  target = a;
-  mount_all();
 
   notice(c, PLAIN, 1);  /* the client is queued on worker 1 first */
   notice(a, GO_TIMER, 0);
   notice(a, GO_THROW, 0); /* asked first, so answered first */
   notice(a, GO_REPLY, 0);
-  assert_ptr_equal(step(0), h); /* the responder is now queued behind the client */
-  assert_int_equal(sh_wheel_count(&sys->workers[0].wheel), 1);
+  assert_ptr_equal(th_step(0), h); /* the responder is now queued behind the client */
+  assert_int_equal(sh_wheel_count(&th_worker(0)->wheel), 1);
 
-  assert_int_equal(sh_timer_advance(&sys->workers[0], sh_plat_now_ns() + 1000000000ull), 1);
+  assert_int_equal(sh_timer_advance(th_worker(0), sh_plat_now_ns() + 1000000000ull), 1);
   notice(a, PLAIN, 0);
-  assert_ptr_equal(step(1), house_of(c)); /* the client asks a */
-  assert_ptr_equal(step(1), house_of(responder)); /* exception, then reply */
+  assert_ptr_equal(th_step(1), house_of(c)); /* the client asks a */
+  assert_ptr_equal(th_step(1), house_of(responder)); /* exception, then reply */
   for (int b = 0; b < SH_BOXES; b++) assert_int_equal(sh_mailbox_size(&h->mb[b]), 1);
-  assert_int_equal(sh_hq_count(&sys->workers[0].state), 1);
+  assert_int_equal(sh_hq_count(&th_worker(0)->state), 1);
 
   expect_trace("");
-  assert_ptr_equal(step(0), h);
+  assert_ptr_equal(th_step(0), h);
   expect_trace("RXANE");
   assert_int_equal(state_of(h), SH_WAITING);
-  drain(1);
+  th_drain(1);
   assert_int_equal(client_err[0], 0);
 }
 
@@ -421,8 +373,8 @@ static bool has_work_with(sh_house *h, sh_box b, bool barrier) {
 
 static void test_barrier_predicate(void **state) {
   (void)state;
-  sh_house *h = house_of(spawn_on(&probe_class, 0));
-  mount_all();
+  sh_house *h = house_of(th_spawn(&probe_class, 0));
+  th_mount_all();
   for (int b = 0; b < SH_BOXES; b++) assert_true(has_work_with(h, (sh_box)b, false));
   assert_true(has_work_with(h, SH_BOX_REPLY, true));
   assert_true(has_work_with(h, SH_BOX_EXCEPTION, true));
@@ -441,20 +393,20 @@ static void test_barrier_predicate(void **state) {
  * when it completes they are handled in the same run, asks first. */
 static void test_barrier_holds_requests(void **state) {
   (void)state;
-  const sh_addr *a = spawn_on(&probe_class, 0);
+  const sh_addr *a = th_spawn(&probe_class, 0);
   sh_house *h = house_of(a);
-  responder = spawn_on(&responder_class, 1);
-  const sh_addr *c = spawn_on(&client_class, 1);
+  responder = th_spawn(&responder_class, 1);
+  const sh_addr *c = th_spawn(&client_class, 1);
   target = a;
-  mount_all();
+  th_mount_all();
 
   assert_int_equal(sh_notice(a, make_note(&bnote_type, GO_REPLY, 0)), 0);
-  assert_ptr_equal(step(0), h);
+  assert_ptr_equal(th_step(0), h);
   assert_true(h->barrier);
   notice(a, PLAIN, 0);
   notice(c, PLAIN, 1);
-  assert_ptr_equal(step(1), house_of(responder)); /* the reply is on its way */
-  assert_ptr_equal(step(1), house_of(c));         /* the ask is queued */
+  assert_ptr_equal(th_step(1), house_of(responder)); /* the reply is on its way */
+  assert_ptr_equal(th_step(1), house_of(c));         /* the ask is queued */
   assert_true(h->barrier);
   assert_true(sh_house_has_work(h));
   assert_int_equal(sh_mailbox_size(&h->mb[SH_BOX_ASK]), 1);
@@ -464,16 +416,16 @@ static void test_barrier_holds_requests(void **state) {
   sh_msg *r = sh_mailbox_take(&h->mb[SH_BOX_REPLY]);
   assert_non_null(r);
   assert_false(sh_house_has_work(h));
-  assert_ptr_equal(step(0), h);
+  assert_ptr_equal(th_step(0), h);
   expect_trace("");
   assert_int_equal(state_of(h), SH_WAITING);
 
   sh_house_put(h, SH_BOX_REPLY, r);
   assert_true(sh_house_has_work(h));
-  assert_ptr_equal(step(0), h);
+  assert_ptr_equal(th_step(0), h);
   expect_trace("RAN");
   assert_false(h->barrier);
-  drain(1);
+  th_drain(1);
   assert_int_equal(client_err[0], 0);
 }
 
@@ -491,7 +443,7 @@ static bool high(const sh_house *h) { return atomic_load(&h->high); }
 /* n puts into box b of a house with a pending promise: normal up to the
  * threshold, high past it. */
 static void check_threshold(sh_house *h, sh_box b, int threshold) {
-  sh_house_queue *q = &sys->workers[0].state;
+  sh_house_queue *q = &th_worker(0)->state;
   for (int i = 1; i <= threshold; i++) {
     put_fake(h, b, 1000 + (uint64_t)i);
     assert_false(high(h));
@@ -499,61 +451,61 @@ static void check_threshold(sh_house *h, sh_box b, int threshold) {
   }
   put_fake(h, b, 2000);
   assert_true(high(h));
-  assert_ptr_equal(step(0), h);
+  assert_ptr_equal(th_step(0), h);
   assert_false(high(h)); /* settled: still a pending promise */
   assert_int_equal(state_of(h), SH_WAITING);
 }
 
 static void test_priority_at_put(void **state) {
   (void)state;
-  const sh_addr *a = spawn_on(&probe_class, 0);
+  const sh_addr *a = th_spawn(&probe_class, 0);
   sh_house *h = house_of(a);
-  responder = spawn_on(&responder_class, 1);
-  mount_all();
-  sh_house_queue *q = &sys->workers[0].state;
+  responder = th_spawn(&responder_class, 1);
+  th_mount_all();
+  sh_house_queue *q = &th_worker(0)->state;
 
   /* No pending promise: high. */
   assert_true(high(h));
   notice(a, GO_REPLY, 0);
   assert_int_equal(queued_in(q, h), 1);
-  assert_ptr_equal(step(0), h);
+  assert_ptr_equal(th_step(0), h);
   assert_int_equal(sh_dispatcher_count(&h->futures), 1);
   assert_false(high(h));
 
-  uint64_t unknown = stats().replies_unknown;
+  uint64_t unknown = th_stats().replies_unknown;
   check_threshold(h, SH_BOX_REPLY, SH_HIGH_REPLIES);
-  assert_int_equal(stats().replies_unknown, unknown + SH_HIGH_REPLIES + 1);
+  assert_int_equal(th_stats().replies_unknown, unknown + SH_HIGH_REPLIES + 1);
   check_threshold(h, SH_BOX_EVENT, SH_HIGH_EVENTS);
 
   /* One real reply: still normal; once the promise is gone, high again. */
-  drain(1);
+  th_drain(1);
   assert_int_equal(queued_in(q, h), 0);
-  assert_ptr_equal(step(0), h);
+  assert_ptr_equal(th_step(0), h);
   expect_trace("R");
   assert_int_equal(sh_dispatcher_count(&h->futures), 0);
   assert_true(high(h));
   notice(a, PLAIN, 0);
   assert_int_equal(queued_in(q, h), 1);
-  assert_ptr_equal(step(0), h);
+  assert_ptr_equal(th_step(0), h);
 }
 
 /* The settle after a run decides again from what is left. */
 static void test_priority_at_settle(void **state) {
   (void)state;
-  const sh_addr *a = spawn_on(&slow_class, 0);
+  const sh_addr *a = th_spawn(&slow_class, 0);
   sh_house *h = house_of(a);
-  responder = spawn_on(&responder_class, 1);
-  mount_all();
-  sh_house_queue *q = &sys->workers[0].state;
+  responder = th_spawn(&responder_class, 1);
+  th_mount_all();
+  sh_house_queue *q = &th_worker(0)->state;
   notice(a, GO_REPLY, 0);
-  assert_ptr_equal(step(0), h);
+  assert_ptr_equal(th_step(0), h);
   for (uint64_t i = 0; i < 4; i++) put_fake(h, SH_BOX_REPLY, 100 + i);
-  assert_ptr_equal(step(0), h); /* one handled, three left: high */
+  assert_ptr_equal(th_step(0), h); /* one handled, three left: high */
   assert_int_equal(queued_in(q, h), 1);
-  assert_ptr_equal(step(0), h); /* two left and a promise: normal */
+  assert_ptr_equal(th_step(0), h); /* two left and a promise: normal */
   assert_int_equal(queued_in(q, h), 0);
-  assert_ptr_equal(step(0), h);
-  assert_ptr_equal(step(0), h);
+  assert_ptr_equal(th_step(0), h);
+  assert_ptr_equal(th_step(0), h);
   assert_int_equal(state_of(h), SH_WAITING);
   assert_false(high(h));
 }
@@ -562,65 +514,62 @@ static void test_priority_at_settle(void **state) {
 
 static void test_max_per_run(void **state) {
   (void)state;
-  const sh_addr *a = spawn_on(&four_class, 0);
+  const sh_addr *a = th_spawn(&four_class, 0);
   sh_house *h = house_of(a);
-  mount_all();
+  th_mount_all();
   for (int i = 0; i < 12; i++) notice(a, PLAIN, 0);
   assert_int_equal(h->max_per_run, 4);
   for (size_t run = 1; run <= 3; run++) {
-    assert_ptr_equal(step(0), h);
+    assert_ptr_equal(th_step(0), h);
     assert_int_equal(ntrace, 4 * run);
   }
   assert_int_equal(state_of(h), SH_WAITING);
-  assert_null(step(0));
+  assert_null(th_step(0));
 }
 
 /* ---- stop ---------------------------------------------------------------- */
 
 static void test_stopped_house(void **state) {
   (void)state;
-  const sh_addr *a = spawn_on(&probe_class, 0);
+  const sh_addr *c;
+  const sh_addr *a = spawn_with_client(&c);
   sh_house *h = house_of(a);
-  const sh_addr *c = spawn_on(&client_class, 1);
-  responder = spawn_on(&responder_class, 1);
-  target = a;
-  mount_all();
 
   notice(c, PLAIN, 2); /* queued on worker 1 ahead of the responder */
   notice(a, GO_REPLY, 0);
-  assert_ptr_equal(step(0), h); /* a now waits on the responder */
-  assert_ptr_equal(step(1), house_of(c)); /* two asks into a */
+  assert_ptr_equal(th_step(0), h); /* a now waits on the responder */
+  assert_ptr_equal(th_step(1), house_of(c)); /* two asks into a */
   for (int i = 0; i < 3; i++) notice(a, PLAIN, 0);
 
-  uint64_t dropped = stats().dropped_stopped;
+  uint64_t dropped = th_stats().dropped_stopped;
   assert_int_equal(sh_stop(a), 0);
-  drain(0);
+  th_drain(0);
   expect_trace("X"); /* its own pending ask failed; no ask or notice handled */
   assert_int_equal(last_error, -ESHUTDOWN);
   assert_int_equal(stops, 1);
-  assert_int_equal(stats().dropped_stopped, dropped + 5);
+  assert_int_equal(th_stats().dropped_stopped, dropped + 5);
   assert_int_equal(sh_dispatcher_count(&h->futures), 0);
 
-  uint64_t unknown = stats().replies_unknown;
-  drain(1); /* the client hears -ESHUTDOWN; the responder's late reply goes to a */
+  uint64_t unknown = th_stats().replies_unknown;
+  th_drain(1); /* the client hears -ESHUTDOWN; the responder's late reply goes to a */
   assert_int_equal(client_err[0], -ESHUTDOWN);
   assert_int_equal(client_err[1], -ESHUTDOWN);
-  drain(0);
-  assert_int_equal(stats().replies_unknown, unknown + 1);
+  th_drain(0);
+  assert_int_equal(th_stats().replies_unknown, unknown + 1);
 
   assert_int_equal(sh_notice(a, make_note(&note_type, PLAIN, 0)), -ESHUTDOWN);
-  assert_int_equal(stats().dropped_stopped, dropped + 6);
+  assert_int_equal(th_stats().dropped_stopped, dropped + 6);
   sh_house_poke(h);
-  drain(0);
+  th_drain(0);
   sh_plat_set_local(NULL);
-  assert_int_equal(sh_system_shutdown(sys), 0);
+  assert_int_equal(sh_system_shutdown(th_sys), 0);
   assert_int_equal(stops, 1); /* not again at shutdown */
   expect_trace("X");
 }
 
 int main(void) {
   alarm(120);
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, th_sys_teardown)
   const struct CMUnitTest tests[] = {
       T(test_spawn_then_mount),
       T(test_puts_queue_once),

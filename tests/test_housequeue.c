@@ -28,16 +28,9 @@
 
 #include "house.h"
 #include "housequeue.h"
+#include "support/harness.h"
 
 enum { NORMAL = 0, HIGH = 1 };
-
-/* Fixed-seed generator: each user keeps its own state (threads included). */
-static uint64_t rng(uint64_t *s) {
-  *s ^= *s << 13;
-  *s ^= *s >> 7;
-  *s ^= *s << 17;
-  return *s;
-}
 
 /* Zeroed memory with the 64-byte alignment queues and houses declare
  * (calloc only promises 16). */
@@ -161,7 +154,7 @@ static void test_count_and_order_match_model(void **state) {
   sh_house *hs = houses_new(MODEL_HOUSES);
   uint64_t seed = 0x5eed0002;
   for (int step = 0; step < 100000; step++) {
-    uint64_t r = rng(&seed);
+    uint64_t r = th_xorshift(&seed);
     if (r % 2 == 0 && nfree > 0) {
       size_t pick = (size_t)(r >> 8) % nfree;
       size_t i = free_list[pick];
@@ -294,7 +287,7 @@ static void test_concurrent_pushers_owner_and_thief(void **state) {
   sh_hq_init(&s->q);
   s->hs = houses_new(TOTAL);
   uint64_t seed = 0x5eed0003;
-  for (size_t i = 0; i < TOTAL; i++) s->high[i] = rng(&seed) % 3 == 0;
+  for (size_t i = 0; i < TOTAL; i++) s->high[i] = th_xorshift(&seed) % 3 == 0;
   assert_int_equal(pthread_barrier_init(&s->start, NULL, PUSHERS + 2), 0);
 
   consumer cons[2] = {{.s = s, .thief = false}, {.s = s, .thief = true}};

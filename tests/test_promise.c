@@ -18,14 +18,7 @@
 #include <stdlib.h>
 
 #include "promise.h"
-
-/* Fixed-seed generator so that every run checks the same id sets. */
-static uint64_t rng(uint64_t *s) {
-  *s ^= *s << 13;
-  *s ^= *s >> 7;
-  *s ^= *s << 17;
-  return *s;
-}
+#include "support/harness.h"
 
 /* n zeroed promises with ids first, first + 1, ... */
 static sh_future *futures_new(size_t n, uint64_t first) {
@@ -133,14 +126,16 @@ static void fill_mixed_ids(sh_future *fs, size_t n, uint64_t seed) {
     switch (i % 3) {
     case 0: fs[i].id = i; break;
     case 1: fs[i].id = ((uint64_t)i << 20) | 1; break;
-    default: fs[i].id = rng(&seed) | ((uint64_t)1 << 63); break; /* disjoint from the others */
+    default: /* the top bit set: disjoint from the others */
+      fs[i].id = th_xorshift(&seed) | ((uint64_t)1 << 63);
+      break;
     }
   }
 }
 
 static void shuffle(size_t *v, size_t n, uint64_t seed) {
   for (size_t i = n - 1; i > 0; i--) {
-    size_t j = (size_t)(rng(&seed) % (i + 1));
+    size_t j = (size_t)(th_xorshift(&seed) % (i + 1));
     size_t t = v[i];
     v[i] = v[j];
     v[j] = t;
@@ -255,7 +250,7 @@ static void test_shrink_while_draining_with_pop_any(void **state) {
 static void wander(sh_dispatcher *d, sh_future *fs, uint32_t *n, uint32_t lo, uint32_t hi, uint64_t seed) {
   uint32_t cap = sh_dispatcher_capacity(d);
   for (int step = 0; step < 2000; step++) {
-    if (rng(&seed) % 2 == 0 ? *n < hi : *n <= lo) {
+    if (th_xorshift(&seed) % 2 == 0 ? *n < hi : *n <= lo) {
       push(d, &fs[(*n)++]);
     } else {
       expect_pop(d, &fs[--*n]);
@@ -317,7 +312,7 @@ static void run_pop_any(bool scattered, uint64_t *out) {
    * some popped along the way so the table both grows and shrinks first. */
   uint64_t seed = 0x5eed0008;
   for (size_t i = 0; i < ANY_N; i++) {
-    fs[i]->id = i % 2 ? i * 64 : rng(&seed);
+    fs[i]->id = i % 2 ? i * 64 : th_xorshift(&seed);
   }
   sh_dispatcher d;
   dispatcher_init(&d, SH_DISPATCHER_INITIAL);

@@ -24,15 +24,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "house.h"
-#include "housequeue.h"
-#include "plat.h"
 #include "promise.h"
 #include "stack.h"
+#include "support/manual.h"
 #include "system.h"
 #include "worker.h"
 
@@ -53,7 +51,6 @@ SH_MSG_DEFINE_DROP(pong, SH_REPLY, 0, pong_drop);
 /* ---- recorded by the handlers -------------------------------------------- */
 
 #define MAX_CALLS 16
-static sh_system *sys;
 static const sh_addr *resp[3]; /* responders, worker 1; reply v = ask v + 1 */
 static const sh_addr *dead;    /* a stopped actor: asks to it fail at once */
 static const sh_addr *subject; /* worker 0 */
@@ -121,39 +118,10 @@ static sh_future *ask_v(sh_stack *st, const sh_addr *to, int v) {
 
 /* ---- harness ------------------------------------------------------------- */
 
-static void act_as(uint32_t i) { sh_plat_set_local(&sys->workers[i]); }
+/* Runs exactly one queued house of worker i, as worker i: there must be one. */
+static void step(uint32_t i) { assert_non_null(th_step(i)); }
 
-static const sh_addr *spawn_on(const sh_actor_class *c, uint32_t worker) {
-  const sh_addr *a = NULL;
-  assert_int_equal(sh_spawn_on(sys, c, NULL, worker, &a), 0);
-  return a;
-}
-
-static void drain(uint32_t i) {
-  act_as(i);
-  sh_worker_drain(&sys->workers[i]);
-  act_as(0);
-}
-
-/* Runs exactly one queued house of worker i (its state queue), as worker i. */
-static void step(uint32_t i) {
-  sh_worker *w = &sys->workers[i];
-  act_as(i);
-  sh_house *h = sh_hq_pop(&w->state);
-  assert_non_null(h);
-  int s = SH_READY;
-  assert_true(atomic_compare_exchange_strong(&h->state, &s, SH_SCHEDULED));
-  sh_house_run(w, h);
-  act_as(0);
-}
-
-
-static sh_stats sys_stats(void) {
-  sh_stats s;
-  sh_system_stats(sys, &s);
-  return s;
-}
-static uint64_t outstanding(void) { return sys_stats().pool_outstanding; }
+static uint64_t outstanding(void) { return th_stats().pool_outstanding; }
 
 static void send_go(const sh_addr *to, int mode) {
   assert_int_equal(sh_notice(to, &sh_msg_new(go, .mode = mode)->hdr), 0);
@@ -162,17 +130,17 @@ static void send_go(const sh_addr *to, int mode) {
 /* Sends the subject a notice and runs it. */
 static void poke_subject(void) {
   send_go(subject, 0);
-  drain(0);
+  th_drain(0);
 }
 
 /* Lets the subject run the ask of a client; returns what the client saw. */
 static int client_run(int mode) {
-  const sh_addr *c = spawn_on(&client_class, 1);
-  drain(1);
+  const sh_addr *c = th_spawn(&client_class, 1);
+  th_drain(1);
   send_go(c, mode);
-  drain(1);
-  drain(0);
-  drain(1);
+  th_drain(1);
+  th_drain(0);
+  th_drain(1);
   return client_err;
 }
 
@@ -185,29 +153,14 @@ static int setup(void **state) {
   memset(fact, 0, sizeof(fact));
   memset(futs, 0, sizeof(futs));
   taken = NULL;
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = 2;
-  if (sh_system_new(&cfg, &sys) != 0) return -1;
-  act_as(0);
-  for (int i = 0; i < 3; i++) resp[i] = spawn_on(&responder_class, 1);
-  dead = spawn_on(&responder_class, 1);
-  subject = spawn_on(&subject_class, 0);
+  th_sys = th_system(2);
+  th_act_as(0);
+  for (int i = 0; i < 3; i++) resp[i] = th_spawn(&responder_class, 1);
+  dead = th_spawn(&responder_class, 1);
+  subject = th_spawn(&subject_class, 0);
   sh_stop(dead);
-  drain(0);
-  drain(1);
+  th_mount_all();
   return 0;
-}
-
-/* Shutdown must leave no pooled object outstanding. */
-static int teardown(void **state) {
-  (void)state;
-  sh_plat_set_local(NULL);
-  sh_system_shutdown(sys);
-  sh_stats s = sys_stats();
-  sh_system_free(sys);
-  sys = NULL;
-  return s.pool_outstanding == 0 ? 0 : -1;
 }
 
 /* ---- states and locals --------------------------------------------------- */
@@ -260,10 +213,10 @@ static void test_states_and_locals(void **state) {
    * back from the pool, so its locals are zero only if they were cleared. */
   for (int round = 1; round <= 2; round++) {
     poke_subject();
-    drain(1);
-    drain(0);
-    drain(1);
-    drain(0);
+    th_drain(1);
+    th_drain(0);
+    th_drain(1);
+    th_drain(0);
     assert_int_equal(calls, 3 * round);
   }
   assert_int_equal(fact[0], 2);
@@ -296,13 +249,13 @@ static void test_suspend_waits_for_all(void **state) {
   poke_subject();
   assert_int_equal(calls, 1);
   step(1); /* resp[0] answers */
-  drain(0);
+  th_drain(0);
   assert_int_equal(calls, 1); /* one of two: still waiting */
   assert_true(sh_future_done(futs[0]));
   assert_false(sh_future_done(futs[1]));
   assert_int_equal(sh_stack_state(subject_house()->stacks), S1);
   step(1); /* resp[1] answers */
-  drain(0);
+  th_drain(0);
   assert_int_equal(calls, 2);
   assert_true(fact[0] && fact[1]);
   assert_int_equal(fact[2], 1 + 11);
@@ -339,7 +292,7 @@ static void test_suspend_any_resumes_on_each(void **state) {
   poke_subject();
   for (int i = 1; i <= 3; i++) {
     step(1);
-    drain(0);
+    th_drain(0);
     assert_int_equal(calls, 1 + i);
     assert_int_equal(fact[0], i);
   }
@@ -370,12 +323,12 @@ static void test_suspend_any_then_all(void **state) {
   subject_notice_fn = any_then_all_fn;
   poke_subject();
   step(1);
-  drain(0);
+  th_drain(0);
   assert_int_equal(calls, 2);
   assert_int_equal(fact[0], 1); /* only the first */
   assert_int_equal(drops, 1);   /* S1 -> S2 recycled the seen future and its reply */
   step(1);
-  drain(0);
+  th_drain(0);
   assert_int_equal(calls, 3);
   assert_int_equal(fact[1], 1);
   assert_null(subject_house()->stacks);
@@ -422,15 +375,15 @@ static void test_future_lifetime(void **state) {
   subject_notice_fn = lifetime_fn;
   uint64_t before = outstanding();
   poke_subject();
-  drain(1);
-  drain(0); /* S1, then S2 at once */
+  th_drain(1);
+  th_drain(0); /* S1, then S2 at once */
   assert_int_equal(calls, 3);
   assert_int_equal(fact[0], 0);
   assert_int_equal(fact[1], 1); /* the untaken reply of S0's future was freed */
   assert_true(fact[2]);         /* S1's future outlived the move to S2... */
   assert_int_equal(fact[7], 2); /* ...only S0's future and its reply were freed */
-  drain(1);
-  drain(0); /* S3, then S4 at once */
+  th_drain(1);
+  th_drain(0); /* S3, then S4 at once */
   assert_int_equal(calls, 5);
   assert_true(fact[3]);
   assert_int_equal(fact[4], 1); /* the taken reply was not freed with its future */
@@ -499,11 +452,11 @@ static sh_yield reenter_fn(sh_actor *self, sh_stack *st) {
 static void test_reentry_bound(void **state) {
   (void)state;
   subject_ask_fn = reenter_fn;
-  uint64_t dropped = sys_stats().dropped_stopped;
+  uint64_t dropped = th_stats().dropped_stopped;
   uint64_t before = outstanding();
   assert_int_equal(client_run(0), -ELOOP);
   assert_true(calls > 1 && calls < 1000000);
-  assert_int_equal(sys_stats().dropped_stopped, dropped + (uint64_t)calls);
+  assert_int_equal(th_stats().dropped_stopped, dropped + (uint64_t)calls);
   assert_null(subject_house()->stacks);
   /* Every failed future was recycled (the client's own objects are freed too). */
   assert_int_equal(outstanding(), before);
@@ -535,20 +488,20 @@ static sh_yield return_pending_fn(sh_actor *self, sh_stack *st) {
 static void test_late_reply_is_unknown(void **state) {
   (void)state;
   subject_notice_fn = return_pending_fn;
-  uint64_t unknown = sys_stats().replies_unknown;
+  uint64_t unknown = th_stats().replies_unknown;
   poke_subject();
   assert_null(subject_house()->stacks);
   assert_int_equal(sh_dispatcher_count(&subject_house()->futures), 0);
-  drain(1);
+  th_drain(1);
   assert_int_equal(drops, 0);
-  drain(0);
-  assert_int_equal(sys_stats().replies_unknown, unknown + 1);
+  th_drain(0);
+  assert_int_equal(th_stats().replies_unknown, unknown + 1);
   assert_int_equal(drops, 1); /* the late reply was freed */
 }
 
 int main(void) {
   alarm(120);
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, th_sys_teardown)
   const struct CMUnitTest tests[] = {
       T(test_states_and_locals),
       T(test_suspend_waits_for_all),

@@ -27,6 +27,7 @@
 #include "house.h"
 #include "msg.h"
 #include "plat.h"
+#include "support/manual.h"
 #include "system.h"
 #include "worker.h"
 
@@ -59,38 +60,20 @@ static const sh_actor_class plain_class = {.name = "plain", .size = sizeof(sh_ac
 
 /* ---- harness ------------------------------------------------------------- */
 
-static sh_system *sys;
-
-static void act_as(uint32_t i) { sh_plat_set_local(&sys->workers[i]); }
-
-static sh_system *system_with(uint32_t workers) {
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = workers;
-  sh_system *s = NULL;
-  assert_int_equal(sh_system_new(&cfg, &s), 0);
-  return s;
-}
-
 static int setup(void **state) {
   (void)state;
   inits = fail_at = fail_with = handled = 0;
-  sys = system_with(2);
+  th_sys = th_system(2);
   return 0;
 }
 
+/* Frees without a shutdown: several tests are about what comes before one. */
 static int teardown(void **state) {
   (void)state;
   sh_plat_set_local(NULL);
-  sh_system_free(sys);
-  sys = NULL;
+  sh_system_free(th_sys);
+  th_sys = NULL;
   return 0;
-}
-
-static sh_stats stats(void) {
-  sh_stats s;
-  sh_system_stats(sys, &s);
-  return s;
 }
 
 /* ---- configuration ------------------------------------------------------- */
@@ -154,14 +137,14 @@ static void test_zero_workers_is_one_per_cpu(void **state) {
   assert_true(sh_system_workers(s) >= 1);
   assert_int_equal(sh_system_workers(s), sh_plat_cpu_count());
   sh_system_free(s);
-  assert_int_equal(sh_system_workers(sys), 2);
+  assert_int_equal(sh_system_workers(th_sys), 2);
 }
 
 /* ---- spawn --------------------------------------------------------------- */
 
 static void expect_spawn_einval(const sh_actor_class *c, uint32_t instances) {
   const sh_addr *a = NULL;
-  assert_int_equal(sh_spawn(sys, c, NULL, instances, &a), -EINVAL);
+  assert_int_equal(sh_spawn(th_sys, c, NULL, instances, &a), -EINVAL);
   assert_null(a);
 }
 
@@ -193,16 +176,16 @@ static void test_spawn_validates(void **state) {
   expect_spawn_einval(&baf, 1);
   expect_spawn_einval(&plain_class, 0);
   expect_spawn_einval(&plain_class, (1u << 20) + 1); /* beyond any sane fan-out */
-  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 1, NULL), -EINVAL);
+  assert_int_equal(sh_spawn(th_sys, &plain_class, NULL, 1, NULL), -EINVAL);
   assert_int_equal(sh_spawn(NULL, &plain_class, NULL, 1, &(const sh_addr *){NULL}), -EINVAL);
   const sh_addr *a = NULL;
-  assert_int_equal(sh_spawn_on(sys, &plain_class, NULL, 2, &a), -EINVAL);
+  assert_int_equal(sh_spawn_on(th_sys, &plain_class, NULL, 2, &a), -EINVAL);
   assert_null(a);
   assert_int_equal(inits, 0);
-  assert_null(sys->houses);
+  assert_null(th_sys->houses);
 
-  assert_int_equal(sh_spawn(sys, &both, NULL, 1, &a), 0);
-  assert_int_equal(sh_spawn_on(sys, &plain_class, NULL, 1, &a), 0);
+  assert_int_equal(sh_spawn(th_sys, &both, NULL, 1, &a), 0);
+  assert_int_equal(sh_spawn_on(th_sys, &plain_class, NULL, 1, &a), 0);
   assert_int_equal(a->houses[0]->owner, 1);
 }
 
@@ -213,12 +196,12 @@ static void check_init_failure(int rc, int want) {
   fail_with = rc;
   inits = 0;
   const sh_addr *a = NULL;
-  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 4, &a), want);
+  assert_int_equal(sh_spawn(th_sys, &plain_class, NULL, 4, &a), want);
   assert_null(a);
   assert_int_equal(inits, 3);
-  assert_null(sys->houses);
-  assert_int_equal(sys->nhouses, 0);
-  assert_int_equal(sh_hq_count(&sys->workers[0].mounting) + sh_hq_count(&sys->workers[1].mounting), 0);
+  assert_null(th_sys->houses);
+  assert_int_equal(th_sys->nhouses, 0);
+  assert_int_equal(sh_hq_count(&th_worker(0)->mounting) + sh_hq_count(&th_worker(1)->mounting), 0);
 }
 
 static void test_init_failure_fails_spawn(void **state) {
@@ -229,18 +212,18 @@ static void test_init_failure_fails_spawn(void **state) {
   fail_with = 7;
   inits = 0;
   const sh_addr *a = NULL;
-  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 1, &a), -7);
+  assert_int_equal(sh_spawn(th_sys, &plain_class, NULL, 1, &a), -7);
   fail_at = 0;
-  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 1, &a), 0);
-  assert_int_equal(sys->nhouses, 1);
+  assert_int_equal(sh_spawn(th_sys, &plain_class, NULL, 1, &a), 0);
+  assert_int_equal(th_sys->nhouses, 1);
 }
 
 static void test_address_kinds(void **state) {
   (void)state;
   const sh_addr *one, *three, *each;
-  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 1, &one), 0);
-  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 3, &three), 0);
-  assert_int_equal(sh_spawn(sys, &plain_class, NULL, SH_SPAWN_PER_WORKER, &each), 0);
+  assert_int_equal(sh_spawn(th_sys, &plain_class, NULL, 1, &one), 0);
+  assert_int_equal(sh_spawn(th_sys, &plain_class, NULL, 3, &three), 0);
+  assert_int_equal(sh_spawn(th_sys, &plain_class, NULL, SH_SPAWN_PER_WORKER, &each), 0);
   assert_int_equal(inits, 1 + 3 + 2);
   assert_int_equal(sh_addr_count(one), 1);
   assert_int_equal(sh_addr_count(three), 3);
@@ -265,7 +248,7 @@ static void test_address_kinds(void **state) {
   for (uint32_t i = 1; i <= 6; i++) assert_ptr_equal(sh_addr_pick(three), three->houses[(k + i) % 3]);
   /* Per worker: the caller's own worker's instance. */
   for (uint32_t w = 0; w < 2; w++) {
-    act_as(w);
+    th_act_as(w);
     for (int i = 0; i < 3; i++) assert_ptr_equal(sh_addr_pick(each), each->houses[w]);
   }
   sh_plat_set_local(NULL);
@@ -278,8 +261,8 @@ static void test_creation_order(void **state) {
   (void)state;
   const sh_addr *as[4];
   const uint32_t counts[] = {2, 1, SH_SPAWN_PER_WORKER, 3};
-  for (int i = 0; i < 4; i++) assert_int_equal(sh_spawn(sys, &plain_class, NULL, counts[i], &as[i]), 0);
-  sh_house *h = sys->houses;
+  for (int i = 0; i < 4; i++) assert_int_equal(sh_spawn(th_sys, &plain_class, NULL, counts[i], &as[i]), 0);
+  sh_house *h = th_sys->houses;
   uint64_t seq = 0;
   for (int i = 0; i < 4; i++) {
     for (uint32_t j = 0; j < sh_addr_count(as[i]); j++) {
@@ -289,25 +272,25 @@ static void test_creation_order(void **state) {
     }
   }
   assert_null(h);
-  assert_ptr_equal(sys->houses_tail, as[3]->houses[2]);
-  assert_int_equal(sys->nhouses, seq);
+  assert_ptr_equal(th_sys->houses_tail, as[3]->houses[2]);
+  assert_int_equal(th_sys->nhouses, seq);
 }
 
 static void test_spawn_after_shutdown(void **state) {
   (void)state;
-  assert_int_equal(sh_system_shutdown(sys), 0);
+  assert_int_equal(sh_system_shutdown(th_sys), 0);
   const sh_addr *a = NULL;
-  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 1, &a), -ESHUTDOWN);
+  assert_int_equal(sh_spawn(th_sys, &plain_class, NULL, 1, &a), -ESHUTDOWN);
   assert_null(a);
   assert_int_equal(inits, 0);
-  assert_int_equal(sh_system_shutdown(sys), 0); /* again: nothing to do */
+  assert_int_equal(sh_system_shutdown(th_sys), 0); /* again: nothing to do */
 }
 
 /* ---- messages ------------------------------------------------------------ */
 
 static void test_msg_alloc(void **state) {
   (void)state;
-  act_as(0); /* pooled: a freed message comes back dirty */
+  th_act_as(0); /* pooled: a freed message comes back dirty */
   note *n = (note *)sh_msg_alloc(&note_type);
   assert_non_null(n);
   memset(n, 0x5a, sizeof(*n));
@@ -360,11 +343,11 @@ static void test_msg_drop_once(void **state) {
   assert_int_equal(drops, 1);
 
   const sh_addr *a, *b;
-  assert_int_equal(sh_spawn_on(sys, &plain_class, NULL, 0, &a), 0);
-  assert_int_equal(sh_spawn_on(sys, &plain_class, NULL, 0, &b), 0);
+  assert_int_equal(sh_spawn_on(th_sys, &plain_class, NULL, 0, &a), 0);
+  assert_int_equal(sh_spawn_on(th_sys, &plain_class, NULL, 0, &b), 0);
   assert_int_equal(sh_notice(a, &sh_msg_new(owned, .counter = &drops)->hdr), 0);
-  act_as(0);
-  sh_worker_drain(&sys->workers[0]);
+  th_act_as(0);
+  sh_worker_drain(th_worker(0));
   assert_int_equal(handled, 1);
   assert_int_equal(drops, 2);
   sh_stop(b);
@@ -378,7 +361,7 @@ static void test_msg_drop_once(void **state) {
   assert_int_equal(drops, 4);
   assert_int_equal(sh_notice(NULL, &sh_msg_new(owned, .counter = &drops)->hdr), -EINVAL);
   assert_int_equal(drops, 5);
-  sh_worker_drain(&sys->workers[0]);
+  sh_worker_drain(th_worker(0));
   assert_int_equal(drops, 5);
 }
 
@@ -389,14 +372,14 @@ static void test_msg_drop_once(void **state) {
  * or misses a set shows. */
 static void test_stats_sum(void **state) {
   (void)state;
-  sh_stats before = stats();
+  sh_stats before = th_stats();
   assert_int_equal(before.runs, 0);
   for (int k = 0; k < SH_C_COUNT; k++) {
-    sh_counters_own_add(&sys->workers[0].counters, (sh_counter)k, (uint64_t)k + 1);
-    sh_counters_own_add(&sys->workers[1].counters, (sh_counter)k, 10 * ((uint64_t)k + 1));
-    sh_counters_shared_add(&sys->counters, (sh_counter)k, 100 * ((uint64_t)k + 1));
+    sh_counters_own_add(&th_worker(0)->counters, (sh_counter)k, (uint64_t)k + 1);
+    sh_counters_own_add(&th_worker(1)->counters, (sh_counter)k, 10 * ((uint64_t)k + 1));
+    sh_counters_shared_add(&th_sys->counters, (sh_counter)k, 100 * ((uint64_t)k + 1));
   }
-  sh_stats s = stats();
+  sh_stats s = th_stats();
   assert_int_equal(s.delivered, 111 * (SH_C_DELIVERED + 1));
   assert_int_equal(s.replies_unknown, 111 * (SH_C_REPLIES_UNKNOWN + 1));
   assert_int_equal(s.dropped_stopped, 111 * (SH_C_DROPPED_STOPPED + 1));
@@ -407,16 +390,16 @@ static void test_stats_sum(void **state) {
   assert_int_equal(s.wakeups, 111 * (SH_C_WAKEUPS + 1));
 
   /* Pool figures are summed over the workers' pools. */
-  act_as(0);
+  th_act_as(0);
   sh_msg *m0 = sh_msg_alloc(&note_type);
-  act_as(1);
+  th_act_as(1);
   sh_msg *m1 = sh_msg_alloc(&note_type);
-  s = stats();
+  s = th_stats();
   assert_int_equal(s.pool_outstanding, before.pool_outstanding + 2);
   assert_int_equal(s.pool_mallocs, before.pool_mallocs + 2);
   sh_msg_free(m0); /* freed on worker 1: handed back to worker 0's pool */
   sh_msg_free(m1);
-  assert_int_equal(stats().pool_outstanding, before.pool_outstanding);
+  assert_int_equal(th_stats().pool_outstanding, before.pool_outstanding);
 }
 
 /* sh_count goes to the calling worker's set, or the system's off-worker;
@@ -424,19 +407,19 @@ static void test_stats_sum(void **state) {
 static void test_stats_from_every_thread_kind(void **state) {
   (void)state;
   const sh_addr *a;
-  assert_int_equal(sh_spawn_on(sys, &plain_class, NULL, 0, &a), 0);
+  assert_int_equal(sh_spawn_on(th_sys, &plain_class, NULL, 0, &a), 0);
   sh_stop(a);
   for (int who = -1; who < 2; who++) {
     if (who < 0)
       sh_plat_set_local(NULL);
     else
-      act_as((uint32_t)who);
+      th_act_as((uint32_t)who);
     assert_int_equal(sh_notice(a, &sh_msg_new(note, .a = 0)->hdr), -ESHUTDOWN);
   }
-  assert_int_equal(sh_counters_get(&sys->counters, SH_C_DROPPED_STOPPED), 1);
-  assert_int_equal(sh_counters_get(&sys->workers[0].counters, SH_C_DROPPED_STOPPED), 1);
-  assert_int_equal(sh_counters_get(&sys->workers[1].counters, SH_C_DROPPED_STOPPED), 1);
-  assert_int_equal(stats().dropped_stopped, 3);
+  assert_int_equal(sh_counters_get(&th_sys->counters, SH_C_DROPPED_STOPPED), 1);
+  assert_int_equal(sh_counters_get(&th_worker(0)->counters, SH_C_DROPPED_STOPPED), 1);
+  assert_int_equal(sh_counters_get(&th_worker(1)->counters, SH_C_DROPPED_STOPPED), 1);
+  assert_int_equal(th_stats().dropped_stopped, 3);
 }
 
 /* ---- lifecycle ----------------------------------------------------------- */
@@ -444,29 +427,29 @@ static void test_stats_from_every_thread_kind(void **state) {
 static void test_start_twice(void **state) {
   (void)state;
   const sh_addr *a;
-  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 1, &a), 0);
-  assert_int_equal(sh_system_start(sys), 0);
-  assert_int_equal(sh_system_start(sys), -EINVAL);
+  assert_int_equal(sh_spawn(th_sys, &plain_class, NULL, 1, &a), 0);
+  assert_int_equal(sh_system_start(th_sys), 0);
+  assert_int_equal(sh_system_start(th_sys), -EINVAL);
   assert_int_equal(sh_notice(a, &sh_msg_new(note, .a = 1)->hdr), 0);
-  assert_int_equal(sh_system_shutdown(sys), 0);
-  assert_int_equal(sh_system_start(sys), -EINVAL);
+  assert_int_equal(sh_system_shutdown(th_sys), 0);
+  assert_int_equal(sh_system_start(th_sys), -EINVAL);
   assert_int_equal(sh_system_start(NULL), -EINVAL);
   assert_int_equal(inits, 1);
 }
 
 static void test_never_started_start_after_shutdown(void **state) {
   (void)state;
-  assert_int_equal(sh_system_shutdown(sys), 0);
-  assert_int_equal(sh_system_start(sys), -EINVAL);
+  assert_int_equal(sh_system_shutdown(th_sys), 0);
+  assert_int_equal(sh_system_start(th_sys), -EINVAL);
 }
 
 /* Shutdown and wait belong to a thread that is no worker. */
 static void test_refused_on_a_worker(void **state) {
   (void)state;
-  act_as(1);
-  assert_int_equal(sh_system_shutdown(sys), -EINVAL);
-  assert_int_equal(sh_system_wait(sys), -EINVAL);
-  assert_false(sys->shut);
+  th_act_as(1);
+  assert_int_equal(sh_system_shutdown(th_sys), -EINVAL);
+  assert_int_equal(sh_system_wait(th_sys), -EINVAL);
+  assert_false(th_sys->shut);
   sh_plat_set_local(NULL);
   assert_int_equal(sh_system_shutdown(NULL), -EINVAL);
   assert_int_equal(sh_system_wait(NULL), -EINVAL);
@@ -475,11 +458,11 @@ static void test_refused_on_a_worker(void **state) {
 /* The first exit decides the code; wait returns it. */
 static void test_exit_code(void **state) {
   (void)state;
-  sh_system_exit(sys, 42);
-  sh_system_exit(sys, 7);
-  assert_int_equal(sh_system_wait(sys), 42);
+  sh_system_exit(th_sys, 42);
+  sh_system_exit(th_sys, 7);
+  assert_int_equal(sh_system_wait(th_sys), 42);
   const sh_addr *a = NULL;
-  assert_int_equal(sh_spawn(sys, &plain_class, NULL, 1, &a), -ESHUTDOWN);
+  assert_int_equal(sh_spawn(th_sys, &plain_class, NULL, 1, &a), -ESHUTDOWN);
 }
 
 int main(void) {

@@ -30,6 +30,7 @@
 
 #include "house.h"
 #include "plat.h"
+#include "support/manual.h"
 #include "system.h"
 #include "timer.h"
 #include "wheel.h"
@@ -46,7 +47,6 @@ SH_MSG_DEFINE(pong, SH_REPLY, 0);
 
 /* ---- recorded by the handlers -------------------------------------------- */
 
-static sh_system *sys;
 static const sh_addr *timed;     /* worker 0: owns the timers */
 static const sh_addr *responder; /* worker 1: answers when the test drains it */
 static int fires;                /* timeout handler calls */
@@ -92,33 +92,20 @@ static const sh_actor_class responder_class = {.name = "responder", .size = size
 
 /* ---- harness ------------------------------------------------------------- */
 
-static sh_worker *worker(uint32_t i) { return &sys->workers[i]; }
-static void act_as(uint32_t i) { sh_plat_set_local(worker(i)); }
 static sh_house *house(void) { return timed->houses[0]; }
 static sh_actor *actor(void) { return house()->actor; }
-static uint64_t in_wheel(void) { return sh_wheel_count(&worker(0)->wheel); }
+static uint64_t in_wheel(void) { return sh_wheel_count(&th_worker(0)->wheel); }
 static uint32_t events(void) { return sh_mailbox_size(&house()->mb[SH_BOX_EVENT]); }
 static int state_of(const sh_timer *t) { return atomic_load(&t->state); }
-
-static void drain(uint32_t i) {
-  act_as(i);
-  sh_worker_drain(worker(i));
-  act_as(0);
-}
 
 /* Moves worker 0's wheel to `ahead` past the real clock: every timer
  * started with a shorter delay is due. Returns how many fired. Within a
  * test `ahead` only grows, so the wheel's time never goes back. */
 static uint32_t advance(uint64_t ahead) {
-  return sh_timer_advance(worker(0), sh_plat_now_ns() + ahead);
+  return sh_timer_advance(th_worker(0), sh_plat_now_ns() + ahead);
 }
 
-static sh_stats stats(void) {
-  sh_stats s;
-  sh_system_stats(sys, &s);
-  return s;
-}
-static uint64_t outstanding(void) { return stats().pool_outstanding; }
+static uint64_t outstanding(void) { return th_stats().pool_outstanding; }
 
 static int setup(void **state) {
   (void)state;
@@ -126,28 +113,12 @@ static int setup(void **state) {
   wheel_at_resume = UINT64_MAX;
   fired_id = 0;
   fired_arg = NULL;
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = 2;
-  if (sh_system_new(&cfg, &sys) != 0) return -1;
-  act_as(0);
-  if (sh_spawn_on(sys, &timed_class, NULL, 0, &timed) != 0 ||
-      sh_spawn_on(sys, &responder_class, NULL, 1, &responder) != 0)
-    return -1;
-  drain(0);
-  drain(1);
+  th_sys = th_system(2);
+  th_act_as(0);
+  timed = th_spawn(&timed_class, 0);
+  responder = th_spawn(&responder_class, 1);
+  th_mount_all();
   return 0;
-}
-
-/* Shutdown must leave no pooled object outstanding (timer nodes included). */
-static int teardown(void **state) {
-  (void)state;
-  sh_plat_set_local(NULL);
-  sh_system_shutdown(sys);
-  sh_stats s = stats();
-  sh_system_free(sys);
-  sys = NULL;
-  return s.pool_outstanding == 0 ? 0 : -1;
 }
 
 /* ---- who frees a node ---------------------------------------------------- */
@@ -155,12 +126,12 @@ static int teardown(void **state) {
 static void test_cancel_on_own_worker_frees_at_once(void **state) {
   (void)state;
   uint64_t before = outstanding();
-  sh_timer *t = sh_timer_ask(worker(0), house(), 7, 10 * SEC);
+  sh_timer *t = sh_timer_ask(th_worker(0), house(), 7, 10 * SEC);
   assert_non_null(t);
   assert_int_equal(in_wheel(), 1);
   assert_int_equal(outstanding(), before + 1);
   assert_int_equal(state_of(t), SH_TIMER_PENDING);
-  sh_timer_cancel_node(worker(0), t);
+  sh_timer_cancel_node(th_worker(0), t);
   assert_int_equal(in_wheel(), 0);
   assert_int_equal(outstanding(), before);
   assert_int_equal(advance(100 * SEC), 0);
@@ -171,7 +142,7 @@ static void test_cancel_on_own_worker_frees_at_once(void **state) {
  * when it comes due, without delivering anything. */
 static void check_cancel_left_to_wheel(sh_worker *canceller) {
   uint64_t before = outstanding();
-  sh_timer *t = sh_timer_ask(worker(0), house(), 7, 10 * SEC);
+  sh_timer *t = sh_timer_ask(th_worker(0), house(), 7, 10 * SEC);
   sh_timer_cancel_node(canceller, t);
   assert_int_equal(state_of(t), SH_TIMER_CANCELLED);
   assert_int_equal(in_wheel(), 1);
@@ -187,7 +158,7 @@ static void check_cancel_left_to_wheel(sh_worker *canceller) {
 
 static void test_cancel_from_other_worker(void **state) {
   (void)state;
-  check_cancel_left_to_wheel(worker(1));
+  check_cancel_left_to_wheel(th_worker(1));
 }
 
 static void test_cancel_off_worker(void **state) {
@@ -219,7 +190,7 @@ static void test_one_shot_fires_as_event(void **state) {
   assert_int_equal(events(), 1);
   assert_int_equal(atomic_load(&house()->state), SH_READY);
   assert_int_equal(fires, 0);
-  drain(0);
+  th_drain(0);
   assert_int_equal(fires, 1);
   assert_int_equal(fired_id, id);
   assert_ptr_equal(fired_arg, &arg_cell);
@@ -242,7 +213,7 @@ static void test_cancel_after_fire_is_silent(void **state) {
   assert_true(t->dead);
   assert_null(house()->timers);
   assert_int_equal(sh_timer_cancel(actor(), id), -ENOENT);
-  drain(0);
+  th_drain(0);
   assert_int_equal(fires, 0);
   assert_int_equal(events(), 0);
   assert_int_equal(outstanding(), before);
@@ -256,7 +227,7 @@ static void test_cancel_before_fire(void **state) {
   assert_int_equal(in_wheel(), 0); /* cancelled on its own worker */
   assert_int_equal(outstanding(), before);
   assert_int_equal(advance(1 * SEC), 0);
-  drain(0);
+  th_drain(0);
   assert_int_equal(fires, 0);
   assert_int_equal(sh_timer_cancel(actor(), 12345), -ENOENT);
 }
@@ -282,10 +253,10 @@ static void test_periodic_posts_ticks(void **state) {
   uint64_t id = start(1, 1);
   sh_timer *t = house()->timers;
   uint32_t posted = advance_periodic(1 * SEC, t);
-  drain(0);
+  th_drain(0);
   assert_int_equal(fires, posted);
   posted += advance_periodic(2 * SEC, t);
-  drain(0);
+  th_drain(0);
   assert_int_equal(fires, posted);
   assert_int_equal(fired_id, id);
   assert_ptr_equal(fired_arg, &arg_cell);
@@ -295,7 +266,7 @@ static void test_periodic_posts_ticks(void **state) {
   advance_periodic(3 * SEC, t);
   assert_int_equal(sh_timer_cancel(actor(), id), 0);
   assert_int_equal(in_wheel(), 0);
-  drain(0);
+  th_drain(0);
   assert_int_equal(fires, posted);
   assert_int_equal(advance(100 * SEC), 0);
   assert_int_equal(outstanding(), before);
@@ -305,43 +276,43 @@ static void test_periodic_posts_ticks(void **state) {
 
 static void ask_with_timeout(uint32_t timeout_ms) {
   assert_int_equal(sh_notice(timed, &sh_msg_new(go, .timeout_ms = timeout_ms)->hdr), 0);
-  drain(0);
+  th_drain(0);
   assert_int_equal(in_wheel(), 1);
 }
 
 static void test_ask_timeout(void **state) {
   (void)state;
-  sh_stats s0 = stats();
+  sh_stats s0 = th_stats();
   ask_with_timeout(5);
   assert_int_equal(advance(1 * SEC), 1);
   assert_int_equal(events(), 1);
-  drain(0);
+  th_drain(0);
   assert_int_equal(ask_resumes, 1);
   assert_int_equal(ask_err, -ETIMEDOUT);
   assert_int_equal(wheel_at_resume, 0);
-  assert_int_equal(stats().asks_timed_out, s0.asks_timed_out + 1);
+  assert_int_equal(th_stats().asks_timed_out, s0.asks_timed_out + 1);
   assert_int_equal(in_wheel(), 0);
-  drain(1); /* the responder answers, too late */
-  drain(0);
+  th_drain(1); /* the responder answers, too late */
+  th_drain(0);
   assert_int_equal(ask_resumes, 1);
-  assert_int_equal(stats().replies_unknown, s0.replies_unknown + 1);
+  assert_int_equal(th_stats().replies_unknown, s0.replies_unknown + 1);
   assert_int_equal(outstanding(), s0.pool_outstanding);
 }
 
 /* The reply comes first: its timeout leaves the wheel at once (same worker). */
 static void test_reply_cancels_timeout(void **state) {
   (void)state;
-  sh_stats s0 = stats();
+  sh_stats s0 = th_stats();
   ask_with_timeout(10000);
-  drain(1);
-  drain(0);
+  th_drain(1);
+  th_drain(0);
   assert_int_equal(ask_resumes, 1);
   assert_int_equal(ask_err, 0);
   assert_int_equal(wheel_at_resume, 0); /* gone before the stack even resumed */
   assert_int_equal(in_wheel(), 0);
   assert_int_equal(advance(100 * SEC), 0);
-  drain(0);
-  assert_int_equal(stats().asks_timed_out, s0.asks_timed_out);
+  th_drain(0);
+  assert_int_equal(th_stats().asks_timed_out, s0.asks_timed_out);
   assert_int_equal(outstanding(), s0.pool_outstanding);
 }
 
@@ -350,12 +321,12 @@ static void test_reply_cancels_timeout(void **state) {
 static void test_discard_all(void **state) {
   (void)state;
   uint64_t before = outstanding();
-  for (uint64_t i = 0; i < 5; i++) sh_timer_ask(worker(0), house(), 100 + i, (i + 1) * SEC);
-  sh_timer *far = sh_timer_ask(worker(0), house(), 200, 1000000 * SEC); /* past the wheel's levels */
-  sh_timer_cancel_node(worker(1), far); /* cancelled elsewhere: still in the wheel */
+  for (uint64_t i = 0; i < 5; i++) sh_timer_ask(th_worker(0), house(), 100 + i, (i + 1) * SEC);
+  sh_timer *far = sh_timer_ask(th_worker(0), house(), 200, 1000000 * SEC); /* past the wheel's levels */
+  sh_timer_cancel_node(th_worker(1), far); /* cancelled elsewhere: still in the wheel */
   assert_int_equal(in_wheel(), 6);
   assert_int_equal(outstanding(), before + 6);
-  sh_timer_discard_all(worker(0));
+  sh_timer_discard_all(th_worker(0));
   assert_int_equal(in_wheel(), 0);
   assert_int_equal(outstanding(), before);
   assert_int_equal(events(), 0);
@@ -363,7 +334,9 @@ static void test_discard_all(void **state) {
 
 int main(void) {
   alarm(120);
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+/* th_sys_teardown: shutdown must leave no pooled object outstanding (timer
+ * nodes included). */
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, th_sys_teardown)
   const struct CMUnitTest tests[] = {
       T(test_cancel_on_own_worker_frees_at_once),
       T(test_cancel_from_other_worker),

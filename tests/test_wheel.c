@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "wheel.h"
+#include "support/harness.h"
 
 #define MS SH_WHEEL_TICK_NS
 #define SEC (1000 * MS)
@@ -23,13 +24,7 @@
 /* Fixed-seed generator so that every run checks the same schedules. */
 static uint64_t rng_state;
 static void rng_seed(uint64_t seed) { rng_state = seed ? seed : 1; }
-static uint64_t rng(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-static uint64_t rng_below(uint64_t n) { return rng() % n; }
+static uint64_t rng_below(uint64_t n) { return th_xorshift(&rng_state) % n; }
 
 static uint64_t tick_up_ns(uint64_t ns) { return (ns + MS - 1) / MS * MS; }
 

@@ -28,6 +28,7 @@
 #include "house.h"
 #include "housequeue.h"
 #include "plat.h"
+#include "support/manual.h"
 #include "system.h"
 #include "worker.h"
 
@@ -77,8 +78,6 @@ static const sh_actor_class io_class = {.name = "io", .size = sizeof(sh_actor),
 
 /* ---- harness ------------------------------------------------------------- */
 
-static sh_system *sys;
-
 static int reset(void **state) {
   (void)state;
   atomic_store(&ran_on[0], 0);
@@ -89,61 +88,20 @@ static int reset(void **state) {
   return 0;
 }
 
-/* After a failed assertion: the test could not end its system itself. */
-static int cleanup(void **state) {
-  (void)state;
-  if (sys != NULL) {
-    sh_plat_set_local(NULL);
-    sh_system_shutdown(sys);
-    sh_system_free(sys);
-    sys = NULL;
-  }
-  return 0;
-}
-
-static sh_worker *worker(uint32_t i) { return &sys->workers[i]; }
-
 static void sys_new(uint64_t spin_ns) {
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = 2;
+  sh_config cfg = th_config(2);
   cfg.steal_floor = STEAL_FLOOR;
   cfg.steal_aggression = 2 * STEAL_FLOOR;
   cfg.spin_ns = spin_ns;
-  assert_int_equal(sh_system_new(&cfg, &sys), 0);
+  th_sys = th_system_new(&cfg);
 }
 
 static sh_house *spawn_on(const sh_actor_class *c, uint32_t w) {
-  const sh_addr *a = NULL;
-  assert_int_equal(sh_spawn_on(sys, c, NULL, w, &a), 0);
-  return a->houses[0];
+  return th_spawn(c, w)->houses[0];
 }
 
 static void notify(sh_house *h) {
   assert_int_equal(sh_notice(sh_self(h->actor), &sh_msg_new(note)->hdr), 0);
-}
-
-static sh_stats stats(void) {
-  sh_stats s;
-  sh_system_stats(sys, &s);
-  return s;
-}
-
-static void sys_end(void) {
-  sh_plat_set_local(NULL);
-  assert_int_equal(sh_system_shutdown(sys), 0);
-  assert_int_equal(stats().pool_outstanding, 0);
-  sh_system_free(sys);
-  sys = NULL;
-}
-
-/* Each worker mounts its houses as itself; the test then acts as worker 0. */
-static void mount_all(void) {
-  for (uint32_t i = 0; i < 2; i++) {
-    sh_plat_set_local(worker(i));
-    sh_worker_drain(worker(i));
-  }
-  sh_plat_set_local(worker(0));
 }
 
 /* Where h is queued: which queue of which worker, and which sub-queue. */
@@ -151,7 +109,8 @@ typedef struct place { const sh_house_queue *q; int sub; } place;
 
 static place where(const sh_house *h) {
   for (uint32_t i = 0; i < 2; i++) {
-    const sh_house_queue *qs[] = {&worker(i)->mounting, &worker(i)->io, &worker(i)->state};
+    sh_worker *w = th_worker(i);
+    const sh_house_queue *qs[] = {&w->mounting, &w->io, &w->state};
     for (int k = 0; k < 3; k++)
       for (int s = 0; s < 2; s++)
         for (const sh_house *x = qs[k]->sub[s].head; x != NULL; x = x->qnext)
@@ -166,27 +125,25 @@ static void test_spawn_goes_to_mounting(void **state) {
   (void)state;
   sys_new(0);
   sh_house *a = spawn_on(&io_class, 1), *b = spawn_on(&state_class, 0);
-  assert_ptr_equal(where(a).q, &worker(1)->mounting);
-  assert_ptr_equal(where(b).q, &worker(0)->mounting);
-  sys_end();
+  assert_ptr_equal(where(a).q, &th_worker(1)->mounting);
+  assert_ptr_equal(where(b).q, &th_worker(0)->mounting);
+  th_sys_end();
 }
 
 /* A notice makes a waiting house ready: it goes to its owner's IO or state
  * queue by class kind, high or normal by its flag. */
 static void check_route(const sh_actor_class *c, uint32_t owner, bool high) {
   sh_house *h = spawn_on(c, owner);
-  mount_all();
+  th_mount_all();
   atomic_store(&h->high, high);
   notify(h);
   place p = where(h);
-  sh_worker *w = worker(owner);
+  sh_worker *w = th_worker(owner);
   assert_ptr_equal(p.q, c->kind == SH_IO_ACTOR ? &w->io : &w->state);
   assert_int_equal(p.sub, high ? 1 : 0);
   assert_int_equal(sh_hq_count(p.q), 1);
   assert_int_equal(atomic_load(&h->state), SH_READY);
-  sh_plat_set_local(w);
-  sh_worker_drain(w);
-  sh_plat_set_local(worker(0));
+  th_drain(owner);
   assert_null(where(h).q);
 }
 
@@ -201,7 +158,7 @@ static void test_enqueue_routes_by_kind_and_priority(void **state) {
   }
   assert_int_equal(atomic_load(&ran_on[0]), 4);
   assert_int_equal(atomic_load(&ran_on[1]), 4);
-  sys_end();
+  th_sys_end();
 }
 
 /* ---- waking -------------------------------------------------------------- */
@@ -209,16 +166,16 @@ static void test_enqueue_routes_by_kind_and_priority(void **state) {
 static void test_wake_only_when_parked(void **state) {
   (void)state;
   sys_new(0);
-  sh_worker *w = worker(1);
+  sh_worker *w = th_worker(1);
   sh_worker_wake(w);
-  assert_int_equal(stats().wakeups, 0);
+  assert_int_equal(th_stats().wakeups, 0);
   atomic_store(&w->parked, 1);
   sh_worker_wake(w);
   assert_int_equal(atomic_load(&w->parked), 0);
-  assert_int_equal(stats().wakeups, 1);
+  assert_int_equal(th_stats().wakeups, 1);
   sh_worker_wake(w); /* the flag is cleared: no second signal */
-  assert_int_equal(stats().wakeups, 1);
-  sys_end();
+  assert_int_equal(th_stats().wakeups, 1);
+  th_sys_end();
 }
 
 /* Pushes wake a parked owner once; a push to a worker that is awake, or
@@ -227,18 +184,18 @@ static void test_enqueue_wakes_parked_owner_once(void **state) {
   (void)state;
   sys_new(0);
   sh_house *a = spawn_on(&state_class, 1), *b = spawn_on(&io_class, 1);
-  mount_all();
-  uint64_t base = stats().wakeups;
-  atomic_store(&worker(1)->parked, 1);
+  th_mount_all();
+  uint64_t base = th_stats().wakeups;
+  atomic_store(&th_worker(1)->parked, 1);
   notify(a);
-  assert_int_equal(atomic_load(&worker(1)->parked), 0);
-  assert_int_equal(stats().wakeups, base + 1);
+  assert_int_equal(atomic_load(&th_worker(1)->parked), 0);
+  assert_int_equal(th_stats().wakeups, base + 1);
   notify(a); /* already queued: no enqueue */
   notify(b); /* queued, but the owner is already awake */
-  assert_int_equal(stats().wakeups, base + 1);
-  assert_int_equal(sh_hq_count(&worker(1)->state), 1);
-  assert_int_equal(sh_hq_count(&worker(1)->io), 1);
-  sys_end();
+  assert_int_equal(th_stats().wakeups, base + 1);
+  assert_int_equal(sh_hq_count(&th_worker(1)->state), 1);
+  assert_int_equal(sh_hq_count(&th_worker(1)->io), 1);
+  th_sys_end();
 }
 
 /* A state backlog just past the floor wakes a parked peer (it may steal);
@@ -247,15 +204,15 @@ static void check_backlog_offer(const sh_actor_class *c, bool expect_wake) {
   sys_new(0);
   sh_house *hs[STEAL_FLOOR + 1];
   for (int i = 0; i <= STEAL_FLOOR; i++) hs[i] = spawn_on(c, 0);
-  mount_all();
-  atomic_store(&worker(1)->parked, 1);
+  th_mount_all();
+  atomic_store(&th_worker(1)->parked, 1);
   for (int i = 0; i < STEAL_FLOOR; i++) notify(hs[i]);
-  assert_int_equal(atomic_load(&worker(1)->parked), 1); /* at the floor: nothing to steal */
+  assert_int_equal(atomic_load(&th_worker(1)->parked), 1); /* at the floor: nothing to steal */
   notify(hs[STEAL_FLOOR]);
-  assert_int_equal(atomic_load(&worker(1)->parked), expect_wake ? 0 : 1);
-  assert_int_equal(stats().wakeups, expect_wake ? 1 : 0);
-  atomic_store(&worker(1)->parked, 0);
-  sys_end();
+  assert_int_equal(atomic_load(&th_worker(1)->parked), expect_wake ? 0 : 1);
+  assert_int_equal(th_stats().wakeups, expect_wake ? 1 : 0);
+  atomic_store(&th_worker(1)->parked, 0);
+  th_sys_end();
 }
 
 static void test_state_backlog_wakes_peer(void **state) {
@@ -280,16 +237,12 @@ static uint64_t run_load(const sh_actor_class *c) {
   sh_house *hs[LOAD];
   for (int i = 0; i < LOAD; i++) hs[i] = spawn_on(c, 0);
   steal_deadline = sh_plat_now_ns() + STEAL_WAIT_NS;
-  assert_int_equal(sh_system_start(sys), 0);
+  assert_int_equal(sh_system_start(th_sys), 0);
   for (int i = 0; i < LOAD; i++) notify(hs[i]);
-  assert_int_equal(sh_system_wait(sys), 0);
-  assert_int_equal(sh_system_shutdown(sys), 0);
+  assert_int_equal(sh_system_wait(th_sys), 0);
+  uint64_t steals = th_sys_end().steals;
   assert_int_equal(atomic_load(&handled), LOAD);
-  uint64_t steals = stats().steals;
   assert_int_equal(atomic_load(&ran_on[1]), (int)steals);
-  assert_int_equal(stats().pool_outstanding, 0);
-  sh_system_free(sys);
-  sys = NULL;
   return steals;
 }
 
@@ -307,7 +260,9 @@ static void test_state_actors_stolen(void **state) {
 
 int main(void) {
   alarm(120);
-#define T(f) cmocka_unit_test_setup_teardown(f, reset, cleanup)
+/* th_sys_teardown ends a system the test could not end itself (a failed
+ * assertion). */
+#define T(f) cmocka_unit_test_setup_teardown(f, reset, th_sys_teardown)
   const struct CMUnitTest tests[] = {
       T(test_spawn_goes_to_mounting),
       T(test_enqueue_routes_by_kind_and_priority),

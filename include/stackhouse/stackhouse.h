@@ -139,7 +139,9 @@ struct sh_actor_class {
   /* Optional hooks. init runs in sh_spawn on the spawning thread with the
    * spawn argument (non-zero return: the spawn fails with that error);
    * mount runs on the owning worker before any message; stop runs once when
-   * the actor stops or the system shuts down. */
+   * the actor stops or the system shuts down, after its last handler. Every
+   * actor whose init succeeded gets its stop, even when the spawn fails
+   * later (another instance's init failed): then on the spawning thread. */
   int (*init)(sh_actor *self, void *arg);
   void (*mount)(sh_actor *self);
   void (*stop)(sh_actor *self);
