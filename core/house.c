@@ -135,6 +135,9 @@ static void settle(sh_house *h) {
 void sh_house_mount(sh_worker *w, sh_house *h) {
   (void)w;
   int s = SH_CREATED;
+  /* acq_rel: the mounting queue's lock already orders the spawner's writes
+   * before us; the CAS documents the one legal transition and would catch a
+   * house mounted twice (the assert). Producers never touch CREATED. */
   atomic_compare_exchange_strong_explicit(&h->state, &s, SH_MOUNTING, memory_order_acq_rel,
                                           memory_order_acquire);
   assert(atomic_load_explicit(&h->state, memory_order_relaxed) == SH_MOUNTING);

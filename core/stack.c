@@ -125,9 +125,10 @@ sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_m
   st->made++;
 
   sh_house *target = sh_addr_pick(to);
-  /* acquire: pairs with sh_stop's release, like every stopped check. A
-   * stopping asker fails its own new asks too: its pending promises are being
-   * failed and must not be refilled. */
+  /* acquire: a fast refusal only; an ask that misses a concurrent stop is
+   * answered -ESHUTDOWN by the stopped house. A stopping asker fails its own
+   * new asks too: its pending promises are being failed and must not be
+   * refilled (its own flag it reads in program order, no race). */
   if (atomic_load_explicit(&target->stopped, memory_order_acquire) ||
       atomic_load_explicit(&h->stopped, memory_order_acquire)) {
     sh_count(h->sys, SH_C_DROPPED_STOPPED);

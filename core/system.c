@@ -197,6 +197,8 @@ static int addr_publish(sh_system *sys, sh_addr *a) {
 static int spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
                  int64_t pin, const sh_addr **out) {
   if (sys == NULL || out == NULL || instances == 0 || check_class(c) != 0) return -EINVAL;
+  /* acquire: pairs with sh_system_exit's CAS; a spawn racing with the exit
+   * is decided again under the registry lock (addr_publish). */
   if (is_shut(sys) || atomic_load_explicit(&sys->exiting, memory_order_acquire)) return -ESHUTDOWN;
   sh_addr_kind kind = instances == 1                     ? SH_ADDR_PLAIN
                       : instances == SH_SPAWN_PER_WORKER ? SH_ADDR_PER_WORKER
@@ -264,6 +266,8 @@ int sh_notice(const sh_addr *to, sh_msg *m) {
     return -EINVAL;
   }
   sh_house *h = sh_addr_pick(to);
+  /* acquire: a fast refusal only. A send that misses a concurrent stop puts
+   * its notice anyway, and the stopped house drops it (counted) when it runs. */
   if (atomic_load_explicit(&h->stopped, memory_order_acquire)) {
     sh_count(h->sys, SH_C_DROPPED_STOPPED);
     sh_msg_free(m);

@@ -110,6 +110,9 @@ static void fire(sh_wheel_link *l, void *ctx) {
     return;
   }
   int s = SH_TIMER_PENDING;
+  /* acq_rel: success hands the node to the actor (release: our writes to it
+   * happen before the actor's CAS failure reads FIRED); failure means the
+   * actor cancelled, and acquire makes its writes visible before we free. */
   if (!atomic_compare_exchange_strong_explicit(&t->state, &s, SH_TIMER_FIRED, memory_order_acq_rel,
                                                memory_order_acquire)) {
     sh_mem_free(t); /* cancelled between the load and the CAS */
@@ -139,6 +142,8 @@ static sh_timer *find(sh_house *h, uint64_t id) {
 }
 
 static void call_timeout(sh_house *h, uint64_t id, void *arg) {
+  /* acquire: a stop seen here also shows what the stopper wrote before it;
+   * a stop not yet seen costs one last timeout call before the stop work. */
   if (h->cls->timeout != NULL && !atomic_load_explicit(&h->stopped, memory_order_acquire))
     h->cls->timeout(h->actor, id, arg);
 }
@@ -177,6 +182,8 @@ int sh_timer_start(sh_actor *self, uint64_t delay_ms, uint64_t period_ms, void *
   if (self == NULL || w == NULL || self->house == NULL) return -EINVAL;
   sh_house *h = self->house;
   if (h->cls->timeout == NULL) return -EINVAL;
+  /* acquire: as in call_timeout; a timer started just as the stop lands is
+   * cancelled by the stop work (sh_timer_cancel_all) anyway. */
   if (atomic_load_explicit(&h->stopped, memory_order_acquire)) return -ESHUTDOWN;
   uint64_t id = ++h->next_timer_id;
   sh_timer *t = timer_new(w, h, SH_TIMER_ACTOR, id, ms_to_ns(delay_ms), ms_to_ns(period_ms), arg);

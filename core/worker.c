@@ -67,6 +67,7 @@ static void offer_backlog(sh_worker *owner, uint32_t backlog) {
   if (backlog != sys->cfg.steal_floor + 1 && (backlog & 63u) != 0) return;
   for (uint32_t i = 1; i < sys->nworkers; i++) {
     sh_worker *peer = &sys->workers[(owner->index + i) % sys->nworkers];
+    /* relaxed: a hint for whom to wake; sh_worker_wake re-reads it properly. */
     if (atomic_load_explicit(&peer->parked, memory_order_relaxed) != 0) {
       sh_worker_wake(peer);
       return;
@@ -76,6 +77,7 @@ static void offer_backlog(sh_worker *owner, uint32_t backlog) {
 
 void sh_worker_enqueue(sh_house *h) {
   sh_worker *owner = &h->sys->workers[h->owner];
+  /* relaxed: priority is a hint decided at enqueue; a stale value costs order, not correctness. */
   bool high = atomic_load_explicit(&h->high, memory_order_relaxed);
   if (h->cls->kind == SH_IO_ACTOR) {
     sh_hq_push(&owner->io, h, high);
@@ -192,6 +194,8 @@ static void park(sh_worker *w) {
   atomic_store_explicit(&w->parked, 1, memory_order_seq_cst);
   SH_YIELD("worker.park");
   if (work_visible(w, now) || stopping(w)) {
+    /* relaxed: we never slept; a waker that saw 1 sends a wake we drain at
+     * our next park (one spurious turn, nothing lost). */
     atomic_store_explicit(&w->parked, 0, memory_order_relaxed);
     return;
   }
