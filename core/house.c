@@ -1,14 +1,15 @@
 /*
  * ActorHouse: mailboxes, the scheduling state machine and dispatch.
  *
- * The put/settle handshake. A producer puts (mailbox size++, seq_cst) and
- * then reads the state (seq_cst); the runner, when it finds nothing to do,
- * stores WAITING (seq_cst) and then reads the sizes again (seq_cst). Under
- * sequential consistency at least one of them sees the other's write, so a
- * message is never left in a waiting house: either the producer sees WAITING
- * and queues the house, or the runner sees the message and does. This is
- * why "has messages" is settled after the drain from fresh reads, never by a
- * flag cleared after draining (the original bug 2).
+ * The put/settle handshake. A producer links its message, counts it (puts++,
+ * seq_cst) and then reads the state (seq_cst); the runner, when it finds
+ * nothing to do, stores WAITING (seq_cst) and then reads the counts again
+ * (seq_cst). Under sequential consistency at least one of them sees the
+ * other's write, so a message is never left in a waiting house: either the
+ * producer sees WAITING and queues the house, or the runner sees the count
+ * and does (for the last producer to count, every message is linked). This
+ * is why "has messages" is settled after the drain from fresh reads, never
+ * by a flag cleared after draining (the original bug 2).
  */
 #include "house.h"
 
@@ -55,7 +56,8 @@ static bool view_has_work(const sh_house *h, const work_view *v) {
   for (int b = 0; b < SH_BOXES; b++) {
     if (v->held && !stop && (b == SH_BOX_ASK || b == SH_BOX_NOTICE)) continue;
     /* seq_cst: the load half of the put/settle handshake (file comment). */
-    if ((uint32_t)atomic_load_explicit(&h->mb[b].puts, memory_order_seq_cst) != v->taken[b])
+    if (sh_mailbox_backlog((uint32_t)atomic_load_explicit(&h->mb[b].puts, memory_order_seq_cst),
+                           v->taken[b]) > 0)
       return true;
   }
   return false;

@@ -34,16 +34,19 @@ static void link_last(sh_mailbox *mb, sh_msg *m) {
 
 uint32_t sh_mailbox_put(sh_mailbox *mb, sh_msg *m) {
   assert(m != NULL && m != &mb->stub);
-  /* seq_cst, and before the link: the count is what the house's ready check
-   * reads (store-load handshake with the runner), so it must be visible no
-   * later than the message itself. */
-  uint32_t n = (uint32_t)atomic_fetch_add_explicit(&mb->puts, 1, memory_order_seq_cst) + 1;
-  SH_YIELD("mailbox.put");
   link_last(mb, m);
+  SH_YIELD("mailbox.put");
+  /* seq_cst: the count is what the house's ready check reads (the store-load
+   * handshake with the runner, house.c). After the link, so that a counted
+   * message is always there to take: counted first, a producer paused
+   * between count and link made the runner see work it could not take and
+   * spin on the house until the producer ran again. A message taken before
+   * it is counted makes the count run behind for a moment (nonempty() reads
+   * that as empty; the count then arrives and the house is poked again). */
+  uint32_t n = (uint32_t)atomic_fetch_add_explicit(&mb->puts, 1, memory_order_seq_cst) + 1;
   /* relaxed: an estimate; the consumer publishes its takes now and then. It
-   * may have published takes of messages put after ours: clamp at zero. */
-  uint32_t seen = (uint32_t)atomic_load_explicit(&mb->taken_seen, memory_order_relaxed);
-  return (int32_t)(n - seen) > 0 ? n - seen : 0;
+   * may have published takes of messages put after ours: backlog clamps. */
+  return sh_mailbox_backlog(n, (uint32_t)atomic_load_explicit(&mb->taken_seen, memory_order_relaxed));
 }
 
 static sh_msg *pop(sh_mailbox *mb, sh_msg *tail, sh_msg *next) {

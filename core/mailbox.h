@@ -27,8 +27,8 @@ typedef struct sh_mailbox {
 } sh_mailbox;
 
 void sh_mailbox_init(sh_mailbox *mb);
-/* Any thread. Returns an estimate of the size after the put, never below the
- * true size (it counts takes only as of the consumer's last publish). */
+/* Any thread. Returns an estimate of the size after the put, for priority
+ * hints (it counts takes only as of the consumer's last publish). */
 uint32_t sh_mailbox_put(sh_mailbox *mb, sh_msg *m);
 /* Consumer only. NULL when empty, or when a put is half-way (it will be seen
  * by the consumer's next look: a put always ends by making the house ready). */
@@ -40,15 +40,23 @@ static inline void sh_mailbox_publish(sh_mailbox *mb) {
   /* relaxed: an estimate for the producers' priority hint, nothing more. */
   atomic_store_explicit(&mb->taken_seen, mb->taken, memory_order_relaxed);
 }
-/* Consumer only: whether a message is (or is about to be) in the mailbox. */
+/* Messages counted and not yet taken, from the two counters. A message is
+ * linked before it is counted, so the consumer may have taken it already:
+ * the difference is then briefly negative, which means empty. */
+static inline uint32_t sh_mailbox_backlog(uint32_t puts, uint32_t taken) {
+  return (int32_t)(puts - taken) > 0 ? puts - taken : 0;
+}
+/* Consumer only: whether a counted message waits in the mailbox. */
 static inline bool sh_mailbox_nonempty(const sh_mailbox *mb) {
   /* seq_cst: part of the producer/consumer store-load handshake on the house
    * state (see house.c): neither side may miss the other's write. */
-  return (uint32_t)atomic_load_explicit(&mb->puts, memory_order_seq_cst) != mb->taken;
+  return sh_mailbox_backlog((uint32_t)atomic_load_explicit(&mb->puts, memory_order_seq_cst),
+                            mb->taken) > 0;
 }
-/* Consumer only: messages in the mailbox (or about to be). */
+/* Consumer only: counted messages in the mailbox. */
 static inline uint32_t sh_mailbox_size(const sh_mailbox *mb) {
-  return (uint32_t)atomic_load_explicit(&mb->puts, memory_order_relaxed) - mb->taken;
+  return sh_mailbox_backlog((uint32_t)atomic_load_explicit(&mb->puts, memory_order_relaxed),
+                            mb->taken);
 }
 
 #endif
