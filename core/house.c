@@ -260,29 +260,24 @@ static void handle_reply(sh_house *h, sh_msg *m, bool exception) {
   }
 }
 
-static uint32_t drain_box(sh_house *h, sh_box box, uint32_t budget) {
-  uint32_t n = 0;
-  while (n < budget) {
-    sh_msg *m = sh_mailbox_take(&h->mb[box]);
-    if (m == NULL) break;
-    n++;
-    if (box == SH_BOX_EVENT)
-      sh_timer_event(h, m);
-    else
-      handle_reply(h, m, box == SH_BOX_EXCEPTION);
-  }
-  return n;
-}
+static void on_reply(sh_house *h, sh_msg *m) { handle_reply(h, m, false); }
+static void on_exception(sh_house *h, sh_msg *m) { handle_reply(h, m, true); }
 
 /* A stopped house answers asks with -ESHUTDOWN and drops notices. */
-static uint32_t refuse_requests(sh_house *h, sh_box box, uint32_t budget) {
+static void on_refused(sh_house *h, sh_msg *m) {
+  sh_count(h->sys, SH_C_DROPPED_STOPPED);
+  refuse_msg(h, m, -ESHUTDOWN);
+}
+
+/* Takes up to `budget` messages of one mailbox and hands each to fn. */
+static uint32_t drain_box(sh_house *h, sh_box box, uint32_t budget,
+                          void (*fn)(sh_house *h, sh_msg *m)) {
   uint32_t n = 0;
   while (n < budget) {
     sh_msg *m = sh_mailbox_take(&h->mb[box]);
     if (m == NULL) break;
     n++;
-    sh_count(h->sys, SH_C_DROPPED_STOPPED);
-    refuse_msg(h, m, -ESHUTDOWN);
+    fn(h, m);
   }
   return n;
 }
@@ -311,11 +306,11 @@ void sh_house_run(sh_worker *w, sh_house *h) {
   if (w->index != h->owner) sh_count(h->sys, SH_C_STEALS);
 
   uint32_t budget = h->max_per_run;
-  uint32_t n = drain_box(h, SH_BOX_REPLY, budget);
-  n += drain_box(h, SH_BOX_EXCEPTION, budget - n);
+  uint32_t n = drain_box(h, SH_BOX_REPLY, budget, on_reply);
+  n += drain_box(h, SH_BOX_EXCEPTION, budget - n, on_exception);
   if (stopped(h)) {
-    n += refuse_requests(h, SH_BOX_ASK, budget - n);
-    n += refuse_requests(h, SH_BOX_NOTICE, budget - n);
+    n += drain_box(h, SH_BOX_ASK, budget - n, on_refused);
+    n += drain_box(h, SH_BOX_NOTICE, budget - n, on_refused);
   } else {
     n += drain_requests(h, SH_BOX_ASK, budget - n);
     n += drain_requests(h, SH_BOX_NOTICE, budget - n);
@@ -323,7 +318,7 @@ void sh_house_run(sh_worker *w, sh_house *h) {
   /* Events come last in the order but always get a share, so a flood of
    * asks or notices cannot hold back the actor's timers and timeouts. */
   uint32_t left = budget - n;
-  drain_box(h, SH_BOX_EVENT, left > SH_EVENT_SHARE ? left : SH_EVENT_SHARE);
+  drain_box(h, SH_BOX_EVENT, left > SH_EVENT_SHARE ? left : SH_EVENT_SHARE, sh_timer_event);
   if (stopped(h)) finish_stop(w, h);
   settle(h);
 }
