@@ -274,19 +274,9 @@ void sh_plat_wake(sh_plat *p, uint32_t w) {
   (void)r;
 }
 
-/* Every this many relax calls, give the CPU away: when workers outnumber
- * free CPUs (a loaded machine, a container with one CPU), a polling worker
- * would otherwise hold the CPU its peer needs to produce the very work it
- * polls for, and both end up parking on every message. */
-#define SH_PLAT_RELAX_YIELD_EVERY 16u
-
-static _Thread_local uint32_t sh_plat_tls_relaxes;
+void sh_plat_yield_cpu(void) { sched_yield(); }
 
 void sh_plat_relax(void) {
-  if (++sh_plat_tls_relaxes % SH_PLAT_RELAX_YIELD_EVERY == 0) {
-    sched_yield();
-    return;
-  }
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #elif defined(__aarch64__)

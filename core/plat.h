@@ -53,6 +53,9 @@ void sh_plat_wake(sh_plat *p, uint32_t w);
 
 /* A hint inside a short polling loop (pause instruction / simulator step). */
 void sh_plat_relax(void);
+/* Gives the CPU to another runnable thread, if any (sched_yield); a polling
+ * worker calls it now and then so it cannot starve a peer on its CPU. */
+void sh_plat_yield_cpu(void);
 
 /* A one-shot event a non-worker thread can block on (sh_system_wait). */
 typedef struct sh_plat_event sh_plat_event;

@@ -230,9 +230,15 @@ static void test_wake_from_other_thread_unparks(void **state) {
   sh_plat_free(c.p);
 }
 
-static void test_relax(void **state) {
+/* Smoke test: both polling hints return (a fault or a hang fails it). */
+static void test_relax_and_yield(void **state) {
   (void)state;
-  for (int i = 0; i < 100; i++) sh_plat_relax();
+  int n = 0;
+  for (int i = 0; i < 100; i++, n++) {
+    sh_plat_relax();
+    sh_plat_yield_cpu();
+  }
+  assert_int_equal(n, 100);
 }
 
 /* ---- one-shot event ------------------------------------------------------ */
@@ -316,7 +322,7 @@ int main(void) {
       cmocka_unit_test(test_park_past_deadline_returns),
       cmocka_unit_test(test_wake_drained_by_park),
       cmocka_unit_test(test_wake_from_other_thread_unparks),
-      cmocka_unit_test(test_relax),
+      cmocka_unit_test(test_relax_and_yield),
       cmocka_unit_test(test_event_set_wakes_all_waiters),
       cmocka_unit_test(test_event_set_before_wait),
       cmocka_unit_test(test_event_waiter_frees_after_wake),
