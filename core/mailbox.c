@@ -1,7 +1,7 @@
 /*
  * Intrusive MPSC queue after Dmitry Vyukov's design (also ponyc's messageq):
  * a put is one atomic exchange plus one store, wait-free for producers; the
- * consumer walks from the tail. The stub node is re-inserted when the last
+ * consumer walks from the tail. The sentinel node is re-inserted when the last
  * message is taken so the consumer never has to race a producer on the
  * message it is about to hand out.
  */
@@ -13,9 +13,9 @@
 #include "plat.h"
 
 void sh_mailbox_init(sh_mailbox *mb) {
-  atomic_init(&mb->stub.next, NULL);
-  atomic_init(&mb->head, &mb->stub);
-  mb->tail = &mb->stub;
+  atomic_init(&mb->sentinel.next, NULL);
+  atomic_init(&mb->head, &mb->sentinel);
+  mb->tail = &mb->sentinel;
   atomic_init(&mb->puts, 0);
   mb->taken = 0;
   atomic_init(&mb->taken_seen, 0);
@@ -33,7 +33,7 @@ static void link_last(sh_mailbox *mb, sh_msg *m) {
 }
 
 uint32_t sh_mailbox_put(sh_mailbox *mb, sh_msg *m) {
-  assert(m != NULL && m != &mb->stub);
+  assert(m != NULL && m != &mb->sentinel);
   link_last(mb, m);
   SH_YIELD("mailbox.put");
   /* seq_cst: the count is what the house's ready check reads (the store-load
@@ -59,7 +59,7 @@ sh_msg *sh_mailbox_take(sh_mailbox *mb) {
   sh_msg *tail = mb->tail;
   /* acquire: pairs with the producer's release store of the link. */
   sh_msg *next = atomic_load_explicit(&tail->next, memory_order_acquire);
-  if (tail == &mb->stub) {
+  if (tail == &mb->sentinel) {
     if (next == NULL) return NULL;
     mb->tail = next;
     tail = next;
@@ -69,16 +69,16 @@ sh_msg *sh_mailbox_take(sh_mailbox *mb) {
   /* tail is the last linked message. If a producer already swapped head
    * past it but has not linked yet, wait for a later look. */
   if (tail != atomic_load_explicit(&mb->head, memory_order_acquire)) return NULL;
-  link_last(mb, &mb->stub);
+  link_last(mb, &mb->sentinel);
   next = atomic_load_explicit(&tail->next, memory_order_acquire);
   if (next != NULL) return pop(mb, tail, next);
   return NULL;
 }
 
 void sh_mailbox_put_head(sh_mailbox *mb, sh_msg *m) {
-  assert(m != NULL && m != &mb->stub);
+  assert(m != NULL && m != &mb->sentinel);
   /* Only the consumer touches tail, so this is a plain list push. It must
-   * work on an empty mailbox too (tail == stub): the old design forgot the
+   * work on an empty mailbox too (tail == sentinel): the old design forgot the
    * tail there and lost the message. */
   atomic_store_explicit(&m->next, mb->tail, memory_order_relaxed);
   mb->tail = m;

@@ -1,5 +1,5 @@
 /*
- * An intrusive MPSC mailbox (Vyukov's queue with a stub node): any thread
+ * An intrusive MPSC mailbox (Vyukov's queue with a sentinel node): any thread
  * puts, only the house's current runner takes. Messages link through their
  * header's `next`, so a put allocates nothing. The runner may also put a
  * message back at the head (a message it took but must hand over later).
@@ -22,8 +22,8 @@ typedef struct sh_mailbox {
    * mailbox does not bounce a shared counter between cores per message. */
   _Alignas(64) sh_msg *tail;
   uint32_t taken;                    /* messages ever taken, less those put back */
-  /* The stub is linked by producers when the queue runs empty: a line of its own. */
-  _Alignas(64) sh_msg stub;          /* keeps the queue non-empty for the link protocol */
+  /* The sentinel is linked by producers when the queue runs empty: a line of its own. */
+  _Alignas(64) sh_msg sentinel;          /* keeps the queue non-empty for the link protocol */
 } sh_mailbox;
 
 void sh_mailbox_init(sh_mailbox *mb);

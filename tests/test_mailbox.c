@@ -68,7 +68,7 @@ static void expect_empty(sh_mailbox *mb) {
   assert_int_equal(sh_mailbox_size(mb), 0);
   assert_false(sh_mailbox_nonempty(mb));
   assert_null(sh_mailbox_take(mb));
-  /* A second look must not invent anything either (the stub is not a message). */
+  /* A second look must not invent anything either (the sentinel is not a message). */
   assert_null(sh_mailbox_take(mb));
   assert_int_equal(sh_mailbox_size(mb), 0);
 }
@@ -80,7 +80,7 @@ static void test_take_empty_returns_null(void **state) {
   sh_mailbox mb;
   sh_mailbox_init(&mb);
   expect_empty(&mb);
-  /* Empty again after a round trip, when the stub has been re-linked. */
+  /* Empty again after a round trip, when the sentinel has been re-linked. */
   put_seq(&mb, 1);
   assert_true(sh_mailbox_nonempty(&mb));
   expect_take(&mb, 1);
@@ -139,7 +139,7 @@ static void test_put_head_goes_first(void **state) {
 
 /* Known bug 4: put_head on an empty mailbox, then puts, then takes: the head
  * message first, then every put in order, nothing lost. `drained` runs it on
- * a mailbox that has already been used and emptied (the stub re-linked). */
+ * a mailbox that has already been used and emptied (the sentinel re-linked). */
 static void check_put_head_on_empty(bool drained) {
   sh_mailbox mb;
   sh_mailbox_init(&mb);
