@@ -70,7 +70,7 @@ TESTS_release = $(TESTS)
 TEST_TIMEOUT := 300
 # Extra libraries: TEST_LDLIBS for every test, LDLIBS_<name> for one program
 # (test, bench or example), e.g. `LDLIBS_test_x := -lm`.
-TEST_LDLIBS  := -lfiu
+TEST_LDLIBS  :=
 BENCH_LDLIBS :=
 BENCH_LDFLAGS :=
 
@@ -95,6 +95,12 @@ asan_SANITIZE   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-san
 # Fault points (libfiu, `sh/<area>/<op>`) are compiled into the test
 # configurations only: production builds carry no check for them.
 FIU_CFLAGS      := -DFIU_ENABLE
+# What every program of a configuration links besides the library: the
+# fault-point library where fault points are compiled in.
+release_LIBS    :=
+asan_LIBS       := -lfiu
+tsan_LIBS       := -lfiu
+cov_LIBS        := -lfiu
 asan_CFLAGS     := -O1 -g $(asan_SANITIZE) $(FIU_CFLAGS)
 asan_LDFLAGS    := $(asan_SANITIZE)
 tsan_CFLAGS     := -O1 -g -fsanitize=thread $(FIU_CFLAGS)
@@ -149,19 +155,19 @@ build/$(1)/tests/%: build/$(1)/obj/tests/%.o $$($(1)_TEST_SUPPORT_OBJS) build/$(
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1),$$@)
 	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
-	    $$(LDLIBS_$$*) $$(TEST_LDLIBS) -lcmocka -lpthread $$(LDLIBS)
+	    $$(LDLIBS_$$*) $$(TEST_LDLIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
 
 build/$(1)/bench/%: build/$(1)/obj/bench/%.o $$($(1)_BENCH_COMMON_OBJS) build/$(1)/libstackhouse.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1),$$@)
 	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) $$(BENCH_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
-	    $$(LDLIBS_$$*) $$(BENCH_LDLIBS) -lpthread $$(LDLIBS)
+	    $$(LDLIBS_$$*) $$(BENCH_LDLIBS) $$($(1)_LIBS) -lpthread $$(LDLIBS)
 
 build/$(1)/examples/%: build/$(1)/obj/examples/%.o build/$(1)/libstackhouse.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1),$$@)
 	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$< build/$(1)/libstackhouse.a \
-	    $$(LDLIBS_$$*) -lpthread $$(LDLIBS)
+	    $$(LDLIBS_$$*) $$($(1)_LIBS) -lpthread $$(LDLIBS)
 
 .PHONY: $(1)-lib $(1)-tests
 $(1)-lib: build/$(1)/libstackhouse.a $$(if $$(SIMLIB_SRCS),build/$(1)/libstackhouse-sim.a)

@@ -100,7 +100,7 @@ echo "== uptime after: $(uptime)"
 echo
 
 # ---- side by side -----------------------------------------------------------
-# Rows: "<log> <id>". Figures start at column 50 (bench_table_row): median,
+# Rows: "<log> <id>". Figures start at column 50 (bench_run_case): median,
 # min, max, mallocs/msg, mallocs, ...
 field() { # log, id, n: the n-th figure of row id in log ("-" when absent)
   local v

@@ -18,6 +18,7 @@
  * workers). The "batch" cases give the receiver a batch_notice handler
  * (up to max_batch notices per stack) instead of one stack per notice.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -27,7 +28,8 @@
 #include <stackhouse/stackhouse.h>
 
 #include "bench.h"
-#include "malloc_count.h"
+#include "sh_bench.h"
+#include "workloads.h"
 
 typedef struct data_notice {
   sh_msg hdr;
@@ -57,8 +59,11 @@ static uint64_t read_counter(line_counter *c) {
 /* What the main thread and the actors share for one run of one case. */
 typedef struct run {
   uint32_t senders;
+  uint32_t workers;
+  bool batch; /* the receiver takes batches */
   uint32_t burst;
-  uint64_t warm; /* notices received before the measured phase */
+  uint64_t window; /* credits each sender starts with */
+  uint64_t warm;   /* notices received before the measured phase */
   const sh_addr *receiver;
   const sh_addr **sender_addr;
   line_counter *sent; /* per sender */
@@ -173,20 +178,15 @@ static bool is_data(sh_actor *self, const sh_msg *m) {
   return sh_msg_is(m, &data_notice_type);
 }
 
-static const sh_actor_class receiver_class = {
-    .name = "receiver",
-    .size = sizeof(receiver),
-    .init = receiver_init,
-    .stop = receiver_stop,
-    .notice = receiver_notice,
-};
+/* The two receivers differ only in the batch handler. */
+#define RECEIVER_CLASS \
+  .size = sizeof(receiver), .init = receiver_init, .stop = receiver_stop, .notice = receiver_notice
+
+static const sh_actor_class receiver_class = {.name = "receiver", RECEIVER_CLASS};
 
 static const sh_actor_class batch_receiver_class = {
     .name = "batch_receiver",
-    .size = sizeof(receiver),
-    .init = receiver_init,
-    .stop = receiver_stop,
-    .notice = receiver_notice,
+    RECEIVER_CLASS,
     .batch_notice = receiver_batch,
     .batch_notice_filter = is_data,
 };
@@ -217,22 +217,29 @@ static void take_stats(void *ctx, int which) {
 /* ---- one run ----------------------------------------------------------- */
 
 typedef struct params {
-  uint64_t workers, senders, rounds, reps, max_ms, burst, window;
+  bench_params b;
+  bench_notice_args n;
   uint64_t spin_us; /* UINT64_MAX: the runtime's default */
-  const char *only; /* --case: run only this case; NULL: all */
-  bool quick, verbose;
 } params;
 
-static int spawn_all(run *r, const params *pp, uint32_t workers, bool batch) {
-  int rc = sh_spawn_on(r->sys, batch ? &batch_receiver_class : &receiver_class, r, 0, &r->receiver);
+/* One case: whether its receiver takes batches. */
+typedef struct case_arg {
+  const params *pp;
+  bool batch;
+} case_arg;
+
+static int spawn_all(void *ctx) {
+  run *r = ctx;
+  int rc =
+      sh_spawn_on(r->sys, r->batch ? &batch_receiver_class : &receiver_class, r, 0, &r->receiver);
   for (uint32_t i = 0; rc == 0 && i < r->senders; i++) {
     sender_arg a = {r, i};
-    uint32_t w = r->senders == 1 ? 1 % workers : i % workers;
+    uint32_t w = r->senders == 1 ? 1 % r->workers : i % r->workers;
     rc = sh_spawn_on(r->sys, &sender_class, &a, w, &r->sender_addr[i]);
   }
   /* The initial credits. */
   for (uint32_t i = 0; rc == 0 && i < r->senders; i++) {
-    for (uint64_t k = 0; rc == 0 && k < pp->window; k++) {
+    for (uint64_t k = 0; rc == 0 && k < r->window; k++) {
       credit_notice *c = sh_msg_new(credit_notice);
       rc = c == NULL ? -ENOMEM : sh_notice(r->sender_addr[i], &c->hdr);
     }
@@ -240,19 +247,28 @@ static int spawn_all(run *r, const params *pp, uint32_t workers, bool batch) {
   return rc;
 }
 
-/* extra[0]: worker parks per 1000 notices. */
-static int run_once(const params *pp, uint32_t senders, bool batch, bench_sample *s,
-                    double extra[BENCH_EXTRAS]) {
+static void free_run(run *r) {
+  free(r->sent);
+  free(r->sender_addr);
+}
+
+/* One repetition of one case on a fresh system (a bench_rep_fn).
+ * extra[0]: worker parks per 1000 notices. */
+static int run_once(void *ctx, uint32_t senders, bench_sample *s, double extra[BENCH_EXTRAS]) {
+  const case_arg *c = ctx;
+  const bench_params *bp = &c->pp->b;
   run r;
   memset(&r, 0, sizeof r);
   r.senders = senders;
-  r.burst = (uint32_t)pp->burst;
-  r.warm = pp->rounds / 10 < 10000 ? 10000 : pp->rounds / 10;
+  r.workers = (uint32_t)bp->workers;
+  r.batch = c->batch;
+  r.burst = (uint32_t)c->pp->n.burst;
+  r.window = c->pp->n.window;
+  r.warm = bench_warm_ops(bp, 1, 10000);
   r.sent = aligned_alloc(64, sizeof(line_counter) * senders);
   r.sender_addr = calloc(senders, sizeof(*r.sender_addr));
   if (r.sent == NULL || r.sender_addr == NULL) {
-    free(r.sent);
-    free(r.sender_addr);
+    free_run(&r);
     return -ENOMEM;
   }
   for (uint32_t i = 0; i < senders; i++) atomic_init(&r.sent[i].n, 0);
@@ -260,106 +276,52 @@ static int run_once(const params *pp, uint32_t senders, bool batch, bench_sample
   atomic_init(&r.errors, 0);
   atomic_init(&r.stop, false);
 
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = (uint32_t)pp->workers;
-  if (pp->spin_us != UINT64_MAX) cfg.spin_ns = pp->spin_us * 1000;
-  int rc = sh_system_new(&cfg, &r.sys);
-  if (rc == 0) rc = spawn_all(&r, pp, cfg.workers, batch);
-  if (rc == 0) rc = sh_system_start(r.sys);
+  bench_probe probe = {&r, received, warm, in_flight, take_stats};
+  int rc = sh_bench_phase(bp, c->pp->spin_us, spawn_all, &r, &probe, &r.sys, s);
   if (rc == 0) {
-    bench_probe probe = {&r, received, warm, in_flight, take_stats};
-    bench_measure(&probe, pp->rounds, pp->max_ms, 30000, s);
     /* Senders stop at their next credit; shutdown drops what is queued. */
     atomic_store_explicit(&r.stop, true, memory_order_relaxed);
     if (s->warm_timed_out) rc = -ETIMEDOUT;
     if (atomic_load_explicit(&r.errors, memory_order_relaxed) != 0) rc = -EPROTO;
   }
-  uint64_t parks = r.stats[1].parks - r.stats[0].parks;
-  extra[0] = s->ops > 0 ? 1000.0 * (double)parks / (double)s->ops : 0;
-  if (r.sys != NULL) {
-    sh_system_shutdown(r.sys);
-    sh_system_free(r.sys);
-  }
-  free(r.sent);
-  free(r.sender_addr);
+  extra[0] = sh_bench_parks_per_k(r.stats, s);
+  sh_bench_system_free(r.sys);
+  free_run(&r);
   return rc;
 }
 
-static const bench_table table = {"notices/s", {"parks/kn", NULL}, true};
-
 static int run_case(const params *pp, const char *id, uint32_t senders, bool batch) {
-  if (!bench_selected(pp->only, id)) return 0;
-  bench_case c;
-  memset(&c, 0, sizeof c);
-  int status = 0;
-  /* Messages per counted notice: the notice plus its share of a credit. */
-  double msgs_per_op = 1.0 + 1.0 / (double)pp->burst;
-  for (uint64_t i = 0; i < pp->reps; i++) {
-    bench_sample s;
-    double extra[BENCH_EXTRAS] = {0};
-    int rc = run_once(pp, senders, batch, &s, extra);
-    if (rc != 0) {
-      fprintf(stderr, "notice %s: run %" PRIu64 " failed: %s\n", id, i, strerror(-rc));
-      status = 1;
-      continue;
-    }
-    bench_case_add(&c, &s, msgs_per_op, extra);
-  }
+  case_arg c = {pp, batch};
   char desc[64];
   snprintf(desc, sizeof desc, "%u sender%s -> 1%s", senders, senders == 1 ? "" : "s",
            batch ? ", batch receiver" : "");
-  bench_table_row(&table, id, desc, &c);
-  if (pp->verbose) bench_case_print_reps(&c);
-  bench_note_mallocs(id, &c);
-  return status;
+  return bench_run_case(&pp->b, id, desc, senders, bench_notice_msgs_per_op(&pp->n), run_once, &c);
 }
 
+static const bench_spec spec = {&bench_notice,
+                                "notice",
+                                "notices per second into one receiver",
+                                "workers",
+                                "worker threads (default: one per CPU)",
+                                "senders in the N-senders cases (default: 2 x workers)"};
+
 int main(int argc, char **argv) {
-  params p = {0, 0, 4000000, 5, 10000, 64, 4, UINT64_MAX, NULL, false, false};
-  const bench_opt opts[] = {
-      {"workers", "worker threads (default: one per CPU)", &p.workers, NULL, NULL},
-      {"senders", "senders in the N-senders cases (default: 2 x workers)", &p.senders, NULL, NULL},
-      {"rounds", "notices measured per run (default 4000000)", &p.rounds, NULL, NULL},
-      {"reps", "runs per case; the median is shown (default 5)", &p.reps, NULL, NULL},
-      {"max-ms", "cap on a measured phase in ms (default 10000)", &p.max_ms, NULL, NULL},
-      {"burst", "notices per burst = per credit (default 64)", &p.burst, NULL, NULL},
-      {"window", "credits (bursts) each sender starts with (default 4)", &p.window, NULL, NULL},
-      {"spin-us", "sh_config.spin_ns in us (default: the runtime's, 50)", &p.spin_us, NULL, NULL},
-      {"case", "run only the case with this id (a table row id)", NULL, NULL, &p.only},
-      {"verbose", "also print every rep's rate", NULL, &p.verbose, NULL},
-      {"quick", "CI smoke: 40000 notices, 1 run per case", NULL, &p.quick, NULL},
-  };
-  bench_parse(argc, argv, "notices per second into one receiver", opts,
-              sizeof opts / sizeof opts[0]);
-  if (p.quick) {
-    p.rounds = 40000;
-    p.reps = 1;
-  }
-  if (p.workers == 0) p.workers = bench_cpus();
-  if (p.senders == 0) p.senders = 2 * p.workers;
-  if (p.reps == 0 || p.reps > BENCH_MAX_REPS || p.rounds == 0 || p.workers > 1024 ||
-      p.senders == 0 || p.senders > 100000 || p.burst == 0 || p.burst > 1000000 || p.window == 0 ||
-      p.window > 1000000) {
-    fprintf(stderr, "notice: options out of range\n");
-    return 2;
-  }
-
-  printf("stackhouse notice: %" PRIu64 " workers on %u CPUs, %" PRIu64
-         " notices measured per run, burst %" PRIu64 ", window %" PRIu64
-         " bursts, median of %" PRIu64 "\n",
-         p.workers, bench_cpus(), p.rounds, p.burst, p.window, p.reps);
-  printf("in-flight bound: senders x window x burst (N senders: %" PRIu64 ")\n",
-         p.senders * p.window * p.burst);
-  bench_print_load("start");
-  bench_check_malloc_count();
-  bench_table_header(&table);
-
+  params p = {.spin_us = UINT64_MAX};
+  bench_opt own[BENCH_NOTICE_NOPTS + 1];
+  bench_notice_opts(&p.n, own);
+  own[BENCH_NOTICE_NOPTS] = sh_bench_spin_opt(&p.spin_us);
+  bench_setup(&spec, own, BENCH_NOTICE_NOPTS + 1, argc, argv, &p.b);
+  char detail[64], bound[96];
+  bench_notice_detail(&p.n, detail, sizeof detail);
+  snprintf(bound, sizeof bound,
+           "in-flight bound: senders x window x burst (N senders: %" PRIu64 ")",
+           p.b.actors * p.n.window * p.n.burst);
+  bench_begin(&p.b, "stackhouse", detail, bound);
+  uint32_t n = (uint32_t)p.b.actors;
   int status = 0;
   status |= run_case(&p, "1sender", 1, false);
-  status |= run_case(&p, "Nsenders", (uint32_t)p.senders, false);
+  status |= run_case(&p, "Nsenders", n, false);
   status |= run_case(&p, "1sender-b", 1, true);
-  status |= run_case(&p, "Nsenders-b", (uint32_t)p.senders, true);
-  bench_print_load("end");
-  return status;
+  status |= run_case(&p, "Nsenders-b", n, true);
+  return bench_end(status);
 }

@@ -18,7 +18,7 @@
  * starve between messages), and fairness: the slowest pair's round trips
  * over the mean pair's in the measured phase (1 = even, 0 = a pair starved).
  */
-#include <inttypes.h>
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +27,8 @@
 #include <stackhouse/stackhouse.h>
 
 #include "bench.h"
-#include "malloc_count.h"
+#include "sh_bench.h"
+#include "workloads.h"
 
 typedef struct ping_ask {
   sh_msg hdr;
@@ -53,6 +54,8 @@ typedef struct pair_stat {
 /* What the main thread and the actors share for one run of one case. */
 typedef struct run {
   uint32_t pairs;
+  uint32_t workers;
+  bool same;            /* both actors of a pair on the same worker */
   uint64_t warm_rounds; /* per pair, before the measured phase */
   pair_stat *stat;
   uint64_t *mark[2]; /* each pair's rounds at the start and end of the phase */
@@ -140,55 +143,49 @@ static const sh_actor_class ponger_class = {
 
 /* ---- probe: what bench_measure polls --------------------------------- */
 
-static uint64_t total_rounds(void *ctx) {
-  run *r = ctx;
-  uint64_t n = 0;
-  for (uint32_t i = 0; i < r->pairs; i++)
-    n += atomic_load_explicit(&r->stat[i].rounds, memory_order_relaxed);
-  return n;
+/* Pair i's round trips so far (a bench_count_fn). */
+static uint64_t pair_rounds(void *ctx, uint32_t i) {
+  return atomic_load_explicit(&((run *)ctx)->stat[i].rounds, memory_order_relaxed);
 }
 
-/* Every pair did its warm-up rounds, or (should a scheduler starve some
- * pair) twice as many rounds were done in all. */
+static uint64_t total_rounds(void *ctx) {
+  return bench_count_sum(pair_rounds, ctx, ((run *)ctx)->pairs);
+}
+
 static bool all_warm(void *ctx) {
   run *r = ctx;
-  if (total_rounds(ctx) >= 2 * r->warm_rounds * r->pairs) return true;
-  for (uint32_t i = 0; i < r->pairs; i++)
-    if (atomic_load_explicit(&r->stat[i].rounds, memory_order_relaxed) < r->warm_rounds)
-      return false;
-  return true;
+  return bench_count_warm(pair_rounds, ctx, r->pairs, r->warm_rounds);
 }
 
 static void take_stats(void *ctx, int which) {
   run *r = ctx;
   sh_system_stats(r->sys, &r->stats[which]);
-  for (uint32_t i = 0; i < r->pairs; i++)
-    r->mark[which][i] = atomic_load_explicit(&r->stat[i].rounds, memory_order_relaxed);
+  bench_count_mark(pair_rounds, ctx, r->pairs, r->mark[which]);
 }
 
-/* The slowest pair's rounds over the mean pair's, in the measured phase. */
-static double fairness(const run *r) {
-  uint64_t min = UINT64_MAX, sum = 0;
-  for (uint32_t i = 0; i < r->pairs; i++) {
-    uint64_t d = r->mark[1][i] - r->mark[0][i];
-    min = d < min ? d : min;
-    sum += d;
-  }
-  return sum > 0 ? (double)min * r->pairs / (double)sum : 0;
+/* Every pinger returned after the stop flag. */
+static bool all_finished(void *ctx) {
+  run *r = ctx;
+  return atomic_load_explicit(&r->finished, memory_order_relaxed) == r->pairs;
 }
 
 /* ---- one run ----------------------------------------------------------- */
 
 typedef struct params {
-  uint64_t workers, pairs, rounds, reps, max_ms;
+  bench_params b;
   uint64_t spin_us; /* UINT64_MAX: the runtime's default */
-  const char *only; /* --case: run only this case; NULL: all */
-  bool quick, verbose;
 } params;
 
-static int spawn_pairs(run *r, uint32_t workers, bool same) {
+/* One case: the placement of its pairs. */
+typedef struct case_arg {
+  const params *pp;
+  bool same;
+} case_arg;
+
+static int spawn_pairs(void *ctx) {
+  run *r = ctx;
   for (uint32_t i = 0; i < r->pairs; i++) {
-    uint32_t wa = i % workers, wb = same ? wa : (i + 1) % workers;
+    uint32_t wa = i % r->workers, wb = r->same ? wa : (i + 1) % r->workers;
     const sh_addr *ponger, *pinger_addr;
     int rc = sh_spawn_on(r->sys, &ponger_class, NULL, wb, &ponger);
     pinger_arg arg = {r, i, ponger};
@@ -200,30 +197,23 @@ static int spawn_pairs(run *r, uint32_t workers, bool same) {
   return 0;
 }
 
-/* Waits (bounded) until every pinger returned after the stop flag. */
-static bool wait_finished(run *r) {
-  for (int i = 0; i < 10000; i++) {
-    if (atomic_load_explicit(&r->finished, memory_order_relaxed) == r->pairs) return true;
-    bench_sleep_ms(1);
-  }
-  return false;
-}
-
 static void free_run(run *r) {
   free(r->stat);
   free(r->mark[0]);
   free(r->mark[1]);
 }
 
-/* One repetition of one case on a fresh system; 0 or a negative errno.
+/* One repetition of one case on a fresh system (a bench_rep_fn).
  * extra[0]: parks per 1000 round trips, extra[1]: fairness. */
-static int run_once(const params *pp, uint32_t pairs, bool same, bench_sample *s,
-                    double extra[BENCH_EXTRAS]) {
+static int run_once(void *ctx, uint32_t pairs, bench_sample *s, double extra[BENCH_EXTRAS]) {
+  const case_arg *c = ctx;
+  const bench_params *bp = &c->pp->b;
   run r;
   memset(&r, 0, sizeof r);
   r.pairs = pairs;
-  uint64_t warm = pp->rounds / 10 / pairs;
-  r.warm_rounds = warm < 1000 ? 1000 : warm;
+  r.workers = (uint32_t)bp->workers;
+  r.same = c->same;
+  r.warm_rounds = bench_warm_ops(bp, pairs, 1000);
   r.stat = aligned_alloc(64, sizeof(pair_stat) * pairs);
   r.mark[0] = calloc(pairs, sizeof(uint64_t));
   r.mark[1] = calloc(pairs, sizeof(uint64_t));
@@ -236,98 +226,46 @@ static int run_once(const params *pp, uint32_t pairs, bool same, bench_sample *s
   atomic_init(&r.finished, 0);
   atomic_init(&r.errors, 0);
 
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = (uint32_t)pp->workers;
-  if (pp->spin_us != UINT64_MAX) cfg.spin_ns = pp->spin_us * 1000;
-  int rc = sh_system_new(&cfg, &r.sys);
-  if (rc == 0) rc = spawn_pairs(&r, cfg.workers, same);
-  if (rc == 0) rc = sh_system_start(r.sys);
+  bench_probe probe = {&r, total_rounds, all_warm, NULL, take_stats};
+  int rc = sh_bench_phase(bp, c->pp->spin_us, spawn_pairs, &r, &probe, &r.sys, s);
   if (rc == 0) {
-    bench_probe probe = {&r, total_rounds, all_warm, NULL, take_stats};
-    bench_measure(&probe, pp->rounds, pp->max_ms, 30000, s);
     atomic_store_explicit(&r.stop, true, memory_order_relaxed);
-    if (!wait_finished(&r)) rc = -ETIMEDOUT;
+    if (!bench_wait(all_finished, &r, 10000)) rc = -ETIMEDOUT;
     if (atomic_load_explicit(&r.errors, memory_order_relaxed) != 0) rc = -EPROTO;
     if (s->warm_timed_out) rc = -ETIMEDOUT;
   }
-  uint64_t parks = r.stats[1].parks - r.stats[0].parks;
-  extra[0] = s->ops > 0 ? 1000.0 * (double)parks / (double)s->ops : 0;
-  extra[1] = fairness(&r);
-  if (r.sys != NULL) {
-    sh_system_shutdown(r.sys);
-    sh_system_free(r.sys);
-  }
+  extra[0] = sh_bench_parks_per_k(r.stats, s);
+  extra[1] = bench_fairness(r.mark[0], r.mark[1], r.pairs);
+  sh_bench_system_free(r.sys);
   free_run(&r);
   return rc;
 }
 
-static const bench_table table = {"rt/s", {"parks/krt", "fairness"}, false};
-
 static int run_case(const params *pp, const char *id, uint32_t pairs, bool same) {
-  if (!bench_selected(pp->only, id)) return 0;
-  bench_case c;
-  memset(&c, 0, sizeof c);
-  int status = 0;
-  for (uint64_t i = 0; i < pp->reps; i++) {
-    bench_sample s;
-    double extra[BENCH_EXTRAS];
-    int rc = run_once(pp, pairs, same, &s, extra);
-    if (rc != 0) {
-      fprintf(stderr, "pingpong %s: run %" PRIu64 " failed: %s\n", id, i, strerror(-rc));
-      status = 1;
-      continue;
-    }
-    bench_case_add(&c, &s, 2.0, extra);
-  }
+  case_arg c = {pp, same};
   char desc[64];
   snprintf(desc, sizeof desc, "%u pair%s, %s", pairs, pairs == 1 ? "" : "s",
            same ? "same worker" : "across workers");
-  bench_table_row(&table, id, desc, &c);
-  if (pp->verbose) bench_case_print_reps(&c);
-  bench_note_mallocs(id, &c);
-  return status;
+  return bench_run_case(&pp->b, id, desc, pairs, 2.0, run_once, &c);
 }
 
+static const bench_spec spec = {&bench_pingpong,
+                                "pingpong",
+                                "ask/reply round trips per second",
+                                "workers",
+                                "worker threads (default: one per CPU)",
+                                "pairs in the N-pairs cases (default: 2 x workers)"};
+
 int main(int argc, char **argv) {
-  params p = {0, 0, 1000000, 5, 10000, UINT64_MAX, NULL, false, false};
-  const bench_opt opts[] = {
-      {"workers", "worker threads (default: one per CPU)", &p.workers, NULL, NULL},
-      {"pairs", "pairs in the N-pairs cases (default: 2 x workers)", &p.pairs, NULL, NULL},
-      {"rounds", "round trips measured per run, all pairs (default 1000000)", &p.rounds, NULL,
-       NULL},
-      {"reps", "runs per case; the median is shown (default 5)", &p.reps, NULL, NULL},
-      {"max-ms", "cap on a measured phase in ms (default 10000)", &p.max_ms, NULL, NULL},
-      {"spin-us", "sh_config.spin_ns in us (default: the runtime's, 50)", &p.spin_us, NULL, NULL},
-      {"case", "run only the case with this id (a table row id)", NULL, NULL, &p.only},
-      {"verbose", "also print every rep's rate", NULL, &p.verbose, NULL},
-      {"quick", "CI smoke: 20000 round trips, 1 run per case", NULL, &p.quick, NULL},
-  };
-  bench_parse(argc, argv, "ask/reply round trips per second", opts, sizeof opts / sizeof opts[0]);
-  if (p.quick) {
-    p.rounds = 20000;
-    p.reps = 1;
-  }
-  if (p.workers == 0) p.workers = bench_cpus();
-  if (p.pairs == 0) p.pairs = 2 * p.workers;
-  if (p.reps == 0 || p.reps > BENCH_MAX_REPS || p.rounds == 0 || p.workers > 1024 ||
-      p.pairs > 100000) {
-    fprintf(stderr, "pingpong: options out of range\n");
-    return 2;
-  }
-
-  printf("stackhouse pingpong: %" PRIu64 " workers on %u CPUs, %" PRIu64
-         " round trips measured per run, median of %" PRIu64 "\n",
-         p.workers, bench_cpus(), p.rounds, p.reps);
-  bench_print_load("start");
-  bench_check_malloc_count();
-  bench_table_header(&table);
-
+  params p = {.spin_us = UINT64_MAX};
+  const bench_opt own[] = {sh_bench_spin_opt(&p.spin_us)};
+  bench_setup(&spec, own, sizeof own / sizeof own[0], argc, argv, &p.b);
+  bench_begin(&p.b, "stackhouse", NULL, NULL);
+  uint32_t n = (uint32_t)p.b.actors;
   int status = 0;
   status |= run_case(&p, "1pair-same", 1, true);
   status |= run_case(&p, "1pair-cross", 1, false);
-  status |= run_case(&p, "Npairs-same", (uint32_t)p.pairs, true);
-  status |= run_case(&p, "Npairs-cross", (uint32_t)p.pairs, false);
-  bench_print_load("end");
-  return status;
+  status |= run_case(&p, "Npairs-same", n, true);
+  status |= run_case(&p, "Npairs-cross", n, false);
+  return bench_end(status);
 }

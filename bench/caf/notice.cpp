@@ -12,16 +12,16 @@
  * variant (CAF's batching is its streaming API, a different workload).
  */
 #include <atomic>
-#include <cinttypes>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <vector>
 
 #include <caf/all.hpp>
 
 #include "bench.h"
-#include "malloc_count.h"
+#include "caf_bench.hpp"
+#include "workloads.h"
 
 using data_atom = caf::atom_constant<caf::atom("data")>;
 using credit_atom = caf::atom_constant<caf::atom("credit")>;
@@ -88,29 +88,28 @@ uint64_t in_flight(void *ctx) {
 }
 
 struct params {
-  uint64_t workers = 0, senders = 0, rounds = 4000000, reps = 5, max_ms = 10000, burst = 64,
-           window = 4;
-  const char *only = nullptr; /* --case: run only this case */
-  bool quick = false, verbose = false;
+  bench_params b;
+  bench_notice_args n;
 };
 
-/* One repetition on a fresh actor system; false when the run is void. */
-bool run_once(const params &pp, uint32_t senders, bench_sample *s) {
+/* One repetition on a fresh actor system (a bench_rep_fn).
+ * extra[0]: NaN, CAF has no park counter. */
+int run_once(void *ctx, uint32_t senders, bench_sample *s, double extra[BENCH_EXTRAS]) {
+  const auto *pp = static_cast<const params *>(ctx);
   run r;
   r.senders = senders;
-  r.burst = static_cast<uint32_t>(pp.burst);
-  r.warm = pp.rounds / 10 < 10000 ? 10000 : pp.rounds / 10;
+  r.burst = static_cast<uint32_t>(pp->n.burst);
+  r.warm = bench_warm_ops(&pp->b, 1, 10000);
   r.sent = std::vector<line_counter>(senders);
   {
-    caf::actor_system_config cfg;
-    cfg.set("scheduler.max-threads", static_cast<size_t>(pp.workers));
+    caf_bench_config cfg{pp->b};
     caf::actor_system sys{cfg};
     r.receiver = sys.spawn(receiver, &r);
     for (uint32_t i = 0; i < senders; i++) r.sender_addr.push_back(sys.spawn(sender, &r, i));
     for (auto &a : r.sender_addr)
-      for (uint64_t k = 0; k < pp.window; k++) caf::anon_send(a, credit_atom::value);
+      for (uint64_t k = 0; k < pp->n.window; k++) caf::anon_send(a, credit_atom::value);
     bench_probe probe = {&r, received, warm, in_flight, nullptr};
-    bench_measure(&probe, pp.rounds, pp.max_ms, 30000, s);
+    bench_measure(&pp->b, &probe, s);
     r.stop.store(true, std::memory_order_relaxed);
     caf::anon_send_exit(r.receiver, caf::exit_reason::user_shutdown);
     for (auto &a : r.sender_addr) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
@@ -120,79 +119,35 @@ bool run_once(const params &pp, uint32_t senders, bench_sample *s) {
     r.receiver = nullptr;
     r.sender_addr.clear();
   }
-  return !s->warm_timed_out;
+  extra[0] = NAN;
+  return s->warm_timed_out ? -ETIMEDOUT : 0;
 }
 
-const bench_table table = {"notices/s", {"parks/kn", nullptr}, true};
-
-int run_case(const params &pp, const char *id, uint32_t senders) {
-  if (!bench_selected(pp.only, id)) return 0;
-  bench_case c;
-  std::memset(&c, 0, sizeof c);
-  int status = 0;
-  double msgs_per_op = 1.0 + 1.0 / static_cast<double>(pp.burst);
-  /* CAF has no park counter. */
-  const double extra[BENCH_EXTRAS] = {NAN, 0};
-  for (uint64_t i = 0; i < pp.reps; i++) {
-    bench_sample s;
-    if (!run_once(pp, senders, &s)) {
-      std::fprintf(stderr, "caf notice %s: run %" PRIu64 " failed (warm-up timed out)\n", id, i);
-      status = 1;
-      continue;
-    }
-    bench_case_add(&c, &s, msgs_per_op, extra);
-  }
+int run_case(params &pp, const char *id, uint32_t senders) {
   char desc[64];
   std::snprintf(desc, sizeof desc, "CAF: %u sender%s -> 1", senders, senders == 1 ? "" : "s");
-  bench_table_row(&table, id, desc, &c);
-  if (pp.verbose) bench_case_print_reps(&c);
-  bench_note_mallocs(id, &c);
-  return status;
+  return bench_run_case(&pp.b, id, desc, senders, bench_notice_msgs_per_op(&pp.n), run_once, &pp);
 }
+
+const bench_spec spec = {&bench_notice,
+                         "caf notice",
+                         "CAF messages per second into one receiver",
+                         "scheduler threads",
+                         "scheduler threads (default: one per CPU)",
+                         "senders in the N-senders case (default: 2 x workers)"};
 
 }  // namespace
 
 int main(int argc, char **argv) {
   params p;
-  const bench_opt opts[] = {
-      {"workers", "scheduler threads (default: one per CPU)", &p.workers, nullptr, nullptr},
-      {"senders", "senders in the N-senders case (default: 2 x workers)", &p.senders, nullptr,
-       nullptr},
-      {"rounds", "notices measured per run (default 4000000)", &p.rounds, nullptr, nullptr},
-      {"reps", "runs per case; the median is shown (default 5)", &p.reps, nullptr, nullptr},
-      {"max-ms", "cap on a measured phase in ms (default 10000)", &p.max_ms, nullptr, nullptr},
-      {"burst", "notices per burst = per credit (default 64)", &p.burst, nullptr, nullptr},
-      {"window", "credits (bursts) each sender starts with (default 4)", &p.window, nullptr,
-       nullptr},
-      {"case", "run only the case with this id (a table row id)", nullptr, nullptr, &p.only},
-      {"verbose", "also print every rep's rate", nullptr, &p.verbose, nullptr},
-      {"quick", "CI smoke: 40000 notices, 1 run per case", nullptr, &p.quick, nullptr},
-  };
-  bench_parse(argc, argv, "CAF messages per second into one receiver", opts,
-              sizeof opts / sizeof opts[0]);
-  if (p.quick) {
-    p.rounds = 40000;
-    p.reps = 1;
-  }
-  if (p.workers == 0) p.workers = bench_cpus();
-  if (p.senders == 0) p.senders = 2 * p.workers;
-  if (p.reps == 0 || p.reps > BENCH_MAX_REPS || p.rounds == 0 || p.senders == 0 ||
-      p.senders > 100000 || p.burst == 0 || p.burst > 1000000 || p.window == 0 ||
-      p.window > 1000000) {
-    std::fprintf(stderr, "caf notice: options out of range\n");
-    return 2;
-  }
-  std::printf("CAF %d.%d.%d notice: %" PRIu64 " scheduler threads on %u CPUs, %" PRIu64
-              " notices measured per run, burst %" PRIu64 ", window %" PRIu64
-              " bursts, median of %" PRIu64 "\n",
-              CAF_VERSION / 10000, CAF_VERSION / 100 % 100, CAF_VERSION % 100, p.workers,
-              bench_cpus(), p.rounds, p.burst, p.window, p.reps);
-  bench_print_load("start");
-  bench_check_malloc_count();
-  bench_table_header(&table);
+  bench_opt own[BENCH_NOTICE_NOPTS];
+  bench_notice_opts(&p.n, own);
+  bench_setup(&spec, own, BENCH_NOTICE_NOPTS, argc, argv, &p.b);
+  char detail[64];
+  bench_notice_detail(&p.n, detail, sizeof detail);
+  bench_begin(&p.b, caf_bench_runtime().c_str(), detail, nullptr);
   int status = 0;
   status |= run_case(p, "1sender", 1);
-  status |= run_case(p, "Nsenders", static_cast<uint32_t>(p.senders));
-  bench_print_load("end");
-  return status;
+  status |= run_case(p, "Nsenders", static_cast<uint32_t>(p.b.actors));
+  return bench_end(status);
 }

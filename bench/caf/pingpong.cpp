@@ -23,16 +23,16 @@
  * itself can keep a worker to itself while other pairs wait.
  */
 #include <atomic>
-#include <cinttypes>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <vector>
 
 #include <caf/all.hpp>
 
 #include "bench.h"
-#include "malloc_count.h"
+#include "caf_bench.hpp"
+#include "workloads.h"
 
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
 using go_atom = caf::atom_constant<caf::atom("go")>;
@@ -99,66 +99,45 @@ caf::behavior ponger(caf::event_based_actor *) {
 
 /* ---- probe ------------------------------------------------------------- */
 
-uint64_t total_rounds(void *ctx) {
-  auto *r = static_cast<run *>(ctx);
-  uint64_t n = 0;
-  for (auto &s : r->stat) n += s.rounds.load(std::memory_order_relaxed);
-  return n;
+/* Pair i's round trips so far (a bench_count_fn). */
+uint64_t pair_rounds(void *ctx, uint32_t i) {
+  return static_cast<run *>(ctx)->stat[i].rounds.load(std::memory_order_relaxed);
 }
 
-/* Every pair did its warm-up rounds, or twice as many were done in all:
- * CAF may starve some pairs for the whole run. */
+uint64_t total_rounds(void *ctx) {
+  return bench_count_sum(pair_rounds, ctx, static_cast<run *>(ctx)->pairs);
+}
+
+/* As in bench/pingpong.c; CAF may starve some pairs for the whole run. */
 bool all_warm(void *ctx) {
   auto *r = static_cast<run *>(ctx);
-  if (total_rounds(ctx) >= 2 * r->warm_rounds * r->pairs) return true;
-  for (auto &s : r->stat)
-    if (s.rounds.load(std::memory_order_relaxed) < r->warm_rounds) return false;
-  return true;
+  return bench_count_warm(pair_rounds, ctx, r->pairs, r->warm_rounds);
 }
 
 void mark_pairs(void *ctx, int which) {
   auto *r = static_cast<run *>(ctx);
-  for (uint32_t i = 0; i < r->pairs; i++)
-    r->mark[which][i] = r->stat[i].rounds.load(std::memory_order_relaxed);
+  bench_count_mark(pair_rounds, ctx, r->pairs, r->mark[which].data());
 }
 
-double fairness(const run &r) {
-  uint64_t min = UINT64_MAX, sum = 0;
-  for (uint32_t i = 0; i < r.pairs; i++) {
-    uint64_t d = r.mark[1][i] - r.mark[0][i];
-    min = d < min ? d : min;
-    sum += d;
-  }
-  return sum > 0 ? static_cast<double>(min) * r.pairs / static_cast<double>(sum) : 0;
+/* Every pinger quit after the stop flag. */
+bool all_finished(void *ctx) {
+  auto *r = static_cast<run *>(ctx);
+  return r->finished.load(std::memory_order_relaxed) == r->pairs;
 }
 
-struct params {
-  uint64_t workers = 0, pairs = 0, rounds = 1000000, reps = 5, max_ms = 10000;
-  const char *only = nullptr; /* --case: run only this case */
-  bool quick = false, verbose = false;
-};
-
-bool wait_finished(run &r) {
-  for (int i = 0; i < 10000; i++) {
-    if (r.finished.load(std::memory_order_relaxed) == r.pairs) return true;
-    bench_sleep_ms(1);
-  }
-  return false;
-}
-
-/* One repetition on a fresh actor system; false when the run is void. */
-bool run_once(const params &pp, uint32_t pairs, bench_sample *s, double *fair) {
+/* One repetition on a fresh actor system (a bench_rep_fn).
+ * extra[0]: NaN, CAF has no park counter; extra[1]: fairness. */
+int run_once(void *ctx, uint32_t pairs, bench_sample *s, double extra[BENCH_EXTRAS]) {
+  const auto *p = static_cast<const bench_params *>(ctx);
   run r;
   r.pairs = pairs;
-  uint64_t warm = pp.rounds / 10 / pairs;
-  r.warm_rounds = warm < 1000 ? 1000 : warm;
+  r.warm_rounds = bench_warm_ops(p, pairs, 1000);
   r.stat = std::vector<pair_stat>(pairs);
   r.mark[0].assign(pairs, 0);
   r.mark[1].assign(pairs, 0);
-  bool ok = true;
+  int rc = 0;
   {
-    caf::actor_system_config cfg;
-    cfg.set("scheduler.max-threads", static_cast<size_t>(pp.workers));
+    caf_bench_config cfg{*p};
     caf::actor_system sys{cfg};
     std::vector<caf::actor> all;
     for (uint32_t i = 0; i < pairs; i++) {
@@ -169,83 +148,40 @@ bool run_once(const params &pp, uint32_t pairs, bench_sample *s, double *fair) {
       caf::anon_send(pi, go_atom::value);
     }
     bench_probe probe = {&r, total_rounds, all_warm, nullptr, mark_pairs};
-    bench_measure(&probe, pp.rounds, pp.max_ms, 30000, s);
+    bench_measure(p, &probe, s);
     r.stop.store(true, std::memory_order_relaxed);
-    bool fin = wait_finished(r);
-    ok = fin && !s->warm_timed_out && r.errors.load() == 0;
-    if (!ok)
-      std::fprintf(stderr, "caf pingpong: finished %d, warm-up timed out %d, errors %u\n", fin,
-                   s->warm_timed_out, r.errors.load());
+    if (!bench_wait(all_finished, &r, 10000)) rc = -ETIMEDOUT;
+    if (r.errors.load() != 0) rc = -EPROTO;
+    if (s->warm_timed_out) rc = -ETIMEDOUT;
     for (auto &a : all) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   } /* the system's destructor waits for every actor */
-  *fair = fairness(r);
-  return ok;
+  extra[0] = NAN;
+  extra[1] = bench_fairness(r.mark[0].data(), r.mark[1].data(), r.pairs);
+  return rc;
 }
 
-const bench_table table = {"rt/s", {"parks/krt", "fairness"}, false};
-
-int run_case(const params &pp, const char *id, uint32_t pairs) {
-  if (!bench_selected(pp.only, id)) return 0;
-  bench_case c;
-  std::memset(&c, 0, sizeof c);
-  int status = 0;
-  for (uint64_t i = 0; i < pp.reps; i++) {
-    bench_sample s;
-    /* CAF has no park counter: NaN prints as "nan" in that column. */
-    double extra[BENCH_EXTRAS] = {NAN, 0};
-    if (!run_once(pp, pairs, &s, &extra[1])) {
-      std::fprintf(stderr, "caf pingpong %s: run %" PRIu64 " failed\n", id, i);
-      status = 1;
-      continue;
-    }
-    bench_case_add(&c, &s, 2.0, extra);
-  }
+int run_case(bench_params &p, const char *id, uint32_t pairs) {
   char desc[64];
   std::snprintf(desc, sizeof desc, "CAF: %u pair%s, scheduler decides", pairs,
                 pairs == 1 ? "" : "s");
-  bench_table_row(&table, id, desc, &c);
-  if (pp.verbose) bench_case_print_reps(&c);
-  bench_note_mallocs(id, &c);
-  return status;
+  return bench_run_case(&p, id, desc, pairs, 2.0, run_once, &p);
 }
+
+const bench_spec spec = {&bench_pingpong,
+                         "caf pingpong",
+                         "CAF request/response round trips per second",
+                         "scheduler threads",
+                         "scheduler threads (default: one per CPU)",
+                         "pairs in the N-pairs case (default: 2 x workers)"};
 
 }  // namespace
 
 int main(int argc, char **argv) {
-  params p;
-  const bench_opt opts[] = {
-      {"workers", "scheduler threads (default: one per CPU)", &p.workers, nullptr, nullptr},
-      {"pairs", "pairs in the N-pairs case (default: 2 x workers)", &p.pairs, nullptr, nullptr},
-      {"rounds", "round trips measured per run, all pairs (default 1000000)", &p.rounds, nullptr,
-       nullptr},
-      {"reps", "runs per case; the median is shown (default 5)", &p.reps, nullptr, nullptr},
-      {"max-ms", "cap on a measured phase in ms (default 10000)", &p.max_ms, nullptr, nullptr},
-      {"case", "run only the case with this id (a table row id)", nullptr, nullptr, &p.only},
-      {"verbose", "also print every rep's rate", nullptr, &p.verbose, nullptr},
-      {"quick", "CI smoke: 20000 round trips, 1 run per case", nullptr, &p.quick, nullptr},
-  };
-  bench_parse(argc, argv, "CAF request/response round trips per second", opts,
-              sizeof opts / sizeof opts[0]);
-  if (p.quick) {
-    p.rounds = 20000;
-    p.reps = 1;
-  }
-  if (p.workers == 0) p.workers = bench_cpus();
-  if (p.pairs == 0) p.pairs = 2 * p.workers;
-  if (p.reps == 0 || p.reps > BENCH_MAX_REPS || p.rounds == 0 || p.pairs > 100000) {
-    std::fprintf(stderr, "caf pingpong: options out of range\n");
-    return 2;
-  }
-  std::printf("CAF %d.%d.%d pingpong: %" PRIu64 " scheduler threads on %u CPUs, %" PRIu64
-              " round trips measured per run, median of %" PRIu64 "\n",
-              CAF_VERSION / 10000, CAF_VERSION / 100 % 100, CAF_VERSION % 100, p.workers,
-              bench_cpus(), p.rounds, p.reps);
-  bench_print_load("start");
-  bench_check_malloc_count();
-  bench_table_header(&table);
+  bench_params p;
+  bench_setup(&spec, nullptr, 0, argc, argv, &p);
+  bench_begin(&p, caf_bench_runtime().c_str(), nullptr, nullptr);
   int status = 0;
   status |= run_case(p, "1pair", 1);
-  status |= run_case(p, "Npairs", static_cast<uint32_t>(p.pairs));
-  bench_print_load("end");
-  return status;
+  status |= run_case(p, "Npairs", static_cast<uint32_t>(p.actors));
+  return bench_end(status);
 }
