@@ -261,7 +261,9 @@ int sh_batch_reply(sh_stack *st, size_t i, sh_msg *reply);
  * Only from the actor's own handlers. */
 int sh_timer_start(sh_actor *self, uint64_t delay_ms, uint64_t period_ms, void *arg,
                    uint64_t *id_out);
-/* -ENOENT when the timer already fired (one-shot) or is unknown. */
+/* After it returns 0 the handler never runs for this timer again, even if
+ * it already expired and its event is on the way. -ENOENT when a one-shot's
+ * handler already ran, or the id is unknown. */
 int sh_timer_cancel(sh_actor *self, uint64_t id);
 
 /* ------------------------------------------------------------------ */
