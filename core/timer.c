@@ -70,13 +70,16 @@ sh_timer *sh_timer_ask(sh_worker *w, sh_house *h, uint64_t ask_id, uint64_t ns) 
 }
 
 void sh_timer_cancel_node(sh_worker *w, sh_timer *t) {
+  /* Before the CAS: once it succeeds, another worker's wheel may free the
+   * node (and its pool reuse it) at any moment, unless that wheel is ours. */
+  bool own_wheel = w != NULL && w->index == t->wheel_worker;
   int s = SH_TIMER_PENDING;
   /* acq_rel: on success the wheel's later acquire load sees CANCELLED and
    * frees; on failure (FIRED) the acquire makes the firing side's writes
    * visible before we touch `dead`. */
   if (atomic_compare_exchange_strong_explicit(&t->state, &s, SH_TIMER_CANCELLED,
                                               memory_order_acq_rel, memory_order_acquire)) {
-    if (w != NULL && w->index == t->wheel_worker && sh_wheel_linked(&t->link)) {
+    if (own_wheel && sh_wheel_linked(&t->link)) {
       sh_wheel_remove(&w->wheel, &t->link);
       sh_mem_free(t);
     }
