@@ -20,6 +20,9 @@ typedef enum sh_counter {
   SH_C_RUNS,
   SH_C_PARKS,
   SH_C_WAKEUPS,
+  SH_C_SENT,
+  SH_C_ASKS,
+  SH_C_ASKS_RESOLVED,
   SH_C_COUNT,
 } sh_counter;
 

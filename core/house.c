@@ -80,6 +80,7 @@ void sh_house_poke(sh_house *h) {
 }
 
 void sh_house_put(sh_house *h, sh_box box, sh_msg *m) {
+  if (box != SH_BOX_EVENT) sh_count(h->sys, SH_C_SENT);
   uint32_t n = sh_mailbox_put(&h->mb[box], m);
   /* Priority is decided at enqueue: a producer may raise it, only the owner
    * lowers it (settle). relaxed: a hint read when the house is queued. */
@@ -233,6 +234,7 @@ static uint32_t drain_requests(sh_house *h, sh_box box, uint32_t budget) {
     sh_msg *m = sh_mailbox_take(&h->mb[box]);
     if (m == NULL) break;
     n++;
+    SH_TRACE(SH_TRACE_DELIVER, h->seq, m->type->name, 0);
     sh_count(h->sys, SH_C_DELIVERED);
     if (batch_add(&b, m)) continue;
     /* Keep arrival order: what was batched before this message goes first. */
@@ -251,6 +253,7 @@ static void handle_reply(sh_house *h, sh_msg *m, bool exception) {
     return;
   }
   sh_count(h->sys, SH_C_DELIVERED);
+  SH_TRACE(SH_TRACE_REPLY, h->seq, m->type->name, SH_TRACE_FLOW(h->seq, m->id));
   if (exception) {
     int err = m->error;
     sh_msg_free(m);
@@ -277,6 +280,7 @@ static uint32_t drain_box(sh_house *h, sh_box box, uint32_t budget,
     sh_msg *m = sh_mailbox_take(&h->mb[box]);
     if (m == NULL) break;
     n++;
+    SH_TRACE(SH_TRACE_DELIVER, h->seq, m->type->name, 0);
     fn(h, m);
   }
   return n;
@@ -304,6 +308,7 @@ void sh_house_run(sh_worker *w, sh_house *h) {
   atomic_store_explicit(&h->state, SH_RUNNING, memory_order_relaxed);
   sh_count(h->sys, SH_C_RUNS);
   if (w->index != h->owner) sh_count(h->sys, SH_C_STEALS);
+  SH_TRACE(SH_TRACE_RUN, h->seq, h->cls->name, 0);
 
   uint32_t budget = h->max_per_run;
   uint32_t n = drain_box(h, SH_BOX_REPLY, budget, on_reply);
@@ -318,9 +323,17 @@ void sh_house_run(sh_worker *w, sh_house *h) {
   /* Events come last in the order but always get a share, so a flood of
    * asks or notices cannot hold back the actor's timers and timeouts. */
   uint32_t left = budget - n;
-  drain_box(h, SH_BOX_EVENT, left > SH_EVENT_SHARE ? left : SH_EVENT_SHARE, sh_timer_event);
-  if (stopped(h)) finish_stop(w, h);
+  n += drain_box(h, SH_BOX_EVENT, left > SH_EVENT_SHARE ? left : SH_EVENT_SHARE, sh_timer_event);
+  bool stop = stopped(h);
+  if (stop) finish_stop(w, h);
+  SH_TRACE(SH_TRACE_RUN_END, h->seq, h->cls->name, 0);
   settle(h);
+  /* A run that found a counted message it could not take: a producer was
+   * paused between swapping the mailbox's head and linking its message, and
+   * the message before it is unreachable until it links (mailbox.c). settle
+   * keeps the house ready, so without this the worker would run it again
+   * and again, spinning on a producer that may need this very CPU. */
+  if (n == 0 && !stop) sh_plat_yield_cpu();
 }
 
 void sh_house_destroy(sh_house *h) {

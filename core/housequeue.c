@@ -28,6 +28,7 @@ uint32_t sh_hq_push(sh_house_queue *q, sh_house *h, bool high) {
    * its parked flag; it sets the flag, then reads this count. One of us sees
    * the other. */
   uint32_t n = (uint32_t)atomic_fetch_add_explicit(&q->count, 1, memory_order_seq_cst) + 1;
+  SH_YIELD("hq.push");
   sh_spin_lock(&l->lock);
   if (l->tail != NULL)
     l->tail->qnext = h;

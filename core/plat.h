@@ -76,4 +76,29 @@ void sh_plat_yield(const char *where);
 #define SH_YIELD(where) ((void)0)
 #endif
 
+/*
+ * Trace points: what the simulator's trace hash and its Chrome trace record
+ * besides its own decisions. `house` is the house's creation number, `name`
+ * an actor class or message type name (static strings), `flow` joins an ask
+ * to its reply or timeout. Compiled out of production builds.
+ */
+typedef enum sh_trace_kind {
+  SH_TRACE_RUN,      /* a house run begins: name = actor class */
+  SH_TRACE_RUN_END,  /* it ends */
+  SH_TRACE_DELIVER,  /* a message is handed over: name = message type */
+  SH_TRACE_ASK,      /* an ask is sent: name = message type, flow */
+  SH_TRACE_REPLY,    /* its answer reaches the asker: name = reply type, flow */
+  SH_TRACE_TIMEOUT,  /* an ask timed out: flow */
+} sh_trace_kind;
+
+/* The flow id of ask `id` of house `house`. */
+#define SH_TRACE_FLOW(house, id) (((uint64_t)(house) << 32) ^ (uint64_t)(id))
+
+#ifdef SH_SIM
+void sh_plat_trace(sh_trace_kind kind, uint64_t house, const char *name, uint64_t flow);
+#define SH_TRACE(kind, house, name, flow) sh_plat_trace((kind), (house), (name), (flow))
+#else
+#define SH_TRACE(kind, house, name, flow) ((void)0)
+#endif
+
 #endif

@@ -33,6 +33,8 @@
 #include <fiu-local.h>
 #include <stdlib.h>
 
+#include "plat.h"
+
 #define SH_POOL_MIN_CLASS 64u                /* smallest class, object + header */
 #define SH_POOL_PLAIN SH_POOL_CLASSES        /* class index of a plain malloc object */
 #define SH_POOL_TOUCHED UINT64_MAX           /* last_use_ns: used since the last trim */
@@ -113,6 +115,7 @@ static void drain_remote(sh_pool *p, sh_pool_class *c) {
   /* acquire: pairs with the pushers' release CAS, so their writes of o->next
    * (and of the header state) are visible before we walk the list. Nothing of
    * ours needs publishing (pushers never read through the head), so no release. */
+  SH_YIELD("pool.remote.take");
   sh_pool_obj *o = atomic_exchange_explicit(&c->remote, NULL, memory_order_acquire);
   uint_fast32_t n = 0;
   while (o) {
@@ -242,6 +245,7 @@ static void push_remote(sh_pool *owner, uint32_t cls, sh_pool_obj *head, sh_pool
   /* relaxed: we only store the head as our link, never read through it. */
   sh_pool_obj *top = atomic_load_explicit(&c->remote, memory_order_relaxed);
   do {
+    SH_YIELD("pool.remote.push");
     tail->next = top;
     /* success release: our writes of the links and states (and the callers'
      * of the bodies) become visible to the owner's acquire exchange.

@@ -31,7 +31,11 @@ static inline bool sh_spin_trylock(sh_spin *l) {
 static inline void sh_spin_lock(sh_spin *l) {
   /* Bounded only by the holder's critical section, which is a few stores. */
   while (!sh_spin_trylock(l)) {
-#ifndef SH_SIM
+#ifdef SH_SIM
+    /* The holder is a descheduled fiber: let it run (a strategy that only
+     * switches at its own whim, or by priority, would spin here forever). */
+    sh_plat_yield_cpu();
+#else
     sh_plat_relax();
 #endif
   }

@@ -87,6 +87,7 @@ static void record(sh_future *f, sh_msg *reply, int error) {
   sh_stack *st = f->stack;
   assert(!f->done);
   f->done = true;
+  sh_count(st->house->sys, SH_C_ASKS_RESOLVED);
   f->reply = reply;
   f->error = error;
   if (f->timer != NULL) {
@@ -123,6 +124,7 @@ sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_m
   list_push(&st->pending, f);
   st->npending++;
   st->made++;
+  sh_count(h->sys, SH_C_ASKS);
 
   sh_house *target = sh_addr_pick(to);
   /* acquire: a fast refusal only; an ask that misses a concurrent stop is
@@ -131,6 +133,7 @@ sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_m
    * refilled (its own flag it reads in program order, no race). */
   if (atomic_load_explicit(&target->stopped, memory_order_acquire) ||
       atomic_load_explicit(&h->stopped, memory_order_acquire)) {
+    sh_count(h->sys, SH_C_SENT);
     sh_count(h->sys, SH_C_DROPPED_STOPPED);
     sh_msg_free(m);
     record(f, NULL, -ESHUTDOWN);
@@ -151,6 +154,7 @@ sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_m
   sh_dispatcher_push(&h->futures, f);
   m->sender = h;
   m->id = f->id;
+  SH_TRACE(SH_TRACE_ASK, h->seq, m->type->name, SH_TRACE_FLOW(h->seq, f->id));
   sh_house_put(target, SH_BOX_ASK, m);
   return f;
 }

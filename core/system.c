@@ -269,6 +269,7 @@ int sh_notice(const sh_addr *to, sh_msg *m) {
   /* acquire: a fast refusal only. A send that misses a concurrent stop puts
    * its notice anyway, and the stopped house drops it (counted) when it runs. */
   if (atomic_load_explicit(&h->stopped, memory_order_acquire)) {
+    sh_count(h->sys, SH_C_SENT);
     sh_count(h->sys, SH_C_DROPPED_STOPPED);
     sh_msg_free(m);
     return -ESHUTDOWN;
@@ -370,6 +371,16 @@ void sh_system_free(sh_system *sys) {
   free_system(sys);
 }
 
+uint32_t sh_system_houses_busy(const sh_system *sys) {
+  uint32_t n = 0;
+  for (const sh_house *h = sys->houses; h != NULL; h = h->all_next) {
+    /* relaxed: the workers are joined (the caller's contract). */
+    int s = atomic_load_explicit(&h->state, memory_order_relaxed);
+    if (s == SH_READY || s == SH_SCHEDULED || s == SH_RUNNING) n++;
+  }
+  return n;
+}
+
 void sh_system_stats(const sh_system *sys, sh_stats *out) {
   uint64_t v[SH_C_COUNT];
   for (int k = 0; k < SH_C_COUNT; k++) v[k] = sh_counters_get(&sys->counters, k);
@@ -390,6 +401,9 @@ void sh_system_stats(const sh_system *sys, sh_stats *out) {
   out->runs = v[SH_C_RUNS];
   out->parks = v[SH_C_PARKS];
   out->wakeups = v[SH_C_WAKEUPS];
+  out->sent = v[SH_C_SENT];
+  out->asks = v[SH_C_ASKS];
+  out->asks_resolved = v[SH_C_ASKS_RESOLVED];
   out->pool_outstanding = outstanding;
   out->pool_mallocs = mallocs;
 }

@@ -53,4 +53,8 @@ struct sh_system {
 /* The house an address sends to, from the calling worker (or thread). */
 struct sh_house *sh_addr_pick(const sh_addr *a);
 
+/* Houses READY, scheduled or running: after sh_system_shutdown there must be
+ * none (the scenarios' invariant). Only while no worker runs. */
+uint32_t sh_system_houses_busy(const sh_system *sys);
+
 #endif

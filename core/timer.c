@@ -74,6 +74,7 @@ void sh_timer_cancel_node(sh_worker *w, sh_timer *t) {
    * node (and its pool reuse it) at any moment, unless that wheel is ours. */
   bool own_wheel = w != NULL && w->index == t->wheel_worker;
   int s = SH_TIMER_PENDING;
+  SH_YIELD("timer.cancel");
   /* acq_rel: on success the wheel's later acquire load sees CANCELLED and
    * frees; on failure (FIRED) the acquire makes the firing side's writes
    * visible before we touch `dead`. */
@@ -113,6 +114,7 @@ static void fire(sh_wheel_link *l, void *ctx) {
     return;
   }
   int s = SH_TIMER_PENDING;
+  SH_YIELD("timer.fire");
   /* acq_rel: success hands the node to the actor (release: our writes to it
    * happen before the actor's CAS failure reads FIRED); failure means the
    * actor cancelled, and acquire makes its writes visible before we free. */
@@ -157,6 +159,7 @@ static void ask_timed_out(sh_house *h, sh_timer *t) {
     assert(f->timer == t);
     f->timer = NULL; /* this node is the event; it is freed below, not cancelled */
     sh_count(h->sys, SH_C_ASKS_TIMED_OUT);
+    SH_TRACE(SH_TRACE_TIMEOUT, h->seq, "timeout", SH_TRACE_FLOW(h->seq, t->id));
     sh_stack_complete(f, NULL, -ETIMEDOUT);
   }
 }

@@ -388,6 +388,9 @@ static void test_stats_sum(void **state) {
   assert_int_equal(s.runs, 111 * (SH_C_RUNS + 1));
   assert_int_equal(s.parks, 111 * (SH_C_PARKS + 1));
   assert_int_equal(s.wakeups, 111 * (SH_C_WAKEUPS + 1));
+  assert_int_equal(s.sent, 111 * (SH_C_SENT + 1));
+  assert_int_equal(s.asks, 111 * (SH_C_ASKS + 1));
+  assert_int_equal(s.asks_resolved, 111 * (SH_C_ASKS_RESOLVED + 1));
 
   /* Pool figures are summed over the workers' pools. */
   th_act_as(0);

@@ -322,6 +322,13 @@ typedef struct sh_stats {
   uint64_t wakeups;           /* wake signals actually sent */
   uint64_t pool_outstanding;  /* pooled objects not yet returned */
   uint64_t pool_mallocs;      /* objects the pools took from malloc */
+  /* Accounting, exact after shutdown: sent == delivered + replies_unknown +
+   * dropped_stopped (every message offered to a live send is handled or
+   * dropped with a reason), and asks == asks_resolved (each ask resolved
+   * once: a reply, an error or a timeout). */
+  uint64_t sent;              /* notices, asks, replies and exceptions sent */
+  uint64_t asks;              /* futures made by sh_ask */
+  uint64_t asks_resolved;     /* futures completed */
 } sh_stats;
 
 /* Sums the per-worker counters. Exact when the workers are stopped or idle. */
