@@ -53,6 +53,8 @@ TEST_SUPPORT_SRCS := $(wildcard tests/support/*.c)
 BENCH_NAMES       := $(sort $(basename $(notdir $(wildcard bench/*.c))))
 BENCH_COMMON_SRCS := $(wildcard bench/common/*.c)
 EXAMPLE_NAMES     := $(sort $(basename $(notdir $(wildcard examples/*.c))))
+# Scenarios (scenarios/*.c): linked into shsim, shrun and the scenario tests.
+SCENARIO_SRCS     := $(wildcard scenarios/*.c)
 
 # ------------------------------------------------------------------ tests ---
 
@@ -60,7 +62,7 @@ EXAMPLE_NAMES     := $(sort $(basename $(notdir $(wildcard examples/*.c))))
 TESTS := $(ALL_TESTS)
 # Tests that also build and run under ThreadSanitizer. Names or make patterns.
 # To add one: append its name here (e.g. `test_wheel`).
-TSAN_TESTS := test_e2e_% test_pool test_mailbox test_plat_epoll test_housequeue test_worker
+TSAN_TESTS := test_e2e_% test_scn_% test_pool test_mailbox test_plat_epoll test_housequeue test_worker
 E2E_TESTS   = $(filter test_e2e_%,$(TESTS))
 TESTS_asan   = $(TESTS)
 TESTS_tsan   = $(filter $(TSAN_TESTS),$(TESTS))
@@ -111,8 +113,10 @@ cov_LDFLAGS     := --coverage
 # Include path by top-level directory of the source file. Examples see only
 # the public headers; everything else may include core/ headers too.
 INC_DEFAULT  := -Iinclude -Icore
-INC_tests    := -Icore -Iinclude
-INC_bench    := -Ibench/common -Iinclude -Icore
+INC_tests    := -Icore -Iinclude -Iscenarios -Ibackend-sim
+INC_tools    := -Iscenarios -Ibackend-sim -Iinclude -Icore
+INC_scenarios := -Iscenarios -Iinclude -Icore
+INC_bench    := -Ibench/common -Iscenarios -Ibackend-sim -Iinclude -Icore
 INC_examples := -Iinclude
 incs = $(or $(INC_$(firstword $(subst /, ,$(1)))),$(INC_DEFAULT))
 
@@ -125,7 +129,11 @@ $(1)_ALL_LDFLAGS  = -pthread $$($(1)_LDFLAGS) $$(LDFLAGS)
 $(1)_LIB_OBJS    := $$(LIB_SRCS:%.c=build/$(1)/obj/%.o)
 $(1)_SIMLIB_OBJS := $$(SIMLIB_SRCS:%.c=build/$(1)/obj-sim/%.o)
 $(1)_BENCH_COMMON_OBJS := $$(BENCH_COMMON_SRCS:%.c=build/$(1)/obj/%.o)
+$(1)_BENCH_COMMON_SIM_OBJS := $$(BENCH_COMMON_SRCS:%.c=build/$(1)/obj-sim/%.o)
 $(1)_TEST_SUPPORT_OBJS := $$(TEST_SUPPORT_SRCS:%.c=build/$(1)/obj/%.o)
+$(1)_TEST_SUPPORT_SIM_OBJS := $$(TEST_SUPPORT_SRCS:%.c=build/$(1)/obj-sim/%.o)
+$(1)_SCN_OBJS     := $$(SCENARIO_SRCS:%.c=build/$(1)/obj/%.o)
+$(1)_SCN_SIM_OBJS := $$(SCENARIO_SRCS:%.c=build/$(1)/obj-sim/%.o)
 
 # Rewritten only when the compiler or flags change; every object depends on it.
 build/$(1)/.flags: FORCE
@@ -156,6 +164,40 @@ build/$(1)/tests/%: build/$(1)/obj/tests/%.o $$($(1)_TEST_SUPPORT_OBJS) build/$(
 	$$(call say,LD $(1),$$@)
 	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
 	    $$(LDLIBS_$$*) $$(TEST_LDLIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
+
+# test_scn_*: tests that run the scenarios on the epoll backend.
+build/$(1)/tests/test_scn_%: build/$(1)/obj/tests/test_scn_%.o $$($(1)_TEST_SUPPORT_OBJS) $$($(1)_SCN_OBJS) build/$(1)/libstackhouse.a
+	@mkdir -p $$(@D)
+	$$(call say,LD $(1),$$@)
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
+	    $$(LDLIBS_test_scn_$$*) $$(TEST_LDLIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
+
+# test_sim_*: tests of the simulator, built with -DSH_SIM against libstackhouse-sim.a.
+build/$(1)/tests/test_sim_%: build/$(1)/obj-sim/tests/test_sim_%.o $$($(1)_TEST_SUPPORT_SIM_OBJS) $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-sim.a
+	@mkdir -p $$(@D)
+	$$(call say,LD $(1)-sim,$$@)
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-sim.a \
+	    $$(LDLIBS_test_sim_$$*) $$(TEST_LDLIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
+
+# The scenario runners: shsim (simulator) and shrun (epoll), in build/<cfg>/bin.
+build/$(1)/bin/shsim: build/$(1)/obj-sim/tools/shsim.o $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-sim.a
+	@mkdir -p $$(@D)
+	$$(call say,LD $(1)-sim,$$@)
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-sim.a \
+	    $$($(1)_LIBS) -lpthread $$(LDLIBS)
+
+build/$(1)/bin/shrun: build/$(1)/obj/tools/shrun.o $$($(1)_SCN_OBJS) build/$(1)/libstackhouse.a
+	@mkdir -p $$(@D)
+	$$(call say,LD $(1),$$@)
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
+	    $$($(1)_LIBS) -lpthread $$(LDLIBS)
+
+# bench/sim_*.c: benchmarks of the simulator (-DSH_SIM, libstackhouse-sim.a, the scenarios).
+build/$(1)/bench/sim_%: build/$(1)/obj-sim/bench/sim_%.o $$($(1)_BENCH_COMMON_SIM_OBJS) $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-sim.a
+	@mkdir -p $$(@D)
+	$$(call say,LD $(1)-sim,$$@)
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) $$(BENCH_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-sim.a \
+	    $$(LDLIBS_sim_$$*) $$(BENCH_LDLIBS) $$($(1)_LIBS) -lpthread $$(LDLIBS)
 
 build/$(1)/bench/%: build/$(1)/obj/bench/%.o $$($(1)_BENCH_COMMON_OBJS) build/$(1)/libstackhouse.a
 	@mkdir -p $$(@D)
@@ -197,32 +239,30 @@ ifeq ($(strip $(LIB_SRCS)),)
 all lib:
 	@echo "stackhouse: no library sources yet (core/*.c, backend-epoll/*.c): nothing to build"
 else
-all: lib benches examples
+all: lib benches examples tools
 lib: release-lib
 endif
 benches: $(addprefix build/release/bench/,$(BENCH_NAMES))
 examples: $(addprefix build/release/examples/,$(EXAMPLE_NAMES))
 
 # ------------------------------------------------------------------ tools ---
-# Programs of tools/*.c go to build/bin/.
-# tools/shsim.c, the simulator driver, is compiled with -DSH_SIM and linked with
-# libstackhouse-sim.a of SIM_CFG; SHSIM_SRCS lists its sources (add scenario
-# sources here if they are compiled in). It is buildable only once backend-sim/
-# has sources. Other tools/*.c link the release library.
+# The scenario runners go to build/bin/: shsim (the simulator, SIM_CFG build,
+# release by default; `make sim SIM_CFG=asan` runs the sweep under ASan+UBSan)
+# and shrun (the epoll backend, release build). Other tools/*.c link the
+# release library.
 
 SIM_CFG     := release
-SIM_SEEDS   := 1..200
-SHSIM_SRCS  := $(wildcard tools/shsim.c)
-SHSIM_OK    := $(and $(SHSIM_SRCS),$(SIM_SRCS))
-TOOL_NAMES  := $(filter-out shsim,$(basename $(notdir $(wildcard tools/*.c))))
+SIM_SEEDS   := 1..1000
+SIM_STRATEGIES := random pct none
+RUNNERS     := shsim shrun
+TOOL_NAMES  := $(filter-out $(RUNNERS),$(basename $(notdir $(wildcard tools/*.c))))
 
-ifneq ($(SHSIM_OK),)
-build/bin/shsim: $(SHSIM_SRCS:%.c=build/$(SIM_CFG)/obj-sim/%.o) build/$(SIM_CFG)/libstackhouse-sim.a
+build/bin/shsim: build/$(SIM_CFG)/bin/shsim
 	@mkdir -p $(@D)
-	$(call say,LD $(SIM_CFG)-sim,$@)
-	$(Q)$(CC) $($(SIM_CFG)_ALL_LDFLAGS) -o $@ $(filter %.o,$^) build/$(SIM_CFG)/libstackhouse-sim.a \
-	    $(LDLIBS_shsim) -lpthread $(LDLIBS)
-endif
+	$(Q)cp -f $< $@
+build/bin/shrun: build/release/bin/shrun
+	@mkdir -p $(@D)
+	$(Q)cp -f $< $@
 
 build/bin/%: build/release/obj/tools/%.o build/release/libstackhouse.a
 	@mkdir -p $(@D)
@@ -230,7 +270,7 @@ build/bin/%: build/release/obj/tools/%.o build/release/libstackhouse.a
 	$(Q)$(CC) $(release_ALL_LDFLAGS) -o $@ $< build/release/libstackhouse.a $(LDLIBS_$*) -lpthread $(LDLIBS)
 
 .PHONY: tools
-tools: $(addprefix build/bin/,$(TOOL_NAMES) $(if $(SHSIM_OK),shsim))
+tools: $(addprefix build/bin/,$(TOOL_NAMES) $(RUNNERS))
 
 # ---------------------------------------------------------- test running ---
 
@@ -297,20 +337,14 @@ test: deps
 	if [ $$build -ne 0 ] && [ $$fail -eq 0 ]; then printf 'FAIL  test build\n'; fail=$$((fail+1)); fi; \
 	$(summary)
 
-# Deterministic simulation. Until tools/shsim.c and backend-sim/*.c exist, the
-# end-to-end tests on the epoll backend are the only scenarios there are.
+# Deterministic simulation: every visible scenario over SIM_SEEDS under each
+# of SIM_STRATEGIES, then a summary table; non-zero exit on any failure.
 sim: deps
-ifneq ($(SHSIM_OK),)
-	+@$(SUBMAKE) build/bin/shsim
-	build/bin/shsim sweep all --seeds $(SIM_SEEDS)
-else
-	@echo "sim: the simulator backend is not built yet (needs backend-sim/*.c and tools/shsim.c): no simulated runs."
-	@echo "sim: running the end-to-end scenarios available so far (tests/test_e2e_*) on the epoll backend, asan build."
-	+@pass=0; fail=0; \
-	$(if $(E2E_TESTS),$(SUBMAKE) -k $(addprefix build/asan/tests/,$(E2E_TESTS));) \
-	$(call run_tests,asan,$(E2E_TESTS)); \
-	$(summary)
-endif
+	+@$(SUBMAKE) build/bin/shsim build/bin/shrun
+	@status=0; for st in $(SIM_STRATEGIES); do \
+	  echo "== sim: every scenario, seeds $(SIM_SEEDS), strategy $$st"; \
+	  build/bin/shsim sweep all --seeds $(SIM_SEEDS) --strategy $$st || status=1; \
+	done; exit $$status
 
 bench:
 	+@$(SUBMAKE) benches

@@ -1,0 +1,617 @@
+/*
+ * The deterministic simulator: core/plat.h on fibers and a virtual clock.
+ *
+ * Fibers. Worker w is fiber w; the thread that created the system (the
+ * scenario's "outside" thread: it runs setup, sh_system_wait, shutdown) is
+ * fiber `workers`, on its own stack. Exactly one fiber runs at a time.
+ *
+ * Steps. Every scheduling point the core passes (SH_YIELD, sh_plat_relax,
+ * sh_plat_yield_cpu) is a step: the clock advances step_ns, bounds are
+ * checked (max_steps: livelock; vtime_limit_ns), sleepers whose deadline
+ * passed become runnable, and the strategy decides whether to switch:
+ *   random  switch with probability switch_permille/1000 to a runnable fiber
+ *           chosen uniformly;
+ *   pct     run the runnable fiber of highest priority (PCT: random distinct
+ *           initial priorities, pct_depth - 1 change points among the first
+ *           pct_steps steps, each dropping the running fiber below all);
+ *   none    never switch at a step.
+ * A fiber that parks or blocks always gives way; one that yields its CPU
+ * (a spin wait) gives way to another runnable fiber under every strategy, and
+ * under pct drops to the lowest priority so that the fiber it waits for runs.
+ *
+ * Time. When no fiber can run, the clock jumps to the earliest park
+ * deadline; if there is none, nothing can ever run again: FAIL:deadlock.
+ *
+ * Randomness. One generator per simulation: xoshiro256** whose state is four
+ * splitmix64 outputs of the seed. It decides switches, PCT priorities and
+ * change points, and serves sh_plat_random (the core's steal order).
+ *
+ * Trace hash. 64 bits, mixed (see mix()) with every switch (from, to, the
+ * yield point's name), every time jump (new time), every core trace point
+ * (fiber, kind, house number, name, flow id) and the final step count and
+ * clock. Names are hashed by content, never by address.
+ */
+#include "sim.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fiber.h"
+#include "plat.h"
+#include "trace.h"
+
+/* Logical workers per simulation: a bound on every per-fiber scan. */
+#define SH_SIM_MAX_FIBERS 65
+/* sh_plat_cpu_count in the simulator: a fixed answer keeps runs alike everywhere. */
+#define SH_SIM_CPUS 4
+/* PCT change points, at most (pct_depth is clamped to this + 1). */
+#define SH_SIM_MAX_CHANGES 16
+
+typedef enum fiber_state {
+  F_RUNNABLE,
+  F_PARKED,  /* sh_plat_park: until a wake or its deadline */
+  F_BLOCKED, /* the outside fiber in sh_plat_event_wait or sh_plat_join */
+  F_DONE,
+} fiber_state;
+
+typedef struct sim_fiber {
+  sh_fiber ctx;
+  uint32_t index;
+  fiber_state state;
+  bool wake_pending; /* a wake that came while not parked */
+  uint64_t deadline; /* parked: wake time, or SH_PLAT_NO_DEADLINE */
+  void *local;
+  int64_t prio; /* pct */
+} sim_fiber;
+
+struct sh_plat {
+  uint32_t nworkers;
+  uint32_t nfibers; /* workers + the outside fiber */
+  sh_plat_entry entry;
+  void *ctx;
+  bool started;
+  uint32_t ndone;
+  uint32_t cur;          /* the running fiber */
+  uint64_t next_deadline; /* earliest deadline of a parked fiber */
+  sim_fiber f[];
+};
+
+struct sh_plat_event {
+  bool set;
+  bool waited; /* the outside fiber is blocked on it */
+};
+
+/* The simulation: one per process at a time, driven from one thread. */
+static struct {
+  sh_sim_options opt;
+  bool configured;
+  uint64_t rng[4];
+  uint64_t now, steps, hash, switches, jumps;
+  sh_plat *plat;
+  void *outside_local; /* sh_plat_local of the outside fiber */
+  sh_simtrace *trace;
+  int64_t prio_floor;
+  uint64_t changes[SH_SIM_MAX_CHANGES];
+  uint32_t nchanges, next_change;
+  sh_sim_fail_fn on_fail;
+} S;
+
+/* ---- generator and hash ------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *x) {
+  uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+/* xoshiro256** (Blackman and Vigna). */
+static uint64_t rng_next(void) {
+  uint64_t *s = S.rng;
+  uint64_t r = rotl(s[1] * 5, 7) * 9;
+  uint64_t t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return r;
+}
+
+/* Uniform in [0, n), n > 0 (the modulo bias is below 2^-40 for our n). */
+static uint64_t rng_below(uint64_t n) { return rng_next() % n; }
+
+static void mix(uint64_t v) {
+  S.hash = rotl((S.hash ^ v) * 0x100000001B3ull, 29) + 0x9E3779B97F4A7C15ull;
+}
+
+static uint64_t str_hash(const char *s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  /* Names are short static strings; the bound only guards a missing NUL. */
+  for (int i = 0; s != NULL && s[i] != '\0' && i < 256; i++)
+    h = (h ^ (unsigned char)s[i]) * 0x100000001B3ull;
+  return h;
+}
+
+enum { MIX_SWITCH = 1, MIX_JUMP, MIX_TRACE, MIX_END };
+
+/* ---- options ------------------------------------------------------------- */
+
+void sh_sim_options_default(sh_sim_options *o) {
+  memset(o, 0, sizeof(*o));
+  o->seed = 1;
+  o->strategy = SH_SIM_RANDOM;
+  o->switch_permille = 100;
+  o->pct_depth = 3;
+  o->pct_steps = 200000;
+  o->step_ns = 100;
+  o->idle_step_ns = 2000;
+  o->max_steps = 100000000;
+}
+
+static const char *const strategy_names[] = {"random", "pct", "none"};
+
+int sh_sim_strategy_parse(const char *name, sh_sim_strategy *out) {
+  for (int i = 0; i < 3; i++) {
+    if (name != NULL && strcmp(name, strategy_names[i]) == 0) {
+      *out = (sh_sim_strategy)i;
+      return 0;
+    }
+  }
+  return -EINVAL;
+}
+
+const char *sh_sim_strategy_name(sh_sim_strategy s) {
+  return (unsigned)s < 3 ? strategy_names[s] : "?";
+}
+
+static void default_fail(const char *kind, const char *detail) {
+  fprintf(stderr, "simulation failed: %s: %s\n", kind, detail);
+  fflush(NULL);
+  _exit(1);
+}
+
+void sh_sim_on_failure(sh_sim_fail_fn fn) { S.on_fail = fn; }
+
+void sh_sim_configure(const sh_sim_options *o) {
+  assert(S.plat == NULL);
+  sh_sim_fail_fn keep = S.on_fail;
+  memset(&S, 0, sizeof(S));
+  S.on_fail = keep;
+  S.opt = *o;
+  if (S.opt.step_ns == 0) S.opt.step_ns = 1;
+  if (S.opt.pct_depth == 0) S.opt.pct_depth = 1;
+  if (S.opt.pct_depth > SH_SIM_MAX_CHANGES + 1) S.opt.pct_depth = SH_SIM_MAX_CHANGES + 1;
+  if (S.opt.pct_steps == 0) S.opt.pct_steps = 1;
+  uint64_t x = o->seed;
+  for (int i = 0; i < 4; i++) S.rng[i] = splitmix64(&x);
+  S.hash = 0x5348534D00000000ull ^ o->seed;
+  S.configured = true;
+}
+
+static void ensure_configured(void) {
+  if (S.configured) return;
+  sh_sim_options o;
+  sh_sim_options_default(&o);
+  sh_sim_configure(&o);
+}
+
+void sh_sim_report_get(sh_sim_report *r) {
+  r->hash = S.hash;
+  r->steps = S.steps;
+  r->vtime_ns = S.now;
+  r->switches = S.switches;
+  r->jumps = S.jumps;
+}
+
+/* ---- failures -------------------------------------------------------------- */
+
+static uint32_t cur_index(void) { return S.plat != NULL ? S.plat->cur : 0; }
+
+/* A trace that could not be written is worth a warning, not a failed run. */
+static void trace_close(void) {
+  if (S.trace == NULL) return;
+  int rc = sh_simtrace_close(S.trace, S.now);
+  S.trace = NULL;
+  if (rc != 0) fprintf(stderr, "shsim: writing the trace failed: %s\n", strerror(-rc));
+}
+
+__attribute__((noreturn)) static void sim_fail(const char *kind, const char *detail) {
+  if (S.trace != NULL) {
+    char name[64];
+    snprintf(name, sizeof(name), "FAIL: %s", kind);
+    sh_simtrace_instant(S.trace, S.now, cur_index(), name);
+    trace_close();
+  }
+  (S.on_fail != NULL ? S.on_fail : default_fail)(kind, detail);
+  default_fail(kind, detail); /* a handler that returned */
+  abort();
+}
+
+/* ---- scheduling -------------------------------------------------------------- */
+
+static sim_fiber *cur_fiber(void) { return &S.plat->f[S.plat->cur]; }
+
+static void recompute_deadline(sh_plat *p) {
+  uint64_t d = SH_PLAT_NO_DEADLINE;
+  for (uint32_t i = 0; i < p->nfibers; i++)
+    if (p->f[i].state == F_PARKED && p->f[i].deadline < d) d = p->f[i].deadline;
+  p->next_deadline = d;
+}
+
+static void make_runnable(sim_fiber *f) {
+  f->state = F_RUNNABLE;
+  f->deadline = SH_PLAT_NO_DEADLINE;
+}
+
+/* Parked fibers whose deadline has come become runnable. */
+static void expire(sh_plat *p) {
+  if (S.now < p->next_deadline) return;
+  for (uint32_t i = 0; i < p->nfibers; i++)
+    if (p->f[i].state == F_PARKED && p->f[i].deadline <= S.now) make_runnable(&p->f[i]);
+  recompute_deadline(p);
+}
+
+/* A runnable fiber other than `skip` (UINT32_MAX: none skipped), uniformly,
+ * or UINT32_MAX if there is none. */
+static uint32_t pick_uniform(sh_plat *p, uint32_t skip) {
+  uint32_t cand[SH_SIM_MAX_FIBERS];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < p->nfibers; i++)
+    if (i != skip && p->f[i].state == F_RUNNABLE) cand[n++] = i;
+  return n == 0 ? UINT32_MAX : cand[rng_below(n)];
+}
+
+/* The runnable fiber of highest priority (ties: lowest index), or UINT32_MAX. */
+static uint32_t pick_highest(sh_plat *p) {
+  uint32_t best = UINT32_MAX;
+  for (uint32_t i = 0; i < p->nfibers; i++) {
+    if (p->f[i].state != F_RUNNABLE) continue;
+    if (best == UINT32_MAX || p->f[i].prio > p->f[best].prio) best = i;
+  }
+  return best;
+}
+
+static uint32_t pick_next(sh_plat *p, uint32_t skip) {
+  if (S.opt.strategy == SH_SIM_PCT) {
+    uint32_t b = pick_highest(p);
+    if (b != skip || b == UINT32_MAX) return b;
+    /* skip is the highest: the next highest below it. */
+    int64_t keep = p->f[skip].prio;
+    p->f[skip].prio = INT64_MIN;
+    b = pick_highest(p);
+    p->f[skip].prio = keep;
+    return b == skip ? UINT32_MAX : b;
+  }
+  return pick_uniform(p, skip);
+}
+
+static void switch_to(sh_plat *p, uint32_t next, const char *where) {
+  uint32_t from = p->cur;
+  if (next == from) return;
+  S.switches++;
+  mix(MIX_SWITCH);
+  mix(((uint64_t)from << 32) | next);
+  mix(str_hash(where));
+  p->cur = next;
+  if (p->f[from].state == F_DONE)
+    sh_fiber_exit_to(&p->f[from].ctx, &p->f[next].ctx);
+  sh_fiber_switch(&p->f[from].ctx, &p->f[next].ctx);
+}
+
+/* No fiber can run: jump the clock to the earliest deadline. */
+static void jump(sh_plat *p) {
+  if (p->next_deadline == SH_PLAT_NO_DEADLINE) {
+    char d[160];
+    snprintf(d, sizeof(d),
+             "every fiber is parked or blocked with no deadline (vtime %llu ns, %u of %u workers "
+             "finished)",
+             (unsigned long long)S.now, p->ndone, p->nworkers);
+    sim_fail("deadlock", d);
+  }
+  if (p->next_deadline > S.now) S.now = p->next_deadline;
+  S.jumps++;
+  mix(MIX_JUMP);
+  mix(S.now);
+  if (S.trace != NULL) sh_simtrace_instant(S.trace, S.now, p->cur, "time jump");
+  expire(p);
+}
+
+/* The running fiber cannot go on (parked, blocked, done): run another. */
+static void give_way(const char *where) {
+  sh_plat *p = S.plat;
+  /* Bounded: every jump makes at least one parked fiber runnable. */
+  for (;;) {
+    uint32_t next = pick_next(p, UINT32_MAX);
+    if (next != UINT32_MAX) {
+      switch_to(p, next, where);
+      return;
+    }
+    jump(p);
+  }
+}
+
+static void pct_change_point(sh_plat *p) {
+  if (S.next_change >= S.nchanges || S.steps != S.changes[S.next_change]) return;
+  /* Change point i drops the running fiber to priority d - i: below every
+   * initial priority, and below the earlier change points. */
+  S.next_change++;
+  p->f[p->cur].prio = (int64_t)S.opt.pct_depth - (int64_t)S.next_change;
+}
+
+/* Whether a fiber other than the running one could run now. */
+static bool others_runnable(const sh_plat *p) {
+  for (uint32_t i = 0; i < p->nfibers; i++)
+    if (i != p->cur && p->f[i].state == F_RUNNABLE) return true;
+  return false;
+}
+
+/* The clock's advance for this step. A fiber polling while every other
+ * fiber sleeps waits for nothing but time (its own timers, a sleeper's
+ * deadline): its steps advance idle_step_ns, so an idle poll costs tens of
+ * steps instead of hundreds, but never past a sleeper's deadline. */
+static uint64_t advance(const sh_plat *p, bool polling) {
+  if (!polling || S.opt.idle_step_ns <= S.opt.step_ns || others_runnable(p))
+    return S.opt.step_ns;
+  uint64_t d = S.opt.idle_step_ns;
+  if (p->next_deadline > S.now && p->next_deadline - S.now < d) d = p->next_deadline - S.now;
+  return d > S.opt.step_ns ? d : S.opt.step_ns;
+}
+
+static void step(sh_plat *p, bool polling) {
+  S.steps++;
+  S.now += advance(p, polling);
+  if (S.steps > S.opt.max_steps) {
+    char d[96];
+    snprintf(d, sizeof(d), "more than %llu steps (vtime %llu ns)",
+             (unsigned long long)S.opt.max_steps, (unsigned long long)S.now);
+    sim_fail("livelock", d);
+  }
+  if (S.opt.vtime_limit_ns != 0 && S.now > S.opt.vtime_limit_ns) {
+    char d[96];
+    snprintf(d, sizeof(d), "virtual time passed its limit of %llu ns",
+             (unsigned long long)S.opt.vtime_limit_ns);
+    sim_fail("vtime", d);
+  }
+  expire(p);
+  if (S.opt.strategy == SH_SIM_PCT) pct_change_point(p);
+}
+
+/* Only once workers exist is there anyone to switch to. */
+static sh_plat *active(void) { return S.plat != NULL && S.plat->started ? S.plat : NULL; }
+
+/* A scheduling point: the strategy may switch. */
+static void point(const char *where, bool polling) {
+  sh_plat *p = active();
+  if (p == NULL) return;
+  step(p, polling);
+  uint32_t next = UINT32_MAX;
+  switch (S.opt.strategy) {
+  case SH_SIM_RANDOM:
+    if (rng_below(1000) < S.opt.switch_permille) next = pick_uniform(p, p->cur);
+    break;
+  case SH_SIM_PCT:
+    next = pick_highest(p);
+    break;
+  case SH_SIM_NONE:
+    break;
+  }
+  if (next != UINT32_MAX) switch_to(p, next, where);
+}
+
+void sh_plat_yield(const char *where) { point(where, false); }
+void sh_plat_relax(void) { point("relax", true); }
+
+void sh_plat_yield_cpu(void) {
+  sh_plat *p = active();
+  if (p == NULL) return;
+  step(p, true);
+  if (S.opt.strategy == SH_SIM_PCT) p->f[p->cur].prio = --S.prio_floor;
+  uint32_t next = pick_next(p, p->cur);
+  if (next != UINT32_MAX) switch_to(p, next, "yield_cpu");
+}
+
+/* ---- the platform ---------------------------------------------------------- */
+
+int sh_plat_new(uint32_t workers, sh_plat **out) {
+  ensure_configured();
+  if (S.plat != NULL) return -EBUSY; /* one simulated system at a time */
+  if (workers == 0 || workers >= SH_SIM_MAX_FIBERS) return -EINVAL;
+  sh_plat *p = calloc(1, sizeof(*p) + (workers + 1) * sizeof(sim_fiber));
+  if (p == NULL) return -ENOMEM;
+  p->nworkers = workers;
+  p->nfibers = workers + 1;
+  p->cur = workers;
+  p->next_deadline = SH_PLAT_NO_DEADLINE;
+  for (uint32_t i = 0; i < p->nfibers; i++) {
+    p->f[i].index = i;
+    p->f[i].state = i == workers ? F_RUNNABLE : F_DONE;
+    p->f[i].deadline = SH_PLAT_NO_DEADLINE;
+  }
+  sh_fiber_init_self(&p->f[workers].ctx);
+  p->f[workers].local = S.outside_local;
+  if (S.opt.trace_path != NULL && S.trace == NULL) {
+    int rc = sh_simtrace_open(S.opt.trace_path, workers, &S.trace);
+    if (rc != 0) {
+      free(p);
+      return rc;
+    }
+  }
+  S.plat = p;
+  *out = p;
+  return 0;
+}
+
+void sh_plat_free(sh_plat *p) {
+  if (p == NULL) return;
+  assert(p == S.plat && p->cur == p->nworkers && p->ndone == (p->started ? p->nworkers : 0));
+  S.outside_local = p->f[p->nworkers].local;
+  for (uint32_t i = 0; i < p->nworkers; i++) sh_fiber_destroy(&p->f[i].ctx);
+  mix(MIX_END);
+  mix(S.steps);
+  mix(S.now);
+  trace_close();
+  S.plat = NULL;
+  free(p);
+}
+
+/* PCT: distinct random initial priorities d .. d+n-1 and d-1 change points. */
+static void pct_init(sh_plat *p) {
+  uint32_t n = p->nfibers;
+  int64_t order[SH_SIM_MAX_FIBERS];
+  for (uint32_t i = 0; i < n; i++) order[i] = i;
+  for (uint32_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
+    uint32_t j = (uint32_t)rng_below(i + 1);
+    int64_t t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
+  for (uint32_t i = 0; i < n; i++) p->f[i].prio = (int64_t)S.opt.pct_depth + order[i];
+  S.nchanges = S.opt.pct_depth - 1;
+  for (uint32_t i = 0; i < S.nchanges; i++) S.changes[i] = 1 + rng_below(S.opt.pct_steps);
+  /* Sorted, so the step loop checks only the next one (insertion sort: d <= 17). */
+  for (uint32_t i = 1; i < S.nchanges; i++)
+    for (uint32_t j = i; j > 0 && S.changes[j - 1] > S.changes[j]; j--) {
+      uint64_t t = S.changes[j];
+      S.changes[j] = S.changes[j - 1];
+      S.changes[j - 1] = t;
+    }
+  S.prio_floor = 0;
+}
+
+static void fiber_main(void *arg) {
+  sh_fiber_started();
+  sim_fiber *f = arg;
+  sh_plat *p = S.plat;
+  p->entry(p->ctx, f->index);
+  f->state = F_DONE;
+  p->ndone++;
+  sim_fiber *out = &p->f[p->nworkers];
+  if (p->ndone == p->nworkers && out->state == F_BLOCKED) make_runnable(out);
+  give_way("exit");
+  abort(); /* a finished fiber is never switched to */
+}
+
+int sh_plat_start(sh_plat *p, sh_plat_entry entry, void *ctx) {
+  assert(p == S.plat && !p->started);
+  p->entry = entry;
+  p->ctx = ctx;
+  for (uint32_t i = 0; i < p->nworkers; i++) {
+    int rc = sh_fiber_init(&p->f[i].ctx, sh_fiber_default_stack(), fiber_main, &p->f[i]);
+    if (rc != 0) {
+      for (uint32_t j = 0; j < i; j++) sh_fiber_destroy(&p->f[j].ctx);
+      return rc;
+    }
+  }
+  for (uint32_t i = 0; i < p->nworkers; i++) make_runnable(&p->f[i]);
+  if (S.opt.strategy == SH_SIM_PCT) pct_init(p);
+  p->started = true;
+  return 0;
+}
+
+void sh_plat_join(sh_plat *p) {
+  assert(p == S.plat && p->cur == p->nworkers);
+  if (!p->started) return;
+  /* Bounded by the workers: each pass ends only when one more finished. */
+  while (p->ndone < p->nworkers) {
+    cur_fiber()->state = F_BLOCKED;
+    give_way("join");
+  }
+}
+
+void *sh_plat_local(void) {
+  return S.plat != NULL ? S.plat->f[S.plat->cur].local : S.outside_local;
+}
+
+void sh_plat_set_local(void *ctx) {
+  if (S.plat != NULL)
+    S.plat->f[S.plat->cur].local = ctx;
+  else
+    S.outside_local = ctx;
+}
+
+uint32_t sh_plat_cpu_count(void) { return SH_SIM_CPUS; }
+
+uint64_t sh_plat_now_ns(void) { return S.now; }
+
+uint64_t sh_plat_random(void) {
+  ensure_configured();
+  return rng_next();
+}
+
+void sh_plat_park(sh_plat *p, uint32_t w, uint64_t deadline_ns) {
+  assert(p == S.plat && w == p->cur && w < p->nworkers);
+  sim_fiber *f = &p->f[w];
+  step(p, false);
+  if (f->wake_pending || deadline_ns <= S.now) {
+    f->wake_pending = false;
+    return;
+  }
+  f->state = F_PARKED;
+  f->deadline = deadline_ns;
+  if (deadline_ns < p->next_deadline) p->next_deadline = deadline_ns;
+  give_way("park");
+  /* Woken (make_runnable) or expired: either way runnable again. */
+  f->wake_pending = false;
+}
+
+void sh_plat_wake(sh_plat *p, uint32_t w) {
+  assert(p == S.plat && w < p->nworkers);
+  sim_fiber *f = &p->f[w];
+  if (f->state == F_PARKED) {
+    make_runnable(f);
+    recompute_deadline(p);
+  } else if (f->state != F_DONE) {
+    f->wake_pending = true;
+  }
+}
+
+/* ---- events (the outside fiber waits on them) --------------------------------- */
+
+int sh_plat_event_new(sh_plat_event **out) {
+  sh_plat_event *e = calloc(1, sizeof(*e));
+  if (e == NULL) return -ENOMEM;
+  *out = e;
+  return 0;
+}
+
+void sh_plat_event_free(sh_plat_event *e) { free(e); }
+
+void sh_plat_event_set(sh_plat_event *e) {
+  e->set = true;
+  sh_plat *p = S.plat;
+  if (e->waited && p != NULL && p->f[p->nworkers].state == F_BLOCKED)
+    make_runnable(&p->f[p->nworkers]);
+}
+
+void sh_plat_event_wait(sh_plat_event *e) {
+  sh_plat *p = active();
+  if (e->set) return;
+  if (p == NULL) sim_fail("deadlock", "waiting for an event with no worker running");
+  assert(p->cur == p->nworkers); /* workers never block on events */
+  e->waited = true;
+  /* Bounded: the event is set by a worker, which then makes us runnable. */
+  while (!e->set) {
+    cur_fiber()->state = F_BLOCKED;
+    give_way("event_wait");
+  }
+  e->waited = false;
+}
+
+/* ---- trace points -------------------------------------------------------------- */
+
+void sh_plat_trace(sh_trace_kind kind, uint64_t house, const char *name, uint64_t flow) {
+  mix(MIX_TRACE);
+  mix(((uint64_t)cur_index() << 8) | (uint64_t)kind);
+  mix(house);
+  mix(str_hash(name));
+  mix(flow);
+  if (S.trace != NULL) sh_simtrace_event(S.trace, S.now, cur_index(), kind, house, name, flow);
+}

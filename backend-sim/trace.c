@@ -1,0 +1,253 @@
+/*
+ * The simulator's Chrome trace-event JSON writer.
+ *
+ * Slices are "B"/"E" pairs: nesting is then implied by order and no event
+ * has to be held back until its end is known. Each track remembers only
+ * whether a run and a message slice inside it are open, so an E is written
+ * only for a B that was, and a stray RUN_END or DELIVER (a trace opened or
+ * a fiber switched mid-run) becomes an instant instead of breaking the
+ * nesting. Timestamps never go backwards in the file (an earlier one is
+ * raised to the latest seen), so an E can never precede its own B.
+ *
+ * Flows are v1 flow events, matched by viewers on (cat, name, id): both
+ * ends are named "ask". The id is written as a hex string because a 64-bit
+ * number does not survive a JavaScript viewer's doubles.
+ */
+#include "trace.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Events are small; a large buffer turns them into few big writes. */
+#define SH_SIMTRACE_BUF (1u << 20)
+
+typedef struct sh_simtrack {
+  bool run; /* a run slice is open */
+  bool msg; /* a message slice is open inside it */
+} sh_simtrack;
+
+struct sh_simtrace {
+  FILE *f;
+  char *buf;          /* f's buffer, freed after fclose */
+  int err;            /* first write error (positive errno), 0 if none */
+  bool first;         /* no event written yet: no comma before the next */
+  uint64_t last_ns;   /* the latest timestamp written */
+  uint32_t tracks;    /* workers + 1 */
+  sh_simtrack *track; /* [tracks] */
+};
+
+/* Keeps the first error: the later ones are usually its consequences. */
+static void note(sh_simtrace *t, int rc) {
+  if (rc < 0 && t->err == 0) t->err = errno != 0 ? errno : EIO;
+}
+
+/* A JSON string: quote, backslash and control characters escaped; other
+ * bytes go through as they are (names are C identifiers or UTF-8). */
+static void put_str(sh_simtrace *t, const char *s) {
+  if (s == NULL) s = "?";
+  note(t, fputc('"', t->f) == EOF ? -1 : 0);
+  for (size_t i = 0; s[i] != '\0' && i < 4096; i++) { /* names are short */
+    unsigned char c = (unsigned char)s[i];
+    int rc;
+    if (c == '"' || c == '\\')
+      rc = fprintf(t->f, "\\%c", c);
+    else if (c < 0x20)
+      rc = fprintf(t->f, "\\u%04x", c);
+    else
+      rc = fputc(c, t->f) == EOF ? -1 : 0;
+    note(t, rc);
+  }
+  note(t, fputc('"', t->f) == EOF ? -1 : 0);
+}
+
+/* Opens an event: separator, phase, process, thread and (for ts != NULL)
+ * the timestamp in microseconds with the nanoseconds as three decimals. */
+static void open_event(sh_simtrace *t, char ph, uint32_t tid, const uint64_t *ns) {
+  note(t, fprintf(t->f, "%s{\"ph\":\"%c\",\"pid\":1,\"tid\":%" PRIu32, t->first ? "" : ",\n", ph,
+                  tid));
+  t->first = false;
+  if (ns == NULL) return;
+  uint64_t v = *ns > t->last_ns ? *ns : t->last_ns;
+  t->last_ns = v;
+  note(t, fprintf(t->f, ",\"ts\":%" PRIu64 ".%03u", v / 1000, (unsigned)(v % 1000)));
+}
+
+static void close_event(sh_simtrace *t) { note(t, fputs("}", t->f)); }
+
+/* ,"name":"..." */
+static void put_name(sh_simtrace *t, const char *name) {
+  note(t, fputs(",\"name\":", t->f));
+  put_str(t, name);
+}
+
+static void meta(sh_simtrace *t, uint32_t tid, const char *what, const char *name) {
+  open_event(t, 'M', tid, NULL);
+  put_name(t, what);
+  note(t, fputs(",\"args\":{\"name\":", t->f));
+  put_str(t, name);
+  note(t, fputs("}", t->f));
+  close_event(t);
+}
+
+static void begin(sh_simtrace *t, uint64_t ns, uint32_t tid, const char *cat, const char *name,
+                  uint64_t house) {
+  open_event(t, 'B', tid, &ns);
+  put_name(t, name);
+  note(t, fprintf(t->f, ",\"cat\":\"%s\",\"args\":{\"house\":%" PRIu64 "}", cat, house));
+  close_event(t);
+}
+
+static void end(sh_simtrace *t, uint64_t ns, uint32_t tid) {
+  open_event(t, 'E', tid, &ns);
+  close_event(t);
+}
+
+/* A thread instant; `flow` != 0 is added as an argument. */
+static void instant(sh_simtrace *t, uint64_t ns, uint32_t tid, const char *cat, const char *name,
+                    uint64_t flow) {
+  open_event(t, 'i', tid, &ns);
+  put_name(t, name);
+  note(t, fprintf(t->f, ",\"s\":\"t\",\"cat\":\"%s\"", cat));
+  if (flow != 0) note(t, fprintf(t->f, ",\"args\":{\"flow\":\"0x%" PRIx64 "\"}", flow));
+  close_event(t);
+}
+
+/* A flow end: `enclosing` binds it to the slice open at ns (a reply's
+ * message), otherwise to the next slice on the track (the timeout instant). */
+static void flow_event(sh_simtrace *t, uint64_t ns, uint32_t tid, char ph, uint64_t id,
+                       bool enclosing, const char *type) {
+  open_event(t, ph, tid, &ns);
+  note(t, fprintf(t->f, ",\"name\":\"ask\",\"cat\":\"flow\",\"id\":\"0x%" PRIx64 "\"%s", id,
+                  enclosing && ph == 'f' ? ",\"bp\":\"e\"" : ""));
+  note(t, fputs(",\"args\":{\"type\":", t->f));
+  put_str(t, type);
+  note(t, fputs("}", t->f));
+  close_event(t);
+}
+
+static void end_msg(sh_simtrace *t, uint64_t ns, uint32_t tid) {
+  if (!t->track[tid].msg) return;
+  t->track[tid].msg = false;
+  end(t, ns, tid);
+}
+
+static void end_run(sh_simtrace *t, uint64_t ns, uint32_t tid) {
+  end_msg(t, ns, tid);
+  if (!t->track[tid].run) return;
+  t->track[tid].run = false;
+  end(t, ns, tid);
+}
+
+int sh_simtrace_open(const char *path, uint32_t workers, sh_simtrace **out) {
+  if (path == NULL || out == NULL || workers == UINT32_MAX) return -EINVAL;
+  sh_simtrace *t = calloc(1, sizeof *t);
+  if (t == NULL) return -ENOMEM;
+  t->tracks = workers + 1;
+  t->track = calloc(t->tracks, sizeof *t->track);
+  t->buf = malloc(SH_SIMTRACE_BUF);
+  if (t->track == NULL || t->buf == NULL) {
+    free(t->track);
+    free(t->buf);
+    free(t);
+    return -ENOMEM;
+  }
+  t->f = fopen(path, "w");
+  if (t->f == NULL) {
+    int err = errno != 0 ? errno : EIO;
+    free(t->track);
+    free(t->buf);
+    free(t);
+    return -err;
+  }
+  setvbuf(t->f, t->buf, _IOFBF, SH_SIMTRACE_BUF);
+  t->first = true;
+  note(t, fputs("{\"traceEvents\":[\n", t->f));
+  meta(t, 0, "process_name", "stackhouse sim");
+  for (uint32_t i = 0; i < t->tracks; i++) {
+    char name[32];
+    if (i < workers)
+      snprintf(name, sizeof name, "worker %" PRIu32, i);
+    else
+      snprintf(name, sizeof name, "outside");
+    meta(t, i, "thread_name", name);
+    /* Viewers order tracks by this rather than by first appearance. */
+    open_event(t, 'M', i, NULL);
+    note(t, fprintf(t->f, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%" PRIu32 "}",
+                    i));
+    close_event(t);
+  }
+  *out = t;
+  return 0;
+}
+
+void sh_simtrace_event(sh_simtrace *t, uint64_t ns, uint32_t track, sh_trace_kind kind,
+                       uint64_t house, const char *name, uint64_t id) {
+  /* No state for a track that does not exist: nothing to nest it in. */
+  if (t == NULL || track >= t->tracks) return;
+  sh_simtrack *tr = &t->track[track];
+  switch (kind) {
+  case SH_TRACE_RUN:
+    end_run(t, ns, track); /* a run never nests in a run on one fiber */
+    begin(t, ns, track, "run", name, house);
+    tr->run = true;
+    break;
+  case SH_TRACE_DELIVER:
+    if (!tr->run) {
+      instant(t, ns, track, "unmatched", name, 0);
+      break;
+    }
+    end_msg(t, ns, track);
+    begin(t, ns, track, "msg", name, house);
+    tr->msg = true;
+    break;
+  case SH_TRACE_RUN_END:
+    if (!tr->run)
+      instant(t, ns, track, "unmatched", "run end without run", 0);
+    else
+      end_run(t, ns, track);
+    break;
+  case SH_TRACE_ASK:
+    flow_event(t, ns, track, 's', id, true, name);
+    break;
+  case SH_TRACE_REPLY:
+    flow_event(t, ns, track, 'f', id, true, name);
+    break;
+  case SH_TRACE_TIMEOUT:
+    /* The end first: it binds to the next slice, the instant right after. */
+    flow_event(t, ns, track, 'f', id, false, name);
+    instant(t, ns, track, "timeout", name, id);
+    break;
+  default:
+    instant(t, ns, track, "unmatched", "unknown trace kind", 0);
+    break;
+  }
+}
+
+void sh_simtrace_instant(sh_simtrace *t, uint64_t ns, uint32_t track, const char *name) {
+  if (t == NULL) return;
+  if (track < t->tracks) {
+    instant(t, ns, track, "sim", name, 0);
+    return;
+  }
+  /* Not on any track: a global instant, drawn across the whole trace. */
+  open_event(t, 'i', 0, &ns);
+  put_name(t, name);
+  note(t, fputs(",\"s\":\"g\",\"cat\":\"sim\"", t->f));
+  close_event(t);
+}
+
+int sh_simtrace_close(sh_simtrace *t, uint64_t ns) {
+  if (t == NULL) return 0;
+  for (uint32_t i = 0; i < t->tracks; i++) end_run(t, ns, i);
+  note(t, fputs("\n],\"displayTimeUnit\":\"ns\"}\n", t->f));
+  note(t, fflush(t->f) == EOF ? -1 : 0);
+  note(t, fclose(t->f) == EOF ? -1 : 0);
+  int err = t->err;
+  free(t->buf);
+  free(t->track);
+  free(t);
+  return -err;
+}

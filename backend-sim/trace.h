@@ -1,0 +1,37 @@
+/*
+ * The simulator's Chrome trace-event JSON writer (`shsim run --trace F`).
+ * The file opens in Perfetto (ui.perfetto.dev) or chrome://tracing: one
+ * track per worker fiber (plus one for the outside fiber), a slice per house
+ * run named by its actor class, nested slices per message handled named by
+ * its type, flow arrows from each ask to its reply, instants for timeouts,
+ * time jumps and failures. Timestamps are virtual time.
+ *
+ * The simulator feeds it in the order things happen on its one thread;
+ * every call is cheap when no file is open (t == NULL is allowed: no-op).
+ */
+#ifndef SH_SIM_TRACE_H
+#define SH_SIM_TRACE_H
+
+#include <stdint.h>
+
+#include "plat.h"
+
+typedef struct sh_simtrace sh_simtrace;
+
+/* Creates `path` and writes the header (process and track names: tracks
+ * 0..workers-1 are "worker N", track `workers` is "outside"). -errno on
+ * failure. */
+int sh_simtrace_open(const char *path, uint32_t workers, sh_simtrace **out);
+
+/* A core trace point (plat.h sh_trace_kind) on `track` at virtual time `ns`. */
+void sh_simtrace_event(sh_simtrace *t, uint64_t ns, uint32_t track, sh_trace_kind kind,
+                       uint64_t house, const char *name, uint64_t flow);
+
+/* An instant event named `name` (e.g. "park", "time jump", "FAIL: deadlock"). */
+void sh_simtrace_instant(sh_simtrace *t, uint64_t ns, uint32_t track, const char *name);
+
+/* Closes every open slice at `ns`, ends the JSON document, closes the file,
+ * frees t. -errno if a write failed at any point. */
+int sh_simtrace_close(sh_simtrace *t, uint64_t ns);
+
+#endif

@@ -1,0 +1,848 @@
+/*
+ * The known bugs of the original design (DESIGN.md, "Known bugs in the
+ * original that must not be copied"), one scenario each. Each is written so
+ * that it fails if its bug comes back; the comment above each says how.
+ *
+ *   bug1_promise_count   the promise table's count and growth
+ *   bug2_flag_clear      a message put during the drain is not stranded
+ *   bug3_batch_recycle   batched asks are answered to their own askers
+ *   bug4_put_head        put at the head of an empty mailbox loses nothing
+ *
+ * Counters the actors share are seq_cst (the default) unless marked: they
+ * are few, off any hot path, and each end condition reads them together.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "house.h"
+#include "mailbox.h"
+#include "promise.h"
+#include "scenario.h"
+
+/* Every actor here only needs the run. */
+typedef struct scn_actor {
+  sh_actor base;
+  sh_scn *s;
+} scn_actor;
+
+static int scn_actor_init(sh_actor *self, void *arg) {
+  ((scn_actor *)self)->s = arg;
+  return 0;
+}
+
+static sh_scn *scn_of(sh_actor *self) { return ((scn_actor *)self)->s; }
+
+static uint64_t answer_of(uint64_t v) { return 3 * v + 1; }
+
+/* Asks and replies shared by the scenarios of this file. */
+typedef struct bug_ask {
+  sh_msg hdr;
+  uint64_t v;
+} bug_ask;
+static SH_MSG_DEFINE(bug_ask, SH_ASK, 0);
+
+typedef struct bug_reply {
+  sh_msg hdr;
+  uint64_t v;
+} bug_reply;
+static SH_MSG_DEFINE(bug_reply, SH_REPLY, 0);
+
+typedef struct bug_go {
+  sh_msg hdr;
+  uint32_t n;
+} bug_go;
+static SH_MSG_DEFINE(bug_go, SH_NOTICE, 0);
+
+static sh_yield reply_value(sh_stack *st, uint64_t v) {
+  bug_reply *r = sh_msg_new(bug_reply, .v = v);
+  return r != NULL ? sh_return(st, &r->hdr) : sh_throw(st, -ENOMEM);
+}
+
+static int notice_n(const sh_addr *to, uint32_t n) {
+  bug_go *g = sh_msg_new(bug_go, .n = n);
+  return g != NULL ? sh_notice(to, &g->hdr) : -ENOMEM;
+}
+
+/* An echo server: answers 3v + 1 at once. */
+static sh_yield echo_ask(sh_actor *self, sh_stack *st) {
+  (void)self;
+  return reply_value(st, answer_of(sh_stack_msg_as(st, bug_ask)->v));
+}
+
+static const sh_actor_class echo_class = {
+    .name = "echo",
+    .size = sizeof(sh_actor),
+    .ask = echo_ask,
+};
+
+/*
+ * A holder answers nothing: its first ask becomes a barrier stack waiting on
+ * an ask to the holder itself, which the barrier holds like every later
+ * ask, until the holder stops (shutdown). Then every ask it holds is
+ * answered -ESHUTDOWN, after its askers may have stopped waiting.
+ */
+typedef struct holder {
+  scn_actor sa;
+  bool locked;
+} holder;
+
+typedef struct one_future {
+  sh_future *f;
+} one_future;
+
+static bool holder_barrier(sh_actor *self, const sh_msg *m) {
+  (void)m;
+  return !((holder *)self)->locked;
+}
+
+static sh_yield holder_ask(sh_actor *self, sh_stack *st) {
+  holder *h = (holder *)self;
+  one_future *l = sh_stack_locals(st);
+  if (sh_stack_state(st) != SH_START) return sh_throw(st, sh_future_error(l->f));
+  if (!SH_SCN_CHECK(h->sa.s, !h->locked, "an ask passed the holder's barrier"))
+    return sh_throw(st, -EPROTO);
+  h->locked = true;
+  bug_ask *pin = sh_msg_new(bug_ask, .v = 0);
+  l->f = sh_ask(st, sh_self(self), pin != NULL ? &pin->hdr : NULL, 0);
+  if (!SH_SCN_CHECK(h->sa.s, l->f != NULL, "the holder's pin failed")) return sh_throw(st, -ENOMEM);
+  return sh_suspend(st, 1);
+}
+
+static const sh_actor_class holder_class = {
+    .name = "holder",
+    .size = sizeof(holder),
+    .locals_size = sizeof(one_future),
+    .init = scn_actor_init,
+    .ask = holder_ask,
+    .barrier = holder_barrier,
+};
+
+/* ============================================================================
+ * bug1_promise_count
+ *
+ * The original's promise table never incremented its count: it never grew,
+ * and "no pending promise" (a priority rule, and here also what the stop
+ * path drains) was wrong. One actor P makes B1_HELD asks to a holder (they
+ * stay pending) and then, from another stack, B1_ECHO asks to echo servers
+ * on every worker: B1_HELD + B1_ECHO promises pending at once, several
+ * doublings past the table's initial size. P checks:
+ *   - right after the asks, the table's count is exactly the number pending
+ *     and its capacity kept the load factor (it grew);
+ *   - every echo reply is matched to its own ask (value 3v + 1), none lost;
+ *   - when P stops itself, every held ask fails with -ESHUTDOWN and its
+ *     stack resumes before P's stop hook runs (the stop path drains the
+ *     table by its count).
+ * After shutdown: replies_unknown == B1_HELD + 1 exactly (the held asks'
+ * refusals, which come after P stopped waiting, and the holder's own pin):
+ * no echo reply went unmatched.
+ * With the bug: the count check fails at once; the table stays at its
+ * initial size; and the stop finds "no pending promise", so the held stack
+ * never resumes and the stop hook's check fails (asks != asks_resolved too).
+ * ========================================================================== */
+
+#define B1_HELD 100
+#define B1_ECHO 150
+
+typedef struct b1_world {
+  const sh_addr *holder, *echo;
+  atomic_int held_resumes;  /* the held stack's resumes */
+  atomic_int held_shut;     /* held asks it saw fail with -ESHUTDOWN */
+  atomic_int echo_ok;       /* echo replies matched */
+  atomic_int stops;
+} b1_world;
+
+typedef struct b1_locals {
+  sh_future *f[B1_ECHO];
+  uint64_t v[B1_ECHO];
+} b1_locals;
+
+enum { B1_HOLD = 0, B1_ECHOES = 1 };
+
+static void b1_check_table(sh_actor *self, uint32_t want) {
+  /* The actor's own house, read from its own handler: the runner's fields. */
+  const sh_dispatcher *d = &self->house->futures;
+  sh_scn *s = scn_of(self);
+  SH_SCN_CHECK(s, sh_dispatcher_count(d) == want, "promise table counts %u, %u pending",
+               sh_dispatcher_count(d), want);
+  SH_SCN_CHECK(s, want < sh_dispatcher_capacity(d) * SH_DISPATCHER_LOAD,
+               "promise table of %u buckets holds %u promises: it did not grow",
+               sh_dispatcher_capacity(d), want);
+}
+
+static sh_yield b1_hold_stack(sh_actor *self, sh_stack *st) {
+  sh_scn *s = scn_of(self);
+  b1_world *wd = sh_scn_state(s);
+  b1_locals *l = sh_stack_locals(st);
+  if (sh_stack_state(st) == SH_START) {
+    for (int i = 0; i < B1_HELD; i++) {
+      bug_ask *q = sh_msg_new(bug_ask, .v = (uint64_t)i);
+      l->f[i] = sh_ask(st, wd->holder, q != NULL ? &q->hdr : NULL, 0);
+      if (!SH_SCN_CHECK(s, l->f[i] != NULL, "held ask %d failed", i)) return sh_return(st, NULL);
+    }
+    b1_check_table(self, B1_HELD);
+    return sh_suspend(st, 1);
+  }
+  atomic_fetch_add(&wd->held_resumes, 1);
+  for (int i = 0; i < B1_HELD; i++) {
+    int err = sh_future_error(l->f[i]);
+    if (SH_SCN_CHECK(s, err == -ESHUTDOWN, "held ask %d ended with %d", i, err))
+      atomic_fetch_add(&wd->held_shut, 1);
+  }
+  return sh_return(st, NULL);
+}
+
+static sh_yield b1_echo_stack(sh_actor *self, sh_stack *st) {
+  sh_scn *s = scn_of(self);
+  b1_world *wd = sh_scn_state(s);
+  b1_locals *l = sh_stack_locals(st);
+  if (sh_stack_state(st) == SH_START) {
+    for (int i = 0; i < B1_ECHO; i++) {
+      l->v[i] = sh_scn_rand(s) >> 4;
+      bug_ask *q = sh_msg_new(bug_ask, .v = l->v[i]);
+      l->f[i] = sh_ask(st, wd->echo, q != NULL ? &q->hdr : NULL, 0);
+      if (!SH_SCN_CHECK(s, l->f[i] != NULL, "echo ask %d failed", i)) return sh_return(st, NULL);
+    }
+    b1_check_table(self, B1_HELD + B1_ECHO);
+    return sh_suspend(st, 1);
+  }
+  for (int i = 0; i < B1_ECHO; i++) {
+    const bug_reply *r = sh_future_reply(l->f[i], bug_reply);
+    if (SH_SCN_CHECK(s, r != NULL && r->v == answer_of(l->v[i]), "echo ask %d: error %d, wrong reply",
+                     i, sh_future_error(l->f[i])))
+      atomic_fetch_add(&wd->echo_ok, 1);
+  }
+  b1_check_table(self, B1_HELD);
+  /* The held asks stay pending: stopping P must fail every one of them. */
+  sh_stop(sh_self(self));
+  return sh_return(st, NULL);
+}
+
+static sh_yield b1_notice(sh_actor *self, sh_stack *st) {
+  return sh_stack_msg_as(st, bug_go)->n == B1_HOLD ? b1_hold_stack(self, st)
+                                                   : b1_echo_stack(self, st);
+}
+
+static void b1_stop(sh_actor *self) {
+  sh_scn *s = scn_of(self);
+  b1_world *wd = sh_scn_state(s);
+  atomic_fetch_add(&wd->stops, 1);
+  SH_SCN_CHECK(s, atomic_load(&wd->held_resumes) == 1 && atomic_load(&wd->held_shut) == B1_HELD,
+               "at P's stop the held stack resumed %d times, saw %d of %d asks fail",
+               atomic_load(&wd->held_resumes), atomic_load(&wd->held_shut), B1_HELD);
+  SH_SCN_CHECK(s, sh_dispatcher_count(&self->house->futures) == 0,
+               "%u promises left after the stop", sh_dispatcher_count(&self->house->futures));
+  sh_scn_done(s, sh_actor_system(self));
+}
+
+static const sh_actor_class b1_class = {
+    .name = "asker",
+    .size = sizeof(scn_actor),
+    .locals_size = sizeof(b1_locals),
+    .init = scn_actor_init,
+    .stop = b1_stop,
+    .notice = b1_notice,
+};
+
+static int b1_setup(sh_scn *s, sh_system *sys) {
+  b1_world *wd = sh_scn_state(s);
+  const sh_addr *p;
+  int rc = sh_spawn(sys, &holder_class, s, 1, &wd->holder);
+  if (rc == 0) rc = sh_spawn(sys, &echo_class, NULL, sh_scn_workers(s), &wd->echo);
+  if (rc == 0) rc = sh_spawn_on(sys, &b1_class, s, 0, &p);
+  /* One sender: P takes the hold notice first. */
+  if (rc == 0) rc = notice_n(p, B1_HOLD);
+  if (rc == 0) rc = notice_n(p, B1_ECHOES);
+  return rc;
+}
+
+static void b1_verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
+  (void)sys;
+  b1_world *wd = sh_scn_state(s);
+  SH_SCN_CHECK(s, atomic_load(&wd->echo_ok) == B1_ECHO, "%d of %d echo replies matched",
+               atomic_load(&wd->echo_ok), B1_ECHO);
+  SH_SCN_CHECK(s, atomic_load(&wd->stops) == 1, "P's stop ran %d times", atomic_load(&wd->stops));
+  SH_SCN_CHECK(s, st->replies_unknown == B1_HELD + 1, "%llu replies unknown, want %d",
+               (unsigned long long)st->replies_unknown, B1_HELD + 1);
+  SH_SCN_CHECK(s, st->asks == B1_HELD + B1_ECHO + 1, "%llu asks, want %d",
+               (unsigned long long)st->asks, B1_HELD + B1_ECHO + 1);
+}
+
+static const sh_scenario bug1_promise_count = {
+    .name = "bug1_promise_count",
+    .summary = "known bug 1: 250 pending asks on one actor, table counted and grown, all matched",
+    .workers = 2,
+    .state_size = sizeof(b1_world),
+    .setup = b1_setup,
+    .verify = b1_verify,
+};
+SH_SCENARIO(bug1_promise_count);
+
+/* ============================================================================
+ * bug2_flag_clear
+ *
+ * The original cleared its "has messages" flag after draining, so a message
+ * put during the drain, once the mailbox it went to had been drained, was
+ * left there until some later message woke the actor. Here actor X builds a
+ * chain in which nothing else ever wakes it:
+ *   a notice starts a one-shot timer (delay 0); the timer's handler runs in
+ *   X's run after its notice mailbox was drained (events come last) and puts
+ *   a notice to X itself; that notice's handler starts the next timer.
+ * X is running while each of those notices is put, so the put does not
+ * queue X: only the end of X's run, looking at its mailboxes afresh, can.
+ * After B2_STEPS links, X has peers on every worker send it B2_PEER_N
+ * notices each in bursts (the racy version: a put landing while X ends its
+ * run); the workload ends when X has them all.
+ * With the bug the chain stops at its first link (or a burst's last notices
+ * stay unread): no message would ever come to X again, so the workload never
+ * ends; a watchdog actor's one-shot (B2_WATCHDOG_MS, never reached
+ * otherwise) then fails the run with X's progress.
+ * ========================================================================== */
+
+#define B2_STEPS 16
+#define B2_PEERS_MAX 16
+#define B2_PEER_N 64
+#define B2_WATCHDOG_MS 2000
+
+enum { B2_KICK = 0, B2_STEP = 1, B2_PEER = 2, B2_BURST = 3 };
+
+typedef struct b2_world {
+  const sh_addr *x;
+  const sh_addr *peers[B2_PEERS_MAX];
+  uint32_t npeers;
+  atomic_int steps, peer_notices;
+} b2_world;
+
+static void b2_start_link(sh_actor *self) {
+  int rc = sh_timer_start(self, 0, 0, NULL, NULL);
+  SH_SCN_CHECK(scn_of(self), rc == 0, "X's timer did not start: %d", rc);
+}
+
+/* The timer's handler: in X's run, after its notice mailbox was drained. */
+static void b2_x_timeout(sh_actor *self, uint64_t id, void *arg) {
+  (void)id;
+  (void)arg;
+  SH_SCN_CHECK(scn_of(self), notice_n(sh_self(self), B2_STEP) == 0, "X's step notice failed");
+}
+
+static void b2_x_step(sh_actor *self) {
+  sh_scn *s = scn_of(self);
+  b2_world *wd = sh_scn_state(s);
+  if (atomic_fetch_add(&wd->steps, 1) + 1 < B2_STEPS) {
+    b2_start_link(self);
+    return;
+  }
+  for (uint32_t i = 0; i < wd->npeers; i++)
+    SH_SCN_CHECK(s, notice_n(wd->peers[i], B2_BURST) == 0, "burst notice failed");
+}
+
+static sh_yield b2_x_notice(sh_actor *self, sh_stack *st) {
+  sh_scn *s = scn_of(self);
+  b2_world *wd = sh_scn_state(s);
+  switch (sh_stack_msg_as(st, bug_go)->n) {
+  case B2_KICK: b2_start_link(self); break;
+  case B2_STEP: b2_x_step(self); break;
+  default:
+    if (atomic_fetch_add(&wd->peer_notices, 1) + 1 == (int)(wd->npeers * B2_PEER_N))
+      sh_scn_done(s, sh_actor_system(self));
+    break;
+  }
+  return sh_return(st, NULL);
+}
+
+static const sh_actor_class b2_x_class = {
+    .name = "x",
+    .size = sizeof(scn_actor),
+    .init = scn_actor_init,
+    .notice = b2_x_notice,
+    .timeout = b2_x_timeout,
+};
+
+/* A peer: on a burst notice, B2_PEER_N notices to X in a row. */
+static sh_yield b2_peer_notice(sh_actor *self, sh_stack *st) {
+  sh_scn *s = scn_of(self);
+  b2_world *wd = sh_scn_state(s);
+  for (int i = 0; i < B2_PEER_N; i++)
+    SH_SCN_CHECK(s, notice_n(wd->x, B2_PEER) == 0, "peer notice failed");
+  return sh_return(st, NULL);
+}
+
+static const sh_actor_class b2_peer_class = {
+    .name = "peer",
+    .size = sizeof(scn_actor),
+    .init = scn_actor_init,
+    .notice = b2_peer_notice,
+};
+
+static sh_yield b2_watchdog_notice(sh_actor *self, sh_stack *st) {
+  int rc = sh_timer_start(self, B2_WATCHDOG_MS, 0, NULL, NULL);
+  SH_SCN_CHECK(scn_of(self), rc == 0, "the watchdog did not start: %d", rc);
+  return sh_return(st, NULL);
+}
+
+static void b2_watchdog_timeout(sh_actor *self, uint64_t id, void *arg) {
+  (void)id;
+  (void)arg;
+  sh_scn *s = scn_of(self);
+  b2_world *wd = sh_scn_state(s);
+  SH_SCN_CHECK(s, false, "X stranded: %d of %d chain links, %d of %u peer notices",
+               atomic_load(&wd->steps), B2_STEPS, atomic_load(&wd->peer_notices),
+               wd->npeers * B2_PEER_N);
+  sh_scn_done(s, sh_actor_system(self));
+}
+
+static const sh_actor_class b2_watchdog_class = {
+    .name = "watchdog",
+    .size = sizeof(scn_actor),
+    .init = scn_actor_init,
+    .notice = b2_watchdog_notice,
+    .timeout = b2_watchdog_timeout,
+};
+
+static int b2_setup(sh_scn *s, sh_system *sys) {
+  b2_world *wd = sh_scn_state(s);
+  wd->npeers = sh_scn_workers(s) < B2_PEERS_MAX ? sh_scn_workers(s) : B2_PEERS_MAX;
+  const sh_addr *w;
+  int rc = sh_spawn_on(sys, &b2_watchdog_class, s, 0, &w);
+  if (rc == 0) rc = notice_n(w, 0);
+  if (rc == 0) rc = sh_spawn_on(sys, &b2_x_class, s, 0, &wd->x);
+  for (uint32_t i = 0; i < wd->npeers && rc == 0; i++)
+    rc = sh_spawn_on(sys, &b2_peer_class, s, i, &wd->peers[i]);
+  if (rc == 0) rc = notice_n(wd->x, B2_KICK);
+  return rc;
+}
+
+static void b2_verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
+  (void)sys;
+  (void)st;
+  b2_world *wd = sh_scn_state(s);
+  SH_SCN_CHECK(s, atomic_load(&wd->steps) == B2_STEPS, "%d of %d chain links",
+               atomic_load(&wd->steps), B2_STEPS);
+  SH_SCN_CHECK(s, atomic_load(&wd->peer_notices) == (int)(wd->npeers * B2_PEER_N),
+               "%d of %u peer notices", atomic_load(&wd->peer_notices), wd->npeers * B2_PEER_N);
+}
+
+static const sh_scenario bug2_flag_clear = {
+    .name = "bug2_flag_clear",
+    .summary = "known bug 2: notices put during the actor's own run are delivered with no later poke",
+    .workers = 2,
+    .state_size = sizeof(b2_world),
+    .setup = b2_setup,
+    .verify = b2_verify,
+};
+SH_SCENARIO(bug2_flag_clear);
+
+/* ============================================================================
+ * bug3_batch_recycle
+ *
+ * The original's batched asks read sender and ask id from envelopes already
+ * recycled, so replies could go to the wrong asker or the wrong ask. Here
+ * askers on every worker each run B3_ROUNDS fan-outs of B3_FAN asks to one
+ * batching server, so its ask mailbox interleaves many askers. The server's
+ * batch stack first asks a helper and waits -- the batch's messages are held
+ * across a suspension while new asks are allocated (from the same pools)
+ * and arrive -- and only then answers: each ask with its own value
+ * (sh_batch_reply, 3v + 1), except asks with v % 5 == 0, which get the
+ * batch's common reply (B3_COMMON) through sh_return. Some asks are of a
+ * type the filter refuses, answered singly, which splits batches.
+ * Every asker checks each reply against its own ask; after shutdown no reply
+ * is unknown and at least one batch held more than one ask.
+ * With the bug a reply reaches another ask or another asker: a wrong value
+ * there, an unknown reply, or an ask never answered, which its guard
+ * timeout (B3_GUARD_MS, never reached otherwise) turns into a failed check
+ * rather than a hang.
+ * ========================================================================== */
+
+#define B3_ASKERS_MAX 32
+#define B3_ROUNDS 4
+#define B3_FAN 8
+#define B3_COMMON UINT64_C(0xC0FFEE)
+/* Never reached unless an ask goes unanswered; then the asker wakes and its
+ * checks fail the run (instead of a hang). */
+#define B3_GUARD_MS 5000u
+
+typedef struct b3_solo {
+  sh_msg hdr;
+  uint64_t v;
+} b3_solo;
+static SH_MSG_DEFINE(b3_solo, SH_ASK, 0);
+
+typedef struct b3_world {
+  const sh_addr *server, *helper;
+  uint32_t naskers;
+  atomic_int replies_ok, askers_done, batches, batched_asks, max_batch;
+} b3_world;
+
+typedef struct b3_locals {
+  sh_future *f[B3_FAN];
+  uint64_t v[B3_FAN];
+  uint32_t round;
+} b3_locals;
+
+static bool b3_filter(sh_actor *self, const sh_msg *m) {
+  (void)self;
+  return sh_msg_is(m, &bug_ask_type);
+}
+
+/* relaxed: only the server's handlers write these, one at a time; verify
+ * reads them after the workers joined. */
+static void b3_note_batch(b3_world *wd, int n) {
+  atomic_fetch_add_explicit(&wd->batches, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&wd->batched_asks, n, memory_order_relaxed);
+  if (n > atomic_load_explicit(&wd->max_batch, memory_order_relaxed))
+    atomic_store_explicit(&wd->max_batch, n, memory_order_relaxed);
+}
+
+static sh_yield b3_batch(sh_actor *self, sh_stack *st) {
+  sh_scn *s = scn_of(self);
+  b3_world *wd = sh_scn_state(s);
+  one_future *l = sh_stack_locals(st);
+  size_t n = sh_stack_batch_len(st);
+  if (sh_stack_state(st) == SH_START) {
+    b3_note_batch(wd, (int)n);
+    bug_ask *q = sh_msg_new(bug_ask, .v = n);
+    l->f = sh_ask(st, wd->helper, q != NULL ? &q->hdr : NULL, 0);
+    if (!SH_SCN_CHECK(s, l->f != NULL, "helper ask failed")) return sh_throw(st, -ENOMEM);
+    return sh_suspend(st, 1);
+  }
+  const bug_reply *hr = sh_future_reply(l->f, bug_reply);
+  SH_SCN_CHECK(s, hr != NULL && hr->v == answer_of(n), "helper reply wrong");
+  for (size_t i = 0; i < n; i++) {
+    const bug_ask *q = (const bug_ask *)sh_stack_batch_msg(st, i);
+    if (!SH_SCN_CHECK(s, sh_msg_is(&q->hdr, &bug_ask_type), "batch message %zu of another type", i))
+      continue;
+    if (q->v % 5 == 0) continue; /* the common reply */
+    bug_reply *r = sh_msg_new(bug_reply, .v = answer_of(q->v));
+    SH_SCN_CHECK(s, r != NULL && sh_batch_reply(st, i, &r->hdr) == 0, "batch reply %zu failed", i);
+  }
+  return reply_value(st, B3_COMMON);
+}
+
+static sh_yield b3_solo_ask(sh_actor *self, sh_stack *st) {
+  (void)self;
+  return reply_value(st, answer_of(sh_stack_msg_as(st, b3_solo)->v));
+}
+
+static const sh_actor_class b3_server_class = {
+    .name = "batcher",
+    .size = sizeof(scn_actor),
+    .locals_size = sizeof(one_future),
+    .init = scn_actor_init,
+    .ask = b3_solo_ask,
+    .batch_ask = b3_batch,
+    .batch_ask_filter = b3_filter,
+};
+
+static sh_msg *b3_new_ask(uint64_t v, bool solo) {
+  if (solo) {
+    b3_solo *q = sh_msg_new(b3_solo, .v = v);
+    return q != NULL ? &q->hdr : NULL;
+  }
+  bug_ask *q = sh_msg_new(bug_ask, .v = v);
+  return q != NULL ? &q->hdr : NULL;
+}
+
+static bool b3_is_solo(uint32_t j) { return j % 4 == 3; }
+
+static void b3_fan_out(sh_actor *self, sh_stack *st, uint32_t asker) {
+  sh_scn *s = scn_of(self);
+  b3_world *wd = sh_scn_state(s);
+  b3_locals *l = sh_stack_locals(st);
+  for (uint32_t j = 0; j < B3_FAN; j++) {
+    /* Unique per ask: asker, round and slot in the low bits. */
+    l->v[j] = (sh_scn_rand(s) >> 24) << 20 | (uint64_t)asker << 10 | l->round << 4 | j;
+    l->f[j] = sh_ask(st, wd->server, b3_new_ask(l->v[j], b3_is_solo(j)), B3_GUARD_MS);
+    SH_SCN_CHECK(s, l->f[j] != NULL, "asker %u: ask failed", asker);
+  }
+}
+
+static sh_yield b3_asker_notice(sh_actor *self, sh_stack *st) {
+  sh_scn *s = scn_of(self);
+  b3_world *wd = sh_scn_state(s);
+  b3_locals *l = sh_stack_locals(st);
+  uint32_t asker = sh_stack_msg_as(st, bug_go)->n;
+  if (sh_stack_state(st) == SH_START) {
+    l->round = 0;
+    b3_fan_out(self, st, asker);
+    return sh_suspend(st, 1);
+  }
+  for (uint32_t j = 0; j < B3_FAN; j++) {
+    const bug_reply *r = sh_future_reply(l->f[j], bug_reply);
+    uint64_t want = l->v[j] % 5 == 0 && !b3_is_solo(j) ? B3_COMMON : answer_of(l->v[j]);
+    if (SH_SCN_CHECK(s, r != NULL && r->v == want,
+                     "asker %u round %u ask %u: error %d, reply %llu, want %llu", asker, l->round,
+                     j, sh_future_error(l->f[j]), r != NULL ? (unsigned long long)r->v : 0ull,
+                     (unsigned long long)want))
+      atomic_fetch_add(&wd->replies_ok, 1);
+  }
+  if (++l->round < B3_ROUNDS) {
+    b3_fan_out(self, st, asker);
+    return sh_suspend(st, 1);
+  }
+  if (atomic_fetch_add(&wd->askers_done, 1) + 1 == (int)wd->naskers)
+    sh_scn_done(s, sh_actor_system(self));
+  return sh_return(st, NULL);
+}
+
+static const sh_actor_class b3_asker_class = {
+    .name = "asker",
+    .size = sizeof(scn_actor),
+    .locals_size = sizeof(b3_locals),
+    .init = scn_actor_init,
+    .notice = b3_asker_notice,
+};
+
+static int b3_setup(sh_scn *s, sh_system *sys) {
+  b3_world *wd = sh_scn_state(s);
+  uint32_t n = 4 * sh_scn_workers(s);
+  wd->naskers = n < B3_ASKERS_MAX ? n : B3_ASKERS_MAX;
+  int rc = sh_spawn_on(sys, &b3_server_class, s, 0, &wd->server);
+  if (rc == 0) rc = sh_spawn(sys, &echo_class, NULL, 1, &wd->helper);
+  for (uint32_t i = 0; i < wd->naskers && rc == 0; i++) {
+    const sh_addr *a;
+    rc = sh_spawn(sys, &b3_asker_class, s, 1, &a);
+    if (rc == 0) rc = notice_n(a, i);
+  }
+  return rc;
+}
+
+static void b3_verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
+  (void)sys;
+  b3_world *wd = sh_scn_state(s);
+  int total = (int)wd->naskers * B3_ROUNDS * B3_FAN;
+  int batched = total / 4 * 3; /* b3_is_solo: one ask in four goes alone */
+  SH_SCN_CHECK(s, atomic_load(&wd->replies_ok) == total, "%d of %d replies right",
+               atomic_load(&wd->replies_ok), total);
+  SH_SCN_CHECK(s, atomic_load(&wd->batched_asks) == batched, "%d asks batched, want %d",
+               atomic_load(&wd->batched_asks), batched);
+  SH_SCN_CHECK(s, atomic_load(&wd->max_batch) >= 2, "no batch held more than one ask");
+  SH_SCN_CHECK(s, st->replies_unknown == 0 && st->asks_timed_out == 0,
+               "%llu replies unknown, %llu asks timed out", (unsigned long long)st->replies_unknown,
+               (unsigned long long)st->asks_timed_out);
+  uint64_t asks = (uint64_t)total + (uint64_t)atomic_load(&wd->batches);
+  SH_SCN_CHECK(s, st->asks == asks, "%llu asks, want %llu", (unsigned long long)st->asks,
+               (unsigned long long)asks);
+}
+
+static const sh_scenario bug3_batch_recycle = {
+    .name = "bug3_batch_recycle",
+    .summary = "known bug 3: batched asks from many askers, each answered to its own ask",
+    .workers = 2,
+    .state_size = sizeof(b3_world),
+    .setup = b3_setup,
+    .verify = b3_verify,
+};
+SH_SCENARIO(bug3_batch_recycle);
+
+/* ============================================================================
+ * bug4_put_head
+ *
+ * The original's put-at-head on an empty mailbox left the tail unset, losing
+ * the message (and corrupting the queue). Nothing reachable through the
+ * public API puts at the head, so this scenario drives the core's mailbox
+ * (core/mailbox.h) as its contract allows: an owner actor O keeps a private
+ * sh_mailbox; producer actors on every worker put items into it (any thread
+ * may put) and then ring O with a notice; only O's handlers take and put
+ * back (the consumer side: one at a time, ordered by the runtime like all
+ * of an actor's handlers, even when a thief worker runs O).
+ * O drains on each notice, taking one item ahead of the one it handles. It
+ * defers an item now and then: puts the item ahead back at the head, then
+ * the current one, and stops until a notice it sends itself. Deferring the
+ * last item puts it back into an EMPTY mailbox -- bug 4's case -- and later
+ * puts must queue behind it. O checks that each producer's items come in
+ * order with no gap, and when every producer has said it finished (after
+ * its last put) and a drain found nothing more, that it handled every item.
+ * With the bug the item put back into the empty mailbox is lost: the next
+ * item of its producer shows a gap, and the final count falls short.
+ * ========================================================================== */
+
+#define B4_PRODUCERS_MAX 16
+#define B4_PER_PRODUCER 96
+#define B4_CHUNK 4
+
+enum { B4_BELL = 0, B4_FIN = 1, B4_SELF = 2 };
+
+typedef struct b4_item {
+  sh_msg hdr;
+  uint32_t producer, seq;
+  bool deferred;
+} b4_item;
+static SH_MSG_DEFINE(b4_item, SH_NOTICE, 0);
+
+typedef struct b4_world {
+  sh_mailbox *box; /* O's private mailbox */
+  const sh_addr *owner;
+  uint32_t nproducers;
+  int handled, deferred_empty, deferred_busy, leftover, stops;
+} b4_world;
+
+typedef struct b4_owner {
+  scn_actor sa;
+  uint32_t next_seq[B4_PRODUCERS_MAX];
+  uint32_t finished, drains; /* drains: the ones that found items */
+  bool checked;
+} b4_owner;
+
+static int b4_owner_init(sh_actor *self, void *arg) {
+  scn_actor_init(self, arg);
+  b4_world *wd = sh_scn_state(arg);
+  /* Its own allocation: the mailbox wants 64-byte alignment, an actor's
+   * memory does not promise it. */
+  wd->box = aligned_alloc(_Alignof(sh_mailbox), sizeof(sh_mailbox));
+  if (wd->box == NULL) return -ENOMEM;
+  sh_mailbox_init(wd->box);
+  return 0;
+}
+
+static void b4_handle(b4_owner *o, b4_item *it) {
+  sh_scn *s = o->sa.s;
+  b4_world *wd = sh_scn_state(s);
+  uint32_t p = it->producer;
+  if (SH_SCN_CHECK(s, p < wd->nproducers && it->seq == o->next_seq[p],
+                   "producer %u: item %u, want %u", p, it->seq,
+                   p < wd->nproducers ? o->next_seq[p] : 0))
+    o->next_seq[p] = it->seq + 1;
+  wd->handled++;
+  sh_msg_free(&it->hdr);
+}
+
+/* Defer an item once at most, so that drains end. With an empty mailbox
+ * behind it: until that happened once, then every other drain that found
+ * items (the last item ever taken is never deferred with items behind it,
+ * so the empty case happens in every run); with items behind it: now and
+ * then. */
+static bool b4_defer(const b4_owner *o, const b4_item *cur, const sh_msg *next) {
+  const b4_world *wd = sh_scn_state(o->sa.s);
+  if (cur->deferred) return false;
+  if (next != NULL) return (wd->handled % 16) == 7;
+  return wd->deferred_empty == 0 || (o->drains & 1) != 0;
+}
+
+/* Takes and handles items; false when it deferred one (and rang itself). */
+static bool b4_drain(b4_owner *o) {
+  b4_world *wd = sh_scn_state(o->sa.s);
+  sh_msg *cur = sh_mailbox_take(wd->box);
+  if (cur != NULL) o->drains++;
+  while (cur != NULL) {
+    sh_msg *next = sh_mailbox_take(wd->box);
+    b4_item *it = (b4_item *)cur;
+    if (b4_defer(o, it, next)) {
+      /* Back in the order they were taken: next, then cur ahead of it. */
+      if (next != NULL) sh_mailbox_put_head(wd->box, next);
+      sh_mailbox_put_head(wd->box, cur);
+      it->deferred = true;
+      if (next == NULL)
+        wd->deferred_empty++;
+      else
+        wd->deferred_busy++;
+      SH_SCN_CHECK(o->sa.s, notice_n(sh_self(&o->sa.base), B4_SELF) == 0, "self notice failed");
+      return false;
+    }
+    b4_handle(o, it);
+    cur = next;
+  }
+  return true;
+}
+
+static sh_yield b4_owner_notice(sh_actor *self, sh_stack *st) {
+  b4_owner *o = (b4_owner *)self;
+  sh_scn *s = o->sa.s;
+  b4_world *wd = sh_scn_state(s);
+  if (sh_stack_msg_as(st, bug_go)->n == B4_FIN) o->finished++;
+  bool drained = b4_drain(o);
+  if (drained && o->finished == wd->nproducers && !o->checked) {
+    /* Every put happened before its producer's finish notice. */
+    o->checked = true;
+    int total = (int)(wd->nproducers * B4_PER_PRODUCER);
+    SH_SCN_CHECK(s, wd->handled == total, "%d items handled, %d put: %d lost", wd->handled,
+                 total, total - wd->handled);
+    sh_scn_done(s, sh_actor_system(self));
+  }
+  return sh_return(st, NULL);
+}
+
+/* Frees whatever a failed run left in the private mailbox, then the mailbox. */
+static void b4_owner_stop(sh_actor *self) {
+  b4_world *wd = sh_scn_state(scn_of(self));
+  wd->stops++;
+  sh_msg *m;
+  while ((m = sh_mailbox_take(wd->box)) != NULL) {
+    wd->leftover++;
+    sh_msg_free(m);
+  }
+  free(wd->box);
+  wd->box = NULL;
+}
+
+static const sh_actor_class b4_owner_class = {
+    .name = "owner",
+    .size = sizeof(b4_owner),
+    .init = b4_owner_init,
+    .stop = b4_owner_stop,
+    .notice = b4_owner_notice,
+};
+
+/* A producer: B4_CHUNK items per notice (then it notices itself), each put
+ * and then rung; after its last, a finish notice. */
+typedef struct b4_producer {
+  scn_actor sa;
+  uint32_t sent;
+} b4_producer;
+
+static sh_yield b4_producer_notice(sh_actor *self, sh_stack *st) {
+  b4_producer *p = (b4_producer *)self;
+  sh_scn *s = p->sa.s;
+  b4_world *wd = sh_scn_state(s);
+  uint32_t index = sh_stack_msg_as(st, bug_go)->n;
+  for (int k = 0; k < B4_CHUNK && p->sent < B4_PER_PRODUCER; k++) {
+    b4_item *it = sh_msg_new(b4_item, .producer = index, .seq = p->sent++);
+    if (!SH_SCN_CHECK(s, it != NULL, "out of memory")) return sh_return(st, NULL);
+    sh_mailbox_put(wd->box, &it->hdr);
+    SH_SCN_CHECK(s, notice_n(wd->owner, B4_BELL) == 0, "bell failed");
+  }
+  int rc = p->sent < B4_PER_PRODUCER ? notice_n(sh_self(self), index) : notice_n(wd->owner, B4_FIN);
+  SH_SCN_CHECK(s, rc == 0, "producer %u: notice failed", index);
+  return sh_return(st, NULL);
+}
+
+static const sh_actor_class b4_producer_class = {
+    .name = "producer",
+    .size = sizeof(b4_producer),
+    .init = scn_actor_init,
+    .notice = b4_producer_notice,
+};
+
+static int b4_setup(sh_scn *s, sh_system *sys) {
+  b4_world *wd = sh_scn_state(s);
+  uint32_t n = 2 * sh_scn_workers(s);
+  wd->nproducers = n < B4_PRODUCERS_MAX ? n : B4_PRODUCERS_MAX;
+  int rc = sh_spawn_on(sys, &b4_owner_class, s, 0, &wd->owner);
+  for (uint32_t i = 0; i < wd->nproducers && rc == 0; i++) {
+    const sh_addr *a;
+    rc = sh_spawn(sys, &b4_producer_class, s, 1, &a);
+    if (rc == 0) rc = notice_n(a, i);
+  }
+  return rc;
+}
+
+static void b4_verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
+  (void)sys;
+  (void)st;
+  b4_world *wd = sh_scn_state(s);
+  int total = (int)(wd->nproducers * B4_PER_PRODUCER);
+  SH_SCN_CHECK(s, wd->handled == total && wd->leftover == 0,
+               "%d of %d items handled, %d left in the mailbox", wd->handled, total, wd->leftover);
+  SH_SCN_CHECK(s, wd->stops == 1, "the owner's stop ran %d times", wd->stops);
+  SH_SCN_CHECK(s, wd->deferred_empty > 0, "no item was put back into an empty mailbox");
+}
+
+static const sh_scenario bug4_put_head = {
+    .name = "bug4_put_head",
+    .summary = "known bug 4: put back at the head of an empty private mailbox, nothing lost",
+    .workers = 2,
+    .state_size = sizeof(b4_world),
+    .setup = b4_setup,
+    .verify = b4_verify,
+};
+SH_SCENARIO(bug4_put_head);

@@ -1,0 +1,118 @@
+/*
+ * Scenarios: backend-agnostic programs that exercise the runtime and check
+ * invariants. The same scenario runs on the deterministic simulator
+ * (`shsim run NAME --seed N`, libstackhouse-sim.a) and on the epoll backend
+ * (`shrun NAME`, libstackhouse.a); it cannot tell which, except through
+ * sh_scn_simulated().
+ *
+ * A scenario is a table (sh_scenario) registered with SH_SCENARIO(). The
+ * framework's run of one scenario:
+ *
+ *   1. sh_config_default, workers from the run's options (or the scenario's
+ *      default), then the scenario's optional configure();
+ *   2. sh_system_new + sh_system_start;
+ *   3. setup(s, sys) on the calling ("outside") thread: spawn actors, send the
+ *      first messages. The workload must end with sh_scn_done(s, sys) (from
+ *      an actor or from setup itself), which exits the system;
+ *   4. sh_system_wait, sh_system_shutdown (statistics are exact from here);
+ *   5. the invariants every scenario shares (below), then the scenario's
+ *      optional verify(s, sys);
+ *   6. sh_system_free.
+ *
+ * Invariants checked after every run, on both backends:
+ *   - every ask resolved exactly once: asks == asks_resolved;
+ *   - no message lost or duplicated: sent == delivered + replies_unknown +
+ *     dropped_stopped (every message offered to a mailbox is accounted for);
+ *   - every pooled object returned: pool_outstanding == 0 after shutdown;
+ *   - no house left READY (or scheduled, or running) after shutdown;
+ *   - in the simulator: the run ended within vtime_limit_ms of virtual time
+ *     and its step bound (else FAIL:vtime / FAIL:livelock).
+ * A failed check does not stop the run: the first failure's message is kept
+ * and the run reports FAIL:invariant with it.
+ *
+ * Randomness in a scenario comes from sh_scn_rand(s) only: a stream derived
+ * from the run's seed, so a workload is the same on every run of a seed.
+ */
+#ifndef SH_SCENARIO_H
+#define SH_SCENARIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stackhouse/stackhouse.h"
+
+typedef struct sh_scn sh_scn;
+
+enum {
+  /* Not part of `all` (and not run by make sim / make test's sweeps): test
+   * scenarios that must fail in a given way (see `expect`). */
+  SH_SCN_HIDDEN = 1u << 0,
+  /* Runs only in the simulator (e.g. it deadlocks on purpose). */
+  SH_SCN_SIM_ONLY = 1u << 1,
+};
+
+typedef struct sh_scenario {
+  const char *name;    /* [a-z0-9_]+, unique */
+  const char *summary; /* one line, for `shsim list` */
+  uint32_t workers;    /* default worker count; 0: 2 */
+  uint64_t vtime_limit_ms; /* virtual-time bound in the simulator; 0: 60000 */
+  uint64_t max_steps;  /* step bound in the simulator, if lower than the run's (0: the run's) */
+  unsigned flags;      /* SH_SCN_* */
+  const char *expect;  /* hidden scenarios: the failure kind they must end with */
+  /* Bytes of per-run state, zeroed before the run: sh_scn_state(s). */
+  size_t state_size;
+  /* Optional: adjust the system's configuration (workers already set). */
+  void (*configure)(sh_scn *s, sh_config *cfg);
+  /* Required: spawn the actors and start the workload (system started). A
+   * non-zero return fails the run (FAIL:setup). */
+  int (*setup)(sh_scn *s, sh_system *sys);
+  /* Optional: scenario invariants, after shutdown (stats are exact). */
+  void (*verify)(sh_scn *s, sh_system *sys, const sh_stats *st);
+} sh_scenario;
+
+/* Registers a scenario (a `static const sh_scenario` defined in the same file). */
+#define SH_SCENARIO(def)                                                              \
+  __attribute__((used, section("sh_scenarios"), aligned(sizeof(void *))))           \
+  static const sh_scenario *const def##_registered = &(def)
+
+/* ---- for scenario code ---------------------------------------------------- */
+
+/* The scenario's state (state_size bytes, zeroed). */
+void *sh_scn_state(sh_scn *s);
+uint32_t sh_scn_workers(const sh_scn *s);
+uint64_t sh_scn_seed(const sh_scn *s);
+/* True in the simulator. */
+bool sh_scn_simulated(const sh_scn *s);
+/* 64 bits from the run's seeded stream; safe from any thread. Which call gets
+ * which value depends on the interleaving, so on the epoll backend a workload
+ * drawn from several actors differs run to run; draw it in setup to pin it. */
+uint64_t sh_scn_rand(sh_scn *s);
+/* Records a failed invariant (the first is reported); the run goes on. Safe
+ * from any thread. Returns cond. */
+bool sh_scn_check_at(sh_scn *s, bool cond, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+#define SH_SCN_CHECK(s, cond, ...) sh_scn_check_at((s), (cond), __FILE__, __LINE__, __VA_ARGS__)
+/* Ends the workload: sh_system_exit(sys, 0). Safe from any thread, idempotent. */
+void sh_scn_done(sh_scn *s, sh_system *sys);
+
+/* ---- for the runners (shsim, shrun, tests) ---------------------------------- */
+
+/* Every registered scenario, sorted by name (hidden ones included). */
+size_t sh_scenario_count(void);
+const sh_scenario *sh_scenario_at(size_t i);
+const sh_scenario *sh_scenario_find(const char *name);
+
+typedef struct sh_scn_result {
+  bool ok;
+  char kind[32];     /* failure kind: "invariant", "setup", ... ("" when ok) */
+  char detail[256];  /* the first failure's message */
+  sh_stats stats;    /* after shutdown */
+} sh_scn_result;
+
+/* Runs one scenario once on the linked backend. workers 0: its default. In
+ * the simulator, the simulator must have been configured first (sim.h) and
+ * failures other than invariants end the process (see tools/shsim.c). */
+void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_scn_result *r);
+
+#endif

@@ -1,0 +1,242 @@
+/*
+ * stealing: extreme imbalance (seed 001's work stealing: an idle worker
+ * robs one whose backlog passes the floor; the house goes back to its owner).
+ *
+ * ACTORS actors, more than the steal floor, all on worker 0; the other
+ * workers have nothing of their own. Setup sends each actor WORK notices;
+ * each burns a little CPU, passes a relay notice to the next actor in a
+ * ring, and every fourth one also asks the next actor and waits for the
+ * answer (so stacks suspend on one worker and may resume on another).
+ *
+ * Whether a steal happens depends on the schedule (an idle worker has to
+ * look while the backlog is there), so the scenario does not require one;
+ * it checks what must hold with or without:
+ *   - every work notice and relay handled exactly once, every ask answered;
+ *   - from one sender to one actor, notices start in the order sent;
+ *   - an actor never runs on two workers at once: each handler entry sets
+ *     a per-actor flag that must have been clear;
+ *   - with one worker there is nobody to steal: steals == 0.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+
+#include "scenario.h"
+
+#define ACTORS 48 /* above the default steal floor (32) */
+#define WORK 8
+#define ASK_EVERY 4
+#define BURN 2000 /* xorshift steps per work notice: a few microseconds */
+#define PER_RUN 2 /* sh_config.max_per_run */
+
+enum { K_WORK = 1, K_RELAY = 2 };
+
+typedef struct st_note {
+  sh_msg hdr;
+  uint32_t kind, seq;
+} st_note;
+SH_MSG_DEFINE(st_note, SH_NOTICE, 0);
+
+typedef struct st_ask {
+  sh_msg hdr;
+  uint64_t v;
+} st_ask;
+SH_MSG_DEFINE(st_ask, SH_ASK, 0);
+
+typedef struct st_reply {
+  sh_msg hdr;
+  uint64_t v;
+} st_reply;
+SH_MSG_DEFINE(st_reply, SH_REPLY, 0);
+
+typedef struct world {
+  const sh_addr *ring[ACTORS];
+  /* Read by verify after the join: relaxed increments. */
+  atomic_uint work_done, relays_done, asks_done;
+  /* Work stacks and relays still to finish; 0 ends the run. relaxed: only
+   * the count matters, the exit and join order the rest. */
+  atomic_uint left;
+} world;
+
+typedef struct worker_actor {
+  sh_actor base;
+  sh_scn *s;
+  uint32_t idx;
+  /* Set while one of its handlers runs. seq_cst exchanges: a detector of
+   * two runners at once; either entry sees the other's flag. */
+  atomic_bool running;
+  uint32_t next_work, next_relay; /* the seq the next one must have */
+  uint32_t relays_sent;
+  uint64_t sink; /* burn's result, so the loop is kept */
+} worker_actor;
+
+typedef struct worker_arg {
+  sh_scn *s;
+  uint32_t idx;
+} worker_arg;
+
+typedef struct work_locals {
+  sh_future *f;
+  uint64_t v;
+} work_locals;
+
+enum { W_ANSWERED = 1 };
+
+static void count(atomic_uint *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
+
+static void one_less(sh_scn *s, sh_system *sys) {
+  world *wd = sh_scn_state(s);
+  if (atomic_fetch_sub_explicit(&wd->left, 1, memory_order_relaxed) == 1) sh_scn_done(s, sys);
+}
+
+static int worker_init(sh_actor *self, void *arg) {
+  const worker_arg *a = arg;
+  worker_actor *w = (worker_actor *)self;
+  w->s = a->s;
+  w->idx = a->idx;
+  atomic_init(&w->running, false);
+  return 0;
+}
+
+static void enter(worker_actor *w) {
+  bool was = atomic_exchange_explicit(&w->running, true, memory_order_seq_cst);
+  SH_SCN_CHECK(w->s, !was, "actor %u: a handler entered while another ran", w->idx);
+}
+
+static void leave(worker_actor *w) {
+  atomic_store_explicit(&w->running, false, memory_order_seq_cst);
+}
+
+static uint64_t burn(uint64_t x) {
+  for (int i = 0; i < BURN; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+  }
+  return x;
+}
+
+static const sh_addr *next_of(worker_actor *w) {
+  return ((world *)sh_scn_state(w->s))->ring[(w->idx + 1) % ACTORS];
+}
+
+/* The seq of each sender's notices to this actor must follow on. */
+static void in_order(worker_actor *w, uint32_t *next, uint32_t seq, const char *what) {
+  SH_SCN_CHECK(w->s, seq == *next, "actor %u: %s %u started when %u was due", w->idx, what, seq,
+               *next);
+  *next = seq + 1;
+}
+
+/* A work notice's first entry; true when its stack waits for an answer. */
+static bool work_start(worker_actor *w, sh_stack *st, uint32_t seq) {
+  in_order(w, &w->next_work, seq, "work");
+  w->sink ^= burn(w->sink + seq + 1);
+  st_note *n = sh_msg_new(st_note, .kind = K_RELAY, .seq = w->relays_sent++);
+  SH_SCN_CHECK(w->s, n != NULL && sh_notice(next_of(w), &n->hdr) == 0, "actor %u: relay failed",
+               w->idx);
+  if (seq % ASK_EVERY != ASK_EVERY - 1) return false;
+  work_locals *l = sh_stack_locals(st);
+  l->v = ((uint64_t)w->idx << 32) | seq;
+  st_ask *q = sh_msg_new(st_ask, .v = l->v);
+  l->f = q != NULL ? sh_ask(st, next_of(w), &q->hdr, 0) : NULL;
+  return SH_SCN_CHECK(w->s, l->f != NULL, "actor %u: ask failed", w->idx);
+}
+
+static sh_yield worker_notice(sh_actor *self, sh_stack *st) {
+  worker_actor *w = (worker_actor *)self;
+  world *wd = sh_scn_state(w->s);
+  const st_note *n = sh_stack_msg_as(st, st_note);
+  enter(w);
+  if (n->kind == K_RELAY) {
+    in_order(w, &w->next_relay, n->seq, "relay");
+    count(&wd->relays_done);
+  } else if (sh_stack_state(st) == SH_START) {
+    if (work_start(w, st, n->seq)) {
+      leave(w);
+      return sh_suspend(st, W_ANSWERED);
+    }
+    count(&wd->work_done);
+  } else {
+    work_locals *l = sh_stack_locals(st);
+    const st_reply *r = sh_future_reply(l->f, st_reply);
+    SH_SCN_CHECK(w->s, r != NULL && r->v == l->v + 1, "actor %u: work %u answered wrong", w->idx,
+                 n->seq);
+    count(&wd->work_done);
+  }
+  leave(w);
+  one_less(w->s, sh_actor_system(self));
+  return sh_return(st, NULL);
+}
+
+static sh_yield worker_ask(sh_actor *self, sh_stack *st) {
+  worker_actor *w = (worker_actor *)self;
+  world *wd = sh_scn_state(w->s);
+  enter(w);
+  st_reply *r = sh_msg_new(st_reply, .v = sh_stack_msg_as(st, st_ask)->v + 1);
+  count(&wd->asks_done);
+  leave(w);
+  return r != NULL ? sh_return(st, &r->hdr) : sh_throw(st, -ENOMEM);
+}
+
+static const sh_actor_class worker_class = {
+    .name = "steal_worker",
+    .size = sizeof(worker_actor),
+    .locals_size = sizeof(work_locals),
+    .init = worker_init,
+    .notice = worker_notice,
+    .ask = worker_ask,
+};
+
+/* A small per-run budget requeues each actor often: with a thief around, a
+ * house changes hands many times, stacks suspended included. */
+static void configure(sh_scn *s, sh_config *cfg) {
+  (void)s;
+  cfg->max_per_run = PER_RUN;
+}
+
+static int setup(sh_scn *s, sh_system *sys) {
+  world *wd = sh_scn_state(s);
+  atomic_store_explicit(&wd->left, 2 * ACTORS * WORK, memory_order_relaxed);
+  for (uint32_t i = 0; i < ACTORS; i++) {
+    worker_arg a = {s, i};
+    int rc = sh_spawn_on(sys, &worker_class, &a, 0, &wd->ring[i]);
+    if (rc != 0) return rc;
+  }
+  /* Round by round over the actors: their queues fill together. */
+  for (uint32_t k = 0; k < WORK; k++)
+    for (uint32_t i = 0; i < ACTORS; i++) {
+      st_note *n = sh_msg_new(st_note, .kind = K_WORK, .seq = k);
+      int rc = n != NULL ? sh_notice(wd->ring[i], &n->hdr) : -ENOMEM;
+      if (rc != 0) return rc;
+    }
+  return 0;
+}
+
+static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
+  (void)sys;
+  world *wd = sh_scn_state(s);
+  uint32_t work = ACTORS * WORK, asks = ACTORS * (WORK / ASK_EVERY);
+  SH_SCN_CHECK(s, atomic_load(&wd->work_done) == work && atomic_load(&wd->relays_done) == work,
+               "%u work and %u relays done, want %u each", atomic_load(&wd->work_done),
+               atomic_load(&wd->relays_done), work);
+  SH_SCN_CHECK(s, atomic_load(&wd->asks_done) == asks && st->asks == asks,
+               "%u asks answered, %llu made, want %u", atomic_load(&wd->asks_done),
+               (unsigned long long)st->asks, asks);
+  uint64_t delivered = 2ull * work + 2ull * asks;
+  SH_SCN_CHECK(s, st->delivered == delivered, "%llu delivered, want %llu",
+               (unsigned long long)st->delivered, (unsigned long long)delivered);
+  SH_SCN_CHECK(s, sh_scn_workers(s) > 1 || st->steals == 0, "%llu steals with one worker",
+               (unsigned long long)st->steals);
+  SH_SCN_CHECK(s, st->steals <= st->runs, "%llu steals in %llu runs",
+               (unsigned long long)st->steals, (unsigned long long)st->runs);
+}
+
+static const sh_scenario stealing = {
+    .name = "stealing",
+    .summary = "all actors on worker 0: exactly once, in order, one runner at a time",
+    .workers = 2,
+    .state_size = sizeof(world),
+    .configure = configure,
+    .setup = setup,
+    .verify = verify,
+};
+SH_SCENARIO(stealing);
