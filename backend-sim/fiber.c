@@ -65,22 +65,28 @@ static void start_switch(sh_fiber *from, sh_fiber *to, bool exiting) {
 
 void sh_fiber_started(void) { finish_switch(NULL); }
 
+/* Below each stack: an inaccessible guard, large enough that a frame of up
+ * to this size overflowing the stack faults instead of landing in the next
+ * fiber's stack (gcc does not probe large frames without
+ * -fstack-clash-protection). */
+#define SH_FIBER_GUARD (64u << 10)
+
 static int map_stack(sh_fiber *f, size_t size) {
   long page = sysconf(_SC_PAGESIZE);
   size_t pg = page > 0 ? (size_t)page : 4096;
+  size_t guard = (SH_FIBER_GUARD + pg - 1) / pg * pg;
   size = (size + pg - 1) / pg * pg;
-  void *m = mmap(NULL, size + pg, PROT_READ | PROT_WRITE,
+  void *m = mmap(NULL, size + guard, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
   if (m == MAP_FAILED) return -errno;
-  /* The guard page below the stack turns an overflow into a fault. */
-  if (mprotect(m, pg, PROT_NONE) != 0) {
+  if (mprotect(m, guard, PROT_NONE) != 0) {
     int e = -errno;
-    munmap(m, size + pg);
+    munmap(m, size + guard);
     return e;
   }
   f->stack = m;
-  f->map_size = size + pg;
-  f->bottom = (char *)m + pg;
+  f->map_size = size + guard;
+  f->bottom = (char *)m + guard;
   f->size = size;
   return 0;
 }
@@ -90,14 +96,14 @@ void sh_fiber_destroy(sh_fiber *f) {
   memset(f, 0, sizeof(*f));
 }
 
-#if defined(__x86_64__)
+#if SH_FIBER_ASM
 
 /* sh_fiber_swap(void **save_sp, void *new_sp): pushes the callee-saved
  * registers and the MXCSR / x87 control words, saves the stack pointer,
  * loads the other one and pops the same frame from it. A new fiber's stack
  * is prepared with such a frame whose return address is the trampoline. */
 void sh_fiber_swap(void **save_sp, void *new_sp);
-__asm__(".text\n"
+__asm__(".pushsection .text\n"
         ".globl sh_fiber_swap\n"
         ".type sh_fiber_swap,@function\n"
         "sh_fiber_swap:\n"
@@ -130,7 +136,8 @@ __asm__(".text\n"
         "  movq %r12, %rdi\n"
         "  callq *%r13\n"
         "  ud2\n"
-        ".size sh_fiber_trampoline,.-sh_fiber_trampoline\n");
+        ".size sh_fiber_trampoline,.-sh_fiber_trampoline\n"
+        ".popsection\n");
 void sh_fiber_trampoline(void);
 
 int sh_fiber_init(sh_fiber *f, size_t size, void (*fn)(void *), void *arg) {
@@ -141,7 +148,12 @@ int sh_fiber_init(sh_fiber *f, size_t size, void (*fn)(void *), void *arg) {
   /* The frame sh_fiber_swap pops: control words, r15, r14, r13, r12, rbx,
    * rbp, return address; 16 bytes of slack above keep it aligned. */
   uint64_t *sp = (uint64_t *)(top - 80);
-  sp[0] = 0x1F80u | ((uint64_t)0x037Fu << 32); /* default MXCSR, x87 control word */
+  /* The creator's MXCSR and x87 control word, as a new thread inherits them. */
+  uint32_t mxcsr;
+  uint16_t fpucw;
+  __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+  __asm__ volatile("fnstcw %0" : "=m"(fpucw));
+  sp[0] = mxcsr | ((uint64_t)fpucw << 32);
   sp[1] = 0;
   sp[2] = 0;
   sp[3] = (uint64_t)(uintptr_t)fn;

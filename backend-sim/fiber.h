@@ -3,7 +3,8 @@
  * On x86-64 the switch is a few instructions of assembly (callee-saved
  * registers, stack pointer, SSE and x87 control words) and makes no system
  * call; swapcontext() would save and restore the signal mask with a system
- * call on every switch. Other architectures fall back to ucontext.
+ * call on every switch. Other architectures, and builds with CET shadow
+ * stacks, fall back to ucontext.
  *
  * Under AddressSanitizer every switch is announced to it
  * (__sanitizer_start/finish_switch_fiber), so stack checks follow the fiber.
@@ -15,12 +16,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#if !defined(__x86_64__)
+/* The assembly switch does not maintain CET shadow stacks: a build that
+ * enables them (-fcf-protection with shadow stacks) takes ucontext. */
+#if defined(__x86_64__) && !(defined(__CET__) && (__CET__ & 2))
+#define SH_FIBER_ASM 1
+#else
+#define SH_FIBER_ASM 0
 #include <ucontext.h>
 #endif
 
 typedef struct sh_fiber {
-#if defined(__x86_64__)
+#if SH_FIBER_ASM
   void *sp;            /* saved stack pointer while switched out */
 #else
   ucontext_t uc;

@@ -6,25 +6,33 @@
  * fiber `workers`, on its own stack. Exactly one fiber runs at a time.
  *
  * Steps. Every scheduling point the core passes (SH_YIELD, sh_plat_relax,
- * sh_plat_yield_cpu) is a step: the clock advances step_ns, bounds are
- * checked (max_steps: livelock; vtime_limit_ns), sleepers whose deadline
- * passed become runnable, and the strategy decides whether to switch:
+ * sh_plat_yield_cpu, a park) is a step: the clock advances step_ns (a lone
+ * poller's idle_step_ns), bounds are checked (max_steps: livelock;
+ * vtime_limit_ns), sleepers whose deadline passed become runnable, and the
+ * strategy decides whether to switch:
  *   random  switch with probability switch_permille/1000 to a runnable fiber
  *           chosen uniformly;
  *   pct     run the runnable fiber of highest priority (PCT: random distinct
  *           initial priorities, pct_depth - 1 change points among the first
- *           pct_steps steps, each dropping the running fiber below all);
+ *           pct_steps yield points, each dropping the running fiber below all);
  *   none    never switch at a step.
  * A fiber that parks or blocks always gives way; one that yields its CPU
  * (a spin wait) gives way to another runnable fiber under every strategy, and
  * under pct drops to the lowest priority so that the fiber it waits for runs.
+ * A fiber that ran SH_SIM_QUANTUM_STEPS without giving way is preempted.
+ *
+ * Schedules. Every switch is logged (step, fiber, forced or a preemption).
+ * With options.schedule set, the choices come from that list instead of the
+ * strategy (replay; shrink.c cuts failing schedules down).
  *
  * Time. When no fiber can run, the clock jumps to the earliest park
  * deadline; if there is none, nothing can ever run again: FAIL:deadlock.
  *
- * Randomness. One generator per simulation: xoshiro256** whose state is four
- * splitmix64 outputs of the seed. It decides switches, PCT priorities and
- * change points, and serves sh_plat_random (the core's steal order).
+ * Randomness. Two xoshiro256** generators per simulation, seeded with
+ * splitmix64 outputs of the seed: one decides switches and PCT's priorities
+ * and change points, the other serves sh_plat_random (the core's steal
+ * order), so that a replay, which draws no schedule, leaves the core's
+ * stream as it was.
  *
  * Trace hash. 64 bits, mixed (see mix()) with every switch (from, to, the
  * yield point's name), every time jump (new time), every core trace point
@@ -48,6 +56,12 @@
 #define SH_SIM_MAX_FIBERS 65
 /* sh_plat_cpu_count in the simulator: a fixed answer keeps runs alike everywhere. */
 #define SH_SIM_CPUS 4
+/* Switches recorded per run, at most (16 bytes each). */
+#define SH_SIM_MAX_LOG (1u << 22)
+/* Steps a fiber may run without giving way before it is preempted: a real
+ * machine runs woken peers on other CPUs, or preempts; without this a worker
+ * that always has work would starve them under `none` and `pct`. */
+#define SH_SIM_QUANTUM_STEPS 10000
 /* PCT change points, at most (pct_depth is clamped to this + 1). */
 #define SH_SIM_MAX_CHANGES 16
 
@@ -89,7 +103,17 @@ struct sh_plat_event {
 static struct {
   sh_sim_options opt;
   bool configured;
-  uint64_t rng[4];
+  uint64_t rng[4];      /* the schedule's choices */
+  uint64_t core_rng[4]; /* sh_plat_random: a stream of its own, so that a replayed
+                         * schedule (which draws nothing) leaves it as it was */
+  sh_sim_choice *log;   /* the switches of this run, in order */
+  size_t nlog, caplog;
+  bool log_full;
+  size_t replay_i;      /* the next choice of opt.schedule */
+  uint64_t points;      /* yield points passed (pct's change points count these) */
+  uint64_t slice;       /* steps since the running fiber got the CPU */
+  bool used;            /* a system ran since the last configure */
+  bool failing;         /* sim_fail is running its handler */
   uint64_t now, steps, hash, switches, jumps;
   sh_plat *plat;
   void *outside_local; /* sh_plat_local of the outside fiber */
@@ -112,8 +136,7 @@ static uint64_t splitmix64(uint64_t *x) {
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 /* xoshiro256** (Blackman and Vigna). */
-static uint64_t rng_next(void) {
-  uint64_t *s = S.rng;
+static uint64_t xoshiro(uint64_t *s) {
   uint64_t r = rotl(s[1] * 5, 7) * 9;
   uint64_t t = s[1] << 17;
   s[2] ^= s[0];
@@ -124,6 +147,8 @@ static uint64_t rng_next(void) {
   s[3] = rotl(s[3], 45);
   return r;
 }
+
+static uint64_t rng_next(void) { return xoshiro(S.rng); }
 
 /* Uniform in [0, n), n > 0 (the modulo bias is below 2^-40 for our n). */
 static uint64_t rng_below(uint64_t n) { return rng_next() % n; }
@@ -150,7 +175,7 @@ void sh_sim_options_default(sh_sim_options *o) {
   o->strategy = SH_SIM_RANDOM;
   o->switch_permille = 100;
   o->pct_depth = 3;
-  o->pct_steps = 200000;
+  o->pct_steps = 10000;
   o->step_ns = 100;
   o->idle_step_ns = 2000;
   o->max_steps = 100000000;
@@ -183,6 +208,7 @@ void sh_sim_on_failure(sh_sim_fail_fn fn) { S.on_fail = fn; }
 void sh_sim_configure(const sh_sim_options *o) {
   assert(S.plat == NULL);
   sh_sim_fail_fn keep = S.on_fail;
+  free(S.log);
   memset(&S, 0, sizeof(S));
   S.on_fail = keep;
   S.opt = *o;
@@ -192,6 +218,7 @@ void sh_sim_configure(const sh_sim_options *o) {
   if (S.opt.pct_steps == 0) S.opt.pct_steps = 1;
   uint64_t x = o->seed;
   for (int i = 0; i < 4; i++) S.rng[i] = splitmix64(&x);
+  for (int i = 0; i < 4; i++) S.core_rng[i] = splitmix64(&x);
   S.hash = 0x5348534D00000000ull ^ o->seed;
   S.configured = true;
 }
@@ -201,6 +228,11 @@ static void ensure_configured(void) {
   sh_sim_options o;
   sh_sim_options_default(&o);
   sh_sim_configure(&o);
+}
+
+size_t sh_sim_schedule(const sh_sim_choice **out) {
+  *out = S.log;
+  return S.log_full ? 0 : S.nlog;
 }
 
 void sh_sim_report_get(sh_sim_report *r) {
@@ -224,6 +256,9 @@ static void trace_close(void) {
 }
 
 __attribute__((noreturn)) static void sim_fail(const char *kind, const char *detail) {
+  /* A handler that passes a scheduling point fails the same bound again. */
+  if (S.failing) default_fail(kind, detail);
+  S.failing = true;
   if (S.trace != NULL) {
     char name[64];
     snprintf(name, sizeof(name), "FAIL: %s", kind);
@@ -233,6 +268,14 @@ __attribute__((noreturn)) static void sim_fail(const char *kind, const char *det
   (S.on_fail != NULL ? S.on_fail : default_fail)(kind, detail);
   default_fail(kind, detail); /* a handler that returned */
   abort();
+}
+
+void sh_sim_trace_abandon(const char *why) {
+  if (S.trace == NULL) return;
+  char name[64];
+  snprintf(name, sizeof(name), "FAIL: %s", why);
+  sh_simtrace_instant(S.trace, S.now, cur_index(), name);
+  trace_close();
 }
 
 /* ---- scheduling -------------------------------------------------------------- */
@@ -279,7 +322,35 @@ static uint32_t pick_highest(sh_plat *p) {
   return best;
 }
 
+static bool replaying(void) { return S.opt.schedule != NULL; }
+
+/* Replay: the fiber the schedule names for this step, if it names one that
+ * can run; entries for steps already passed (the run went another way) are
+ * dropped. */
+static uint32_t replay_choice(const sh_plat *p, bool forced) {
+  const sh_sim_choice *s = S.opt.schedule;
+  size_t n = S.opt.schedule_len;
+  while (S.replay_i < n && s[S.replay_i].step < S.steps) S.replay_i++;
+  /* A preemption and a forced switch can share a step (a yield point, then
+   * a park before the next step): each entry is for its own kind. */
+  if (S.replay_i == n || s[S.replay_i].step != S.steps || s[S.replay_i].forced != forced)
+    return UINT32_MAX;
+  uint32_t to = s[S.replay_i++].to;
+  return to < p->nfibers && p->f[to].state == F_RUNNABLE ? to : UINT32_MAX;
+}
+
+/* Replay, where a switch is due: the scheduled fiber, else the runnable one
+ * of lowest index (a choice that needs no entry). */
+static uint32_t pick_replay(sh_plat *p, uint32_t skip) {
+  uint32_t c = replay_choice(p, true);
+  if (c != UINT32_MAX && c != skip) return c;
+  for (uint32_t i = 0; i < p->nfibers; i++)
+    if (i != skip && p->f[i].state == F_RUNNABLE) return i;
+  return UINT32_MAX;
+}
+
 static uint32_t pick_next(sh_plat *p, uint32_t skip) {
+  if (replaying()) return pick_replay(p, skip);
   if (S.opt.strategy == SH_SIM_PCT) {
     uint32_t b = pick_highest(p);
     if (b != skip || b == UINT32_MAX) return b;
@@ -293,10 +364,30 @@ static uint32_t pick_next(sh_plat *p, uint32_t skip) {
   return pick_uniform(p, skip);
 }
 
-static void switch_to(sh_plat *p, uint32_t next, const char *where) {
+/* Appends a switch to the run's schedule. Bounded: past SH_SIM_MAX_LOG the
+ * schedule is incomplete (log_full) and cannot be replayed or shrunk. */
+static void log_switch(uint32_t to, bool forced) {
+  if (S.nlog == S.caplog) {
+    size_t cap = S.caplog == 0 ? 1024 : S.caplog * 2;
+    sh_sim_choice *n = cap <= SH_SIM_MAX_LOG ? realloc(S.log, cap * sizeof(*n)) : NULL;
+    if (n == NULL) {
+      S.log_full = true;
+      return;
+    }
+    S.log = n;
+    S.caplog = cap;
+  }
+  S.log[S.nlog++] = (sh_sim_choice){.step = S.steps, .to = to, .forced = forced};
+}
+
+/* forced: the running fiber could not go on (or had to give way), as
+ * opposed to a preemption the strategy chose at a scheduling point. */
+static void switch_to(sh_plat *p, uint32_t next, const char *where, bool forced) {
   uint32_t from = p->cur;
   if (next == from) return;
   S.switches++;
+  S.slice = 0;
+  log_switch(next, forced);
   mix(MIX_SWITCH);
   mix(((uint64_t)from << 32) | next);
   mix(str_hash(where));
@@ -331,7 +422,7 @@ static void give_way(const char *where) {
   for (;;) {
     uint32_t next = pick_next(p, UINT32_MAX);
     if (next != UINT32_MAX) {
-      switch_to(p, next, where);
+      switch_to(p, next, where, true);
       return;
     }
     jump(p);
@@ -339,7 +430,7 @@ static void give_way(const char *where) {
 }
 
 static void pct_change_point(sh_plat *p) {
-  if (S.next_change >= S.nchanges || S.steps != S.changes[S.next_change]) return;
+  if (S.next_change >= S.nchanges || S.points != S.changes[S.next_change]) return;
   /* Change point i drops the running fiber to priority d - i: below every
    * initial priority, and below the earlier change points. */
   S.next_change++;
@@ -353,13 +444,29 @@ static bool others_runnable(const sh_plat *p) {
   return false;
 }
 
-/* The clock's advance for this step. A fiber polling while every other
- * fiber sleeps waits for nothing but time (its own timers, a sleeper's
- * deadline): its steps advance idle_step_ns, so an idle poll costs tens of
- * steps instead of hundreds, but never past a sleeper's deadline. */
-static uint64_t advance(const sh_plat *p, bool polling) {
-  if (!polling || S.opt.idle_step_ns <= S.opt.step_ns || others_runnable(p))
-    return S.opt.step_ns;
+/* Whether nothing but time can happen while the running fiber polls: no
+ * other fiber can run, or the strategy would not switch to one at a
+ * polling step anyway (none; pct while the poller has the highest
+ * priority). */
+static bool polls_alone(sh_plat *p) {
+  switch (S.opt.strategy) {
+  case SH_SIM_NONE:
+    return true;
+  case SH_SIM_PCT:
+    return pick_highest(p) == p->cur;
+  case SH_SIM_RANDOM:
+    break;
+  }
+  return !others_runnable(p);
+}
+
+/* The clock's advance for this step. A fiber polling alone waits for
+ * nothing but time (its own timers, a sleeper's deadline): its steps advance
+ * idle_step_ns, so an idle poll costs tens of steps instead of hundreds
+ * (the core's poll thresholds are in nanoseconds), but never past a
+ * sleeper's deadline. */
+static uint64_t advance(sh_plat *p, bool polling) {
+  if (!polling || S.opt.idle_step_ns <= S.opt.step_ns || !polls_alone(p)) return S.opt.step_ns;
   uint64_t d = S.opt.idle_step_ns;
   if (p->next_deadline > S.now && p->next_deadline - S.now < d) d = p->next_deadline - S.now;
   return d > S.opt.step_ns ? d : S.opt.step_ns;
@@ -380,30 +487,47 @@ static void step(sh_plat *p, bool polling) {
              (unsigned long long)S.opt.vtime_limit_ns);
     sim_fail("vtime", d);
   }
+  S.slice++;
   expire(p);
-  if (S.opt.strategy == SH_SIM_PCT) pct_change_point(p);
 }
 
 /* Only once workers exist is there anyone to switch to. */
 static sh_plat *active(void) { return S.plat != NULL && S.plat->started ? S.plat : NULL; }
+
+/* The strategy's choice at a scheduling point (UINT32_MAX: stay). */
+static uint32_t decide(sh_plat *p) {
+  if (replaying()) return replay_choice(p, false);
+  switch (S.opt.strategy) {
+  case SH_SIM_RANDOM:
+    return rng_below(1000) < S.opt.switch_permille ? pick_uniform(p, p->cur) : UINT32_MAX;
+  case SH_SIM_PCT:
+    return pick_highest(p);
+  case SH_SIM_NONE:
+    break;
+  }
+  return UINT32_MAX;
+}
 
 /* A scheduling point: the strategy may switch. */
 static void point(const char *where, bool polling) {
   sh_plat *p = active();
   if (p == NULL) return;
   step(p, polling);
-  uint32_t next = UINT32_MAX;
-  switch (S.opt.strategy) {
-  case SH_SIM_RANDOM:
-    if (rng_below(1000) < S.opt.switch_permille) next = pick_uniform(p, p->cur);
-    break;
-  case SH_SIM_PCT:
-    next = pick_highest(p);
-    break;
-  case SH_SIM_NONE:
-    break;
+  if (!polling) {
+    S.points++;
+    if (S.opt.strategy == SH_SIM_PCT) pct_change_point(p);
   }
-  if (next != UINT32_MAX) switch_to(p, next, where);
+  uint32_t next = decide(p);
+  if (next != UINT32_MAX && next != p->cur) {
+    switch_to(p, next, where, false);
+    return;
+  }
+  if (S.slice < SH_SIM_QUANTUM_STEPS) return;
+  /* The quantum is over: give way as a preempted thread would. */
+  S.slice = 0;
+  if (S.opt.strategy == SH_SIM_PCT) p->f[p->cur].prio = --S.prio_floor;
+  next = pick_next(p, p->cur);
+  if (next != UINT32_MAX) switch_to(p, next, "preempt", true);
 }
 
 void sh_plat_yield(const char *where) { point(where, false); }
@@ -415,7 +539,7 @@ void sh_plat_yield_cpu(void) {
   step(p, true);
   if (S.opt.strategy == SH_SIM_PCT) p->f[p->cur].prio = --S.prio_floor;
   uint32_t next = pick_next(p, p->cur);
-  if (next != UINT32_MAX) switch_to(p, next, "yield_cpu");
+  if (next != UINT32_MAX) switch_to(p, next, "yield_cpu", true);
 }
 
 /* ---- the platform ---------------------------------------------------------- */
@@ -423,6 +547,13 @@ void sh_plat_yield_cpu(void) {
 int sh_plat_new(uint32_t workers, sh_plat **out) {
   ensure_configured();
   if (S.plat != NULL) return -EBUSY; /* one simulated system at a time */
+  if (S.used) {
+    /* A simulation is one system: the next starts afresh (clock, steps,
+     * generator, hash), as if configured again with the same options. */
+    sh_sim_options o = S.opt;
+    sh_sim_configure(&o);
+  }
+  S.used = true;
   if (workers == 0 || workers >= SH_SIM_MAX_FIBERS) return -EINVAL;
   sh_plat *p = calloc(1, sizeof(*p) + (workers + 1) * sizeof(sim_fiber));
   if (p == NULL) return -ENOMEM;
@@ -543,7 +674,7 @@ uint64_t sh_plat_now_ns(void) { return S.now; }
 
 uint64_t sh_plat_random(void) {
   ensure_configured();
-  return rng_next();
+  return xoshiro(S.core_rng);
 }
 
 void sh_plat_park(sh_plat *p, uint32_t w, uint64_t deadline_ns) {

@@ -4,34 +4,58 @@
  * OS thread that created the system (the "outside" fiber, index = workers),
  * time is a virtual clock, and every scheduling choice comes from one seeded
  * generator. A program linked with libstackhouse-sim.a calls
- * sh_sim_configure() before sh_system_new(); sh_sim_report() after the
+ * sh_sim_configure() before sh_system_new(); sh_sim_report_get() after the
  * system is freed (or at any time) tells what the simulation did.
  *
- * One simulation at a time per process, on one thread.
+ * One simulation at a time per process, on one thread. A simulation is one
+ * system: a second sh_system_new after the first system was freed starts
+ * the simulation again with the same options (clock, generator and hash
+ * from the start).
  */
 #ifndef SH_SIM_H
 #define SH_SIM_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum sh_sim_strategy {
   SH_SIM_RANDOM = 0, /* at each yield point, switch with probability switch_permille/1000 */
   SH_SIM_PCT = 1,    /* priority-based (PCT) with pct_depth - 1 priority change points */
-  SH_SIM_NONE = 2,   /* switch only when the running fiber parks, blocks or yields its CPU */
+  SH_SIM_NONE = 2,   /* switch only when the running fiber parks, blocks, yields its CPU
+                      * or has run a whole quantum (10000 steps) */
 } sh_sim_strategy;
+
+/* One scheduling choice: at step `step`, the fiber `to` ran next, either
+ * preempting the running one at a scheduling point (forced 0) or because the
+ * running one parked, blocked, finished or yielded its CPU (forced 1). */
+typedef struct sh_sim_choice {
+  uint64_t step;
+  uint32_t to;
+  uint32_t forced;
+} sh_sim_choice;
 
 typedef struct sh_sim_options {
   uint64_t seed;
   sh_sim_strategy strategy;
   uint32_t switch_permille; /* random: 100 (10 %) */
   uint32_t pct_depth;       /* pct: d = 3 */
-  uint64_t pct_steps;       /* pct: change points fall in the first k steps (200000) */
+  uint64_t pct_steps;       /* pct: change points fall among the first k yield points (10000) */
   uint64_t step_ns;         /* virtual time per step (100 ns) */
   uint64_t idle_step_ns;    /* per polling step while no other fiber can run (2000 ns) */
   uint64_t max_steps;       /* more steps than this: FAIL:livelock (100 M) */
   uint64_t vtime_limit_ns;  /* virtual time past this: FAIL:vtime (0: none) */
   const char *trace_path;   /* Chrome trace-event JSON written here (NULL: none) */
+  /* Replay: when set, the strategy makes no choice (its bookkeeping, such as
+   * PCT's priorities, still runs, so the clock advances as it did); a
+   * preemption happens at a scheduling point only where the schedule names
+   * one (if that fiber can run), and where a switch must happen (a park, a
+   * block, a CPU yield, a spent quantum) the schedule's fiber runs, else the
+   * runnable fiber of lowest index. With the seed and options of the run
+   * that recorded it, a full schedule replays that run exactly. The caller
+   * keeps the array alive for the run. */
+  const sh_sim_choice *schedule;
+  size_t schedule_len;
 } sh_sim_options;
 
 void sh_sim_options_default(sh_sim_options *o);
@@ -51,8 +75,28 @@ typedef struct sh_sim_report {
   uint64_t jumps;     /* times the clock jumped because every fiber slept */
 } sh_sim_report;
 
-/* The figures of the current (or last) simulation; closes its trace file if
- * one is open and the simulation's system is gone. */
+/* The schedule of the current (or last) run: every switch, in order; valid
+ * until the next sh_sim_configure. Replaying it (options.schedule) with the
+ * same seed and options reproduces the run. 0 if the run made more switches
+ * than the simulator records (4 M). */
+size_t sh_sim_schedule(const sh_sim_choice **out);
+
+/*
+ * Shrinking: a failing run's schedule, cut down to the choices the failure
+ * needs. still_fails(ctx, s, n) replays schedule s[0..n) and answers whether
+ * the run fails the same way (it runs the simulation, typically in a child
+ * process, since a failed simulation cannot go on). Delta debugging (Zeller's
+ * ddmin, complements only): drops chunks of choices, halving the chunk size
+ * when none can go, until no single choice can go or max_trials replays were
+ * made. Works in place; returns the new length. Every choice left is needed:
+ * without any one of them (within the trial budget) the failure goes away.
+ */
+typedef bool (*sh_sim_fails_fn)(void *ctx, const sh_sim_choice *s, size_t n);
+size_t sh_sim_shrink(sh_sim_choice *s, size_t n, sh_sim_fails_fn still_fails, void *ctx,
+                     uint32_t max_trials, uint32_t *trials_out);
+
+/* The figures of the current (or last) simulation. (The trace file is
+ * finished when the system is freed.) */
 void sh_sim_report_get(sh_sim_report *r);
 
 /*
@@ -65,5 +109,10 @@ void sh_sim_report_get(sh_sim_report *r);
  */
 typedef void (*sh_sim_fail_fn)(const char *kind, const char *detail);
 void sh_sim_on_failure(sh_sim_fail_fn fn);
+
+/* For a process about to die some other way (an assert, a signal, a
+ * sanitizer report): marks the failure in the trace file, if one is open,
+ * and finishes the file so that it stays valid JSON. Best effort. */
+void sh_sim_trace_abandon(const char *why);
 
 #endif

@@ -48,16 +48,20 @@ extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
 #define FAILURES_KEPT 1000         /* failures listed after a sweep */
 #define VTIME_LIMIT_MS_DEFAULT 60000
 #define TIMEOUT_S_DEFAULT 600
+#define SHRINK_TRIALS_DEFAULT 2000 /* replays one shrink may make */
+#define SCHEDULE_MAX (1u << 22)    /* choices in a schedule file */
 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: shsim list [--all]\n"
           "       shsim run SCENARIO --seed N [options]\n"
           "       shsim sweep SCENARIO|all --seeds A..B|N [--jobs J] [options]\n"
+          "       shsim shrink SCENARIO --seed N [--out FILE] [--max-trials T] [options]\n"
           "options: --strategy random|pct|none  --workers K  --steps-max N\n"
-          "         --switch-permille P  --pct-depth D  --check-determinism\n"
+          "         --switch-permille P  --pct-depth D  --pct-steps K  --check-determinism\n"
           "         --timeout-s S (real-time watchdog per run, default %d)\n"
           "         --trace FILE.json (run only: Chrome trace-event JSON, for Perfetto)\n"
+          "         --schedule FILE (run only: replay a schedule written by shrink)\n"
           "\n"
           "list: the visible scenarios; --all adds the hidden test scenarios and the\n"
           "  failure each must end with.\n"
@@ -68,6 +72,11 @@ static void usage(FILE *f) {
           "  one, on J parallel children (default: one per CPU); then a table per scenario\n"
           "  and each failure with the command that replays it. Exit status 1 if any run\n"
           "  failed.\n"
+          "shrink: runs a failing seed, records its schedule (every switch between\n"
+          "  fibers), then cuts it down by delta debugging to the choices the failure\n"
+          "  needs (replayed where unnamed: no switch at a yield point, the lowest\n"
+          "  runnable fiber where one must run). Writes FILE (default\n"
+          "  SCENARIO-SEED.schedule) and prints the replay command.\n"
           "--check-determinism runs each seed twice: FAIL:nondeterministic if the hashes\n"
           "differ. Failure kinds: those of the simulator (deadlock, livelock, vtime), of\n"
           "the scenario (invariant, setup), and assert, crash, sanitizer, leak, exit, hang.\n"
@@ -83,7 +92,8 @@ static uint64_t now_ns(void) {
 
 /* ---- arguments ------------------------------------------------------------------ */
 
-enum { CMD_LIST = 1u << 0, CMD_RUN = 1u << 1, CMD_SWEEP = 1u << 2 };
+enum { CMD_LIST = 1u << 0, CMD_RUN = 1u << 1, CMD_SWEEP = 1u << 2, CMD_SHRINK = 1u << 3 };
+#define CMD_SIM (CMD_RUN | CMD_SWEEP | CMD_SHRINK)
 
 typedef struct seed_range {
   uint64_t lo, hi; /* inclusive */
@@ -109,21 +119,29 @@ typedef struct args {
   uint64_t timeout_s;
   bool check_determinism;
   bool all;
-  const char *given[16]; /* argv text of each option given, by index in opts[] */
+  const char *schedule_path; /* run: replay this schedule */
+  const char *out_path;      /* shrink: where the shrunk schedule goes */
+  uint64_t max_trials;       /* shrink: replays at most */
+  const char *record_path;   /* children write each run's schedule here */
+  const char *given[20]; /* argv text of each option given, by index in opts[] */
 } args;
 
 #define OPT(name, type, cmds, replay, field) {name, type, cmds, replay, offsetof(args, field)}
 static const opt_def opts[] = {
-    OPT("--seed", OPT_SEED, CMD_RUN, false, seeds),
+    OPT("--seed", OPT_SEED, CMD_RUN | CMD_SHRINK, false, seeds),
     OPT("--seeds", OPT_SEEDS, CMD_SWEEP, false, seeds),
-    OPT("--strategy", OPT_STRATEGY, CMD_RUN | CMD_SWEEP, false, sim.strategy),
-    OPT("--workers", OPT_U32, CMD_RUN | CMD_SWEEP, true, workers),
-    OPT("--steps-max", OPT_U64, CMD_RUN | CMD_SWEEP, true, sim.max_steps),
-    OPT("--switch-permille", OPT_U32, CMD_RUN | CMD_SWEEP, true, sim.switch_permille),
-    OPT("--pct-depth", OPT_U32, CMD_RUN | CMD_SWEEP, true, sim.pct_depth),
+    OPT("--strategy", OPT_STRATEGY, CMD_SIM, false, sim.strategy),
+    OPT("--workers", OPT_U32, CMD_SIM, true, workers),
+    OPT("--steps-max", OPT_U64, CMD_SIM, true, sim.max_steps),
+    OPT("--switch-permille", OPT_U32, CMD_SIM, true, sim.switch_permille),
+    OPT("--pct-depth", OPT_U32, CMD_SIM, true, sim.pct_depth),
+    OPT("--pct-steps", OPT_U64, CMD_SIM, true, sim.pct_steps),
     OPT("--check-determinism", OPT_FLAG, CMD_RUN | CMD_SWEEP, true, check_determinism),
-    OPT("--timeout-s", OPT_U64, CMD_RUN | CMD_SWEEP, false, timeout_s),
+    OPT("--timeout-s", OPT_U64, CMD_SIM, false, timeout_s),
     OPT("--trace", OPT_STR, CMD_RUN, false, sim.trace_path),
+    OPT("--schedule", OPT_STR, CMD_RUN, true, schedule_path),
+    OPT("--out", OPT_STR, CMD_SHRINK, false, out_path),
+    OPT("--max-trials", OPT_U64, CMD_SHRINK, false, max_trials),
     OPT("--jobs", OPT_U64, CMD_SWEEP, false, jobs),
     OPT("--all", OPT_FLAG, CMD_LIST, false, all),
 };
@@ -224,7 +242,7 @@ static bool given(const args *a, const char *name) {
 }
 
 static int check_args(const args *a) {
-  if (a->cmd == CMD_RUN && !given(a, "--seed")) return bad_arg("run needs", "--seed N");
+  if ((a->cmd & (CMD_RUN | CMD_SHRINK)) && !given(a, "--seed")) return bad_arg("needs", "--seed N");
   if (a->cmd == CMD_SWEEP && !given(a, "--seeds")) return bad_arg("sweep needs", "--seeds A..B");
   if (a->sim.switch_permille > 1000) return bad_arg("out of range (0..1000):", "--switch-permille");
   if (a->sim.pct_depth < 1) return bad_arg("out of range (>= 1):", "--pct-depth");
@@ -244,6 +262,7 @@ static int parse_args(int argc, char **argv, args *a) {
   sh_sim_options_default(&a->sim);
   a->jobs = cpus();
   a->timeout_s = TIMEOUT_S_DEFAULT;
+  a->max_trials = SHRINK_TRIALS_DEFAULT;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);
@@ -256,7 +275,7 @@ static int parse_args(int argc, char **argv, args *a) {
   }
   const char *cmd = argv[1];
   a->cmd = strcmp(cmd, "list") == 0 ? CMD_LIST : strcmp(cmd, "run") == 0 ? CMD_RUN
-           : strcmp(cmd, "sweep") == 0 ? CMD_SWEEP : 0;
+           : strcmp(cmd, "sweep") == 0 ? CMD_SWEEP : strcmp(cmd, "shrink") == 0 ? CMD_SHRINK : 0;
   if (a->cmd == 0) return bad_arg("unknown command", cmd);
   int first = 2;
   if (a->cmd != CMD_LIST) {
@@ -359,7 +378,89 @@ static struct {
   int fd;            /* the record pipe */
   uint64_t unit;     /* the unit running */
   uint64_t start_ns; /* when its run started */
+  const char *record_path; /* write each run's schedule here (shrink) */
 } child = {.fd = -1};
+
+/* ---- schedule files: "# comment" lines, then one "STEP FIBER" line per choice ---- */
+
+/* Decimal digits of v at the end of buf[0..24): returns the first. */
+static char *u64_digits(uint64_t v, char *end) {
+  do {
+    *--end = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  return end;
+}
+
+/* Writes the current run's schedule to child.record_path. Async-signal-safe
+ * (open, write, close, no stdio): it also runs in the fatal-signal handler,
+ * so that a run that asserts can be shrunk too. */
+static void schedule_record(void) {
+  if (child.record_path == NULL) return;
+  const sh_sim_choice *c;
+  size_t n = sh_sim_schedule(&c);
+  int fd = open(child.record_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  static const char head[] = "# stackhouse schedule: step fiber forced\n";
+  ssize_t w = write(fd, head, sizeof(head) - 1);
+  for (size_t i = 0; i < n && w >= 0; i++) {
+    char line[48], *end = line + sizeof(line);
+    *--end = '\n';
+    char *p = u64_digits(c[i].forced, end);
+    *--p = ' ';
+    p = u64_digits(c[i].to, p);
+    *--p = ' ';
+    p = u64_digits(c[i].step, p);
+    w = write(fd, p, (size_t)(line + sizeof(line) - p));
+  }
+  close(fd);
+}
+
+/* Reads a schedule file into *out (malloc'd). -errno, or -EINVAL for a bad line. */
+static int schedule_load(const char *path, sh_sim_choice **out, size_t *n_out) {
+  FILE *f = fopen(path, "re");
+  if (f == NULL) return -errno;
+  size_t n = 0, cap = 0;
+  sh_sim_choice *v = NULL;
+  char line[128];
+  int rc = 0;
+  while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
+    if (line[0] == '#' || line[0] == '\n') continue;
+    unsigned long long step, to, forced;
+    if (sscanf(line, "%llu %llu %llu", &step, &to, &forced) != 3 || to > UINT32_MAX ||
+        forced > 1 || n == SCHEDULE_MAX) {
+      rc = -EINVAL;
+      break;
+    }
+    if (n == cap) {
+      cap = cap == 0 ? 256 : cap * 2;
+      sh_sim_choice *nv = realloc(v, cap * sizeof(*v));
+      if (nv == NULL) {
+        rc = -ENOMEM;
+        break;
+      }
+      v = nv;
+    }
+    v[n++] = (sh_sim_choice){.step = step, .to = (uint32_t)to, .forced = (uint32_t)forced};
+  }
+  fclose(f);
+  if (rc != 0) {
+    free(v);
+    return rc;
+  }
+  *out = v;
+  *n_out = n;
+  return 0;
+}
+
+static int schedule_save(const char *path, const sh_sim_choice *c, size_t n, const char *about) {
+  FILE *f = fopen(path, "we");
+  if (f == NULL) return -errno;
+  fprintf(f, "# stackhouse schedule: step fiber forced\n# %s\n", about);
+  for (size_t i = 0; i < n; i++)
+    fprintf(f, "%llu %u %u\n", (unsigned long long)c[i].step, c[i].to, c[i].forced);
+  return fclose(f) == 0 ? 0 : -errno;
+}
 
 static void rec_send(const rec *r) {
   ssize_t n;
@@ -370,6 +471,8 @@ static void rec_send(const rec *r) {
 
 /* Sends what the simulator knows about the unit that is failing. */
 static void send_death(const char *kind, const char *detail) {
+  schedule_record();
+  sh_sim_trace_abandon(kind);
   rec r;
   rec_init(&r, child.unit, REC_LAST);
   rec_fail(&r, kind, detail);
@@ -391,6 +494,10 @@ static void on_sanitizer_death(void) { send_death("sanitizer", ""); }
  * classifies the death from the wait status. Best effort, it runs in a
  * signal handler. */
 static void on_fatal_signal(int sig) {
+  schedule_record();
+  /* Not async-signal-safe (stdio), but the process is dying anyway and a
+   * trace that ends cleanly is worth the risk. */
+  sh_sim_trace_abandon(sig == SIGUSR1 ? "hang" : sig == SIGABRT ? "assert" : "crash");
   rec r;
   rec_init(&r, child.unit, REC_PARTIAL);
   r.real_ns = now_ns() - child.start_ns; /* clock_gettime is async-signal-safe */
@@ -441,6 +548,7 @@ static void unit_run_once(const args *a, const plan *p, uint64_t u, rec *out) {
   child.start_ns = now_ns();
   sh_sim_configure(&o);
   sh_scenario_run(sc, seed, a->workers, &r);
+  schedule_record();
   out->real_ns = now_ns() - child.start_ns;
   sh_sim_report_get(&out->rep);
   out->ok = r.ok;
@@ -573,6 +681,7 @@ __attribute__((noreturn)) static void child_main(runner *rn, slot *me, pid_t par
   dup2(err_w, STDERR_FILENO);
   close(err_w);
   child.fd = rec_w;
+  child.record_path = rn->a->record_path;
   child_install_handlers();
   child_run_units(rn->a, rn->p, me->next, me->child_end, me->leak_each);
   fflush(NULL);
@@ -939,14 +1048,20 @@ static int trace_path_check(const char *path) {
   return 0;
 }
 
-static int cmd_run(const args *a, const plan *p) {
-  if (trace_path_check(a->sim.trace_path) != 0) return 2;
+/* One simulation of the plan's first unit, in a child: its record. */
+static rec run_unit0(const args *a, const plan *p, bool quiet) {
   rec r;
   rec_init(&r, 0, REC_RESULT);
   rec_fail(&r, "exit", "no result");
-  runner rn = {.a = a, .p = p, .nslots = 1, .chunk = 1, .echo_stderr = true, .leak_each = true,
+  runner rn = {.a = a, .p = p, .nslots = 1, .chunk = 1, .echo_stderr = !quiet, .leak_each = !quiet,
                .on_result = run_keep, .ctx = &r};
   runner_run(&rn);
+  return r;
+}
+
+static int cmd_run(const args *a, const plan *p) {
+  if (trace_path_check(a->sim.trace_path) != 0) return 2;
+  rec r = run_unit0(a, p, false);
   const sh_scenario *sc = p->scs[0];
   if (!r.ok) fprintf(stderr, "shsim: %s seed %llu: FAIL:%s: %s\n", sc->name,
                      (unsigned long long)p->seeds.lo, r.kind, r.detail);
@@ -956,6 +1071,91 @@ static int cmd_run(const args *a, const plan *p) {
          (unsigned long long)r.rep.hash, (unsigned long long)r.rep.steps,
          (unsigned long long)r.rep.vtime_ns, (unsigned long long)r.msgs);
   return r.ok ? 0 : 1;
+}
+
+/* ---- shrink ----------------------------------------------------------------------------- */
+
+typedef struct shrink_ctx {
+  args *a;
+  const plan *p;
+  const char *kind; /* the original failure's */
+} shrink_ctx;
+
+/* A replay of schedule c[0..n) in a child: does it fail the same way? */
+static bool shrink_fails(void *ctx, const sh_sim_choice *c, size_t n) {
+  shrink_ctx *k = ctx;
+  k->a->sim.schedule = c;
+  k->a->sim.schedule_len = n;
+  rec r = run_unit0(k->a, k->p, true);
+  return !r.ok && strcmp(r.kind, k->kind) == 0;
+}
+
+/* Runs the seed once, recording its schedule in a temporary file. */
+static int shrink_record(args *a, const plan *p, rec *r, sh_sim_choice **c, size_t *n) {
+  const char *dir = getenv("TMPDIR");
+  char path[PATH_MAX];
+  snprintf(path, sizeof(path), "%s/shsim-schedule-XXXXXX", dir != NULL ? dir : "/tmp");
+  int fd = mkstemp(path);
+  if (fd < 0) return -errno;
+  close(fd);
+  a->record_path = path;
+  *r = run_unit0(a, p, true);
+  a->record_path = NULL;
+  int rc = r->ok ? 0 : schedule_load(path, c, n);
+  unlink(path);
+  return rc;
+}
+
+static void shrink_print(const sh_sim_choice *c, size_t n, uint32_t workers) {
+  for (size_t i = 0; i < n && i < 40; i++)
+    printf("  step %llu: %s %s %u\n", (unsigned long long)c[i].step,
+           c[i].forced ? "then" : "preempt, run", c[i].to == workers ? "the outside fiber" : "worker",
+           c[i].to == workers ? 0 : c[i].to);
+  if (n > 40) printf("  ... (%zu more)\n", n - 40);
+}
+
+static int cmd_shrink(args *a, const plan *p) {
+  const sh_scenario *sc = p->scs[0];
+  rec r;
+  sh_sim_choice *c = NULL;
+  size_t n = 0;
+  int rc = shrink_record(a, p, &r, &c, &n);
+  if (rc != 0) {
+    fprintf(stderr, "shsim: recording the schedule failed: %s\n", strerror(-rc));
+    return 2;
+  }
+  if (r.ok) {
+    printf("shsim: %s seed %llu passes: nothing to shrink\n", sc->name,
+           (unsigned long long)p->seeds.lo);
+    return 0;
+  }
+  printf("shsim: %s seed %llu: FAIL:%s with %zu scheduling choices; shrinking\n", sc->name,
+         (unsigned long long)p->seeds.lo, r.kind, n);
+  fflush(stdout);
+  shrink_ctx k = {.a = a, .p = p, .kind = r.kind};
+  uint64_t t0 = now_ns();
+  uint32_t trials = 0;
+  size_t m = sh_sim_shrink(c, n, shrink_fails, &k, (uint32_t)a->max_trials, &trials);
+  bool again = shrink_fails(&k, c, m); /* the result replays as a failure */
+  char about[160], out[PATH_MAX];
+  snprintf(about, sizeof(about), "scenario=%s seed=%llu fails with FAIL:%s", sc->name,
+           (unsigned long long)p->seeds.lo, r.kind);
+  snprintf(out, sizeof(out), "%s", a->out_path != NULL ? a->out_path : "");
+  if (a->out_path == NULL)
+    snprintf(out, sizeof(out), "%s-%llu.schedule", sc->name, (unsigned long long)p->seeds.lo);
+  rc = again ? schedule_save(out, c, m, about) : -EPROTO;
+  printf("shsim: %zu -> %zu choices in %u replays (%.1f s)%s\n", n, m, trials,
+         (double)(now_ns() - t0) / 1e9, trials >= a->max_trials ? ", trial budget spent" : "");
+  shrink_print(c, m, a->workers != 0 ? a->workers : sc->workers != 0 ? sc->workers : 2);
+  free(c);
+  if (rc != 0) {
+    fprintf(stderr, "shsim: %s\n", again ? "cannot write the schedule" : "the shrunk schedule no longer fails");
+    return 1;
+  }
+  printf("replay: shsim run %s --seed %llu --schedule %s%s%s\n", sc->name,
+         (unsigned long long)p->seeds.lo, out, a->workers != 0 ? " --workers " : "",
+         a->workers != 0 ? a->given[opt_find("--workers") - opts] : "");
+  return 0;
 }
 
 /* ---- sweep ------------------------------------------------------------------------------ */
@@ -1158,5 +1358,17 @@ int main(int argc, char **argv) {
   if (a.cmd == CMD_LIST) return cmd_list(&a);
   plan p;
   if (plan_make(&a, &p) != 0) return 2;
+  if (a.schedule_path != NULL) {
+    sh_sim_choice *c;
+    size_t n;
+    rc = schedule_load(a.schedule_path, &c, &n);
+    if (rc != 0) {
+      fprintf(stderr, "shsim: cannot read the schedule %s: %s\n", a.schedule_path, strerror(-rc));
+      return 2;
+    }
+    a.sim.schedule = c; /* the process's lifetime */
+    a.sim.schedule_len = n;
+  }
+  if (a.cmd == CMD_SHRINK) return cmd_shrink(&a, &p);
   return a.cmd == CMD_RUN ? cmd_run(&a, &p) : cmd_sweep(&a, &p);
 }
