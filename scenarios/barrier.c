@@ -38,22 +38,11 @@ typedef struct bar_msg {
   uint32_t from, seq, excl;
 } bar_msg;
 typedef bar_msg bar_note, bar_fence, bar_ask, bar_gate, help_ask;
-SH_MSG_DEFINE(bar_note, SH_NOTICE, 0);
-SH_MSG_DEFINE(bar_fence, SH_NOTICE, SH_MSG_BARRIER);
-SH_MSG_DEFINE(bar_ask, SH_ASK, 0);
-SH_MSG_DEFINE(bar_gate, SH_ASK, SH_MSG_BARRIER);
-SH_MSG_DEFINE(help_ask, SH_ASK, 0);
-
-typedef struct bar_reply {
-  sh_msg hdr;
-  uint64_t v;
-} bar_reply;
-SH_MSG_DEFINE(bar_reply, SH_REPLY, 0);
-
-typedef struct bar_go {
-  sh_msg hdr;
-} bar_go;
-SH_MSG_DEFINE(bar_go, SH_NOTICE, 0);
+static SH_MSG_DEFINE(bar_note, SH_NOTICE, 0);
+static SH_MSG_DEFINE(bar_fence, SH_NOTICE, SH_MSG_BARRIER);
+static SH_MSG_DEFINE(bar_ask, SH_ASK, 0);
+static SH_MSG_DEFINE(bar_gate, SH_ASK, SH_MSG_BARRIER);
+static SH_MSG_DEFINE(help_ask, SH_ASK, 0);
 
 /* What B saw; written by B's handlers only (one runs at a time), read by
  * verify after the workers are joined. */
@@ -69,8 +58,7 @@ typedef struct world {
   uint32_t planned_notes, planned_asks, barriers;
   const sh_addr *b, *helper;
   b_record rec;
-  /* Senders to finish plus notices B has yet to handle; the run ends at 0.
-   * relaxed: only the count matters, the exit and join order the rest. */
+  /* Senders to finish plus notices B has yet to handle; the run ends at 0. */
   atomic_uint left;
 } world;
 
@@ -89,37 +77,24 @@ static const sh_msg_type *type_of(uint8_t p) {
   return flagged ? &bar_fence_type : &bar_note_type;
 }
 
-static sh_yield reply_with(sh_stack *st, uint64_t v) {
-  bar_reply *r = sh_msg_new(bar_reply, .v = v);
-  return r != NULL ? sh_return(st, &r->hdr) : sh_throw(st, -ENOMEM);
-}
-
 static uint64_t answer_of(uint32_t seq) { return 2 * (uint64_t)seq + 1; }
 /* Barrier asks whose stack throws instead of answering. */
 static bool throws(uint32_t seq) { return seq % 3 == 0; }
 
-static void one_less(sh_scn *s, sh_system *sys) {
-  world *wd = sh_scn_state(s);
-  if (atomic_fetch_sub_explicit(&wd->left, 1, memory_order_relaxed) == 1) sh_scn_done(s, sys);
+static void one_less(sh_actor *self) {
+  sh_scn *s = sh_scn_of(self);
+  sh_scn_count_down(s, sh_actor_system(self), &((world *)sh_scn_state(s))->left);
 }
 
 /* ---- B ------------------------------------------------------------------------ */
 
-typedef struct b_actor {
-  sh_actor base;
-  sh_scn *s;
-} b_actor;
+typedef sh_scn_actor b_actor;
 
 typedef struct b_locals {
   sh_future *f;
 } b_locals;
 
 enum { B_HELPED_ONCE = 1, B_HELPED_TWICE = 2 };
-
-static int b_init(sh_actor *self, void *arg) {
-  ((b_actor *)self)->s = arg;
-  return 0;
-}
 
 static bool b_predicate(sh_actor *self, const sh_msg *m) {
   (void)self;
@@ -164,12 +139,12 @@ static sh_yield b_complete(b_actor *b, sh_stack *st, int kind) {
   }
   if (kind == 0) {
     r->notes++;
-    one_less(b->s, sh_actor_system(&b->base));
+    one_less(&b->base);
     return sh_return(st, NULL);
   }
   r->asks++;
   if (barrier && throws(m->seq)) return sh_throw(st, THROWN);
-  return reply_with(st, answer_of(m->seq));
+  return sh_scn_answer(st, answer_of(m->seq));
 }
 
 /* A barrier stack: two round trips to the helper, during which everything
@@ -206,7 +181,7 @@ static const sh_actor_class b_class = {
     .name = "barrier_b",
     .size = sizeof(b_actor),
     .locals_size = sizeof(b_locals),
-    .init = b_init,
+    .init = sh_scn_actor_init,
     .notice = b_notice,
     .ask = b_ask,
     .barrier = b_predicate,
@@ -215,46 +190,34 @@ static const sh_actor_class b_class = {
 /* ---- the helper --------------------------------------------------------------- */
 
 typedef struct helper {
-  sh_actor base;
-  sh_scn *s;
+  sh_scn_actor a;
   uint32_t seq; /* of its notices to B */
 } helper;
-
-static int helper_init(sh_actor *self, void *arg) {
-  ((helper *)self)->s = arg;
-  return 0;
-}
 
 /* Sends B a notice while B's barrier stack waits for this answer: the
  * notice must not start before that stack completes. */
 static sh_yield helper_ask(sh_actor *self, sh_stack *st) {
   helper *h = (helper *)self;
-  world *wd = sh_scn_state(h->s);
+  world *wd = sh_scn_state(h->a.s);
   sh_msg *n = bar_new(&bar_note_type, HELPER, h->seq++, 0);
-  SH_SCN_CHECK(h->s, n != NULL && sh_notice(wd->b, n) == 0, "helper: notice to B failed");
-  return reply_with(st, sh_stack_msg_as(st, bar_msg)->seq);
+  SH_SCN_CHECK(h->a.s, n != NULL && sh_notice(wd->b, n) == 0, "helper: notice to B failed");
+  return sh_scn_answer(st, sh_stack_msg_as(st, bar_msg)->seq);
 }
 
 static const sh_actor_class helper_class = {
     .name = "barrier_helper",
     .size = sizeof(helper),
-    .init = helper_init,
+    .init = sh_scn_actor_init,
     .ask = helper_ask,
 };
 
 /* ---- senders ------------------------------------------------------------------ */
 
 typedef struct sender {
-  sh_actor base;
-  sh_scn *s;
-  uint32_t id, round;
+  sh_scn_actor a;
+  uint32_t round;
   uint32_t seq[KINDS];
 } sender;
-
-typedef struct sender_arg {
-  sh_scn *s;
-  uint32_t id;
-} sender_arg;
 
 typedef struct sender_locals {
   sh_future *f[BURST];
@@ -265,26 +228,20 @@ typedef struct sender_locals {
 
 enum { S_ANSWERED = 1 };
 
-static int sender_init(sh_actor *self, void *arg) {
-  const sender_arg *a = arg;
-  ((sender *)self)->s = a->s;
-  ((sender *)self)->id = a->id;
-  return 0;
-}
-
 /* Sends slot i of this round's burst; asks are remembered in the locals. */
 static void send_slot(sender *sd, sh_stack *st, sender_locals *l, uint8_t p) {
-  world *wd = sh_scn_state(sd->s);
+  world *wd = sh_scn_state(sd->a.s);
   int kind = (p & P_ASK) ? 1 : 0;
   uint32_t seq = sd->seq[kind]++;
   bool pred = (p & P_BARRIER) && !(p & P_FLAGGED);
-  sh_msg *m = bar_new(type_of(p), sd->id, seq, pred);
+  sh_msg *m = bar_new(type_of(p), sd->a.id, seq, pred);
   if (kind == 0) {
-    SH_SCN_CHECK(sd->s, m != NULL && sh_notice(wd->b, m) == 0, "sender %u: notice failed", sd->id);
+    SH_SCN_CHECK(sd->a.s, m != NULL && sh_notice(wd->b, m) == 0, "sender %u: notice failed",
+                 sd->a.id);
     return;
   }
   sh_future *f = m != NULL ? sh_ask(st, wd->b, m, 0) : NULL;
-  if (!SH_SCN_CHECK(sd->s, f != NULL, "sender %u: ask failed", sd->id)) return;
+  if (!SH_SCN_CHECK(sd->a.s, f != NULL, "sender %u: ask failed", sd->a.id)) return;
   l->f[l->nf] = f;
   l->seq[l->nf] = seq;
   l->barrier[l->nf] = (p & P_BARRIER) != 0;
@@ -293,47 +250,36 @@ static void send_slot(sender *sd, sh_stack *st, sender_locals *l, uint8_t p) {
 
 static void check_answer(sender *sd, const sender_locals *l, uint32_t i) {
   int err = sh_future_error(l->f[i]);
-  const bar_reply *r = sh_future_reply(l->f[i], bar_reply);
+  const sh_scn_num *r = sh_future_reply(l->f[i], sh_scn_num);
   if (l->barrier[i] && throws(l->seq[i])) {
-    SH_SCN_CHECK(sd->s, err == THROWN, "sender %u: barrier ask %u ended with %d, want %d", sd->id,
-                 l->seq[i], err, THROWN);
+    SH_SCN_CHECK(sd->a.s, err == THROWN, "sender %u: barrier ask %u ended with %d, want %d",
+                 sd->a.id, l->seq[i], err, THROWN);
     return;
   }
-  SH_SCN_CHECK(sd->s, err == 0 && r != NULL && r->v == answer_of(l->seq[i]),
-               "sender %u: ask %u answered %llu (error %d)", sd->id, l->seq[i],
+  SH_SCN_CHECK(sd->a.s, err == 0 && r != NULL && r->v == answer_of(l->seq[i]),
+               "sender %u: ask %u answered %llu (error %d)", sd->a.id, l->seq[i],
                r != NULL ? (unsigned long long)r->v : 0ull, err);
-}
-
-static sh_yield round_end(sender *sd, sh_stack *st) {
-  if (++sd->round < ROUNDS) {
-    bar_go *g = sh_msg_new(bar_go);
-    SH_SCN_CHECK(sd->s, g != NULL && sh_notice(sh_self(&sd->base), &g->hdr) == 0,
-                 "sender %u: next round not sent", sd->id);
-  } else {
-    one_less(sd->s, sh_actor_system(&sd->base));
-  }
-  return sh_return(st, NULL);
 }
 
 /* One round: the whole burst from one invocation, then the answers. */
 static sh_yield sender_notice(sh_actor *self, sh_stack *st) {
   sender *sd = (sender *)self;
-  world *wd = sh_scn_state(sd->s);
+  world *wd = sh_scn_state(sd->a.s);
   sender_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
-    for (uint32_t i = 0; i < BURST; i++) send_slot(sd, st, l, wd->plan[sd->id][sd->round][i]);
+    for (uint32_t i = 0; i < BURST; i++) send_slot(sd, st, l, wd->plan[sd->a.id][sd->round][i]);
     if (l->nf > 0) return sh_suspend(st, S_ANSWERED);
-    return round_end(sd, st);
+  } else {
+    for (uint32_t i = 0; i < l->nf; i++) check_answer(sd, l, i);
   }
-  for (uint32_t i = 0; i < l->nf; i++) check_answer(sd, l, i);
-  return round_end(sd, st);
+  return sh_scn_round_end(st, ++sd->round < ROUNDS, &wd->left);
 }
 
 static const sh_actor_class sender_class = {
     .name = "barrier_sender",
     .size = sizeof(sender),
     .locals_size = sizeof(sender_locals),
-    .init = sender_init,
+    .init = sh_scn_actor_init,
     .notice = sender_notice,
 };
 
@@ -364,15 +310,11 @@ static int setup(sh_scn *s, sh_system *sys) {
   /* Every barrier stack makes the helper send B one notice per round trip. */
   atomic_store_explicit(&wd->left, SENDERS + wd->planned_notes + 2 * wd->barriers,
                         memory_order_relaxed);
-  int rc = sh_spawn_on(sys, &b_class, s, 0, &wd->b);
-  if (rc == 0) rc = sh_spawn_on(sys, &helper_class, s, 1 % workers, &wd->helper);
-  for (uint32_t k = 0; k < SENDERS && rc == 0; k++) {
-    sender_arg a = {s, k};
-    const sh_addr *addr;
-    rc = sh_spawn_on(sys, &sender_class, &a, k % workers, &addr);
-    bar_go *g = rc == 0 ? sh_msg_new(bar_go) : NULL;
-    if (rc == 0) rc = g != NULL ? sh_notice(addr, &g->hdr) : -ENOMEM;
-  }
+  int rc = sh_scn_spawn_on(s, sys, &b_class, 0, 0, &wd->b);
+  if (rc == 0) rc = sh_scn_spawn_on(s, sys, &helper_class, 0, 1 % workers, &wd->helper);
+  if (rc == 0)
+    rc = sh_scn_spawn_each(s, sys, &sender_class, SENDERS, SH_SCN_EACH_PINNED | SH_SCN_EACH_KICK,
+                           NULL);
   return rc;
 }
 
@@ -390,12 +332,9 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
   SH_SCN_CHECK(s, r->next[HELPER][0] == 2 * wd->barriers, "B saw %u helper notices, want %u",
                r->next[HELPER][0], 2 * wd->barriers);
   uint64_t asks = wd->planned_asks + 2ull * wd->barriers;
-  SH_SCN_CHECK(s, st->asks == asks, "%llu asks, want %llu", (unsigned long long)st->asks,
-               (unsigned long long)asks);
+  SH_SCN_CHECK_EQ(s, st->asks, asks, "asks");
   /* Notices to B, asks and their answers, the senders' round notices. */
-  uint64_t delivered = notes + 2 * asks + (uint64_t)SENDERS * ROUNDS;
-  SH_SCN_CHECK(s, st->delivered == delivered, "%llu delivered, want %llu",
-               (unsigned long long)st->delivered, (unsigned long long)delivered);
+  SH_SCN_CHECK_EQ(s, st->delivered, notes + 2 * asks + (uint64_t)SENDERS * ROUNDS, "delivered");
 }
 
 static const sh_scenario barrier = {

@@ -42,27 +42,18 @@ typedef struct bt_note {
   sh_msg hdr;
   uint32_t from, seq, batchable, phase_a;
 } bt_note;
-SH_MSG_DEFINE(bt_note, SH_NOTICE, 0);
+static SH_MSG_DEFINE(bt_note, SH_NOTICE, 0);
 
 typedef struct bt_ask {
   sh_msg hdr;
   uint32_t from, seq, batchable;
   uint64_t v;
 } bt_ask;
-SH_MSG_DEFINE(bt_ask, SH_ASK, 0);
+static SH_MSG_DEFINE(bt_ask, SH_ASK, 0);
 
-typedef struct bt_reply {
-  sh_msg hdr;
-  uint64_t v;
-} bt_reply;
-SH_MSG_DEFINE(bt_reply, SH_REPLY, 0);
-
-/* To a sender: the phase-A burst, or a phase-B round. */
-typedef struct bt_go {
-  sh_msg hdr;
-  uint32_t phase_a;
-} bt_go;
-SH_MSG_DEFINE(bt_go, SH_NOTICE, 0);
+/* A sender's start notice (sh_scn_go) says which: a phase-B round, or the
+ * phase-A burst. */
+enum { GO_ROUND = 0, GO_PHASE_A = 1 };
 
 /* Each ask's value is unique in the run. */
 static uint64_t value_of(uint32_t from, uint32_t seq) { return ((uint64_t)from << 32) | seq; }
@@ -91,26 +82,13 @@ typedef struct world {
   const sh_addr *c, *helper, *senders[SENDERS];
   c_record rec;
   /* Senders to finish plus phase-B notices C has yet to handle; 0 ends the
-   * run. relaxed: only the count matters, the exit and join order the rest. */
+   * run. */
   atomic_uint left;
 } world;
 
-static void one_less(sh_scn *s, sh_system *sys) {
-  world *wd = sh_scn_state(s);
-  if (atomic_fetch_sub_explicit(&wd->left, 1, memory_order_relaxed) == 1) sh_scn_done(s, sys);
-}
-
-static sh_msg *reply_new(uint64_t v) {
-  bt_reply *r = sh_msg_new(bt_reply, .v = v);
-  return r != NULL ? &r->hdr : NULL;
-}
-
 /* ---- C ------------------------------------------------------------------------ */
 
-typedef struct collector {
-  sh_actor base;
-  sh_scn *s;
-} collector;
+typedef sh_scn_actor collector;
 
 typedef struct c_locals {
   sh_future *f;
@@ -118,11 +96,6 @@ typedef struct c_locals {
 } c_locals;
 
 enum { C_ANSWER = 1 };
-
-static int c_init(sh_actor *self, void *arg) {
-  ((collector *)self)->s = arg;
-  return 0;
-}
 
 static c_record *rec_of(collector *c) { return &((world *)sh_scn_state(c->s))->rec; }
 
@@ -169,18 +142,17 @@ static size_t batch_start(collector *c, sh_stack *st, int kind) {
 /* Phase B begins once C has handled the whole phase-A burst. */
 static void start_phase_b(collector *c) {
   world *wd = sh_scn_state(c->s);
-  for (uint32_t k = 0; k < SENDERS; k++) {
-    bt_go *g = sh_msg_new(bt_go, .phase_a = 0);
-    SH_SCN_CHECK(c->s, g != NULL && sh_notice(wd->senders[k], &g->hdr) == 0,
+  for (uint32_t k = 0; k < SENDERS; k++)
+    SH_SCN_CHECK(c->s, sh_scn_kick_n(wd->senders[k], GO_ROUND) == 0,
                  "C: could not start sender %u", k);
-  }
 }
 
 /* A notice handled (alone, or as part of a batch of `group`). */
 static void note_done(collector *c, const bt_note *n, uint32_t group, bool first) {
-  c_record *r = rec_of(c);
+  world *wd = sh_scn_state(c->s);
+  c_record *r = &wd->rec;
   if (!n->phase_a) {
-    one_less(c->s, sh_actor_system(&c->base));
+    sh_scn_count_down(c->s, sh_actor_system(&c->base), &wd->left);
     return;
   }
   if (first && r->ngroups < PHASE_A) r->groups[r->ngroups++] = group;
@@ -210,8 +182,7 @@ static sh_yield c_ask(sh_actor *self, sh_stack *st) {
   collector *c = (collector *)self;
   const bt_ask *a = sh_stack_msg_as(st, bt_ask);
   arrival(c, 1, a->from, a->seq, a->batchable, false);
-  sh_msg *r = reply_new(answer_of(a->v, false));
-  return r != NULL ? sh_return(st, r) : sh_throw(st, -ENOMEM);
+  return sh_scn_answer(st, answer_of(a->v, false));
 }
 
 /* Messages of the asks' size class, marked: an ask envelope of this batch
@@ -241,10 +212,10 @@ static sh_yield answer_batch(collector *c, sh_stack *st) {
     SH_SCN_CHECK(c->s, a->from < SENDERS && a->v == value_of(a->from, a->seq),
                  "C: batched ask %zu changed while its stack waited", i);
     if (a->v & 1)
-      SH_SCN_CHECK(c->s, sh_batch_reply(st, i, reply_new(answer_of(a->v, true))) == 0,
+      SH_SCN_CHECK(c->s, sh_batch_reply(st, i, sh_scn_num_new(answer_of(a->v, true))) == 0,
                    "C: sh_batch_reply failed");
   }
-  return sh_return(st, reply_new(COMMON));
+  return sh_return(st, sh_scn_num_new(COMMON));
 }
 
 static sh_yield c_batch_ask(sh_actor *self, sh_stack *st) {
@@ -276,7 +247,7 @@ static const sh_actor_class collector_class = {
     .name = "batch_collector",
     .size = sizeof(collector),
     .locals_size = sizeof(c_locals),
-    .init = c_init,
+    .init = sh_scn_actor_init,
     .notice = c_notice,
     .ask = c_ask,
     .batch_notice = c_batch_notice,
@@ -290,8 +261,7 @@ static const sh_actor_class collector_class = {
 
 static sh_yield helper_ask(sh_actor *self, sh_stack *st) {
   (void)self;
-  sh_msg *r = reply_new(0);
-  return r != NULL ? sh_return(st, r) : sh_throw(st, -ENOMEM);
+  return sh_scn_answer(st, 0);
 }
 
 static const sh_actor_class helper_class = {
@@ -303,16 +273,10 @@ static const sh_actor_class helper_class = {
 /* ---- senders -------------------------------------------------------------------- */
 
 typedef struct sender {
-  sh_actor base;
-  sh_scn *s;
-  uint32_t id, round;
+  sh_scn_actor a;
+  uint32_t round;
   uint32_t seq[KINDS];
 } sender;
-
-typedef struct sender_arg {
-  sh_scn *s;
-  uint32_t id;
-} sender_arg;
 
 typedef struct sender_locals {
   sh_future *f[BURST];
@@ -323,28 +287,21 @@ typedef struct sender_locals {
 
 enum { S_ANSWERED = 1 };
 
-static int sender_init(sh_actor *self, void *arg) {
-  const sender_arg *a = arg;
-  ((sender *)self)->s = a->s;
-  ((sender *)self)->id = a->id;
-  return 0;
-}
-
 static void send_note(sender *sd, bool batchable, bool phase_a) {
-  world *wd = sh_scn_state(sd->s);
-  bt_note *n = sh_msg_new(bt_note, .from = sd->id, .seq = sd->seq[0]++, .batchable = batchable,
+  world *wd = sh_scn_state(sd->a.s);
+  bt_note *n = sh_msg_new(bt_note, .from = sd->a.id, .seq = sd->seq[0]++, .batchable = batchable,
                           .phase_a = phase_a);
-  SH_SCN_CHECK(sd->s, n != NULL && sh_notice(wd->c, &n->hdr) == 0, "sender %u: notice failed",
-               sd->id);
+  SH_SCN_CHECK(sd->a.s, n != NULL && sh_notice(wd->c, &n->hdr) == 0, "sender %u: notice failed",
+               sd->a.id);
 }
 
 static void send_ask(sender *sd, sh_stack *st, sender_locals *l, bool batchable) {
-  world *wd = sh_scn_state(sd->s);
+  world *wd = sh_scn_state(sd->a.s);
   uint32_t seq = sd->seq[1]++;
-  uint64_t v = value_of(sd->id, seq);
-  bt_ask *a = sh_msg_new(bt_ask, .from = sd->id, .seq = seq, .batchable = batchable, .v = v);
+  uint64_t v = value_of(sd->a.id, seq);
+  bt_ask *a = sh_msg_new(bt_ask, .from = sd->a.id, .seq = seq, .batchable = batchable, .v = v);
   sh_future *f = a != NULL ? sh_ask(st, wd->c, &a->hdr, 0) : NULL;
-  if (!SH_SCN_CHECK(sd->s, f != NULL, "sender %u: ask failed", sd->id)) return;
+  if (!SH_SCN_CHECK(sd->a.s, f != NULL, "sender %u: ask failed", sd->a.id)) return;
   l->f[l->nf] = f;
   l->v[l->nf] = v;
   l->batchable[l->nf] = batchable;
@@ -352,54 +309,43 @@ static void send_ask(sender *sd, sh_stack *st, sender_locals *l, bool batchable)
 }
 
 static void check_answer(sender *sd, const sender_locals *l, uint32_t i) {
-  const bt_reply *r = sh_future_reply(l->f[i], bt_reply);
+  const sh_scn_num *r = sh_future_reply(l->f[i], sh_scn_num);
   uint64_t want = answer_of(l->v[i], l->batchable[i]);
-  SH_SCN_CHECK(sd->s, sh_future_error(l->f[i]) == 0 && r != NULL && r->v == want,
-               "sender %u: ask %llu (batchable %d) answered %llu, want %llu (error %d)", sd->id,
+  SH_SCN_CHECK(sd->a.s, sh_future_error(l->f[i]) == 0 && r != NULL && r->v == want,
+               "sender %u: ask %llu (batchable %d) answered %llu, want %llu (error %d)", sd->a.id,
                (unsigned long long)(l->v[i] & UINT32_MAX), l->batchable[i],
                r != NULL ? (unsigned long long)r->v : 0ull, (unsigned long long)want,
                sh_future_error(l->f[i]));
 }
 
-static sh_yield round_end(sender *sd, sh_stack *st) {
-  if (++sd->round < ROUNDS) {
-    bt_go *g = sh_msg_new(bt_go, .phase_a = 0);
-    SH_SCN_CHECK(sd->s, g != NULL && sh_notice(sh_self(&sd->base), &g->hdr) == 0,
-                 "sender %u: next round not sent", sd->id);
-  } else {
-    one_less(sd->s, sh_actor_system(&sd->base));
-  }
-  return sh_return(st, NULL);
-}
-
 static sh_yield sender_notice(sh_actor *self, sh_stack *st) {
   sender *sd = (sender *)self;
-  world *wd = sh_scn_state(sd->s);
+  world *wd = sh_scn_state(sd->a.s);
   sender_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == S_ANSWERED) {
     for (uint32_t i = 0; i < l->nf; i++) check_answer(sd, l, i);
-    return round_end(sd, st);
+    return sh_scn_round_end(st, ++sd->round < ROUNDS, &wd->left);
   }
-  if (sh_stack_msg_as(st, bt_go)->phase_a) {
+  if (sh_scn_go_n(st) == GO_PHASE_A) {
     for (uint32_t i = 0; i < PHASE_A; i++) send_note(sd, wd->pattern_a[i], true);
     return sh_return(st, NULL);
   }
   for (uint32_t i = 0; i < BURST; i++) {
-    uint8_t p = wd->plan[sd->id][sd->round][i];
+    uint8_t p = wd->plan[sd->a.id][sd->round][i];
     if (p & P_ASK)
       send_ask(sd, st, l, (p & P_BATCHABLE) != 0);
     else
       send_note(sd, (p & P_BATCHABLE) != 0, false);
   }
   if (l->nf > 0) return sh_suspend(st, S_ANSWERED);
-  return round_end(sd, st);
+  return sh_scn_round_end(st, ++sd->round < ROUNDS, &wd->left);
 }
 
 static const sh_actor_class sender_class = {
     .name = "batch_sender",
     .size = sizeof(sender),
     .locals_size = sizeof(sender_locals),
-    .init = sender_init,
+    .init = sh_scn_actor_init,
     .notice = sender_notice,
 };
 
@@ -435,16 +381,12 @@ static int setup(sh_scn *s, sh_system *sys) {
   world *wd = sh_scn_state(s);
   uint32_t workers = sh_scn_workers(s);
   draw_plan(s, wd);
-  atomic_store_explicit(&wd->left, SENDERS + wd->planned_notes, memory_order_relaxed);
-  int rc = sh_spawn_on(sys, &collector_class, s, 0, &wd->c);
+  atomic_store(&wd->left, SENDERS + wd->planned_notes);
+  int rc = sh_scn_spawn_on(s, sys, &collector_class, 0, 0, &wd->c);
   if (rc == 0) rc = sh_spawn_on(sys, &helper_class, NULL, 1 % workers, &wd->helper);
-  for (uint32_t k = 0; k < SENDERS && rc == 0; k++) {
-    sender_arg a = {s, k};
-    rc = sh_spawn_on(sys, &sender_class, &a, k % workers, &wd->senders[k]);
-  }
-  if (rc != 0) return rc;
-  bt_go *g = sh_msg_new(bt_go, .phase_a = 1);
-  return g != NULL ? sh_notice(wd->senders[0], &g->hdr) : -ENOMEM;
+  if (rc == 0)
+    rc = sh_scn_spawn_each(s, sys, &sender_class, SENDERS, SH_SCN_EACH_PINNED, wd->senders);
+  return rc == 0 ? sh_scn_kick_n(wd->senders[0], GO_PHASE_A) : rc;
 }
 
 /* Phase A's batches as a correct runtime makes them from one drain: runs
@@ -494,12 +436,10 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
                  "%u %s handled in batches, want every batchable one: %u", r->batched[k],
                  k ? "asks" : "notices", wd->planned_batchable[k]);
   uint64_t asks = wd->planned_asks + (uint64_t)r->batches[1]; /* one helper ask per batch */
-  SH_SCN_CHECK(s, st->asks == asks, "%llu asks, want %llu", (unsigned long long)st->asks,
-               (unsigned long long)asks);
+  SH_SCN_CHECK_EQ(s, st->asks, asks, "asks");
   /* Notices to C, asks and answers, and the senders' go notices. */
-  uint64_t delivered = notes + 2 * asks + 1 + (uint64_t)SENDERS * ROUNDS;
-  SH_SCN_CHECK(s, st->delivered == delivered, "%llu delivered, want %llu",
-               (unsigned long long)st->delivered, (unsigned long long)delivered);
+  SH_SCN_CHECK_EQ(s, st->delivered, notes + 2 * asks + 1 + (uint64_t)SENDERS * ROUNDS,
+                  "delivered");
   SH_SCN_CHECK(s, st->replies_unknown == 0, "%llu unknown replies",
                (unsigned long long)st->replies_unknown);
 }

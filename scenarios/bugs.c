@@ -21,54 +21,15 @@
 #include "promise.h"
 #include "scenario.h"
 
-/* Every actor here only needs the run. */
-typedef struct scn_actor {
-  sh_actor base;
-  sh_scn *s;
-} scn_actor;
-
-static int scn_actor_init(sh_actor *self, void *arg) {
-  ((scn_actor *)self)->s = arg;
-  return 0;
-}
-
-static sh_scn *scn_of(sh_actor *self) { return ((scn_actor *)self)->s; }
+/* Actors here are sh_scn_actors; asks and replies carry numbers
+ * (sh_scn_num_ask, sh_scn_num), start notices are sh_scn_go. */
 
 static uint64_t answer_of(uint64_t v) { return 3 * v + 1; }
-
-/* Asks and replies shared by the scenarios of this file. */
-typedef struct bug_ask {
-  sh_msg hdr;
-  uint64_t v;
-} bug_ask;
-static SH_MSG_DEFINE(bug_ask, SH_ASK, 0);
-
-typedef struct bug_reply {
-  sh_msg hdr;
-  uint64_t v;
-} bug_reply;
-static SH_MSG_DEFINE(bug_reply, SH_REPLY, 0);
-
-typedef struct bug_go {
-  sh_msg hdr;
-  uint32_t n;
-} bug_go;
-static SH_MSG_DEFINE(bug_go, SH_NOTICE, 0);
-
-static sh_yield reply_value(sh_stack *st, uint64_t v) {
-  bug_reply *r = sh_msg_new(bug_reply, .v = v);
-  return r != NULL ? sh_return(st, &r->hdr) : sh_throw(st, -ENOMEM);
-}
-
-static int notice_n(const sh_addr *to, uint32_t n) {
-  bug_go *g = sh_msg_new(bug_go, .n = n);
-  return g != NULL ? sh_notice(to, &g->hdr) : -ENOMEM;
-}
 
 /* An echo server: answers 3v + 1 at once. */
 static sh_yield echo_ask(sh_actor *self, sh_stack *st) {
   (void)self;
-  return reply_value(st, answer_of(sh_stack_msg_as(st, bug_ask)->v));
+  return sh_scn_answer(st, answer_of(sh_stack_msg_as(st, sh_scn_num_ask)->v));
 }
 
 static const sh_actor_class echo_class = {
@@ -84,7 +45,7 @@ static const sh_actor_class echo_class = {
  * answered -ESHUTDOWN, after its askers may have stopped waiting.
  */
 typedef struct holder {
-  scn_actor sa;
+  sh_scn_actor sa;
   bool locked;
 } holder;
 
@@ -104,8 +65,7 @@ static sh_yield holder_ask(sh_actor *self, sh_stack *st) {
   if (!SH_SCN_CHECK(h->sa.s, !h->locked, "an ask passed the holder's barrier"))
     return sh_throw(st, -EPROTO);
   h->locked = true;
-  bug_ask *pin = sh_msg_new(bug_ask, .v = 0);
-  l->f = sh_ask(st, sh_self(self), pin != NULL ? &pin->hdr : NULL, 0);
+  l->f = sh_scn_ask_num(st, sh_self(self), 0, 0);
   if (!SH_SCN_CHECK(h->sa.s, l->f != NULL, "the holder's pin failed")) return sh_throw(st, -ENOMEM);
   return sh_suspend(st, 1);
 }
@@ -114,7 +74,7 @@ static const sh_actor_class holder_class = {
     .name = "holder",
     .size = sizeof(holder),
     .locals_size = sizeof(one_future),
-    .init = scn_actor_init,
+    .init = sh_scn_actor_init,
     .ask = holder_ask,
     .barrier = holder_barrier,
 };
@@ -163,7 +123,7 @@ enum { B1_HOLD = 0, B1_ECHOES = 1 };
 static void b1_check_table(sh_actor *self, uint32_t want) {
   /* The actor's own house, read from its own handler: the runner's fields. */
   const sh_dispatcher *d = &self->house->futures;
-  sh_scn *s = scn_of(self);
+  sh_scn *s = sh_scn_of(self);
   SH_SCN_CHECK(s, sh_dispatcher_count(d) == want, "promise table counts %u, %u pending",
                sh_dispatcher_count(d), want);
   SH_SCN_CHECK(s, want < sh_dispatcher_capacity(d) * SH_DISPATCHER_LOAD,
@@ -172,13 +132,12 @@ static void b1_check_table(sh_actor *self, uint32_t want) {
 }
 
 static sh_yield b1_hold_stack(sh_actor *self, sh_stack *st) {
-  sh_scn *s = scn_of(self);
+  sh_scn *s = sh_scn_of(self);
   b1_world *wd = sh_scn_state(s);
   b1_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
     for (int i = 0; i < B1_HELD; i++) {
-      bug_ask *q = sh_msg_new(bug_ask, .v = (uint64_t)i);
-      l->f[i] = sh_ask(st, wd->holder, q != NULL ? &q->hdr : NULL, 0);
+      l->f[i] = sh_scn_ask_num(st, wd->holder, (uint64_t)i, 0);
       if (!SH_SCN_CHECK(s, l->f[i] != NULL, "held ask %d failed", i)) return sh_return(st, NULL);
     }
     b1_check_table(self, B1_HELD);
@@ -194,23 +153,22 @@ static sh_yield b1_hold_stack(sh_actor *self, sh_stack *st) {
 }
 
 static sh_yield b1_echo_stack(sh_actor *self, sh_stack *st) {
-  sh_scn *s = scn_of(self);
+  sh_scn *s = sh_scn_of(self);
   b1_world *wd = sh_scn_state(s);
   b1_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
     for (int i = 0; i < B1_ECHO; i++) {
       l->v[i] = sh_scn_rand(s) >> 4;
-      bug_ask *q = sh_msg_new(bug_ask, .v = l->v[i]);
-      l->f[i] = sh_ask(st, wd->echo, q != NULL ? &q->hdr : NULL, 0);
+      l->f[i] = sh_scn_ask_num(st, wd->echo, l->v[i], 0);
       if (!SH_SCN_CHECK(s, l->f[i] != NULL, "echo ask %d failed", i)) return sh_return(st, NULL);
     }
     b1_check_table(self, B1_HELD + B1_ECHO);
     return sh_suspend(st, 1);
   }
   for (int i = 0; i < B1_ECHO; i++) {
-    const bug_reply *r = sh_future_reply(l->f[i], bug_reply);
-    if (SH_SCN_CHECK(s, r != NULL && r->v == answer_of(l->v[i]), "echo ask %d: error %d, wrong reply",
-                     i, sh_future_error(l->f[i])))
+    uint64_t v = 0;
+    if (SH_SCN_CHECK(s, sh_scn_num_of(l->f[i], &v) && v == answer_of(l->v[i]),
+                     "echo ask %d: error %d, wrong reply", i, sh_future_error(l->f[i])))
       atomic_fetch_add(&wd->echo_ok, 1);
   }
   b1_check_table(self, B1_HELD);
@@ -220,12 +178,11 @@ static sh_yield b1_echo_stack(sh_actor *self, sh_stack *st) {
 }
 
 static sh_yield b1_notice(sh_actor *self, sh_stack *st) {
-  return sh_stack_msg_as(st, bug_go)->n == B1_HOLD ? b1_hold_stack(self, st)
-                                                   : b1_echo_stack(self, st);
+  return sh_scn_go_n(st) == B1_HOLD ? b1_hold_stack(self, st) : b1_echo_stack(self, st);
 }
 
 static void b1_stop(sh_actor *self) {
-  sh_scn *s = scn_of(self);
+  sh_scn *s = sh_scn_of(self);
   b1_world *wd = sh_scn_state(s);
   atomic_fetch_add(&wd->stops, 1);
   SH_SCN_CHECK(s, atomic_load(&wd->held_resumes) == 1 && atomic_load(&wd->held_shut) == B1_HELD,
@@ -238,9 +195,9 @@ static void b1_stop(sh_actor *self) {
 
 static const sh_actor_class b1_class = {
     .name = "asker",
-    .size = sizeof(scn_actor),
+    .size = sizeof(sh_scn_actor),
     .locals_size = sizeof(b1_locals),
-    .init = scn_actor_init,
+    .init = sh_scn_actor_init,
     .stop = b1_stop,
     .notice = b1_notice,
 };
@@ -248,12 +205,12 @@ static const sh_actor_class b1_class = {
 static int b1_setup(sh_scn *s, sh_system *sys) {
   b1_world *wd = sh_scn_state(s);
   const sh_addr *p;
-  int rc = sh_spawn(sys, &holder_class, s, 1, &wd->holder);
+  int rc = sh_scn_spawn(s, sys, &holder_class, 0, 1, &wd->holder);
   if (rc == 0) rc = sh_spawn(sys, &echo_class, NULL, sh_scn_workers(s), &wd->echo);
-  if (rc == 0) rc = sh_spawn_on(sys, &b1_class, s, 0, &p);
+  if (rc == 0) rc = sh_scn_spawn_on(s, sys, &b1_class, 0, 0, &p);
   /* One sender: P takes the hold notice first. */
-  if (rc == 0) rc = notice_n(p, B1_HOLD);
-  if (rc == 0) rc = notice_n(p, B1_ECHOES);
+  if (rc == 0) rc = sh_scn_kick_n(p, B1_HOLD);
+  if (rc == 0) rc = sh_scn_kick_n(p, B1_ECHOES);
   return rc;
 }
 
@@ -316,31 +273,32 @@ typedef struct b2_world {
 
 static void b2_start_link(sh_actor *self) {
   int rc = sh_timer_start(self, 0, 0, NULL, NULL);
-  SH_SCN_CHECK(scn_of(self), rc == 0, "X's timer did not start: %d", rc);
+  SH_SCN_CHECK(sh_scn_of(self), rc == 0, "X's timer did not start: %d", rc);
 }
 
 /* The timer's handler: in X's run, after its notice mailbox was drained. */
 static void b2_x_timeout(sh_actor *self, uint64_t id, void *arg) {
   (void)id;
   (void)arg;
-  SH_SCN_CHECK(scn_of(self), notice_n(sh_self(self), B2_STEP) == 0, "X's step notice failed");
+  SH_SCN_CHECK(sh_scn_of(self), sh_scn_kick_n(sh_self(self), B2_STEP) == 0,
+               "X's step notice failed");
 }
 
 static void b2_x_step(sh_actor *self) {
-  sh_scn *s = scn_of(self);
+  sh_scn *s = sh_scn_of(self);
   b2_world *wd = sh_scn_state(s);
   if (atomic_fetch_add(&wd->steps, 1) + 1 < B2_STEPS) {
     b2_start_link(self);
     return;
   }
   for (uint32_t i = 0; i < wd->npeers; i++)
-    SH_SCN_CHECK(s, notice_n(wd->peers[i], B2_BURST) == 0, "burst notice failed");
+    SH_SCN_CHECK(s, sh_scn_kick_n(wd->peers[i], B2_BURST) == 0, "burst notice failed");
 }
 
 static sh_yield b2_x_notice(sh_actor *self, sh_stack *st) {
-  sh_scn *s = scn_of(self);
+  sh_scn *s = sh_scn_of(self);
   b2_world *wd = sh_scn_state(s);
-  switch (sh_stack_msg_as(st, bug_go)->n) {
+  switch (sh_scn_go_n(st)) {
   case B2_KICK: b2_start_link(self); break;
   case B2_STEP: b2_x_step(self); break;
   default:
@@ -353,38 +311,38 @@ static sh_yield b2_x_notice(sh_actor *self, sh_stack *st) {
 
 static const sh_actor_class b2_x_class = {
     .name = "x",
-    .size = sizeof(scn_actor),
-    .init = scn_actor_init,
+    .size = sizeof(sh_scn_actor),
+    .init = sh_scn_actor_init,
     .notice = b2_x_notice,
     .timeout = b2_x_timeout,
 };
 
 /* A peer: on a burst notice, B2_PEER_N notices to X in a row. */
 static sh_yield b2_peer_notice(sh_actor *self, sh_stack *st) {
-  sh_scn *s = scn_of(self);
+  sh_scn *s = sh_scn_of(self);
   b2_world *wd = sh_scn_state(s);
   for (int i = 0; i < B2_PEER_N; i++)
-    SH_SCN_CHECK(s, notice_n(wd->x, B2_PEER) == 0, "peer notice failed");
+    SH_SCN_CHECK(s, sh_scn_kick_n(wd->x, B2_PEER) == 0, "peer notice failed");
   return sh_return(st, NULL);
 }
 
 static const sh_actor_class b2_peer_class = {
     .name = "peer",
-    .size = sizeof(scn_actor),
-    .init = scn_actor_init,
+    .size = sizeof(sh_scn_actor),
+    .init = sh_scn_actor_init,
     .notice = b2_peer_notice,
 };
 
 static sh_yield b2_watchdog_notice(sh_actor *self, sh_stack *st) {
   int rc = sh_timer_start(self, B2_WATCHDOG_MS, 0, NULL, NULL);
-  SH_SCN_CHECK(scn_of(self), rc == 0, "the watchdog did not start: %d", rc);
+  SH_SCN_CHECK(sh_scn_of(self), rc == 0, "the watchdog did not start: %d", rc);
   return sh_return(st, NULL);
 }
 
 static void b2_watchdog_timeout(sh_actor *self, uint64_t id, void *arg) {
   (void)id;
   (void)arg;
-  sh_scn *s = scn_of(self);
+  sh_scn *s = sh_scn_of(self);
   b2_world *wd = sh_scn_state(s);
   SH_SCN_CHECK(s, false, "X stranded: %d of %d chain links, %d of %u peer notices",
                atomic_load(&wd->steps), B2_STEPS, atomic_load(&wd->peer_notices),
@@ -394,8 +352,8 @@ static void b2_watchdog_timeout(sh_actor *self, uint64_t id, void *arg) {
 
 static const sh_actor_class b2_watchdog_class = {
     .name = "watchdog",
-    .size = sizeof(scn_actor),
-    .init = scn_actor_init,
+    .size = sizeof(sh_scn_actor),
+    .init = sh_scn_actor_init,
     .notice = b2_watchdog_notice,
     .timeout = b2_watchdog_timeout,
 };
@@ -404,12 +362,12 @@ static int b2_setup(sh_scn *s, sh_system *sys) {
   b2_world *wd = sh_scn_state(s);
   wd->npeers = sh_scn_workers(s) < B2_PEERS_MAX ? sh_scn_workers(s) : B2_PEERS_MAX;
   const sh_addr *w;
-  int rc = sh_spawn_on(sys, &b2_watchdog_class, s, 0, &w);
-  if (rc == 0) rc = notice_n(w, 0);
-  if (rc == 0) rc = sh_spawn_on(sys, &b2_x_class, s, 0, &wd->x);
-  for (uint32_t i = 0; i < wd->npeers && rc == 0; i++)
-    rc = sh_spawn_on(sys, &b2_peer_class, s, i, &wd->peers[i]);
-  if (rc == 0) rc = notice_n(wd->x, B2_KICK);
+  int rc = sh_scn_spawn_on(s, sys, &b2_watchdog_class, 0, 0, &w);
+  if (rc == 0) rc = sh_scn_kick(w);
+  if (rc == 0) rc = sh_scn_spawn_on(s, sys, &b2_x_class, 0, 0, &wd->x);
+  if (rc == 0)
+    rc = sh_scn_spawn_each(s, sys, &b2_peer_class, wd->npeers, SH_SCN_EACH_PINNED, wd->peers);
+  if (rc == 0) rc = sh_scn_kick_n(wd->x, B2_KICK);
   return rc;
 }
 
@@ -462,10 +420,8 @@ SH_SCENARIO(bug2_flag_clear);
  * checks fail the run (instead of a hang). */
 #define B3_GUARD_MS 5000u
 
-typedef struct b3_solo {
-  sh_msg hdr;
-  uint64_t v;
-} b3_solo;
+/* Asks the server's batch filter refuses. */
+typedef sh_scn_num_ask b3_solo;
 static SH_MSG_DEFINE(b3_solo, SH_ASK, 0);
 
 typedef struct b3_world {
@@ -482,7 +438,7 @@ typedef struct b3_locals {
 
 static bool b3_filter(sh_actor *self, const sh_msg *m) {
   (void)self;
-  return sh_msg_is(m, &bug_ask_type);
+  return sh_msg_is(m, &sh_scn_num_ask_type);
 }
 
 /* relaxed: only the server's handlers write these, one at a time; verify
@@ -495,80 +451,72 @@ static void b3_note_batch(b3_world *wd, int n) {
 }
 
 static sh_yield b3_batch(sh_actor *self, sh_stack *st) {
-  sh_scn *s = scn_of(self);
+  sh_scn *s = sh_scn_of(self);
   b3_world *wd = sh_scn_state(s);
   one_future *l = sh_stack_locals(st);
   size_t n = sh_stack_batch_len(st);
   if (sh_stack_state(st) == SH_START) {
     b3_note_batch(wd, (int)n);
-    bug_ask *q = sh_msg_new(bug_ask, .v = n);
-    l->f = sh_ask(st, wd->helper, q != NULL ? &q->hdr : NULL, 0);
+    l->f = sh_scn_ask_num(st, wd->helper, n, 0);
     if (!SH_SCN_CHECK(s, l->f != NULL, "helper ask failed")) return sh_throw(st, -ENOMEM);
     return sh_suspend(st, 1);
   }
-  const bug_reply *hr = sh_future_reply(l->f, bug_reply);
-  SH_SCN_CHECK(s, hr != NULL && hr->v == answer_of(n), "helper reply wrong");
+  uint64_t hv = 0;
+  SH_SCN_CHECK(s, sh_scn_num_of(l->f, &hv) && hv == answer_of(n), "helper reply wrong");
   for (size_t i = 0; i < n; i++) {
-    const bug_ask *q = (const bug_ask *)sh_stack_batch_msg(st, i);
-    if (!SH_SCN_CHECK(s, sh_msg_is(&q->hdr, &bug_ask_type), "batch message %zu of another type", i))
+    const sh_scn_num_ask *q = (const sh_scn_num_ask *)sh_stack_batch_msg(st, i);
+    if (!SH_SCN_CHECK(s, sh_msg_is(&q->hdr, &sh_scn_num_ask_type),
+                      "batch message %zu of another type", i))
       continue;
     if (q->v % 5 == 0) continue; /* the common reply */
-    bug_reply *r = sh_msg_new(bug_reply, .v = answer_of(q->v));
-    SH_SCN_CHECK(s, r != NULL && sh_batch_reply(st, i, &r->hdr) == 0, "batch reply %zu failed", i);
+    sh_msg *r = sh_scn_num_new(answer_of(q->v));
+    SH_SCN_CHECK(s, r != NULL && sh_batch_reply(st, i, r) == 0, "batch reply %zu failed", i);
   }
-  return reply_value(st, B3_COMMON);
+  return sh_scn_answer(st, B3_COMMON);
 }
 
 static sh_yield b3_solo_ask(sh_actor *self, sh_stack *st) {
   (void)self;
-  return reply_value(st, answer_of(sh_stack_msg_as(st, b3_solo)->v));
+  return sh_scn_answer(st, answer_of(sh_stack_msg_as(st, b3_solo)->v));
 }
 
 static const sh_actor_class b3_server_class = {
     .name = "batcher",
-    .size = sizeof(scn_actor),
+    .size = sizeof(sh_scn_actor),
     .locals_size = sizeof(one_future),
-    .init = scn_actor_init,
+    .init = sh_scn_actor_init,
     .ask = b3_solo_ask,
     .batch_ask = b3_batch,
     .batch_ask_filter = b3_filter,
 };
 
-static sh_msg *b3_new_ask(uint64_t v, bool solo) {
-  if (solo) {
-    b3_solo *q = sh_msg_new(b3_solo, .v = v);
-    return q != NULL ? &q->hdr : NULL;
-  }
-  bug_ask *q = sh_msg_new(bug_ask, .v = v);
-  return q != NULL ? &q->hdr : NULL;
-}
-
 static bool b3_is_solo(uint32_t j) { return j % 4 == 3; }
 
 static void b3_fan_out(sh_actor *self, sh_stack *st, uint32_t asker) {
-  sh_scn *s = scn_of(self);
+  sh_scn *s = sh_scn_of(self);
   b3_world *wd = sh_scn_state(s);
   b3_locals *l = sh_stack_locals(st);
   for (uint32_t j = 0; j < B3_FAN; j++) {
     /* Unique per ask: asker, round and slot in the low bits. */
     l->v[j] = (sh_scn_rand(s) >> 24) << 20 | (uint64_t)asker << 10 | l->round << 4 | j;
-    l->f[j] = sh_ask(st, wd->server, b3_new_ask(l->v[j], b3_is_solo(j)), B3_GUARD_MS);
+    const sh_msg_type *t = b3_is_solo(j) ? &b3_solo_type : &sh_scn_num_ask_type;
+    l->f[j] = sh_scn_ask_num_as(st, t, wd->server, l->v[j], B3_GUARD_MS);
     SH_SCN_CHECK(s, l->f[j] != NULL, "asker %u: ask failed", asker);
   }
 }
 
 static sh_yield b3_asker_notice(sh_actor *self, sh_stack *st) {
-  sh_scn *s = scn_of(self);
+  sh_scn *s = sh_scn_of(self);
   b3_world *wd = sh_scn_state(s);
   b3_locals *l = sh_stack_locals(st);
-  uint32_t asker = sh_stack_msg_as(st, bug_go)->n;
+  uint32_t asker = sh_scn_id(self);
   if (sh_stack_state(st) == SH_START) {
     l->round = 0;
     b3_fan_out(self, st, asker);
     return sh_suspend(st, 1);
   }
   for (uint32_t j = 0; j < B3_FAN; j++) {
-    const bug_reply *r = sh_future_reply(l->f[j], bug_reply);
+    const sh_scn_num *r = sh_future_reply(l->f[j], sh_scn_num);
     uint64_t want = l->v[j] % 5 == 0 && !b3_is_solo(j) ? B3_COMMON : answer_of(l->v[j]);
     if (SH_SCN_CHECK(s, r != NULL && r->v == want,
                      "asker %u round %u ask %u: error %d, reply %llu, want %llu", asker, l->round,
@@ -587,9 +535,9 @@ static sh_yield b3_asker_notice(sh_actor *self, sh_stack *st) {
 
 static const sh_actor_class b3_asker_class = {
     .name = "asker",
-    .size = sizeof(scn_actor),
+    .size = sizeof(sh_scn_actor),
     .locals_size = sizeof(b3_locals),
-    .init = scn_actor_init,
+    .init = sh_scn_actor_init,
     .notice = b3_asker_notice,
 };
 
@@ -597,13 +545,9 @@ static int b3_setup(sh_scn *s, sh_system *sys) {
   b3_world *wd = sh_scn_state(s);
   uint32_t n = 4 * sh_scn_workers(s);
   wd->naskers = n < B3_ASKERS_MAX ? n : B3_ASKERS_MAX;
-  int rc = sh_spawn_on(sys, &b3_server_class, s, 0, &wd->server);
+  int rc = sh_scn_spawn_on(s, sys, &b3_server_class, 0, 0, &wd->server);
   if (rc == 0) rc = sh_spawn(sys, &echo_class, NULL, 1, &wd->helper);
-  for (uint32_t i = 0; i < wd->naskers && rc == 0; i++) {
-    const sh_addr *a;
-    rc = sh_spawn(sys, &b3_asker_class, s, 1, &a);
-    if (rc == 0) rc = notice_n(a, i);
-  }
+  if (rc == 0) rc = sh_scn_spawn_each(s, sys, &b3_asker_class, wd->naskers, SH_SCN_EACH_KICK, NULL);
   return rc;
 }
 
@@ -678,15 +622,15 @@ typedef struct b4_world {
 } b4_world;
 
 typedef struct b4_owner {
-  scn_actor sa;
+  sh_scn_actor sa;
   uint32_t next_seq[B4_PRODUCERS_MAX];
   uint32_t finished, drains; /* drains: the ones that found items */
   bool checked;
 } b4_owner;
 
 static int b4_owner_init(sh_actor *self, void *arg) {
-  scn_actor_init(self, arg);
-  b4_world *wd = sh_scn_state(arg);
+  sh_scn_actor_init(self, arg);
+  b4_world *wd = sh_scn_state(sh_scn_of(self));
   /* Its own allocation: the mailbox wants 64-byte alignment, an actor's
    * memory does not promise it. */
   wd->box = aligned_alloc(_Alignof(sh_mailbox), sizeof(sh_mailbox));
@@ -736,7 +680,8 @@ static bool b4_drain(b4_owner *o) {
         wd->deferred_empty++;
       else
         wd->deferred_busy++;
-      SH_SCN_CHECK(o->sa.s, notice_n(sh_self(&o->sa.base), B4_SELF) == 0, "self notice failed");
+      SH_SCN_CHECK(o->sa.s, sh_scn_kick_n(sh_self(&o->sa.base), B4_SELF) == 0,
+                   "self notice failed");
       return false;
     }
     b4_handle(o, it);
@@ -749,7 +694,7 @@ static sh_yield b4_owner_notice(sh_actor *self, sh_stack *st) {
   b4_owner *o = (b4_owner *)self;
   sh_scn *s = o->sa.s;
   b4_world *wd = sh_scn_state(s);
-  if (sh_stack_msg_as(st, bug_go)->n == B4_FIN) o->finished++;
+  if (sh_scn_go_n(st) == B4_FIN) o->finished++;
   bool drained = b4_drain(o);
   if (drained && o->finished == wd->nproducers && !o->checked) {
     /* Every put happened before its producer's finish notice. */
@@ -764,7 +709,7 @@ static sh_yield b4_owner_notice(sh_actor *self, sh_stack *st) {
 
 /* Frees whatever a failed run left in the private mailbox, then the mailbox. */
 static void b4_owner_stop(sh_actor *self) {
-  b4_world *wd = sh_scn_state(scn_of(self));
+  b4_world *wd = sh_scn_state(sh_scn_of(self));
   wd->stops++;
   sh_msg *m;
   while ((m = sh_mailbox_take(wd->box)) != NULL) {
@@ -786,7 +731,7 @@ static const sh_actor_class b4_owner_class = {
 /* A producer: B4_CHUNK items per notice (then it notices itself), each put
  * and then rung; after its last, a finish notice. */
 typedef struct b4_producer {
-  scn_actor sa;
+  sh_scn_actor sa;
   uint32_t sent;
 } b4_producer;
 
@@ -794,14 +739,15 @@ static sh_yield b4_producer_notice(sh_actor *self, sh_stack *st) {
   b4_producer *p = (b4_producer *)self;
   sh_scn *s = p->sa.s;
   b4_world *wd = sh_scn_state(s);
-  uint32_t index = sh_stack_msg_as(st, bug_go)->n;
+  uint32_t index = p->sa.id;
   for (int k = 0; k < B4_CHUNK && p->sent < B4_PER_PRODUCER; k++) {
     b4_item *it = sh_msg_new(b4_item, .producer = index, .seq = p->sent++);
     if (!SH_SCN_CHECK(s, it != NULL, "out of memory")) return sh_return(st, NULL);
     sh_mailbox_put(wd->box, &it->hdr);
-    SH_SCN_CHECK(s, notice_n(wd->owner, B4_BELL) == 0, "bell failed");
+    SH_SCN_CHECK(s, sh_scn_kick_n(wd->owner, B4_BELL) == 0, "bell failed");
   }
-  int rc = p->sent < B4_PER_PRODUCER ? notice_n(sh_self(self), index) : notice_n(wd->owner, B4_FIN);
+  int rc = p->sent < B4_PER_PRODUCER ? sh_scn_kick(sh_self(self))
+                                     : sh_scn_kick_n(wd->owner, B4_FIN);
   SH_SCN_CHECK(s, rc == 0, "producer %u: notice failed", index);
   return sh_return(st, NULL);
 }
@@ -809,7 +755,7 @@ static sh_yield b4_producer_notice(sh_actor *self, sh_stack *st) {
 static const sh_actor_class b4_producer_class = {
     .name = "producer",
     .size = sizeof(b4_producer),
-    .init = scn_actor_init,
+    .init = sh_scn_actor_init,
     .notice = b4_producer_notice,
 };
 
@@ -817,12 +763,9 @@ static int b4_setup(sh_scn *s, sh_system *sys) {
   b4_world *wd = sh_scn_state(s);
   uint32_t n = 2 * sh_scn_workers(s);
   wd->nproducers = n < B4_PRODUCERS_MAX ? n : B4_PRODUCERS_MAX;
-  int rc = sh_spawn_on(sys, &b4_owner_class, s, 0, &wd->owner);
-  for (uint32_t i = 0; i < wd->nproducers && rc == 0; i++) {
-    const sh_addr *a;
-    rc = sh_spawn(sys, &b4_producer_class, s, 1, &a);
-    if (rc == 0) rc = notice_n(a, i);
-  }
+  int rc = sh_scn_spawn_on(s, sys, &b4_owner_class, 0, 0, &wd->owner);
+  if (rc == 0)
+    rc = sh_scn_spawn_each(s, sys, &b4_producer_class, wd->nproducers, SH_SCN_EACH_KICK, NULL);
   return rc;
 }
 

@@ -27,18 +27,7 @@ typedef struct fan_ask {
   uint64_t v;
   uint32_t hops; /* relays still to make before the answer */
 } fan_ask;
-SH_MSG_DEFINE(fan_ask, SH_ASK, 0);
-
-typedef struct fan_reply {
-  sh_msg hdr;
-  uint64_t v;
-} fan_reply;
-SH_MSG_DEFINE(fan_reply, SH_REPLY, 0);
-
-typedef struct fan_go {
-  sh_msg hdr;
-} fan_go;
-SH_MSG_DEFINE(fan_go, SH_NOTICE, 0);
+static SH_MSG_DEFINE(fan_ask, SH_ASK, 0);
 
 /* What an ask of value v that is relayed `hops` times must come back with. */
 static uint64_t answer_of(uint64_t v, uint32_t hops) { return 2 * v + 1 + hops; }
@@ -52,23 +41,12 @@ typedef struct world {
   atomic_uint all_rounds;  /* sh_suspend fan-outs completed */
   atomic_uint any_rounds;  /* sh_suspend_any fan-outs completed */
   atomic_uint any_resumes; /* resumes of sh_suspend_any stacks */
-  atomic_uint clients_done;
+  atomic_uint clients_left;
 } world;
 
 static void count(atomic_uint *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
 
 /* ---- servers ------------------------------------------------------------------ */
-
-typedef struct server {
-  sh_actor base;
-  sh_scn *s;
-  uint32_t idx;
-} server;
-
-typedef struct server_arg {
-  sh_scn *s;
-  uint32_t idx;
-} server_arg;
 
 typedef struct server_locals {
   sh_future *f;
@@ -76,33 +54,20 @@ typedef struct server_locals {
 
 enum { SRV_RELAYED = 1 };
 
-static int server_init(sh_actor *self, void *arg) {
-  const server_arg *a = arg;
-  ((server *)self)->s = a->s;
-  ((server *)self)->idx = a->idx;
-  return 0;
-}
-
-static sh_yield reply_with(sh_stack *st, uint64_t v) {
-  fan_reply *r = sh_msg_new(fan_reply, .v = v);
-  return r != NULL ? sh_return(st, &r->hdr) : sh_throw(st, -ENOMEM);
-}
-
 /* Answers at once, or passes the ask on to the next server and answers
  * with one more than what comes back. */
 static sh_yield server_ask(sh_actor *self, sh_stack *st) {
-  server *sv = (server *)self;
-  world *wd = sh_scn_state(sv->s);
+  world *wd = sh_scn_state(sh_scn_of(self));
   server_locals *l = sh_stack_locals(st);
   const fan_ask *q = sh_stack_msg_as(st, fan_ask);
   if (sh_stack_state(st) == SRV_RELAYED) {
     if (sh_future_failed(l->f)) return sh_throw(st, sh_future_error(l->f));
-    return reply_with(st, sh_future_reply(l->f, fan_reply)->v + 1);
+    return sh_scn_answer(st, sh_future_reply(l->f, sh_scn_num)->v + 1);
   }
-  if (q->hops == 0) return reply_with(st, answer_of(q->v, 0));
+  if (q->hops == 0) return sh_scn_answer(st, answer_of(q->v, 0));
   fan_ask *next = sh_msg_new(fan_ask, .v = q->v, .hops = q->hops - 1);
   if (next == NULL) return sh_throw(st, -ENOMEM);
-  l->f = sh_ask(st, wd->servers[(sv->idx + 1) % SERVERS], &next->hdr, 0);
+  l->f = sh_ask(st, wd->servers[(sh_scn_id(self) + 1) % SERVERS], &next->hdr, 0);
   if (l->f == NULL) return sh_throw(st, -ENOMEM);
   count(&wd->relays);
   return sh_suspend(st, SRV_RELAYED);
@@ -110,17 +75,16 @@ static sh_yield server_ask(sh_actor *self, sh_stack *st) {
 
 static const sh_actor_class server_class = {
     .name = "fan_server",
-    .size = sizeof(server),
+    .size = sizeof(sh_scn_actor),
     .locals_size = sizeof(server_locals),
-    .init = server_init,
+    .init = sh_scn_actor_init,
     .ask = server_ask,
 };
 
 /* ---- clients ------------------------------------------------------------------ */
 
 typedef struct client {
-  sh_actor base;
-  sh_scn *s;
+  sh_scn_actor a;
   uint32_t round;
 } client;
 
@@ -136,21 +100,16 @@ typedef struct client_locals {
 enum { C_ALL = 1, C_ANY = 2 };
 #define ALL_SEEN ((1u << SERVERS) - 1)
 
-static int client_init(sh_actor *self, void *arg) {
-  ((client *)self)->s = arg;
-  return 0;
-}
-
 /* Asks every server once; false (and checked) if an ask could not be made. */
 static bool ask_all(client *c, sh_stack *st, client_locals *l) {
-  world *wd = sh_scn_state(c->s);
+  world *wd = sh_scn_state(c->a.s);
   for (uint32_t i = 0; i < SERVERS; i++) {
-    uint64_t r = sh_scn_rand(c->s);
+    uint64_t r = sh_scn_rand(c->a.s);
     l->v[i] = r >> 16; /* room for 2v + 1 + hops */
     l->hops[i] = (uint32_t)(r % (MAX_HOPS + 1));
     fan_ask *q = sh_msg_new(fan_ask, .v = l->v[i], .hops = l->hops[i]);
     l->f[i] = q != NULL ? sh_ask(st, wd->servers[i], &q->hdr, 0) : NULL;
-    if (!SH_SCN_CHECK(c->s, l->f[i] != NULL, "client: ask %u could not be made", i)) return false;
+    if (!SH_SCN_CHECK(c->a.s, l->f[i] != NULL, "client: ask %u could not be made", i)) return false;
   }
   return true;
 }
@@ -158,34 +117,24 @@ static bool ask_all(client *c, sh_stack *st, client_locals *l) {
 /* Future i is done and carries the answer to ask i. */
 static bool answered(client *c, const client_locals *l, uint32_t i) {
   const sh_future *f = l->f[i];
-  const fan_reply *r = sh_future_reply(f, fan_reply);
-  return SH_SCN_CHECK(c->s, sh_future_done(f) && sh_future_error(f) == 0 && r != NULL &&
-                                r->v == answer_of(l->v[i], l->hops[i]),
+  uint64_t v = 0;
+  bool got = sh_future_done(f) && sh_scn_num_of(f, &v);
+  return SH_SCN_CHECK(c->a.s, got && v == answer_of(l->v[i], l->hops[i]),
                       "server %u: future done %d error %d, reply %llu want %llu", i,
-                      sh_future_done(f), sh_future_error(f),
-                      r != NULL ? (unsigned long long)r->v : 0ull,
+                      sh_future_done(f), sh_future_error(f), (unsigned long long)v,
                       (unsigned long long)answer_of(l->v[i], l->hops[i]));
 }
 
 /* The round is over: the next one, or this client's end. */
 static sh_yield round_end(client *c, sh_stack *st) {
-  world *wd = sh_scn_state(c->s);
-  if (++c->round < ROUNDS) {
-    fan_go *g = sh_msg_new(fan_go);
-    SH_SCN_CHECK(c->s, g != NULL && sh_notice(sh_self(&c->base), &g->hdr) == 0,
-                 "client: next round not sent");
-  } else if (atomic_fetch_add_explicit(&wd->clients_done, 1, memory_order_relaxed) + 1 ==
-             wd->nclients) {
-    /* relaxed: only the count matters; the exit and the join order the rest. */
-    sh_scn_done(c->s, sh_actor_system(&c->base));
-  }
-  return sh_return(st, NULL);
+  world *wd = sh_scn_state(c->a.s);
+  return sh_scn_round_end(st, ++c->round < ROUNDS, &wd->clients_left);
 }
 
 /* Phase 1 ended: the one resume of sh_suspend. Then phase 2's asks. */
 static sh_yield all_done(client *c, sh_stack *st, client_locals *l) {
-  world *wd = sh_scn_state(c->s);
-  SH_SCN_CHECK(c->s, l->invocations == 2,
+  world *wd = sh_scn_state(c->a.s);
+  SH_SCN_CHECK(c->a.s, l->invocations == 2,
                "sh_suspend: %u entries for one fan-out, want 2 (start, one resume)",
                l->invocations);
   for (uint32_t i = 0; i < SERVERS; i++) answered(c, l, i);
@@ -198,7 +147,7 @@ static sh_yield all_done(client *c, sh_stack *st, client_locals *l) {
 
 /* Phase 2: one resume per completion. */
 static sh_yield any_done(client *c, sh_stack *st, client_locals *l) {
-  world *wd = sh_scn_state(c->s);
+  world *wd = sh_scn_state(c->a.s);
   count(&wd->any_resumes);
   l->any_resumes++;
   uint32_t fresh = 0;
@@ -212,10 +161,10 @@ static sh_yield any_done(client *c, sh_stack *st, client_locals *l) {
       l->seen |= 1u << i;
     }
   }
-  SH_SCN_CHECK(c->s, fresh == 1, "sh_suspend_any: resume %u saw %u new completions, want 1",
+  SH_SCN_CHECK(c->a.s, fresh == 1, "sh_suspend_any: resume %u saw %u new completions, want 1",
                l->any_resumes, fresh);
   if (l->seen != ALL_SEEN && fresh > 0) return sh_suspend_any(st, C_ANY);
-  SH_SCN_CHECK(c->s, l->any_resumes == SERVERS, "sh_suspend_any: %u resumes for %u asks",
+  SH_SCN_CHECK(c->a.s, l->any_resumes == SERVERS, "sh_suspend_any: %u resumes for %u asks",
                l->any_resumes, SERVERS);
   count(&wd->any_rounds);
   return round_end(c, st);
@@ -232,7 +181,7 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
   case C_ALL: return all_done(c, st, l);
   case C_ANY: return any_done(c, st, l);
   }
-  SH_SCN_CHECK(c->s, false, "client: unknown state %d", sh_stack_state(st));
+  SH_SCN_CHECK(c->a.s, false, "client: unknown state %d", sh_stack_state(st));
   return sh_return(st, NULL);
 }
 
@@ -240,7 +189,7 @@ static const sh_actor_class client_class = {
     .name = "fan_client",
     .size = sizeof(client),
     .locals_size = sizeof(client_locals),
-    .init = client_init,
+    .init = sh_scn_actor_init,
     .notice = client_notice,
 };
 
@@ -248,23 +197,12 @@ static const sh_actor_class client_class = {
 
 static int setup(sh_scn *s, sh_system *sys) {
   world *wd = sh_scn_state(s);
-  uint32_t workers = sh_scn_workers(s);
-  for (uint32_t i = 0; i < SERVERS; i++) {
-    server_arg a = {s, i};
-    int rc = sh_spawn_on(sys, &server_class, &a, i % workers, &wd->servers[i]);
-    if (rc != 0) return rc;
-  }
-  wd->nclients = workers;
-  for (uint32_t i = 0; i < workers; i++) {
-    const sh_addr *a;
-    int rc = sh_spawn_on(sys, &client_class, s, i, &a);
-    if (rc != 0) return rc;
-    fan_go *g = sh_msg_new(fan_go);
-    if (g == NULL) return -ENOMEM;
-    rc = sh_notice(a, &g->hdr);
-    if (rc != 0) return rc;
-  }
-  return 0;
+  wd->nclients = sh_scn_workers(s);
+  atomic_store(&wd->clients_left, wd->nclients);
+  int rc = sh_scn_spawn_each(s, sys, &server_class, SERVERS, SH_SCN_EACH_PINNED, wd->servers);
+  if (rc != 0) return rc;
+  return sh_scn_spawn_each(s, sys, &client_class, wd->nclients,
+                           SH_SCN_EACH_PINNED | SH_SCN_EACH_KICK, NULL);
 }
 
 static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
@@ -272,20 +210,13 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
   world *wd = sh_scn_state(s);
   uint64_t fans = (uint64_t)wd->nclients * ROUNDS;
   uint64_t relays = atomic_load(&wd->relays);
-  SH_SCN_CHECK(s, atomic_load(&wd->all_rounds) == fans, "%u sh_suspend fan-outs, want %llu",
-               atomic_load(&wd->all_rounds), (unsigned long long)fans);
-  SH_SCN_CHECK(s, atomic_load(&wd->any_rounds) == fans, "%u sh_suspend_any fan-outs, want %llu",
-               atomic_load(&wd->any_rounds), (unsigned long long)fans);
-  SH_SCN_CHECK(s, atomic_load(&wd->any_resumes) == fans * SERVERS,
-               "%u sh_suspend_any resumes, want %llu", atomic_load(&wd->any_resumes),
-               (unsigned long long)(fans * SERVERS));
+  SH_SCN_CHECK_EQ(s, atomic_load(&wd->all_rounds), fans, "sh_suspend fan-outs");
+  SH_SCN_CHECK_EQ(s, atomic_load(&wd->any_rounds), fans, "sh_suspend_any fan-outs");
+  SH_SCN_CHECK_EQ(s, atomic_load(&wd->any_resumes), fans * SERVERS, "sh_suspend_any resumes");
   uint64_t asks = fans * 2 * SERVERS + relays;
-  SH_SCN_CHECK(s, st->asks == asks, "%llu asks, want %llu", (unsigned long long)st->asks,
-               (unsigned long long)asks);
+  SH_SCN_CHECK_EQ(s, st->asks, asks, "asks");
   /* Per round: its go notice, then every ask and its reply. */
-  uint64_t delivered = fans + 2 * asks;
-  SH_SCN_CHECK(s, st->delivered == delivered, "%llu delivered, want %llu",
-               (unsigned long long)st->delivered, (unsigned long long)delivered);
+  SH_SCN_CHECK_EQ(s, st->delivered, fans + 2 * asks, "delivered");
   SH_SCN_CHECK(s, st->replies_unknown == 0 && st->asks_timed_out == 0,
                "%llu unknown replies, %llu timeouts", (unsigned long long)st->replies_unknown,
                (unsigned long long)st->asks_timed_out);

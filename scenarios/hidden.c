@@ -11,7 +11,6 @@
  * Neither workload calls sh_scn_done.
  */
 #include <errno.h>
-#include <stdbool.h>
 
 #include "scenario.h"
 
@@ -23,32 +22,13 @@ typedef struct dl_lock {
 } dl_lock;
 static SH_MSG_DEFINE(dl_lock, SH_ASK, SH_MSG_BARRIER);
 
-typedef struct dl_go {
-  sh_msg hdr;
-} dl_go;
-static SH_MSG_DEFINE(dl_go, SH_NOTICE, 0);
-
 typedef struct dl_world {
-  const sh_addr *a, *b;
+  const sh_addr *a, *b; /* the lockers, with ids 0 and 1 */
 } dl_world;
-
-typedef struct dl_actor {
-  sh_actor base;
-  sh_scn *s;
-  bool is_a;
-} dl_actor;
 
 typedef struct dl_locals {
   sh_future *f[2];
 } dl_locals;
-
-static int dl_init(sh_actor *self, void *arg) {
-  dl_actor *d = (dl_actor *)self;
-  d->s = arg;
-  dl_world *wd = sh_scn_state(d->s);
-  d->is_a = wd->a == NULL; /* spawned first */
-  return 0;
-}
 
 static sh_future *dl_ask(sh_scn *s, sh_stack *st, const sh_addr *to) {
   dl_lock *m = sh_msg_new(dl_lock);
@@ -62,28 +42,28 @@ static sh_future *dl_ask(sh_scn *s, sh_stack *st, const sh_addr *to) {
  * behind the other's barrier: A waits for B, B for A. Shutdown, which would
  * end it, never comes. */
 static sh_yield dl_lock_ask(sh_actor *self, sh_stack *st) {
-  dl_actor *d = (dl_actor *)self;
-  dl_world *wd = sh_scn_state(d->s);
+  sh_scn *s = sh_scn_of(self);
+  dl_world *wd = sh_scn_state(s);
   dl_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
-    l->f[0] = dl_ask(d->s, st, d->is_a ? wd->b : wd->a);
+    l->f[0] = dl_ask(s, st, sh_scn_id(self) == 0 ? wd->b : wd->a);
     return l->f[0] != NULL ? sh_suspend(st, 1) : sh_throw(st, -ENOMEM);
   }
-  SH_SCN_CHECK(d->s, false, "a deadlocked lock resumed (error %d)", sh_future_error(l->f[0]));
+  SH_SCN_CHECK(s, false, "a deadlocked lock resumed (error %d)", sh_future_error(l->f[0]));
   return sh_throw(st, -EPROTO);
 }
 
 static const sh_actor_class dl_class = {
     .name = "locker",
-    .size = sizeof(dl_actor),
+    .size = sizeof(sh_scn_actor),
     .locals_size = sizeof(dl_locals),
-    .init = dl_init,
+    .init = sh_scn_actor_init,
     .ask = dl_lock_ask,
 };
 
 /* The starter: one notice stack asks both lockers at once. */
 static sh_yield dl_start_notice(sh_actor *self, sh_stack *st) {
-  sh_scn *s = ((dl_actor *)self)->s;
+  sh_scn *s = sh_scn_of(self);
   dl_world *wd = sh_scn_state(s);
   dl_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
@@ -95,29 +75,21 @@ static sh_yield dl_start_notice(sh_actor *self, sh_stack *st) {
   return sh_return(st, NULL);
 }
 
-static int dl_start_init(sh_actor *self, void *arg) {
-  ((dl_actor *)self)->s = arg;
-  return 0;
-}
-
 static const sh_actor_class dl_start_class = {
     .name = "starter",
-    .size = sizeof(dl_actor),
+    .size = sizeof(sh_scn_actor),
     .locals_size = sizeof(dl_locals),
-    .init = dl_start_init,
+    .init = sh_scn_actor_init,
     .notice = dl_start_notice,
 };
 
 static int dl_setup(sh_scn *s, sh_system *sys) {
   dl_world *wd = sh_scn_state(s);
   const sh_addr *starter;
-  /* Set one at a time: dl_init tells A from B by whether a is set. */
-  int rc = sh_spawn_on(sys, &dl_class, s, 0, &wd->a);
-  if (rc == 0) rc = sh_spawn_on(sys, &dl_class, s, sh_scn_workers(s) > 1 ? 1 : 0, &wd->b);
-  if (rc == 0) rc = sh_spawn(sys, &dl_start_class, s, 1, &starter);
-  dl_go *g = rc == 0 ? sh_msg_new(dl_go) : NULL;
-  if (rc == 0) rc = g != NULL ? sh_notice(starter, &g->hdr) : -ENOMEM;
-  return rc;
+  int rc = sh_scn_spawn_on(s, sys, &dl_class, 0, 0, &wd->a);
+  if (rc == 0) rc = sh_scn_spawn_on(s, sys, &dl_class, 1, sh_scn_workers(s) > 1 ? 1 : 0, &wd->b);
+  if (rc == 0) rc = sh_scn_spawn(s, sys, &dl_start_class, 0, 1, &starter);
+  return rc == 0 ? sh_scn_kick(starter) : rc;
 }
 
 static const sh_scenario test_deadlock = {

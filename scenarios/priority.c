@@ -50,28 +50,18 @@ enum op {
   OP_RELEASED,  /* to Z: a P's held ask ended */
   OP_PROBE,     /* R: one round of the replies part */
   OP_EARLY,     /* from E to R, before E's reply */
-  OP_STORM,     /* M: one storm */
 };
 
 typedef struct pr_cmd {
   sh_msg hdr;
   uint32_t op, arg;
 } pr_cmd;
-SH_MSG_DEFINE(pr_cmd, SH_NOTICE, 0);
+static SH_MSG_DEFINE(pr_cmd, SH_NOTICE, 0);
 
-typedef struct pr_ask {
-  sh_msg hdr;
-  uint64_t v;
-} pr_ask;
-typedef pr_ask pr_hold; /* a barrier: the holder takes no other ask after it */
-SH_MSG_DEFINE(pr_ask, SH_ASK, 0);
-SH_MSG_DEFINE(pr_hold, SH_ASK, SH_MSG_BARRIER);
-
-typedef struct pr_reply {
-  sh_msg hdr;
-  uint64_t v;
-} pr_reply;
-SH_MSG_DEFINE(pr_reply, SH_REPLY, 0);
+/* Asks are sh_scn_num_asks, except the Ps' holds: a barrier, the holder
+ * takes no other ask after one. M's storms start with sh_scn_go. */
+typedef sh_scn_num_ask pr_hold;
+static SH_MSG_DEFINE(pr_hold, SH_ASK, SH_MSG_BARRIER);
 
 typedef struct world {
   uint8_t perm[ROUNDS][MARKERS]; /* the order Z marks in, drawn in setup */
@@ -84,8 +74,7 @@ typedef struct world {
   uint32_t ticks[ROUNDS][MARKERS];
   /* Written by Z, R and M, each of its own; read by verify after the join. */
   uint32_t rounds_checked, probes_checked, storms_done, fired;
-  /* relaxed: only the count matters; the exit and join order the rest. */
-  atomic_uint parts_left;
+  atomic_uint parts_left; /* each part, when done; 0 ends the workload */
 } world;
 
 static int post(const sh_addr *to, uint32_t op, uint32_t arg) {
@@ -96,22 +85,9 @@ static int post(const sh_addr *to, uint32_t op, uint32_t arg) {
 #define POST(s, to, op, arg) \
   SH_SCN_CHECK((s), post((to), (op), (arg)) == 0, "notice %s failed", #op)
 
-static void part_done(sh_scn *s, sh_system *sys) {
-  world *wd = sh_scn_state(s);
-  if (atomic_fetch_sub_explicit(&wd->parts_left, 1, memory_order_relaxed) == 1)
-    sh_scn_done(s, sys);
-}
-
-static sh_yield reply_with(sh_stack *st, uint64_t v) {
-  pr_reply *r = sh_msg_new(pr_reply, .v = v);
-  return r != NULL ? sh_return(st, &r->hdr) : sh_throw(st, -ENOMEM);
-}
-
 /* Actors carry the run and an index; the class says what they are. */
 typedef struct actor {
-  sh_actor base;
-  sh_scn *s;
-  uint32_t idx;
+  sh_scn_actor sa;
   uint32_t round;    /* Z: ordering round; R: probe; M: storm */
   uint32_t count;    /* Z: helds, then marks; M: parts of a storm */
   uint32_t released; /* Z */
@@ -121,26 +97,19 @@ typedef struct actor {
   bool fired[EVENTS];
 } actor;
 
-typedef struct actor_arg {
-  sh_scn *s;
-  uint32_t idx;
-} actor_arg;
-
 typedef struct locals {
   sh_future *f[FAN];
 } locals;
 
 enum { RESUMED = 1 };
 
-static int actor_init(sh_actor *self, void *arg) {
-  const actor_arg *a = arg;
-  ((actor *)self)->s = a->s;
-  ((actor *)self)->idx = a->idx;
-  return 0;
+static actor *me(sh_actor *self) { return (actor *)self; }
+static world *world_of(actor *a) { return sh_scn_state(a->sa.s); }
+
+static void part_done(actor *a) {
+  sh_scn_count_down(a->sa.s, sh_actor_system(&a->sa.base), &world_of(a)->parts_left);
 }
 
-static actor *me(sh_actor *self) { return (actor *)self; }
-static world *world_of(actor *a) { return sh_scn_state(a->s); }
 static uint32_t op_of(sh_stack *st) { return sh_stack_msg_as(st, pr_cmd)->op; }
 static uint32_t arg_of(sh_stack *st) { return sh_stack_msg_as(st, pr_cmd)->arg; }
 
@@ -152,13 +121,12 @@ static sh_yield holder_ask(sh_actor *self, sh_stack *st) {
   actor *h = me(self);
   locals *l = sh_stack_locals(st);
   if (!sh_msg_is(sh_stack_msg(st), &pr_hold_type)) {
-    SH_SCN_CHECK(h->s, false, "holder: an ask passed its barrier");
-    return reply_with(st, 0);
+    SH_SCN_CHECK(h->sa.s, false, "holder: an ask passed its barrier");
+    return sh_scn_answer(st, 0);
   }
   if (sh_stack_state(st) == RESUMED) return sh_throw(st, sh_future_error(l->f[0]));
-  pr_ask *q = sh_msg_new(pr_ask, .v = 0);
-  l->f[0] = q != NULL ? sh_ask(st, sh_self(self), &q->hdr, 0) : NULL;
-  if (!SH_SCN_CHECK(h->s, l->f[0] != NULL, "holder: ask failed")) return sh_throw(st, -ENOMEM);
+  l->f[0] = sh_scn_ask_num(st, sh_self(self), 0, 0);
+  if (!SH_SCN_CHECK(h->sa.s, l->f[0] != NULL, "holder: ask failed")) return sh_throw(st, -ENOMEM);
   return sh_suspend(st, RESUMED);
 }
 
@@ -166,7 +134,7 @@ static const sh_actor_class holder_class = {
     .name = "prio_holder",
     .size = sizeof(actor),
     .locals_size = sizeof(locals),
-    .init = actor_init,
+    .init = sh_scn_actor_init,
     .ask = holder_ask,
 };
 
@@ -177,15 +145,16 @@ static sh_yield marker_hold(actor *p, sh_stack *st) {
   world *wd = world_of(p);
   locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == RESUMED) {
-    SH_SCN_CHECK(p->s, sh_future_error(l->f[0]) == -ESHUTDOWN,
-                 "P%u: held ask ended with %d, want -ESHUTDOWN", p->idx, sh_future_error(l->f[0]));
-    POST(p->s, wd->z, OP_RELEASED, p->idx);
+    SH_SCN_CHECK(p->sa.s, sh_future_error(l->f[0]) == -ESHUTDOWN,
+                 "P%u: held ask ended with %d, want -ESHUTDOWN", p->sa.id,
+                 sh_future_error(l->f[0]));
+    POST(p->sa.s, wd->z, OP_RELEASED, p->sa.id);
     return sh_return(st, NULL);
   }
-  pr_hold *q = sh_msg_new(pr_hold, .v = p->idx);
-  l->f[0] = q != NULL ? sh_ask(st, wd->holder, &q->hdr, 0) : NULL;
-  if (!SH_SCN_CHECK(p->s, l->f[0] != NULL, "P%u: ask failed", p->idx)) return sh_return(st, NULL);
-  POST(p->s, wd->z, OP_HELD, p->idx);
+  l->f[0] = sh_scn_ask_num_as(st, &pr_hold_type, wd->holder, p->sa.id, 0);
+  if (!SH_SCN_CHECK(p->sa.s, l->f[0] != NULL, "P%u: ask failed", p->sa.id))
+    return sh_return(st, NULL);
+  POST(p->sa.s, wd->z, OP_HELD, p->sa.id);
   return sh_suspend(st, RESUMED);
 }
 
@@ -194,9 +163,9 @@ static sh_yield marker_notice(sh_actor *self, sh_stack *st) {
   world *wd = world_of(p);
   if (op_of(st) == OP_HOLD) return marker_hold(p, st);
   uint32_t round = arg_of(st);
-  if (SH_SCN_CHECK(p->s, op_of(st) == OP_MARK && round < ROUNDS, "marker: bad notice"))
-    wd->ticks[round][p->idx] = atomic_fetch_add_explicit(&wd->clock, 1, memory_order_relaxed) + 1;
-  POST(p->s, wd->z, OP_MARKED, p->idx);
+  if (SH_SCN_CHECK(p->sa.s, op_of(st) == OP_MARK && round < ROUNDS, "marker: bad notice"))
+    wd->ticks[round][p->sa.id] = atomic_fetch_add_explicit(&wd->clock, 1, memory_order_relaxed) + 1;
+  POST(p->sa.s, wd->z, OP_MARKED, p->sa.id);
   return sh_return(st, NULL);
 }
 
@@ -204,7 +173,7 @@ static const sh_actor_class marker_class = {
     .name = "prio_marker",
     .size = sizeof(actor),
     .locals_size = sizeof(locals),
-    .init = actor_init,
+    .init = sh_scn_actor_init,
     .notice = marker_notice,
 };
 
@@ -213,7 +182,7 @@ static const sh_actor_class marker_class = {
 static void start_round(actor *z) {
   world *wd = world_of(z);
   for (uint32_t i = 0; i < MARKERS; i++)
-    POST(z->s, wd->markers[wd->perm[z->round][i]], OP_MARK, z->round);
+    POST(z->sa.s, wd->markers[wd->perm[z->round][i]], OP_MARK, z->round);
 }
 
 /* The run order a round must have had: high markers as sent, then normal. */
@@ -226,8 +195,9 @@ static void check_round(actor *z) {
       uint32_t k = perm[i];
       if ((k >= NORMAL) != high) continue;
       uint32_t t = wd->ticks[z->round][k];
-      SH_SCN_CHECK(z->s, t > prev, "round %u: %s%u ran out of order (sent %u %u %u %u)", z->round,
-                   k >= NORMAL ? "Q" : "P", k % NORMAL + 1, perm[0], perm[1], perm[2], perm[3]);
+      SH_SCN_CHECK(z->sa.s, t > prev, "round %u: %s%u ran out of order (sent %u %u %u %u)",
+                   z->round, k >= NORMAL ? "Q" : "P", k % NORMAL + 1, perm[0], perm[1], perm[2],
+                   perm[3]);
       prev = t;
     }
   wd->rounds_checked++;
@@ -241,7 +211,7 @@ static void on_marked(actor *z) {
   if (++z->round < ROUNDS)
     start_round(z);
   else
-    SH_SCN_CHECK(z->s, sh_stop(wd->holder) == 0, "Z: could not stop the holder");
+    SH_SCN_CHECK(z->sa.s, sh_stop(wd->holder) == 0, "Z: could not stop the holder");
 }
 
 static sh_yield z_notice(sh_actor *self, sh_stack *st) {
@@ -249,7 +219,7 @@ static sh_yield z_notice(sh_actor *self, sh_stack *st) {
   world *wd = world_of(z);
   switch (op_of(st)) {
   case OP_START:
-    for (uint32_t i = 0; i < NORMAL; i++) POST(z->s, wd->markers[i], OP_HOLD, 0);
+    for (uint32_t i = 0; i < NORMAL; i++) POST(z->sa.s, wd->markers[i], OP_HOLD, 0);
     break;
   case OP_HELD:
     /* Both Ps have settled with their ask pending: they run before Z. */
@@ -260,9 +230,9 @@ static sh_yield z_notice(sh_actor *self, sh_stack *st) {
     break;
   case OP_MARKED: on_marked(z); break;
   case OP_RELEASED:
-    if (++z->released == NORMAL) part_done(z->s, sh_actor_system(self));
+    if (++z->released == NORMAL) part_done(z);
     break;
-  default: SH_SCN_CHECK(z->s, false, "Z: bad notice %u", op_of(st)); break;
+  default: SH_SCN_CHECK(z->sa.s, false, "Z: bad notice %u", op_of(st)); break;
   }
   return sh_return(st, NULL);
 }
@@ -270,7 +240,7 @@ static sh_yield z_notice(sh_actor *self, sh_stack *st) {
 static const sh_actor_class z_class = {
     .name = "prio_driver",
     .size = sizeof(actor),
-    .init = actor_init,
+    .init = sh_scn_actor_init,
     .notice = z_notice,
 };
 
@@ -279,15 +249,15 @@ static const sh_actor_class z_class = {
 /* The early notice first, then the answer. */
 static sh_yield e_ask(sh_actor *self, sh_stack *st) {
   actor *e = me(self);
-  uint64_t v = sh_stack_msg_as(st, pr_ask)->v;
-  POST(e->s, world_of(e)->r, OP_EARLY, (uint32_t)v);
-  return reply_with(st, v + 1);
+  uint64_t v = sh_stack_msg_as(st, sh_scn_num_ask)->v;
+  POST(e->sa.s, world_of(e)->r, OP_EARLY, (uint32_t)v);
+  return sh_scn_answer(st, v + 1);
 }
 
 static const sh_actor_class e_class = {
     .name = "prio_echo",
     .size = sizeof(actor),
-    .init = actor_init,
+    .init = sh_scn_actor_init,
     .ask = e_ask,
 };
 
@@ -296,14 +266,14 @@ static sh_yield r_probe(actor *r, sh_stack *st) {
   locals *l = sh_stack_locals(st);
   uint32_t k = arg_of(st);
   if (sh_stack_state(st) == SH_START) {
-    pr_ask *q = sh_msg_new(pr_ask, .v = k);
-    l->f[0] = q != NULL ? sh_ask(st, wd->e, &q->hdr, 0) : NULL;
-    if (!SH_SCN_CHECK(r->s, l->f[0] != NULL, "R: ask failed")) return sh_return(st, NULL);
+    l->f[0] = sh_scn_ask_num(st, wd->e, k, 0);
+    if (!SH_SCN_CHECK(r->sa.s, l->f[0] != NULL, "R: ask failed")) return sh_return(st, NULL);
     return sh_suspend(st, RESUMED);
   }
-  const pr_reply *rep = sh_future_reply(l->f[0], pr_reply);
-  SH_SCN_CHECK(r->s, rep != NULL && rep->v == (uint64_t)k + 1, "R: probe %u answered wrong", k);
-  SH_SCN_CHECK(r->s, r->early == k, "R: probe %u resumed after its early notice", k);
+  uint64_t v = 0;
+  SH_SCN_CHECK(r->sa.s, sh_scn_num_of(l->f[0], &v) && v == (uint64_t)k + 1,
+               "R: probe %u answered wrong", k);
+  SH_SCN_CHECK(r->sa.s, r->early == k, "R: probe %u resumed after its early notice", k);
   r->resumed = k + 1;
   return sh_return(st, NULL);
 }
@@ -313,14 +283,14 @@ static sh_yield r_notice(sh_actor *self, sh_stack *st) {
   world *wd = world_of(r);
   if (op_of(st) == OP_PROBE) return r_probe(r, st);
   uint32_t k = arg_of(st);
-  SH_SCN_CHECK(r->s, op_of(st) == OP_EARLY && r->resumed == k + 1,
+  SH_SCN_CHECK(r->sa.s, op_of(st) == OP_EARLY && r->resumed == k + 1,
                "R: early notice %u started before the reply sent after it", k);
   r->early = k + 1;
   wd->probes_checked++;
   if (k + 1 < PROBES)
-    POST(r->s, sh_self(self), OP_PROBE, k + 1);
+    POST(r->sa.s, sh_self(self), OP_PROBE, k + 1);
   else
-    part_done(r->s, sh_actor_system(self));
+    part_done(r);
   return sh_return(st, NULL);
 }
 
@@ -328,7 +298,7 @@ static const sh_actor_class r_class = {
     .name = "prio_prober",
     .size = sizeof(actor),
     .locals_size = sizeof(locals),
-    .init = actor_init,
+    .init = sh_scn_actor_init,
     .notice = r_notice,
 };
 
@@ -336,13 +306,13 @@ static const sh_actor_class r_class = {
 
 static sh_yield server_ask(sh_actor *self, sh_stack *st) {
   (void)self;
-  return reply_with(st, 3 * sh_stack_msg_as(st, pr_ask)->v + 1);
+  return sh_scn_answer(st, 3 * sh_stack_msg_as(st, sh_scn_num_ask)->v + 1);
 }
 
 static const sh_actor_class server_class = {
     .name = "prio_server",
     .size = sizeof(actor),
-    .init = actor_init,
+    .init = sh_scn_actor_init,
     .ask = server_ask,
 };
 
@@ -352,16 +322,13 @@ static void storm_part(actor *m) {
   if (++m->count < 1 + EVENTS) return;
   m->count = 0;
   wd->storms_done++;
-  if (++m->round < STORMS)
-    POST(m->s, sh_self(&m->base), OP_STORM, m->round);
-  else
-    part_done(m->s, sh_actor_system(&m->base));
+  sh_scn_next_round(&m->sa.base, ++m->round < STORMS, &wd->parts_left);
 }
 
 static void storm_timers(actor *m) {
   for (uint32_t i = 0; i < EVENTS; i++) {
     m->fired[i] = false;
-    SH_SCN_CHECK(m->s, sh_timer_start(&m->base, 0, 0, NULL, &m->timer[i]) == 0,
+    SH_SCN_CHECK(m->sa.s, sh_timer_start(&m->sa.base, 0, 0, NULL, &m->timer[i]) == 0,
                  "M: timer did not start");
   }
 }
@@ -375,15 +342,14 @@ static sh_yield m_notice(sh_actor *self, sh_stack *st) {
   if (sh_stack_state(st) == SH_START) {
     storm_timers(m);
     for (uint32_t i = 0; i < FAN; i++) {
-      pr_ask *q = sh_msg_new(pr_ask, .v = storm_value(m, i));
-      l->f[i] = q != NULL ? sh_ask(st, wd->servers[i % STORM_SERVERS], &q->hdr, 0) : NULL;
-      SH_SCN_CHECK(m->s, l->f[i] != NULL, "M: ask failed");
+      l->f[i] = sh_scn_ask_num(st, wd->servers[i % STORM_SERVERS], storm_value(m, i), 0);
+      SH_SCN_CHECK(m->sa.s, l->f[i] != NULL, "M: ask failed");
     }
     return sh_suspend(st, RESUMED);
   }
   for (uint32_t i = 0; i < FAN; i++) {
-    const pr_reply *rep = sh_future_reply(l->f[i], pr_reply);
-    SH_SCN_CHECK(m->s, rep != NULL && rep->v == 3 * storm_value(m, i) + 1,
+    uint64_t v = 0;
+    SH_SCN_CHECK(m->sa.s, sh_scn_num_of(l->f[i], &v) && v == 3 * storm_value(m, i) + 1,
                  "M: storm %u ask %u answered wrong", m->round, i);
   }
   storm_part(m);
@@ -395,7 +361,7 @@ static void m_timeout(sh_actor *self, uint64_t id, void *arg) {
   actor *m = me(self);
   uint32_t i = 0;
   while (i < EVENTS && m->timer[i] != id) i++;
-  if (!SH_SCN_CHECK(m->s, i < EVENTS && !m->fired[i], "M: timer %llu fired twice or unknown",
+  if (!SH_SCN_CHECK(m->sa.s, i < EVENTS && !m->fired[i], "M: timer %llu fired twice or unknown",
                     (unsigned long long)id))
     return;
   m->fired[i] = true;
@@ -407,7 +373,7 @@ static const sh_actor_class m_class = {
     .name = "prio_storm",
     .size = sizeof(actor),
     .locals_size = sizeof(locals),
-    .init = actor_init,
+    .init = sh_scn_actor_init,
     .notice = m_notice,
     .timeout = m_timeout,
 };
@@ -433,29 +399,23 @@ static void draw_perms(sh_scn *s, world *wd) {
   }
 }
 
-static int spawn(sh_system *sys, sh_scn *s, const sh_actor_class *c, uint32_t idx,
-                 uint32_t worker, const sh_addr **out) {
-  actor_arg a = {s, idx};
-  return sh_spawn_on(sys, c, &a, worker, out);
-}
-
 static int setup(sh_scn *s, sh_system *sys) {
   world *wd = sh_scn_state(s);
   uint32_t workers = sh_scn_workers(s);
   draw_perms(s, wd);
-  atomic_store_explicit(&wd->parts_left, PARTS, memory_order_relaxed);
-  int rc = spawn(sys, s, &z_class, 0, 0, &wd->z);
-  if (rc == 0) rc = spawn(sys, s, &holder_class, 0, 0, &wd->holder);
+  atomic_store(&wd->parts_left, PARTS);
+  int rc = sh_scn_spawn_on(s, sys, &z_class, 0, 0, &wd->z);
+  if (rc == 0) rc = sh_scn_spawn_on(s, sys, &holder_class, 0, 0, &wd->holder);
   for (uint32_t i = 0; i < MARKERS && rc == 0; i++)
-    rc = spawn(sys, s, &marker_class, i, 0, &wd->markers[i]);
-  if (rc == 0) rc = spawn(sys, s, &r_class, 0, 0, &wd->r);
-  if (rc == 0) rc = spawn(sys, s, &e_class, 0, 0, &wd->e);
-  for (uint32_t i = 0; i < STORM_SERVERS && rc == 0; i++)
-    rc = spawn(sys, s, &server_class, i, i % workers, &wd->servers[i]);
-  if (rc == 0) rc = spawn(sys, s, &m_class, 0, workers - 1, &wd->m);
+    rc = sh_scn_spawn_on(s, sys, &marker_class, i, 0, &wd->markers[i]);
+  if (rc == 0) rc = sh_scn_spawn_on(s, sys, &r_class, 0, 0, &wd->r);
+  if (rc == 0) rc = sh_scn_spawn_on(s, sys, &e_class, 0, 0, &wd->e);
+  if (rc == 0)
+    rc = sh_scn_spawn_each(s, sys, &server_class, STORM_SERVERS, SH_SCN_EACH_PINNED, wd->servers);
+  if (rc == 0) rc = sh_scn_spawn_on(s, sys, &m_class, 0, workers - 1, &wd->m);
   if (rc == 0) rc = post(wd->z, OP_START, 0);
   if (rc == 0) rc = post(wd->r, OP_PROBE, 0);
-  if (rc == 0) rc = post(wd->m, OP_STORM, 0);
+  if (rc == 0) rc = sh_scn_kick(wd->m);
   return rc;
 }
 
@@ -470,9 +430,7 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
                "%u storms and %u timers, want %d and %d", wd->storms_done, wd->fired, STORMS,
                STORMS * EVENTS);
   /* The Ps' holds and the holder's ask to itself, the probes, the storms. */
-  uint64_t asks = NORMAL + 1 + PROBES + (uint64_t)STORMS * FAN;
-  SH_SCN_CHECK(s, st->asks == asks, "%llu asks, want %llu", (unsigned long long)st->asks,
-               (unsigned long long)asks);
+  SH_SCN_CHECK_EQ(s, st->asks, NORMAL + 1 + PROBES + (uint64_t)STORMS * FAN, "asks");
   SH_SCN_CHECK(s, st->asks_timed_out == 0, "%llu asks timed out",
                (unsigned long long)st->asks_timed_out);
 }

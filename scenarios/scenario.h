@@ -36,6 +36,7 @@
 #ifndef SH_SCENARIO_H
 #define SH_SCENARIO_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -95,6 +96,108 @@ bool sh_scn_check_at(sh_scn *s, bool cond, const char *file, int line, const cha
 #define SH_SCN_CHECK(s, cond, ...) sh_scn_check_at((s), (cond), __FILE__, __LINE__, __VA_ARGS__)
 /* Ends the workload: sh_system_exit(sys, 0). Safe from any thread, idempotent. */
 void sh_scn_done(sh_scn *s, sh_system *sys);
+
+/* Checks got == want, numbers: on failure "<got> <what>, want <want>". */
+bool sh_scn_check_eq_at(sh_scn *s, uint64_t got, uint64_t want, const char *what,
+                        const char *file, int line);
+#define SH_SCN_CHECK_EQ(s, got, want, what) \
+  sh_scn_check_eq_at((s), (uint64_t)(got), (uint64_t)(want), (what), __FILE__, __LINE__)
+
+/* A countdown to the end of the workload: the call that takes *left to 0
+ * calls sh_scn_done. The scenario sets *left in setup. */
+void sh_scn_count_down(sh_scn *s, sh_system *sys, atomic_uint *left);
+
+/* ---- building blocks for scenario actors -------------------------------------- */
+
+/* The first member of a scenario's actor structs (or the whole actor): the
+ * run, and an index its spawner chose. */
+typedef struct sh_scn_actor {
+  sh_actor base;
+  sh_scn *s;
+  uint32_t id;
+} sh_scn_actor;
+
+/* The spawn argument sh_scn_actor_init takes; the sh_scn_spawn* functions
+ * make it. */
+typedef struct sh_scn_arg {
+  sh_scn *s;
+  uint32_t id;
+} sh_scn_arg;
+
+/* An actor class's .init (or the first call of a scenario's own init) for
+ * actors that begin with sh_scn_actor: takes s and id from the sh_scn_arg. */
+int sh_scn_actor_init(sh_actor *self, void *arg);
+
+/* The run and the index of an actor that begins with sh_scn_actor. */
+static inline sh_scn *sh_scn_of(const sh_actor *self) { return ((const sh_scn_actor *)self)->s; }
+static inline uint32_t sh_scn_id(const sh_actor *self) { return ((const sh_scn_actor *)self)->id; }
+
+/* sh_spawn / sh_spawn_on with the argument {s, id} (every instance gets the
+ * same one). */
+int sh_scn_spawn(sh_scn *s, sh_system *sys, const sh_actor_class *c, uint32_t id,
+                 uint32_t instances, const sh_addr **out);
+int sh_scn_spawn_on(sh_scn *s, sh_system *sys, const sh_actor_class *c, uint32_t id,
+                    uint32_t worker, const sh_addr **out);
+
+/* How sh_scn_spawn_each places and starts its actors. */
+enum {
+  /* Actor i on worker i % workers; else where sh_spawn puts one actor. */
+  SH_SCN_EACH_PINNED = 1u << 0,
+  /* Each gets a start notice (sh_scn_kick) right after its spawn. */
+  SH_SCN_EACH_KICK = 1u << 1,
+};
+
+/* Spawns n actors of class c, one at a time, actor i with {s, i}; their
+ * addresses to out[0..n) unless out is NULL. Stops at the first error. */
+int sh_scn_spawn_each(sh_scn *s, sh_system *sys, const sh_actor_class *c, uint32_t n,
+                      unsigned how, const sh_addr **out);
+
+/* The framework's start notice; n says what to start (a part, a lane, an
+ * ask number) where the scenario needs to. */
+typedef struct sh_scn_go {
+  sh_msg hdr;
+  uint32_t n;
+} sh_scn_go;
+SH_MSG_DECLARE(sh_scn_go);
+
+/* Sends a start notice (n = 0, or n). */
+int sh_scn_kick(const sh_addr *to);
+int sh_scn_kick_n(const sh_addr *to, uint32_t n);
+/* The n of the start notice a notice stack handles (asserts it is one). */
+uint32_t sh_scn_go_n(sh_stack *st);
+
+/* For an actor (an sh_scn_actor) that runs a round per start notice, at the
+ * end of a round: `more`, it kicks itself for the next one; else it counts
+ * `left` down (sh_scn_count_down). From any of its handlers. */
+void sh_scn_next_round(sh_actor *self, bool more, atomic_uint *left);
+/* The same at the end of the round's notice stack, which it completes. */
+sh_yield sh_scn_round_end(sh_stack *st, bool more, atomic_uint *left);
+
+/* An ask and a reply that carry one number. */
+typedef struct sh_scn_num_ask {
+  sh_msg hdr;
+  uint64_t v;
+} sh_scn_num_ask;
+SH_MSG_DECLARE(sh_scn_num_ask);
+
+typedef struct sh_scn_num {
+  sh_msg hdr;
+  uint64_t v;
+} sh_scn_num;
+SH_MSG_DECLARE(sh_scn_num);
+
+/* From a stack: asks `to` the number v; the future, or NULL (see sh_ask).
+ * The _as form sends it as type t, an ask type whose struct is a typedef of
+ * sh_scn_num_ask (a barrier, or one a filter tells apart). */
+sh_future *sh_scn_ask_num(sh_stack *st, const sh_addr *to, uint64_t v, uint32_t timeout_ms);
+sh_future *sh_scn_ask_num_as(sh_stack *st, const sh_msg_type *t, const sh_addr *to, uint64_t v,
+                             uint32_t timeout_ms);
+/* A reply carrying v; NULL when out of memory. */
+sh_msg *sh_scn_num_new(uint64_t v);
+/* Completes an ask stack with the reply v (or -ENOMEM). */
+sh_yield sh_scn_answer(sh_stack *st, uint64_t v);
+/* The number a future's reply carries; false (v untouched) when it failed. */
+bool sh_scn_num_of(const sh_future *f, uint64_t *v);
 
 /* ---- for the runners (shsim, shrun, tests) ---------------------------------- */
 

@@ -80,22 +80,11 @@ typedef struct inf_ask {
 } inf_ask;
 static SH_MSG_DEFINE(inf_ask, SH_ASK, 0);
 
-typedef struct inf_reply {
-  sh_msg hdr;
-  uint64_t v;
-} inf_reply;
-static SH_MSG_DEFINE(inf_reply, SH_REPLY, 0);
-
-typedef struct inf_lane {
-  sh_msg hdr;
-  uint32_t lane;
-} inf_lane;
-static SH_MSG_DEFINE(inf_lane, SH_NOTICE, 0);
-
+/* Replies are sh_scn_nums; a lane starts with an sh_scn_go whose n is the
+ * lane. sa.id is the actor's record: the instances of one spawn share their
+ * argument, so init draws it. */
 typedef struct tracked {
-  sh_actor base;
-  sh_scn *s;
-  uint32_t id;
+  sh_scn_actor sa;
   bool locked; /* the holder: its barrier stack is waiting */
 } tracked;
 
@@ -105,12 +94,12 @@ typedef struct one_future {
 } one_future;
 
 static int tracked_init(sh_actor *self, void *arg, enum role role) {
-  tracked *t = (tracked *)self;
-  t->s = arg;
-  world *wd = sh_scn_state(t->s);
-  t->id = atomic_fetch_add(&wd->nactors, 1);
-  if (t->id >= MAX_ACTORS) return -ENOSPC;
-  wd->rec[t->id].role = role;
+  sh_scn_actor *sa = (sh_scn_actor *)self;
+  sh_scn_actor_init(self, arg);
+  world *wd = sh_scn_state(sa->s);
+  sa->id = atomic_fetch_add(&wd->nactors, 1);
+  if (sa->id >= MAX_ACTORS) return -ENOSPC;
+  wd->rec[sa->id].role = role;
   return 0;
 }
 
@@ -120,8 +109,7 @@ static int server_init(sh_actor *self, void *arg) { return tracked_init(self, ar
 static int holder_init(sh_actor *self, void *arg) { return tracked_init(self, arg, R_HOLDER); }
 
 static actor_rec *rec_of(sh_actor *self) {
-  tracked *t = (tracked *)self;
-  return &((world *)sh_scn_state(t->s))->rec[t->id];
+  return &((world *)sh_scn_state(sh_scn_of(self)))->rec[sh_scn_id(self)];
 }
 
 static void tracked_stop(sh_actor *self) {
@@ -134,7 +122,7 @@ static sh_scn *enter(sh_actor *self, sh_stack *st) {
   if (atomic_load_explicit(&r->stops, memory_order_relaxed) != 0)
     atomic_fetch_add_explicit(&r->late_handlers, 1, memory_order_relaxed);
   if (sh_stack_state(st) != SH_START) atomic_fetch_add_explicit(&r->resumes, 1, memory_order_relaxed);
-  return ((tracked *)self)->s;
+  return sh_scn_of(self);
 }
 
 static sh_yield suspend_on(sh_actor *self, sh_stack *st, int next) {
@@ -145,7 +133,7 @@ static sh_yield suspend_on(sh_actor *self, sh_stack *st, int next) {
 /* A forwarded ask: `to` gets the same question; its answer (or error)
  * comes back as this stack's. */
 static sh_yield forward(sh_actor *self, sh_stack *st, const sh_addr *to, int add) {
-  sh_scn *s = ((tracked *)self)->s;
+  sh_scn *s = sh_scn_of(self);
   one_future *l = sh_stack_locals(st);
   const inf_ask *q = sh_stack_msg_as(st, inf_ask);
   if (sh_stack_state(st) == SH_START) {
@@ -155,11 +143,10 @@ static sh_yield forward(sh_actor *self, sh_stack *st, const sh_addr *to, int add
     return suspend_on(self, st, 1);
   }
   int err = sh_future_error(l->f);
-  const inf_reply *r = sh_future_reply(l->f, inf_reply);
+  const sh_scn_num *r = sh_future_reply(l->f, sh_scn_num);
   SH_SCN_CHECK(s, err == 0 || err == -ESHUTDOWN, "a forwarded ask ended with %d", err);
   if (err != 0 || r == NULL) return sh_throw(st, err != 0 ? err : -EPROTO);
-  inf_reply *out = sh_msg_new(inf_reply, .v = r->v + (uint64_t)add);
-  return out != NULL ? sh_return(st, &out->hdr) : sh_throw(st, -ENOMEM);
+  return sh_scn_answer(st, r->v + (uint64_t)add);
 }
 
 /* ---- relay, server, holder ---------------------------------------------------- */
@@ -180,8 +167,7 @@ static sh_yield server_ask(sh_actor *self, sh_stack *st) {
                    sh_future_error(l->f));
     return forward(self, st, ((world *)sh_scn_state(s))->holder, 0);
   }
-  inf_reply *r = sh_msg_new(inf_reply, .v = q->v + 1);
-  return r != NULL ? sh_return(st, &r->hdr) : sh_throw(st, -ENOMEM);
+  return sh_scn_answer(st, q->v + 1);
 }
 
 /* The first ask to reach the holder becomes its barrier stack, which waits
@@ -243,23 +229,23 @@ static void count_parked(sh_scn *s, lane_plan *p, sh_system *sys) {
 }
 
 static bool lane_ask(sh_actor *self, sh_stack *st, uint32_t lane) {
-  tracked *t = (tracked *)self;
-  world *wd = sh_scn_state(t->s);
+  sh_scn *s = sh_scn_of(self);
+  world *wd = sh_scn_state(s);
   one_future *l = sh_stack_locals(st);
   lane_plan *p = &wd->lane[lane];
   bool park = l->round == p->park_round;
   inf_ask *q = sh_msg_new(inf_ask, .v = p->v0 + l->round, .park = park);
   l->f = sh_ask(st, wd->relays, q != NULL ? &q->hdr : NULL, 0);
-  if (!SH_SCN_CHECK(t->s, l->f != NULL, "lane %u: ask failed", lane)) return false;
+  if (!SH_SCN_CHECK(s, l->f != NULL, "lane %u: ask failed", lane)) return false;
   atomic_fetch_add(&wd->client_out, 1);
-  if (park) count_parked(t->s, p, sh_actor_system(self));
+  if (park) count_parked(s, p, sh_actor_system(self));
   return true;
 }
 
 /* A lane that ends early (a failed check) still counts toward the end of
  * the workload: the run then fails instead of hanging. */
 static sh_yield lane_end(sh_actor *self, sh_stack *st, uint32_t lane, int err) {
-  sh_scn *s = ((tracked *)self)->s;
+  sh_scn *s = sh_scn_of(self);
   world *wd = sh_scn_state(s);
   lane_plan *p = &wd->lane[lane];
   atomic_fetch_add(&p->ended, 1);
@@ -278,7 +264,7 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
   sh_scn *s = enter(self, st);
   world *wd = sh_scn_state(s);
   one_future *l = sh_stack_locals(st);
-  uint32_t lane = sh_stack_msg_as(st, inf_lane)->lane;
+  uint32_t lane = sh_scn_go_n(st);
   lane_plan *p = &wd->lane[lane];
   if (sh_stack_state(st) == SH_START) {
     l->round = 0;
@@ -286,7 +272,7 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
   }
   atomic_fetch_sub(&wd->client_out, 1);
   int err = sh_future_error(l->f);
-  const inf_reply *r = sh_future_reply(l->f, inf_reply);
+  const sh_scn_num *r = sh_future_reply(l->f, sh_scn_num);
   if (l->round == p->park_round)
     SH_SCN_CHECK(s, err == -ESHUTDOWN, "lane %u: its held ask ended with %d", lane, err);
   if (err == -ESHUTDOWN) {
@@ -328,11 +314,8 @@ static int send_lanes(sh_system *sys, sh_scn *s, uint32_t nclients) {
   int rc = 0;
   for (uint32_t c = 0; c < nclients && rc == 0; c++) {
     const sh_addr *a;
-    rc = sh_spawn(sys, &client_class, s, 1, &a);
-    for (uint32_t k = 0; k < LANES && rc == 0; k++) {
-      inf_lane *m = sh_msg_new(inf_lane, .lane = c * LANES + k);
-      rc = m != NULL ? sh_notice(a, &m->hdr) : -ENOMEM;
-    }
+    rc = sh_scn_spawn(s, sys, &client_class, 0, 1, &a);
+    for (uint32_t k = 0; k < LANES && rc == 0; k++) rc = sh_scn_kick_n(a, c * LANES + k);
   }
   return rc;
 }
@@ -343,9 +326,9 @@ static int setup(sh_scn *s, sh_system *sys) {
   uint32_t nclients = 2 * w < MAX_CLIENTS ? 2 * w : MAX_CLIENTS;
   wd->nlanes = nclients * LANES;
   plan_lanes(s, wd);
-  int rc = sh_spawn(sys, &holder_class, s, 1, &wd->holder);
-  if (rc == 0) rc = sh_spawn(sys, &server_class, s, w, &wd->servers);
-  if (rc == 0) rc = sh_spawn(sys, &relay_class, s, w, &wd->relays);
+  int rc = sh_scn_spawn(s, sys, &holder_class, 0, 1, &wd->holder);
+  if (rc == 0) rc = sh_scn_spawn(s, sys, &server_class, 0, w, &wd->servers);
+  if (rc == 0) rc = sh_scn_spawn(s, sys, &relay_class, 0, w, &wd->relays);
   if (rc == 0) rc = send_lanes(sys, s, nclients);
   return rc;
 }

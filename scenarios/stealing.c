@@ -34,33 +34,19 @@ typedef struct st_note {
   sh_msg hdr;
   uint32_t kind, seq;
 } st_note;
-SH_MSG_DEFINE(st_note, SH_NOTICE, 0);
+static SH_MSG_DEFINE(st_note, SH_NOTICE, 0);
 
-typedef struct st_ask {
-  sh_msg hdr;
-  uint64_t v;
-} st_ask;
-SH_MSG_DEFINE(st_ask, SH_ASK, 0);
-
-typedef struct st_reply {
-  sh_msg hdr;
-  uint64_t v;
-} st_reply;
-SH_MSG_DEFINE(st_reply, SH_REPLY, 0);
+/* Asks and replies: sh_scn_num_ask, sh_scn_num. */
 
 typedef struct world {
   const sh_addr *ring[ACTORS];
   /* Read by verify after the join: relaxed increments. */
   atomic_uint work_done, relays_done, asks_done;
-  /* Work stacks and relays still to finish; 0 ends the run. relaxed: only
-   * the count matters, the exit and join order the rest. */
-  atomic_uint left;
+  atomic_uint left; /* work stacks and relays still to finish; 0 ends the run */
 } world;
 
 typedef struct worker_actor {
-  sh_actor base;
-  sh_scn *s;
-  uint32_t idx;
+  sh_scn_actor a; /* a.id: its place in the ring */
   /* Set while one of its handlers runs. seq_cst exchanges: a detector of
    * two runners at once; either entry sees the other's flag. */
   atomic_bool running;
@@ -68,11 +54,6 @@ typedef struct worker_actor {
   uint32_t relays_sent;
   uint64_t sink; /* burn's result, so the loop is kept */
 } worker_actor;
-
-typedef struct worker_arg {
-  sh_scn *s;
-  uint32_t idx;
-} worker_arg;
 
 typedef struct work_locals {
   sh_future *f;
@@ -83,23 +64,15 @@ enum { W_ANSWERED = 1 };
 
 static void count(atomic_uint *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
 
-static void one_less(sh_scn *s, sh_system *sys) {
-  world *wd = sh_scn_state(s);
-  if (atomic_fetch_sub_explicit(&wd->left, 1, memory_order_relaxed) == 1) sh_scn_done(s, sys);
-}
-
 static int worker_init(sh_actor *self, void *arg) {
-  const worker_arg *a = arg;
-  worker_actor *w = (worker_actor *)self;
-  w->s = a->s;
-  w->idx = a->idx;
-  atomic_init(&w->running, false);
+  sh_scn_actor_init(self, arg);
+  atomic_init(&((worker_actor *)self)->running, false);
   return 0;
 }
 
 static void enter(worker_actor *w) {
   bool was = atomic_exchange_explicit(&w->running, true, memory_order_seq_cst);
-  SH_SCN_CHECK(w->s, !was, "actor %u: a handler entered while another ran", w->idx);
+  SH_SCN_CHECK(w->a.s, !was, "actor %u: a handler entered while another ran", w->a.id);
 }
 
 static void leave(worker_actor *w) {
@@ -116,12 +89,12 @@ static uint64_t burn(uint64_t x) {
 }
 
 static const sh_addr *next_of(worker_actor *w) {
-  return ((world *)sh_scn_state(w->s))->ring[(w->idx + 1) % ACTORS];
+  return ((world *)sh_scn_state(w->a.s))->ring[(w->a.id + 1) % ACTORS];
 }
 
 /* The seq of each sender's notices to this actor must follow on. */
 static void in_order(worker_actor *w, uint32_t *next, uint32_t seq, const char *what) {
-  SH_SCN_CHECK(w->s, seq == *next, "actor %u: %s %u started when %u was due", w->idx, what, seq,
+  SH_SCN_CHECK(w->a.s, seq == *next, "actor %u: %s %u started when %u was due", w->a.id, what, seq,
                *next);
   *next = seq + 1;
 }
@@ -131,19 +104,18 @@ static bool work_start(worker_actor *w, sh_stack *st, uint32_t seq) {
   in_order(w, &w->next_work, seq, "work");
   w->sink ^= burn(w->sink + seq + 1);
   st_note *n = sh_msg_new(st_note, .kind = K_RELAY, .seq = w->relays_sent++);
-  SH_SCN_CHECK(w->s, n != NULL && sh_notice(next_of(w), &n->hdr) == 0, "actor %u: relay failed",
-               w->idx);
+  SH_SCN_CHECK(w->a.s, n != NULL && sh_notice(next_of(w), &n->hdr) == 0, "actor %u: relay failed",
+               w->a.id);
   if (seq % ASK_EVERY != ASK_EVERY - 1) return false;
   work_locals *l = sh_stack_locals(st);
-  l->v = ((uint64_t)w->idx << 32) | seq;
-  st_ask *q = sh_msg_new(st_ask, .v = l->v);
-  l->f = q != NULL ? sh_ask(st, next_of(w), &q->hdr, 0) : NULL;
-  return SH_SCN_CHECK(w->s, l->f != NULL, "actor %u: ask failed", w->idx);
+  l->v = ((uint64_t)w->a.id << 32) | seq;
+  l->f = sh_scn_ask_num(st, next_of(w), l->v, 0);
+  return SH_SCN_CHECK(w->a.s, l->f != NULL, "actor %u: ask failed", w->a.id);
 }
 
 static sh_yield worker_notice(sh_actor *self, sh_stack *st) {
   worker_actor *w = (worker_actor *)self;
-  world *wd = sh_scn_state(w->s);
+  world *wd = sh_scn_state(w->a.s);
   const st_note *n = sh_stack_msg_as(st, st_note);
   enter(w);
   if (n->kind == K_RELAY) {
@@ -157,24 +129,24 @@ static sh_yield worker_notice(sh_actor *self, sh_stack *st) {
     count(&wd->work_done);
   } else {
     work_locals *l = sh_stack_locals(st);
-    const st_reply *r = sh_future_reply(l->f, st_reply);
-    SH_SCN_CHECK(w->s, r != NULL && r->v == l->v + 1, "actor %u: work %u answered wrong", w->idx,
-                 n->seq);
+    uint64_t v = 0;
+    SH_SCN_CHECK(w->a.s, sh_scn_num_of(l->f, &v) && v == l->v + 1,
+                 "actor %u: work %u answered wrong", w->a.id, n->seq);
     count(&wd->work_done);
   }
   leave(w);
-  one_less(w->s, sh_actor_system(self));
+  sh_scn_count_down(w->a.s, sh_actor_system(self), &wd->left);
   return sh_return(st, NULL);
 }
 
 static sh_yield worker_ask(sh_actor *self, sh_stack *st) {
   worker_actor *w = (worker_actor *)self;
-  world *wd = sh_scn_state(w->s);
+  world *wd = sh_scn_state(w->a.s);
   enter(w);
-  st_reply *r = sh_msg_new(st_reply, .v = sh_stack_msg_as(st, st_ask)->v + 1);
+  sh_msg *r = sh_scn_num_new(sh_stack_msg_as(st, sh_scn_num_ask)->v + 1);
   count(&wd->asks_done);
   leave(w);
-  return r != NULL ? sh_return(st, &r->hdr) : sh_throw(st, -ENOMEM);
+  return r != NULL ? sh_return(st, r) : sh_throw(st, -ENOMEM);
 }
 
 static const sh_actor_class worker_class = {
@@ -195,10 +167,9 @@ static void configure(sh_scn *s, sh_config *cfg) {
 
 static int setup(sh_scn *s, sh_system *sys) {
   world *wd = sh_scn_state(s);
-  atomic_store_explicit(&wd->left, 2 * ACTORS * WORK, memory_order_relaxed);
+  atomic_store(&wd->left, 2 * ACTORS * WORK);
   for (uint32_t i = 0; i < ACTORS; i++) {
-    worker_arg a = {s, i};
-    int rc = sh_spawn_on(sys, &worker_class, &a, 0, &wd->ring[i]);
+    int rc = sh_scn_spawn_on(s, sys, &worker_class, i, 0, &wd->ring[i]);
     if (rc != 0) return rc;
   }
   /* Round by round over the actors: their queues fill together. */
@@ -221,9 +192,7 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
   SH_SCN_CHECK(s, atomic_load(&wd->asks_done) == asks && st->asks == asks,
                "%u asks answered, %llu made, want %u", atomic_load(&wd->asks_done),
                (unsigned long long)st->asks, asks);
-  uint64_t delivered = 2ull * work + 2ull * asks;
-  SH_SCN_CHECK(s, st->delivered == delivered, "%llu delivered, want %llu",
-               (unsigned long long)st->delivered, (unsigned long long)delivered);
+  SH_SCN_CHECK_EQ(s, st->delivered, 2ull * work + 2ull * asks, "delivered");
   SH_SCN_CHECK(s, sh_scn_workers(s) > 1 || st->steals == 0, "%llu steals with one worker",
                (unsigned long long)st->steals);
   SH_SCN_CHECK(s, st->steals <= st->runs, "%llu steals in %llu runs",

@@ -20,11 +20,6 @@
 
 #define RACE_ROUNDS 8
 
-typedef struct race_kick {
-  sh_msg hdr;
-} race_kick;
-static SH_MSG_DEFINE(race_kick, SH_NOTICE, 0);
-
 typedef struct race_world {
   atomic_int made;       /* configs made in this round */
   atomic_bool published; /* this round's config exists */
@@ -33,16 +28,6 @@ typedef struct race_world {
   uint32_t round; /* written by the actor that closes a round, before the kicks */
   const sh_addr *actors[64];
 } race_world;
-
-typedef struct racer {
-  sh_actor base;
-  sh_scn *s;
-} racer;
-
-static int racer_init(sh_actor *self, void *arg) {
-  ((racer *)self)->s = arg;
-  return 0;
-}
 
 /* The bug: check, then make, then publish, with no lock. relaxed loads and
  * stores: the race is in the logic, not in the memory model. */
@@ -53,40 +38,37 @@ static void get_config(race_world *wd) {
   atomic_store_explicit(&wd->published, true, memory_order_relaxed);
 }
 
-static int kick(const sh_addr *a) {
-  race_kick *k = sh_msg_new(race_kick);
-  return k != NULL ? sh_notice(a, &k->hdr) : -ENOMEM;
-}
-
-static void kick_all(race_world *wd) {
-  for (uint32_t i = 0; i < wd->nactors; i++) kick(wd->actors[i]);
+static int kick_all(race_world *wd) {
+  int rc = 0;
+  for (uint32_t i = 0; i < wd->nactors && rc == 0; i++) rc = sh_scn_kick(wd->actors[i]);
+  return rc;
 }
 
 /* Each round every actor gets the config once; the last to arrive checks
  * the round, resets it and kicks everyone for the next one. */
 static sh_yield racer_notice(sh_actor *self, sh_stack *st) {
-  racer *r = (racer *)self;
-  race_world *wd = sh_scn_state(r->s);
+  sh_scn *s = sh_scn_of(self);
+  race_world *wd = sh_scn_state(s);
   get_config(wd);
   if (atomic_fetch_add_explicit(&wd->arrived, 1, memory_order_acq_rel) + 1 < wd->nactors)
     return sh_return(st, NULL);
   int made = atomic_load_explicit(&wd->made, memory_order_relaxed);
-  SH_SCN_CHECK(r->s, made == 1, "round %u: the config was made %d times", wd->round, made);
+  SH_SCN_CHECK(s, made == 1, "round %u: the config was made %d times", wd->round, made);
   if (++wd->round == RACE_ROUNDS || made != 1) {
-    sh_scn_done(r->s, sh_actor_system(self));
+    sh_scn_done(s, sh_actor_system(self));
     return sh_return(st, NULL);
   }
   atomic_store_explicit(&wd->made, 0, memory_order_relaxed);
   atomic_store_explicit(&wd->published, false, memory_order_relaxed);
   atomic_store_explicit(&wd->arrived, 0, memory_order_relaxed);
-  kick_all(wd);
+  SH_SCN_CHECK(s, kick_all(wd) == 0, "round %u: a kick failed", wd->round);
   return sh_return(st, NULL);
 }
 
 static const sh_actor_class racer_class = {
     .name = "racer",
-    .size = sizeof(racer),
-    .init = racer_init,
+    .size = sizeof(sh_scn_actor),
+    .init = sh_scn_actor_init,
     .notice = racer_notice,
 };
 
@@ -95,15 +77,8 @@ static int race_setup(sh_scn *s, sh_system *sys) {
   race_world *wd = sh_scn_state(s);
   wd->nactors = sh_scn_workers(s);
   if (wd->nactors > 64) return -EINVAL;
-  for (uint32_t i = 0; i < wd->nactors; i++) {
-    int rc = sh_spawn_on(sys, &racer_class, s, i, &wd->actors[i]);
-    if (rc != 0) return rc;
-  }
-  for (uint32_t i = 0; i < wd->nactors; i++) {
-    int rc = kick(wd->actors[i]);
-    if (rc != 0) return rc;
-  }
-  return 0;
+  int rc = sh_scn_spawn_each(s, sys, &racer_class, wd->nactors, SH_SCN_EACH_PINNED, wd->actors);
+  return rc == 0 ? kick_all(wd) : rc;
 }
 
 static const sh_scenario test_race = {

@@ -74,12 +74,7 @@ typedef struct world {
   atomic_uint never_holds; /* holds of NEVER asks */
 } world;
 
-/* client -> itself: make ask number idx. */
-typedef struct tmo_go {
-  sh_msg hdr;
-  uint32_t idx;
-} tmo_go;
-static SH_MSG_DEFINE(tmo_go, SH_NOTICE, 0);
+/* A client makes ask number n on an sh_scn_go. */
 
 /* client -> server. */
 typedef struct tmo_ask {
@@ -114,35 +109,22 @@ typedef struct tmo_done {
 } tmo_done;
 static SH_MSG_DEFINE(tmo_done, SH_REPLY, 0);
 
-/* Every actor here only needs the run. */
-typedef struct scn_actor {
-  sh_actor base;
-  sh_scn *s;
-} scn_actor;
-
 typedef struct one_future {
   sh_future *f;
 } one_future;
 
-static int scn_actor_init(sh_actor *self, void *arg) {
-  ((scn_actor *)self)->s = arg;
-  return 0;
-}
-
 static uint64_t answer_of(uint64_t v) { return 3 * v + 1; }
 
 /* One of the things the workload waits for happened; the last ends it. */
-static void finish_one(sh_scn *s, sh_actor *self) {
-  world *wd = sh_scn_state(s);
-  /* acq_rel: the last decrement sees every earlier one (and what preceded them). */
-  if (atomic_fetch_sub_explicit(&wd->outstanding, 1, memory_order_acq_rel) == 1)
-    sh_scn_done(s, sh_actor_system(self));
+static void finish_one(sh_actor *self) {
+  sh_scn *s = sh_scn_of(self);
+  sh_scn_count_down(s, sh_actor_system(self), &((world *)sh_scn_state(s))->outstanding);
 }
 
 /* ---- gate: holds one ask until it is stopped ------------------------------- */
 
 static sh_yield gate_ask(sh_actor *self, sh_stack *st) {
-  sh_scn *s = ((scn_actor *)self)->s;
+  sh_scn *s = sh_scn_of(self);
   world *wd = sh_scn_state(s);
   one_future *l = sh_stack_locals(st);
   if (!sh_msg_is(sh_stack_msg(st), &tmo_hold_type)) {
@@ -169,9 +151,9 @@ static sh_yield gate_ask(sh_actor *self, sh_stack *st) {
 
 static const sh_actor_class gate_class = {
     .name = "gate",
-    .size = sizeof(scn_actor),
+    .size = sizeof(sh_scn_actor),
     .locals_size = sizeof(one_future),
-    .init = scn_actor_init,
+    .init = sh_scn_actor_init,
     .ask = gate_ask,
 };
 
@@ -182,7 +164,7 @@ static const sh_actor_class gate_class = {
 static sh_yield server_answer(sh_actor *self, sh_stack *st, const tmo_ask *q) {
   tmo_reply *r = sh_msg_new(tmo_reply, .idx = q->idx, .v = answer_of(q->v));
   sh_yield y = r != NULL ? sh_return(st, &r->hdr) : sh_throw(st, -ENOMEM);
-  if (q->kind == K_LATE) finish_one(((scn_actor *)self)->s, self);
+  if (q->kind == K_LATE) finish_one(self);
   return y;
 }
 
@@ -195,11 +177,11 @@ static void server_timeout(sh_actor *self, uint64_t id, void *arg) {
 
 /* Parks the stack on a new gate; a timer stops the gate after the delay. */
 static sh_yield server_hold(sh_actor *self, sh_stack *st, const tmo_ask *q) {
-  sh_scn *s = ((scn_actor *)self)->s;
+  sh_scn *s = sh_scn_of(self);
   world *wd = sh_scn_state(s);
   one_future *l = sh_stack_locals(st);
   const sh_addr *gate;
-  int rc = sh_spawn(sh_actor_system(self), &gate_class, s, 1, &gate);
+  int rc = sh_scn_spawn(s, sh_actor_system(self), &gate_class, 0, 1, &gate);
   /* Spawns fail once the workload ended; only a NEVER ask (already timed
    * out) can still be on its way to the server by then. */
   SH_SCN_CHECK(s, rc == 0 || (rc == -ESHUTDOWN && q->kind == K_NEVER),
@@ -220,7 +202,7 @@ static sh_yield server_hold(sh_actor *self, sh_stack *st, const tmo_ask *q) {
 }
 
 static sh_yield server_ask(sh_actor *self, sh_stack *st) {
-  sh_scn *s = ((scn_actor *)self)->s;
+  sh_scn *s = sh_scn_of(self);
   const tmo_ask *q = sh_stack_msg_as(st, tmo_ask);
   one_future *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START)
@@ -234,9 +216,9 @@ static sh_yield server_ask(sh_actor *self, sh_stack *st) {
 
 static const sh_actor_class server_class = {
     .name = "server",
-    .size = sizeof(scn_actor),
+    .size = sizeof(sh_scn_actor),
     .locals_size = sizeof(one_future),
-    .init = scn_actor_init,
+    .init = sh_scn_actor_init,
     .ask = server_ask,
     .timeout = server_timeout,
 };
@@ -258,10 +240,10 @@ static void client_check(sh_scn *s, const plan *p, uint32_t idx, const sh_future
 }
 
 static sh_yield client_notice(sh_actor *self, sh_stack *st) {
-  sh_scn *s = ((scn_actor *)self)->s;
+  sh_scn *s = sh_scn_of(self);
   world *wd = sh_scn_state(s);
   one_future *l = sh_stack_locals(st);
-  uint32_t idx = sh_stack_msg_as(st, tmo_go)->idx;
+  uint32_t idx = sh_scn_go_n(st);
   plan *p = &wd->asks[idx];
   if (sh_stack_state(st) == SH_START) {
     tmo_ask *q = sh_msg_new(tmo_ask, .idx = idx, .kind = p->kind, .delay_ms = p->delay_ms,
@@ -276,15 +258,15 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
   atomic_fetch_add_explicit(&p->resolved, 1, memory_order_relaxed);
   atomic_store_explicit(&p->error, sh_future_error(l->f), memory_order_relaxed);
   client_check(s, p, idx, l->f);
-  finish_one(s, self);
+  finish_one(self);
   return sh_return(st, NULL);
 }
 
 static const sh_actor_class client_class = {
     .name = "client",
-    .size = sizeof(scn_actor),
+    .size = sizeof(sh_scn_actor),
     .locals_size = sizeof(one_future),
-    .init = scn_actor_init,
+    .init = sh_scn_actor_init,
     .notice = client_notice,
 };
 
@@ -310,14 +292,12 @@ static int setup(sh_scn *s, sh_system *sys) {
   wd->nasks = nclients * ASKS_PER_CLIENT;
   for (uint32_t i = 0; i < wd->nasks; i++) draw_plan(s, wd, i);
   atomic_store(&wd->outstanding, wd->nasks + wd->nkind[K_LATE]);
-  int rc = sh_spawn(sys, &server_class, s, sh_scn_workers(s), &wd->servers);
+  int rc = sh_scn_spawn(s, sys, &server_class, 0, sh_scn_workers(s), &wd->servers);
   for (uint32_t c = 0; c < nclients && rc == 0; c++) {
     const sh_addr *a;
-    rc = sh_spawn_on(sys, &client_class, s, c, &a);
-    for (uint32_t k = 0; k < ASKS_PER_CLIENT && rc == 0; k++) {
-      tmo_go *g = sh_msg_new(tmo_go, .idx = c * ASKS_PER_CLIENT + k);
-      rc = g != NULL ? sh_notice(a, &g->hdr) : -ENOMEM;
-    }
+    rc = sh_scn_spawn_on(s, sys, &client_class, c, c, &a);
+    for (uint32_t k = 0; k < ASKS_PER_CLIENT && rc == 0; k++)
+      rc = sh_scn_kick_n(a, c * ASKS_PER_CLIENT + k);
   }
   return rc;
 }

@@ -59,49 +59,31 @@ typedef struct world {
   record rec[MAX_ACTORS];
   uint32_t d_ms[MAX_ACTORS];
   uint32_t nactors;
-  atomic_uint actors_done;
+  atomic_uint actors_left; /* actors yet to reach both done points */
 } world;
 
 typedef struct ticker {
-  sh_actor base;
-  sh_scn *s;
-  uint32_t index;
+  sh_scn_actor a; /* a.id: its index in the world's arrays */
   uint64_t id[W_COUNT];
   char arg[W_COUNT]; /* each timer's argument: the address of its cell */
 } ticker;
 
-typedef struct tick_go {
-  sh_msg hdr;
-  uint32_t index;
-} tick_go;
-static SH_MSG_DEFINE(tick_go, SH_NOTICE, 0);
-
-static int ticker_init(sh_actor *self, void *arg) {
-  ticker *t = (ticker *)self;
-  t->s = arg;
-  t->index = UINT32_MAX; /* set by the first notice */
-  return 0;
-}
-
-static record *rec_of(ticker *t) { return &((world *)sh_scn_state(t->s))->rec[t->index]; }
+static record *rec_of(ticker *t) { return &((world *)sh_scn_state(t->a.s))->rec[t->a.id]; }
 
 static bool start(ticker *t, enum which w, uint64_t delay_ms, uint64_t period_ms) {
-  int rc = sh_timer_start(&t->base, delay_ms, period_ms, &t->arg[w], &t->id[w]);
-  return SH_SCN_CHECK(t->s, rc == 0, "actor %u: timer %d did not start: %d", t->index, (int)w, rc);
+  int rc = sh_timer_start(&t->a.base, delay_ms, period_ms, &t->arg[w], &t->id[w]);
+  return SH_SCN_CHECK(t->a.s, rc == 0, "actor %u: timer %d did not start: %d", t->a.id, (int)w, rc);
 }
 
 static void finish_point(ticker *t) {
-  world *wd = sh_scn_state(t->s);
+  world *wd = sh_scn_state(t->a.s);
   if (++rec_of(t)->finished < 2) return;
-  /* acq_rel: the last actor sees the others' records complete. */
-  if (atomic_fetch_add_explicit(&wd->actors_done, 1, memory_order_acq_rel) + 1 == wd->nactors)
-    sh_scn_done(t->s, sh_actor_system(&t->base));
+  sh_scn_count_down(t->a.s, sh_actor_system(&t->a.base), &wd->actors_left);
 }
 
 static sh_yield ticker_notice(sh_actor *self, sh_stack *st) {
   ticker *t = (ticker *)self;
-  world *wd = sh_scn_state(t->s);
-  t->index = sh_stack_msg_as(st, tick_go)->index;
+  world *wd = sh_scn_state(t->a.s);
   record *r = rec_of(t);
   r->d_cancel_rc = r->p_cancel_rc[0] = r->p_cancel_rc[1] = 1;
   /* The one-shots first, in order of delay, then P: see the file comment. */
@@ -109,47 +91,47 @@ static sh_yield ticker_notice(sh_actor *self, sh_stack *st) {
   start(t, W_P, PERIOD_MS, PERIOD_MS);
   if (start(t, W_C, 2, 0)) {
     int rc = sh_timer_cancel(self, t->id[W_C]);
-    SH_SCN_CHECK(t->s, rc == 0, "actor %u: cancelling a fresh one-shot: %d", t->index, rc);
+    SH_SCN_CHECK(t->a.s, rc == 0, "actor %u: cancelling a fresh one-shot: %d", t->a.id, rc);
   }
-  start(t, W_D, wd->d_ms[t->index], 0);
+  start(t, W_D, wd->d_ms[t->a.id], 0);
   for (int a = 0; a < W_SENTINEL; a++)
     for (int b = a + 1; b < W_SENTINEL; b++)
-      SH_SCN_CHECK(t->s, t->id[a] != t->id[b], "actor %u: timers %d and %d share id %llu",
-                   t->index, a, b, (unsigned long long)t->id[a]);
+      SH_SCN_CHECK(t->a.s, t->id[a] != t->id[b], "actor %u: timers %d and %d share id %llu",
+                   t->a.id, a, b, (unsigned long long)t->id[a]);
   return sh_return(st, NULL);
 }
 
 static void on_one_shot(ticker *t, int k) {
   record *r = rec_of(t);
-  SH_SCN_CHECK(t->s, r->one_shots == k, "actor %u: the %u ms one-shot fired after %d others",
-               t->index, one_shot_ms[k], r->one_shots);
+  SH_SCN_CHECK(t->a.s, r->one_shots == k, "actor %u: the %u ms one-shot fired after %d others",
+               t->a.id, one_shot_ms[k], r->one_shots);
   int bound = (int)(one_shot_ms[k] / PERIOD_MS);
-  SH_SCN_CHECK(t->s, r->ticks <= bound,
+  SH_SCN_CHECK(t->a.s, r->ticks <= bound,
                "actor %u: %d ticks of a %u ms period before the %u ms one-shot (at most %d)",
-               t->index, r->ticks, PERIOD_MS, one_shot_ms[k], bound);
+               t->a.id, r->ticks, PERIOD_MS, one_shot_ms[k], bound);
   r->one_shots++;
-  int rc = sh_timer_cancel(&t->base, t->id[W_O0 + k]);
-  SH_SCN_CHECK(t->s, rc == -ENOENT, "actor %u: cancelling a fired one-shot: %d", t->index, rc);
+  int rc = sh_timer_cancel(&t->a.base, t->id[W_O0 + k]);
+  SH_SCN_CHECK(t->a.s, rc == -ENOENT, "actor %u: cancelling a fired one-shot: %d", t->a.id, rc);
   if (k == ONE_SHOTS - 1) finish_point(t);
 }
 
 static void on_tick(ticker *t) {
   record *r = rec_of(t);
   r->ticks++;
-  SH_SCN_CHECK(t->s, r->ticks <= TICKS, "actor %u: tick %d after the cancel at %d", t->index,
+  SH_SCN_CHECK(t->a.s, r->ticks <= TICKS, "actor %u: tick %d after the cancel at %d", t->a.id,
                r->ticks, TICKS);
   if (r->ticks == CANCEL_D_TICK) {
-    r->d_cancel_rc = sh_timer_cancel(&t->base, t->id[W_D]);
+    r->d_cancel_rc = sh_timer_cancel(&t->a.base, t->id[W_D]);
     /* 0: D never ran and now never will; -ENOENT: D's handler already ran. */
-    SH_SCN_CHECK(t->s, r->d_cancel_rc == (r->d_fired ? -ENOENT : 0),
-                 "actor %u: cancelling D (%s) returned %d", t->index,
+    SH_SCN_CHECK(t->a.s, r->d_cancel_rc == (r->d_fired ? -ENOENT : 0),
+                 "actor %u: cancelling D (%s) returned %d", t->a.id,
                  r->d_fired ? "fired" : "not fired", r->d_cancel_rc);
   }
   if (r->ticks == TICKS) {
-    r->p_cancel_rc[0] = sh_timer_cancel(&t->base, t->id[W_P]);
-    r->p_cancel_rc[1] = sh_timer_cancel(&t->base, t->id[W_P]);
-    SH_SCN_CHECK(t->s, r->p_cancel_rc[0] == 0 && r->p_cancel_rc[1] == -ENOENT,
-                 "actor %u: cancelling the periodic: %d, then %d", t->index, r->p_cancel_rc[0],
+    r->p_cancel_rc[0] = sh_timer_cancel(&t->a.base, t->id[W_P]);
+    r->p_cancel_rc[1] = sh_timer_cancel(&t->a.base, t->id[W_P]);
+    SH_SCN_CHECK(t->a.s, r->p_cancel_rc[0] == 0 && r->p_cancel_rc[1] == -ENOENT,
+                 "actor %u: cancelling the periodic: %d, then %d", t->a.id, r->p_cancel_rc[0],
                  r->p_cancel_rc[1]);
     start(t, W_SENTINEL, SENTINEL_MS, 0);
   }
@@ -160,26 +142,26 @@ static void ticker_timeout(sh_actor *self, uint64_t id, void *arg) {
   record *r = rec_of(t);
   int w = 0;
   while (w < W_COUNT && t->id[w] != id) w++;
-  if (!SH_SCN_CHECK(t->s, w < W_COUNT, "actor %u: unknown timer %llu fired", t->index,
+  if (!SH_SCN_CHECK(t->a.s, w < W_COUNT, "actor %u: unknown timer %llu fired", t->a.id,
                     (unsigned long long)id))
     return;
-  SH_SCN_CHECK(t->s, arg == &t->arg[w], "actor %u: timer %d fired with another's argument",
-               t->index, w);
+  SH_SCN_CHECK(t->a.s, arg == &t->arg[w], "actor %u: timer %d fired with another's argument",
+               t->a.id, w);
   switch (w) {
   case W_P: on_tick(t); break;
   case W_C:
     r->c_fired++;
-    SH_SCN_CHECK(t->s, false, "actor %u: a one-shot cancelled before it was due fired", t->index);
+    SH_SCN_CHECK(t->a.s, false, "actor %u: a one-shot cancelled before it was due fired", t->a.id);
     break;
   case W_D:
     r->d_fired++;
-    SH_SCN_CHECK(t->s, r->d_cancel_rc != 0, "actor %u: D fired after its cancel returned 0",
-                 t->index);
+    SH_SCN_CHECK(t->a.s, r->d_cancel_rc != 0, "actor %u: D fired after its cancel returned 0",
+                 t->a.id);
     break;
   case W_SENTINEL:
     r->sentinel++;
-    SH_SCN_CHECK(t->s, r->ticks == TICKS, "actor %u: %d ticks when the sentinel fired, want %d",
-                 t->index, r->ticks, TICKS);
+    SH_SCN_CHECK(t->a.s, r->ticks == TICKS, "actor %u: %d ticks when the sentinel fired, want %d",
+                 t->a.id, r->ticks, TICKS);
     finish_point(t);
     break;
   default: on_one_shot(t, w - W_O0); break;
@@ -189,7 +171,7 @@ static void ticker_timeout(sh_actor *self, uint64_t id, void *arg) {
 static const sh_actor_class ticker_class = {
     .name = "ticker",
     .size = sizeof(ticker),
-    .init = ticker_init,
+    .init = sh_scn_actor_init,
     .notice = ticker_notice,
     .timeout = ticker_timeout,
 };
@@ -197,15 +179,10 @@ static const sh_actor_class ticker_class = {
 static int setup(sh_scn *s, sh_system *sys) {
   world *wd = sh_scn_state(s);
   wd->nactors = 2 * sh_scn_workers(s) < MAX_ACTORS ? 2 * sh_scn_workers(s) : MAX_ACTORS;
-  int rc = 0;
-  for (uint32_t i = 0; i < wd->nactors && rc == 0; i++) {
+  atomic_store(&wd->actors_left, wd->nactors);
+  for (uint32_t i = 0; i < wd->nactors; i++)
     wd->d_ms[i] = D_MIN_MS + (uint32_t)(sh_scn_rand(s) % D_SPREAD_MS);
-    const sh_addr *a;
-    rc = sh_spawn(sys, &ticker_class, s, 1, &a);
-    tick_go *g = rc == 0 ? sh_msg_new(tick_go, .index = i) : NULL;
-    if (rc == 0) rc = g != NULL ? sh_notice(a, &g->hdr) : -ENOMEM;
-  }
-  return rc;
+  return sh_scn_spawn_each(s, sys, &ticker_class, wd->nactors, SH_SCN_EACH_KICK, NULL);
 }
 
 static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {

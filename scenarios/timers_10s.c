@@ -11,9 +11,7 @@
  * through the idle time. Ten real seconds on the epoll backend: simulator
  * only.
  */
-#include <errno.h>
 #include <stdatomic.h>
-#include <stdbool.h>
 
 #include "scenario.h"
 
@@ -25,80 +23,58 @@
 typedef struct world {
   int ticks[ACTORS];
   int sentinels[ACTORS];
-  atomic_uint finished;
+  atomic_uint left; /* actors yet to see their sentinel */
 } world;
 
 typedef struct periodic {
-  sh_actor base;
-  sh_scn *s;
-  uint32_t index;
+  sh_scn_actor a; /* a.id: its index in the world's arrays */
   uint64_t tick_id, sentinel_id;
 } periodic;
 
-typedef struct p10_go {
-  sh_msg hdr;
-  uint32_t index;
-} p10_go;
-static SH_MSG_DEFINE(p10_go, SH_NOTICE, 0);
-
-static int periodic_init(sh_actor *self, void *arg) {
-  ((periodic *)self)->s = arg;
-  return 0;
-}
-
 static sh_yield periodic_notice(sh_actor *self, sh_stack *st) {
   periodic *p = (periodic *)self;
-  p->index = sh_stack_msg_as(st, p10_go)->index;
   int rc = sh_timer_start(self, PERIOD_MS, PERIOD_MS, NULL, &p->tick_id);
-  SH_SCN_CHECK(p->s, rc == 0, "actor %u: periodic timer did not start: %d", p->index, rc);
+  SH_SCN_CHECK(p->a.s, rc == 0, "actor %u: periodic timer did not start: %d", p->a.id, rc);
   return sh_return(st, NULL);
 }
 
 static void on_tick(periodic *p, int *ticks) {
   if (++*ticks != TICKS) return;
-  int rc = sh_timer_cancel(&p->base, p->tick_id);
-  SH_SCN_CHECK(p->s, rc == 0, "actor %u: cancelling the periodic: %d", p->index, rc);
-  rc = sh_timer_start(&p->base, SENTINEL_MS, 0, NULL, &p->sentinel_id);
-  SH_SCN_CHECK(p->s, rc == 0, "actor %u: sentinel did not start: %d", p->index, rc);
+  int rc = sh_timer_cancel(&p->a.base, p->tick_id);
+  SH_SCN_CHECK(p->a.s, rc == 0, "actor %u: cancelling the periodic: %d", p->a.id, rc);
+  rc = sh_timer_start(&p->a.base, SENTINEL_MS, 0, NULL, &p->sentinel_id);
+  SH_SCN_CHECK(p->a.s, rc == 0, "actor %u: sentinel did not start: %d", p->a.id, rc);
 }
 
 static void periodic_timeout(sh_actor *self, uint64_t id, void *arg) {
   (void)arg;
   periodic *p = (periodic *)self;
-  world *wd = sh_scn_state(p->s);
-  int *ticks = &wd->ticks[p->index];
+  world *wd = sh_scn_state(p->a.s);
+  int *ticks = &wd->ticks[p->a.id];
   if (id == p->tick_id) {
-    SH_SCN_CHECK(p->s, *ticks < TICKS, "actor %u: a tick after the cancel", p->index);
+    SH_SCN_CHECK(p->a.s, *ticks < TICKS, "actor %u: a tick after the cancel", p->a.id);
     on_tick(p, ticks);
     return;
   }
-  SH_SCN_CHECK(p->s, id == p->sentinel_id && p->sentinel_id != 0, "actor %u: unknown timer %llu",
-               p->index, (unsigned long long)id);
-  SH_SCN_CHECK(p->s, *ticks == TICKS, "actor %u: %d ticks at the sentinel, want %d", p->index,
+  SH_SCN_CHECK(p->a.s, id == p->sentinel_id && p->sentinel_id != 0, "actor %u: unknown timer %llu",
+               p->a.id, (unsigned long long)id);
+  SH_SCN_CHECK(p->a.s, *ticks == TICKS, "actor %u: %d ticks at the sentinel, want %d", p->a.id,
                *ticks, TICKS);
-  wd->sentinels[p->index]++;
-  /* acq_rel: the last actor sees every other actor's counts. */
-  if (atomic_fetch_add_explicit(&wd->finished, 1, memory_order_acq_rel) + 1 == ACTORS)
-    sh_scn_done(p->s, sh_actor_system(self));
+  wd->sentinels[p->a.id]++;
+  sh_scn_count_down(p->a.s, sh_actor_system(self), &wd->left);
 }
 
 static const sh_actor_class periodic_class = {
     .name = "periodic",
     .size = sizeof(periodic),
-    .init = periodic_init,
+    .init = sh_scn_actor_init,
     .notice = periodic_notice,
     .timeout = periodic_timeout,
 };
 
 static int setup(sh_scn *s, sh_system *sys) {
-  int rc = 0;
-  for (uint32_t i = 0; i < ACTORS && rc == 0; i++) {
-    const sh_addr *a;
-    rc = sh_spawn(sys, &periodic_class, s, 1, &a);
-    p10_go *g = rc == 0 ? sh_msg_new(p10_go, .index = i) : NULL;
-    if (rc == 0) rc = g != NULL ? sh_notice(a, &g->hdr) : -ENOMEM;
-  }
-  return rc;
+  atomic_store(&((world *)sh_scn_state(s))->left, ACTORS);
+  return sh_scn_spawn_each(s, sys, &periodic_class, ACTORS, SH_SCN_EACH_KICK, NULL);
 }
 
 static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
