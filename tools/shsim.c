@@ -1073,6 +1073,18 @@ static int cmd_run(const args *a, const plan *p) {
   return r.ok ? 0 : 1;
 }
 
+/* "shsim CMD NAME --seed N --strategy S" and the options given that shape
+ * the run and that CMD accepts. */
+static void print_command(const args *a, const char *cmd, const char *name, uint64_t seed,
+                          unsigned mask) {
+  printf("shsim %s %s --seed %llu --strategy %s", cmd, name, (unsigned long long)seed,
+         sh_sim_strategy_name(a->sim.strategy));
+  for (size_t i = 0; i < NOPTS; i++) {
+    if (!opts[i].replay || a->given[i] == NULL || !(opts[i].cmds & mask)) continue;
+    printf(" %s%s%s", opts[i].name, a->given[i][0] != '\0' ? " " : "", a->given[i]);
+  }
+}
+
 /* ---- shrink ----------------------------------------------------------------------------- */
 
 typedef struct shrink_ctx {
@@ -1152,9 +1164,10 @@ static int cmd_shrink(args *a, const plan *p) {
     fprintf(stderr, "shsim: %s\n", again ? "cannot write the schedule" : "the shrunk schedule no longer fails");
     return 1;
   }
-  printf("replay: shsim run %s --seed %llu --schedule %s%s%s\n", sc->name,
-         (unsigned long long)p->seeds.lo, out, a->workers != 0 ? " --workers " : "",
-         a->workers != 0 ? a->given[opt_find("--workers") - opts] : "");
+  /* The strategy too: its bookkeeping (PCT's priorities) runs in a replay. */
+  printf("replay: ");
+  print_command(a, "run", sc->name, p->seeds.lo, CMD_RUN);
+  printf(" --schedule %s\n", out);
   return 0;
 }
 
@@ -1294,14 +1307,11 @@ static int by_scenario_seed(const void *x, const void *y) {
 
 /* The command that replays a failed run: the options that shape a run. */
 static void print_replay(const sweep *sw, const failure *f) {
-  const args *a = sw->a;
-  printf("shsim run %s --seed %llu --strategy %s", sw->p->scs[f->scn]->name,
-         (unsigned long long)f->seed, sh_sim_strategy_name(a->sim.strategy));
-  for (size_t i = 0; i < NOPTS; i++) {
-    if (!opts[i].replay || a->given[i] == NULL) continue;
-    printf(" %s%s%s", opts[i].name, a->given[i][0] != '\0' ? " " : "", a->given[i]);
-  }
-  printf("\n    FAIL:%s: %s\n", f->kind, f->detail);
+  const char *name = sw->p->scs[f->scn]->name;
+  print_command(sw->a, "run", name, f->seed, CMD_RUN);
+  printf("\n    FAIL:%s: %s\n    to shrink its schedule: ", f->kind, f->detail);
+  print_command(sw->a, "shrink", name, f->seed, CMD_SHRINK);
+  printf("\n");
 }
 
 static void sweep_failures(sweep *sw) {
