@@ -173,6 +173,8 @@ build/$(1)/tests/test_scn_%: build/$(1)/obj/tests/test_scn_%.o $$($(1)_TEST_SUPP
 	    $$(LDLIBS_test_scn_$$*) $$(TEST_LDLIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
 
 # test_sim_*: tests of the simulator, built with -DSH_SIM against libstackhouse-sim.a.
+# test_sim_shsim runs the shsim of its configuration (build/<cfg>/bin/shsim).
+build/$(1)/tests/test_sim_shsim: build/$(1)/bin/shsim
 build/$(1)/tests/test_sim_%: build/$(1)/obj-sim/tests/test_sim_%.o $$($(1)_TEST_SUPPORT_SIM_OBJS) $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-sim.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1)-sim,$$@)

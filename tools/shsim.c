@@ -1022,9 +1022,10 @@ static int cmd_list(const args *a) {
     const sh_scenario *sc = sh_scenario_at(i);
     if (visible(sc)) {
       printf("%-28s %s\n", sc->name, sc->summary);
+    } else if (a->all && sc->expect != NULL) {
+      printf("%-28s %s [hidden: expects FAIL:%s]\n", sc->name, sc->summary, sc->expect);
     } else if (a->all) {
-      printf("%-28s %s [hidden: expects FAIL:%s]\n", sc->name, sc->summary,
-             sc->expect != NULL ? sc->expect : "?");
+      printf("%-28s %s [hidden]\n", sc->name, sc->summary);
     }
   }
   return 0;
@@ -1368,17 +1369,19 @@ int main(int argc, char **argv) {
   if (a.cmd == CMD_LIST) return cmd_list(&a);
   plan p;
   if (plan_make(&a, &p) != 0) return 2;
+  sh_sim_choice *loaded = NULL;
   if (a.schedule_path != NULL) {
-    sh_sim_choice *c;
     size_t n;
-    rc = schedule_load(a.schedule_path, &c, &n);
+    rc = schedule_load(a.schedule_path, &loaded, &n);
     if (rc != 0) {
       fprintf(stderr, "shsim: cannot read the schedule %s: %s\n", a.schedule_path, strerror(-rc));
       return 2;
     }
-    a.sim.schedule = c; /* the process's lifetime */
+    a.sim.schedule = loaded;
     a.sim.schedule_len = n;
   }
-  if (a.cmd == CMD_SHRINK) return cmd_shrink(&a, &p);
-  return a.cmd == CMD_RUN ? cmd_run(&a, &p) : cmd_sweep(&a, &p);
+  rc = a.cmd == CMD_SHRINK ? cmd_shrink(&a, &p) : a.cmd == CMD_RUN ? cmd_run(&a, &p)
+                                                                   : cmd_sweep(&a, &p);
+  free(loaded);
+  return rc;
 }
