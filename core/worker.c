@@ -214,16 +214,22 @@ static void park(sh_worker *w) {
 
 /* Poll a short while before sleeping: a wakeup costs tens of microseconds,
  * a chatty peer usually answers sooner than that. Past the first few
- * microseconds of polling, every 16th poll gives the CPU away: when workers
- * outnumber free CPUs, a polling worker would otherwise hold the CPU its peer
- * needs to produce the very work it polls for (cross-worker round trips fell
- * to ~9k/s on one shared CPU), while on free CPUs the answer usually comes
- * before the first yield, which costs a system call. */
+ * microseconds of polling, the first poll and then every 16th gives the CPU
+ * away: when workers outnumber free CPUs, a polling worker would otherwise
+ * hold the CPU its peer needs to produce the very work it polls for
+ * (cross-worker round trips fell to ~9k/s on one shared CPU), while on free
+ * CPUs the answer usually comes before the first yield, which costs a system
+ * call. (Yielding at once rather than at the next 16th poll also halves the
+ * simulator's steps per cross-worker message under its none and pct
+ * strategies, where only a yield lets the peer run.) */
 static void idle_poll(sh_worker *w, uint64_t idle_ns) {
-  if (idle_ns >= SH_POLL_YIELD_AFTER_NS && (w->idle_count & 15u) == 0)
+  bool due = (w->idle_count & 15u) == 0 || !w->poll_yielded;
+  if (idle_ns >= SH_POLL_YIELD_AFTER_NS && due) {
+    w->poll_yielded = true;
     sh_plat_yield_cpu();
-  else
+  } else {
     sh_plat_relax();
+  }
 }
 
 void sh_worker_main(void *ctx, uint32_t index) {
@@ -243,7 +249,10 @@ void sh_worker_main(void *ctx, uint32_t index) {
       w->idle_count = 0;
       continue;
     }
-    if (w->idle_count == 1) idle_since = now;
+    if (w->idle_count == 1) {
+      idle_since = now;
+      w->poll_yielded = false;
+    }
     if (now - idle_since < sys->cfg.spin_ns) {
       idle_poll(w, now - idle_since);
       continue;

@@ -30,6 +30,7 @@ typedef struct sh_worker {
   _Alignas(64) sh_system *sys;      /* owner-only from here on */
   uint32_t index;
   uint64_t idle_count;              /* loop turns in a row that found nothing */
+  bool poll_yielded;                /* this idle stretch gave the CPU away once */
   sh_pool pool;
   sh_wheel wheel;
   sh_counters counters;
