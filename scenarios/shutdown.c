@@ -64,6 +64,7 @@ typedef struct world {
   lane_plan lane[MAX_LANES];
   uint32_t nlanes, nparkers, planned_replies;
   const sh_addr *relays, *servers, *holder;
+  atomic_uint started;        /* lanes whose stack began */
   atomic_uint replies;        /* right replies clients got */
   atomic_uint parked;         /* parking lanes that made their held ask (or ended before) */
   atomic_uint others_ended;   /* lanes without a held ask that ended */
@@ -210,7 +211,12 @@ static const sh_actor_class holder_class = {.name = "holder", .size = sizeof(tra
 static void maybe_done(sh_scn *s, sh_system *sys) {
   world *wd = sh_scn_state(s);
   /* seq_cst loads after seq_cst updates: whoever makes the last update of
-   * the condition sees all of it. */
+   * the condition sees all of it. Every lane must have begun: a start
+   * notice still queued at shutdown is dropped (rightly), and its lane
+   * would never run. (The simulator found this: with the outside fiber
+   * preempted while it sent the start notices, the other lanes reached the
+   * end before the last one began.) */
+  if (atomic_load(&wd->started) != wd->nlanes) return;
   if (atomic_load(&wd->parked) != wd->nparkers) return;
   if (atomic_load(&wd->replies) * 2 < wd->planned_replies &&
       atomic_load(&wd->others_ended) != wd->nlanes - wd->nparkers)
@@ -268,7 +274,10 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
   lane_plan *p = &wd->lane[lane];
   if (sh_stack_state(st) == SH_START) {
     l->round = 0;
-    return lane_ask(self, st, lane) ? suspend_on(self, st, 1) : lane_end(self, st, lane, -EPROTO);
+    atomic_fetch_add(&wd->started, 1);
+    bool asked = lane_ask(self, st, lane);
+    maybe_done(s, sh_actor_system(self));
+    return asked ? suspend_on(self, st, 1) : lane_end(self, st, lane, -EPROTO);
   }
   atomic_fetch_sub(&wd->client_out, 1);
   int err = sh_future_error(l->f);
