@@ -255,7 +255,9 @@ examples: $(addprefix build/release/examples/,$(EXAMPLE_NAMES))
 
 SIM_CFG     := release
 SIM_SEEDS   := 1..1000
-SIM_STRATEGIES := random pct none
+# The sweeps of `make sim`, one per entry: a strategy, `:`, and its switch
+# probability in permille where it takes one.
+SIM_SWEEPS  := random:100 random:500 pct none
 RUNNERS     := shsim shrun
 TOOL_NAMES  := $(filter-out $(RUNNERS),$(basename $(notdir $(wildcard tools/*.c))))
 
@@ -339,13 +341,14 @@ test: deps
 	if [ $$build -ne 0 ] && [ $$fail -eq 0 ]; then printf 'FAIL  test build\n'; fail=$$((fail+1)); fi; \
 	$(summary)
 
-# Deterministic simulation: every visible scenario over SIM_SEEDS under each
-# of SIM_STRATEGIES, then a summary table; non-zero exit on any failure.
+# Deterministic simulation: every visible scenario over SIM_SEEDS in each of
+# SIM_SWEEPS, each with its summary table; non-zero exit on any failure.
 sim: deps
 	+@$(SUBMAKE) build/bin/shsim build/bin/shrun
-	@status=0; for st in $(SIM_STRATEGIES); do \
-	  echo "== sim: every scenario, seeds $(SIM_SEEDS), strategy $$st"; \
-	  build/bin/shsim sweep all --seeds $(SIM_SEEDS) --strategy $$st || status=1; \
+	@status=0; for sw in $(SIM_SWEEPS); do \
+	  st=$${sw%%:*}; opt=; [ "$$st" = "$$sw" ] || opt="--switch-permille $${sw#*:}"; \
+	  echo "== sim: every scenario, seeds $(SIM_SEEDS), strategy $$st $$opt"; \
+	  build/bin/shsim sweep all --seeds $(SIM_SEEDS) --strategy $$st $$opt || status=1; \
 	done; exit $$status
 
 bench:
@@ -425,10 +428,10 @@ help:
 	@echo "make deps       install missing packages (tools/deps.sh)"
 	@echo "make test       deps; asan build from scratch; every test under ASan+UBSan,"
 	@echo "                TSAN_TESTS under TSan; then make all. TESTS=\"...\" runs a subset"
-	@echo "make sim        simulator sweep (or, until it exists, the e2e tests)"
+	@echo "make sim        every scenario under the simulator: SIM_SEEDS (1..1000) x SIM_SWEEPS"
 	@echo "make bench      build and run every bench/*.c"
 	@echo "make coverage   tests in build/cov, lcov report in build/coverage/html"
-	@echo "make tools      tools/*.c into build/bin"
+	@echo "make tools      build/bin: shsim (simulator runner), shrun (epoll runner), tools/*.c"
 	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall"
 	@echo "make clean      rm -rf build"
 	@echo "single programs: make build/<release|asan|tsan|cov>/tests/<test_x> (also bench/, examples/)"
