@@ -261,7 +261,12 @@ SIM_SWEEPS  := random:100 random:500 pct none
 RUNNERS     := shsim shrun
 TOOL_NAMES  := $(filter-out $(RUNNERS),$(basename $(notdir $(wildcard tools/*.c))))
 
-build/bin/shsim: build/$(SIM_CFG)/bin/shsim
+# build/bin/shsim is a copy of one configuration's; the stamp makes a change
+# of SIM_CFG copy again even when that build is older than the last copy.
+build/bin/.sim-cfg: FORCE
+	@mkdir -p $(@D)
+	@echo '$(SIM_CFG)' > $@.new; if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; fi
+build/bin/shsim: build/$(SIM_CFG)/bin/shsim build/bin/.sim-cfg
 	@mkdir -p $(@D)
 	$(Q)cp -f $< $@
 build/bin/shrun: build/release/bin/shrun

@@ -295,7 +295,11 @@ static void finish_stop(sh_worker *w, sh_house *h) {
   if (!h->mounted) return;
   sh_timer_cancel_all(w, h);
   sh_future *f;
-  while ((f = sh_dispatcher_pop_any(&h->futures)) != NULL) sh_stack_complete(f, NULL, -ESHUTDOWN);
+  while ((f = sh_dispatcher_pop_any(&h->futures)) != NULL) {
+    /* The end of the ask's flow in a trace, as a reply or a timeout is. */
+    SH_TRACE(SH_TRACE_REPLY, h->seq, "ESHUTDOWN", SH_TRACE_FLOW(h->seq, f->id));
+    sh_stack_complete(f, NULL, -ESHUTDOWN);
+  }
   if (!h->stop_done) {
     h->stop_done = true;
     if (h->cls->stop != NULL) h->cls->stop(h->actor);

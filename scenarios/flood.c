@@ -135,7 +135,7 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
 
 static const sh_scenario flood = {
     .name = "flood",
-    .summary = "max_per_run: a flooded actor's neighbour is served every max_per_run messages",
+    .summary = "known bug 5, max_per_run applied: a flooded actor's neighbour is served in turn",
     .workers = 2,
     .state_size = sizeof(world),
     .configure = configure,

@@ -72,6 +72,15 @@ const sh_scenario *sh_scenario_find(const char *name) {
   return NULL;
 }
 
+uint64_t sh_scenario_vtime_limit_ns(const sh_scenario *sc) {
+  uint64_t ms = sc->vtime_limit_ms != 0 ? sc->vtime_limit_ms : SH_SCN_VTIME_LIMIT_MS_DEFAULT;
+  return ms * 1000000ull;
+}
+
+uint64_t sh_scenario_max_steps(const sh_scenario *sc, uint64_t run_max) {
+  return sc->max_steps != 0 && sc->max_steps < run_max ? sc->max_steps : run_max;
+}
+
 /* ---- for scenario code -------------------------------------------------------- */
 
 void *sh_scn_state(sh_scn *s) { return s->state; }

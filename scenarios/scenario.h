@@ -213,6 +213,13 @@ typedef struct sh_scn_result {
   sh_stats stats;    /* after shutdown */
 } sh_scn_result;
 
+/* The simulator's bounds for a run of sc: its virtual-time limit in ns
+ * (vtime_limit_ms, or 60 s), and its step bound, the lower of the
+ * scenario's (if any) and the run's. */
+#define SH_SCN_VTIME_LIMIT_MS_DEFAULT 60000
+uint64_t sh_scenario_vtime_limit_ns(const sh_scenario *sc);
+uint64_t sh_scenario_max_steps(const sh_scenario *sc, uint64_t run_max);
+
 /* Runs one scenario once on the linked backend. workers 0: its default. In
  * the simulator, the simulator must have been configured first (sim.h) and
  * failures other than invariants end the process (see tools/shsim.c). */

@@ -6,8 +6,9 @@
  * code wherever the thread can be preempted; if another worker's actor
  * checks in that window, the config is made twice and the run fails
  * (FAIL:invariant). Whether that happens depends on the schedule alone: under
- * `none` it never does, under `random` on some seeds, and the shrunk
- * schedule of a failing seed is the one or two switches that open the window.
+ * `none` it never does, under `random` on some seeds, and `shsim shrink` cuts
+ * a failing seed's schedule down to the few preemptions (1 to 9 on seeds
+ * 1..20) that line the two workers up on the window.
  *
  * Simulator only (on epoll the window is real but tiny and the scheduling
  * point is compiled out), hidden: it is meant to fail.

@@ -6,7 +6,8 @@
  *     same report (trace hash, steps, virtual time, switches, jumps) and
  *     passes its invariants (each scenario in a child process of its own,
  *     so that one that fails does not hide the others);
- *   - seeds matter: on a multi-worker scenario (ask_reply) the seeds
+ *   - seeds matter: on multi-worker scenarios (ask_reply, fanout, barrier,
+ *     stealing) the seeds
  *     1..SPREAD_SEEDS give (almost) all different trace hashes under the
  *     random and pct strategies;
  *   - virtual time: a timer-heavy scenario covers more than ten seconds of
@@ -65,8 +66,6 @@
 #define SPREAD_MIN_DISTINCT 15
 /* The livelock test's step bound: small, so the run fails quickly. */
 #define LIVELOCK_STEPS 200000
-/* A scenario's virtual-time bound when it gives none (scenario.h). */
-#define VTIME_LIMIT_MS_DEFAULT 60000
 #define NS_PER_MS 1000000ull
 #define TEN_S_NS (10000ull * NS_PER_MS)
 
@@ -167,9 +166,8 @@ static void scenario_options(const sh_scenario *sc, uint64_t seed, sh_sim_strate
   sh_sim_options_default(o);
   o->seed = seed;
   o->strategy = strategy;
-  uint64_t limit_ms = sc->vtime_limit_ms != 0 ? sc->vtime_limit_ms : VTIME_LIMIT_MS_DEFAULT;
-  o->vtime_limit_ns = limit_ms * NS_PER_MS;
-  if (sc->max_steps != 0 && sc->max_steps < o->max_steps) o->max_steps = sc->max_steps;
+  o->vtime_limit_ns = sh_scenario_vtime_limit_ns(sc);
+  o->max_steps = sh_scenario_max_steps(sc, o->max_steps);
 }
 
 /* One simulation of sc with options o: its result and report. */
@@ -356,15 +354,18 @@ static int distinct_hashes(const sh_scenario *sc, sh_sim_strategy strategy) {
 
 static void test_seeds_differ(void **state) {
   (void)state;
-  const sh_scenario *sc = sh_scenario_find("ask_reply");
-  assert_non_null(sc);
+  static const char *const multi[] = {"ask_reply", "fanout", "barrier", "stealing"};
   const sh_sim_strategy varied[] = {SH_SIM_RANDOM, SH_SIM_PCT};
-  for (size_t k = 0; k < sizeof(varied) / sizeof(varied[0]); k++) {
-    int d = distinct_hashes(sc, varied[k]);
-    if (d < SPREAD_MIN_DISTINCT)
-      fprintf(stderr, "%s under %s: %d distinct hashes over seeds 1..%d\n", sc->name,
-              sh_sim_strategy_name(varied[k]), d, SPREAD_SEEDS);
-    assert_true(d >= SPREAD_MIN_DISTINCT);
+  for (size_t i = 0; i < sizeof(multi) / sizeof(multi[0]); i++) {
+    const sh_scenario *sc = sh_scenario_find(multi[i]);
+    assert_non_null(sc);
+    for (size_t k = 0; k < sizeof(varied) / sizeof(varied[0]); k++) {
+      int d = distinct_hashes(sc, varied[k]);
+      if (d < SPREAD_MIN_DISTINCT)
+        fprintf(stderr, "%s under %s: %d distinct hashes over seeds 1..%d\n", sc->name,
+                sh_sim_strategy_name(varied[k]), d, SPREAD_SEEDS);
+      assert_true(d >= SPREAD_MIN_DISTINCT);
+    }
   }
 }
 

@@ -115,7 +115,7 @@ __attribute__((noreturn)) static void child_exec(char **argv, int out_w, int err
   /* If the test dies (its watchdog), shsim must not live on. */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (dup2(out_w, STDOUT_FILENO) < 0 || dup2(err_w, STDERR_FILENO) < 0) _exit(126);
-  execv(argv[0], argv);
+  execv(shsim_path, argv);
   _exit(127);
 }
 
@@ -126,7 +126,8 @@ static outcome *last_outcome;
 
 /* Runs shsim with args (NULL-terminated); its outcome, valid until the next. */
 static const outcome *run_shsim(const char *const *args) {
-  char *argv[ARGS_MAX + 2] = {shsim_path};
+  /* argv[0] is what shsim prints in the commands it suggests. */
+  char *argv[ARGS_MAX + 2] = {"shsim"};
   size_t n = 1;
   for (; args[n - 1] != NULL; n++) {
     assert_true(n <= ARGS_MAX);

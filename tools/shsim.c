@@ -46,7 +46,6 @@ extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
 #define TICK_MS 100                /* parent poll period: watchdog and progress */
 #define TAIL_BYTES 4096            /* child's stderr kept for classifying a death */
 #define FAILURES_KEPT 1000         /* failures listed after a sweep */
-#define VTIME_LIMIT_MS_DEFAULT 60000
 #define TIMEOUT_S_DEFAULT 600
 #define SHRINK_TRIALS_DEFAULT 2000 /* replays one shrink may make */
 #define SCHEDULE_MAX (1u << 22)    /* choices in a schedule file */
@@ -531,18 +530,13 @@ static void child_install_handlers(void) {
   for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++) sigaction(fatal[i], &sa, NULL);
 }
 
-static uint64_t vtime_limit_ns(const sh_scenario *sc) {
-  uint64_t ms = sc->vtime_limit_ms != 0 ? sc->vtime_limit_ms : VTIME_LIMIT_MS_DEFAULT;
-  return ms * 1000000ull;
-}
-
 static void unit_run_once(const args *a, const plan *p, uint64_t u, rec *out) {
   const sh_scenario *sc = unit_scn(p, u);
   uint64_t seed = unit_seed(p, u);
   sh_sim_options o = a->sim;
   o.seed = seed;
-  o.vtime_limit_ns = vtime_limit_ns(sc);
-  if (sc->max_steps != 0 && sc->max_steps < o.max_steps) o.max_steps = sc->max_steps;
+  o.vtime_limit_ns = sh_scenario_vtime_limit_ns(sc);
+  o.max_steps = sh_scenario_max_steps(sc, o.max_steps);
   rec_init(out, u, REC_RESULT);
   sh_scn_result r;
   child.start_ns = now_ns();
@@ -1076,9 +1070,12 @@ static int cmd_run(const args *a, const plan *p) {
 
 /* "shsim CMD NAME --seed N --strategy S" and the options given that shape
  * the run and that CMD accepts. */
+/* How shsim was invoked (argv[0]), so that printed commands can be pasted. */
+static const char *prog = "shsim";
+
 static void print_command(const args *a, const char *cmd, const char *name, uint64_t seed,
                           unsigned mask) {
-  printf("shsim %s %s --seed %llu --strategy %s", cmd, name, (unsigned long long)seed,
+  printf("%s %s %s --seed %llu --strategy %s", prog, cmd, name, (unsigned long long)seed,
          sh_sim_strategy_name(a->sim.strategy));
   for (size_t i = 0; i < NOPTS; i++) {
     if (!opts[i].replay || a->given[i] == NULL || !(opts[i].cmds & mask)) continue;
@@ -1363,6 +1360,7 @@ static int cmd_sweep(const args *a, const plan *p) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 0 && argv[0] != NULL && argv[0][0] != '\0') prog = argv[0];
   args a;
   int rc = parse_args(argc, argv, &a);
   if (rc != 0) return rc > 0 ? 0 : 2;
