@@ -51,7 +51,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   uint64_t workers = 0, seed = 1, runs = 1;
-  for (int i = 2; i < argc; i++) {
+  /* Options come in pairs: a name and its value. */
+  for (int i = 2; i < argc; i += 2) {
     uint64_t *dst = strcmp(argv[i], "--workers") == 0 ? &workers
                     : strcmp(argv[i], "--seed") == 0  ? &seed
                     : strcmp(argv[i], "--runs") == 0  ? &runs
@@ -61,7 +62,6 @@ int main(int argc, char **argv) {
       usage(stderr);
       return 2;
     }
-    i++;
   }
   bool all = strcmp(argv[1], "all") == 0;
   const sh_scenario *one = all ? NULL : sh_scenario_find(argv[1]);
