@@ -10,8 +10,8 @@
  * poller's idle_step_ns), bounds are checked (max_steps: livelock;
  * vtime_limit_ns), sleepers whose deadline passed become runnable, and the
  * strategy decides whether to switch:
- *   random  switch with probability switch_permille/1000 to a runnable fiber
- *           chosen uniformly;
+ *   random  switch with probability switch_permille/1000 (at a polling step
+ *           at least 1/2) to a runnable fiber chosen uniformly;
  *   pct     run the runnable fiber of highest priority (PCT: random distinct
  *           initial priorities, pct_depth - 1 change points among the first
  *           pct_steps yield points, each dropping the running fiber below all);
@@ -494,12 +494,19 @@ static void step(sh_plat *p, bool polling) {
 /* Only once workers exist is there anyone to switch to. */
 static sh_plat *active(void) { return S.plat != NULL && S.plat->started ? S.plat : NULL; }
 
+/* random: a poll touches nothing another fiber could race with, so where it
+ * gives way matters little; it gives way at least this often (permille), as
+ * a spinning thread and its producer would both run on a real machine. */
+#define SH_SIM_POLL_SWITCH_PERMILLE 500u
+
 /* The strategy's choice at a scheduling point (UINT32_MAX: stay). */
-static uint32_t decide(sh_plat *p) {
+static uint32_t decide(sh_plat *p, bool polling) {
   if (replaying()) return replay_choice(p, false);
+  uint32_t permille = S.opt.switch_permille;
+  if (polling && permille < SH_SIM_POLL_SWITCH_PERMILLE) permille = SH_SIM_POLL_SWITCH_PERMILLE;
   switch (S.opt.strategy) {
   case SH_SIM_RANDOM:
-    return rng_below(1000) < S.opt.switch_permille ? pick_uniform(p, p->cur) : UINT32_MAX;
+    return rng_below(1000) < permille ? pick_uniform(p, p->cur) : UINT32_MAX;
   case SH_SIM_PCT:
     return pick_highest(p);
   case SH_SIM_NONE:
@@ -517,7 +524,7 @@ static void point(const char *where, bool polling) {
     S.points++;
     if (S.opt.strategy == SH_SIM_PCT) pct_change_point(p);
   }
-  uint32_t next = decide(p);
+  uint32_t next = decide(p, polling);
   if (next != UINT32_MAX && next != p->cur) {
     switch_to(p, next, where, false);
     return;

@@ -20,7 +20,8 @@
 #include <stdint.h>
 
 typedef enum sh_sim_strategy {
-  SH_SIM_RANDOM = 0, /* at each yield point, switch with probability switch_permille/1000 */
+  SH_SIM_RANDOM = 0, /* at each yield point, switch with probability switch_permille/1000
+                      * (at a polling step, at least 1/2) */
   SH_SIM_PCT = 1,    /* priority-based (PCT) with pct_depth - 1 priority change points */
   SH_SIM_NONE = 2,   /* switch only when the running fiber parks, blocks, yields its CPU
                       * or has run a whole quantum (10000 steps) */
