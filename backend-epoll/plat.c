@@ -1,7 +1,8 @@
 /*
  * The production platform backend: core/plat.h on Linux.
  *
- * One pthread per worker. Each worker owns an epoll instance and an eventfd
+ * One pthread per worker, and one per sh_plat_thread_start (a program's own
+ * thread; events are a mutex and a condvar). Each worker owns an epoll instance and an eventfd
  * registered in it; parking is epoll_wait on that instance and waking is a
  * write to the eventfd. The eventfd is a counter, so a wake sent before the
  * park leaves it readable and the park returns at once: no wake is lost.
@@ -55,8 +56,14 @@ struct sh_plat {
 
 struct sh_plat_event {
   pthread_mutex_t mu;
-  pthread_cond_t cv;
-  bool set;
+  pthread_cond_t cv; /* on CLOCK_MONOTONIC, the clock of sh_plat_now_ns */
+  bool set;          /* under mu */
+};
+
+struct sh_plat_thread {
+  pthread_t thread;
+  void (*fn)(void *arg);
+  void *arg;
 };
 
 static _Thread_local void *sh_plat_tls_local;
@@ -284,7 +291,20 @@ void sh_plat_relax(void) {
 #endif
 }
 
-/* ---- one-shot event ------------------------------------------------------ */
+/* ---- events ------------------------------------------------------------ */
+
+/* The condvar's timed waits take absolute times on sh_plat_now_ns's clock,
+ * so a deadline passes through unconverted (and a change of the wall clock
+ * cannot stretch or cut a wait). */
+static int sh_plat_cond_init_monotonic(pthread_cond_t *cv) {
+  pthread_condattr_t attr;
+  int rc = pthread_condattr_init(&attr);
+  if (rc != 0) return -rc;
+  rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  if (rc == 0) rc = pthread_cond_init(cv, &attr);
+  pthread_condattr_destroy(&attr);
+  return -rc;
+}
 
 int sh_plat_event_new(sh_plat_event **out) {
   assert(out != NULL);
@@ -295,11 +315,11 @@ int sh_plat_event_new(sh_plat_event **out) {
     free(e);
     return -rc;
   }
-  rc = pthread_cond_init(&e->cv, NULL);
+  rc = sh_plat_cond_init_monotonic(&e->cv);
   if (rc != 0) {
     pthread_mutex_destroy(&e->mu);
     free(e);
-    return -rc;
+    return rc;
   }
   *out = e;
   return 0;
@@ -323,10 +343,71 @@ void sh_plat_event_set(sh_plat_event *e) {
   pthread_mutex_unlock(&e->mu);
 }
 
-void sh_plat_event_wait(sh_plat_event *e) {
+void sh_plat_event_reset(sh_plat_event *e) {
   assert(e != NULL);
   pthread_mutex_lock(&e->mu);
-  /* Loop: condvar wakeups may be spurious. */
-  while (!e->set) pthread_cond_wait(&e->cv, &e->mu);
+  e->set = false;
   pthread_mutex_unlock(&e->mu);
+}
+
+void sh_plat_event_wait(sh_plat_event *e) {
+  (void)sh_plat_event_wait_until(e, SH_PLAT_NO_DEADLINE);
+}
+
+int sh_plat_event_wait_until(sh_plat_event *e, uint64_t deadline_ns) {
+  assert(e != NULL);
+  struct timespec at = {.tv_sec = (time_t)(deadline_ns / 1000000000u),
+                        .tv_nsec = (long)(deadline_ns % 1000000000u)};
+  pthread_mutex_lock(&e->mu);
+  /* Not bounded by a count: each pass ends with a set, the deadline, or a
+   * spurious condvar wakeup, after which the conditions are checked again.
+   * The clock is read again rather than trusting ETIMEDOUT, so a timed-out
+   * return is never before the deadline on sh_plat_now_ns. */
+  while (!e->set) {
+    if (deadline_ns == SH_PLAT_NO_DEADLINE) {
+      pthread_cond_wait(&e->cv, &e->mu);
+      continue;
+    }
+    if (sh_plat_now_ns() >= deadline_ns) break;
+    int rc = pthread_cond_timedwait(&e->cv, &e->mu, &at);
+    assert(rc == 0 || rc == ETIMEDOUT);
+    (void)rc;
+  }
+  int rc = e->set ? 0 : -ETIMEDOUT;
+  pthread_mutex_unlock(&e->mu);
+  return rc;
+}
+
+/* ---- threads that are not workers ---------------------------------------- */
+
+static void *sh_plat_thread_run(void *arg) {
+  sh_plat_thread *t = arg;
+  /* Only a debugger aid, like the workers' names; failure is ignored. */
+  (void)pthread_setname_np(pthread_self(), "sh-thread");
+  t->fn(t->arg);
+  return NULL;
+}
+
+int sh_plat_thread_start(void (*fn)(void *arg), void *arg, sh_plat_thread **out) {
+  if (fn == NULL || out == NULL) return -EINVAL;
+  sh_plat_thread *t = calloc(1, sizeof *t);
+  if (t == NULL) return -ENOMEM;
+  t->fn = fn;
+  t->arg = arg;
+  /* pthread_create reports through its return value, not errno. */
+  int rc = pthread_create(&t->thread, NULL, sh_plat_thread_run, t);
+  if (rc != 0) {
+    free(t);
+    return -rc;
+  }
+  *out = t;
+  return 0;
+}
+
+void sh_plat_thread_join(sh_plat_thread *t) {
+  assert(t != NULL);
+  int rc = pthread_join(t->thread, NULL);
+  assert(rc == 0);
+  (void)rc;
+  free(t);
 }

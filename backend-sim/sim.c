@@ -3,7 +3,12 @@
  *
  * Fibers. Worker w is fiber w; the thread that created the system (the
  * scenario's "outside" thread: it runs setup, sh_system_wait, shutdown) is
- * fiber `workers`, on its own stack. Exactly one fiber runs at a time.
+ * fiber `workers`, on its own stack. Each sh_plat_thread_start adds a thread
+ * fiber, `workers` + 1, + 2, ... in the order of the calls (a program's own
+ * thread: not a worker, sh_plat_local NULL), scheduled like the others. Its
+ * slot is never reused: a system starts at most SH_PLAT_MAX_THREADS of them
+ * in all (then -EAGAIN), which keeps the numbering, and so every schedule,
+ * a function of the run alone. Exactly one fiber runs at a time.
  *
  * Steps. Every scheduling point the core passes (SH_YIELD, sh_plat_relax,
  * sh_plat_yield_cpu, a park) is a step: the clock advances step_ns (a lone
@@ -16,6 +21,9 @@
  *           initial priorities, pct_depth - 1 change points among the first
  *           pct_steps yield points, each dropping the running fiber below all);
  *   none    never switch at a step.
+ * A thread fiber created under pct gets a priority of a random rank among
+ * the live fibers still at their initial priorities (those above every change
+ * point), drawn from the schedule's generator.
  * A fiber that parks or blocks always gives way; one that yields its CPU
  * (a spin wait) gives way to another runnable fiber under every strategy, and
  * under pct drops to the lowest priority so that the fiber it waits for runs.
@@ -25,8 +33,15 @@
  * With options.schedule set, the choices come from that list instead of the
  * strategy (replay; shrink.c cuts failing schedules down).
  *
- * Time. When no fiber can run, the clock jumps to the earliest park
- * deadline; if there is none, nothing can ever run again: FAIL:deadlock.
+ * Time. When no fiber can run, the clock jumps to the earliest deadline of
+ * a park or of a timed event wait; if there is none, nothing can ever run
+ * again: FAIL:deadlock.
+ *
+ * Events. A fiber that is not a worker (the outside fiber, a thread fiber)
+ * blocks on an event until a set (from any fiber) makes it runnable, or its
+ * deadline expires like a park's. A timed wait whose deadline has already
+ * passed is a polling step instead, so that a loop of such polls advances
+ * the clock and lets the others run.
  *
  * Randomness. Two xoshiro256** generators per simulation, seeded with
  * splitmix64 outputs of the seed: one decides switches and PCT's priorities
@@ -35,9 +50,10 @@
  * stream as it was.
  *
  * Trace hash. 64 bits, mixed (see mix()) with every switch (from, to, the
- * yield point's name), every time jump (new time), every core trace point
- * (fiber, kind, house number, name, flow id) and the final step count and
- * clock. Names are hashed by content, never by address.
+ * yield point's name), every time jump (new time), every thread fiber's
+ * creation (its index), every core trace point (fiber, kind, house number,
+ * name, flow id) and the final step count and clock. Names are hashed by
+ * content, never by address.
  */
 #include "sim.h"
 
@@ -52,8 +68,11 @@
 #include "plat.h"
 #include "trace.h"
 
-/* Logical workers per simulation: a bound on every per-fiber scan. */
-#define SH_SIM_MAX_FIBERS 65
+/* Logical workers per simulation. */
+#define SH_SIM_MAX_WORKERS 64
+/* Fibers per simulation: the workers, the outside fiber and the thread
+ * fibers. Every per-fiber scan is bounded by the live count, p->nfibers. */
+#define SH_SIM_MAX_FIBERS (SH_SIM_MAX_WORKERS + 1 + SH_PLAT_MAX_THREADS)
 /* sh_plat_cpu_count in the simulator: a fixed answer keeps runs alike everywhere. */
 #define SH_SIM_CPUS 4
 /* Switches recorded per run, at most (16 bytes each). */
@@ -68,35 +87,48 @@
 typedef enum fiber_state {
   F_RUNNABLE,
   F_PARKED,  /* sh_plat_park: until a wake or its deadline */
-  F_BLOCKED, /* the outside fiber in sh_plat_event_wait or sh_plat_join */
+  F_BLOCKED, /* not a worker: in an event wait (until a set or its deadline),
+              * sh_plat_join or sh_plat_thread_join */
   F_DONE,
 } fiber_state;
+
+/* No fiber (an event nobody waits on, a thread nobody joins yet). */
+#define NO_FIBER UINT32_MAX
 
 typedef struct sim_fiber {
   sh_fiber ctx;
   uint32_t index;
   fiber_state state;
   bool wake_pending; /* a wake that came while not parked */
-  uint64_t deadline; /* parked: wake time, or SH_PLAT_NO_DEADLINE */
+  uint64_t deadline; /* parked or blocked: wake time, or SH_PLAT_NO_DEADLINE */
   void *local;
   int64_t prio; /* pct */
+  /* Thread fibers only: */
+  void (*fn)(void *arg);
+  void *arg;
+  uint32_t joiner; /* the fiber blocked in sh_plat_thread_join on it, or NO_FIBER */
+  bool joined;     /* its stack was freed: sh_plat_free may go */
 } sim_fiber;
 
 struct sh_plat {
   uint32_t nworkers;
-  uint32_t nfibers; /* workers + the outside fiber */
+  uint32_t nfibers; /* workers + the outside fiber + the thread fibers started */
   sh_plat_entry entry;
   void *ctx;
   bool started;
   uint32_t ndone;
   uint32_t cur;          /* the running fiber */
-  uint64_t next_deadline; /* earliest deadline of a parked fiber */
-  sim_fiber f[];
+  uint64_t next_deadline; /* earliest deadline of a parked or blocked fiber */
+  sim_fiber f[];           /* room for SH_PLAT_MAX_THREADS thread fibers */
 };
 
 struct sh_plat_event {
   bool set;
-  bool waited; /* the outside fiber is blocked on it */
+  uint32_t waiter; /* the fiber in a wait on it, or NO_FIBER */
+};
+
+struct sh_plat_thread {
+  uint32_t fiber;
 };
 
 /* The simulation: one per process at a time, driven from one thread. */
@@ -165,7 +197,7 @@ static uint64_t str_hash(const char *s) {
   return h;
 }
 
-enum { MIX_SWITCH = 1, MIX_JUMP, MIX_TRACE, MIX_END };
+enum { MIX_SWITCH = 1, MIX_JUMP, MIX_TRACE, MIX_END, MIX_THREAD };
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -280,12 +312,14 @@ void sh_sim_trace_abandon(const char *why) {
 
 /* ---- scheduling -------------------------------------------------------------- */
 
-static sim_fiber *cur_fiber(void) { return &S.plat->f[S.plat->cur]; }
+/* Parked, or blocked: a deadline (if not SH_PLAT_NO_DEADLINE) wakes it. A
+ * fiber blocked without one has SH_PLAT_NO_DEADLINE there. */
+static bool sleeping(const sim_fiber *f) { return f->state == F_PARKED || f->state == F_BLOCKED; }
 
 static void recompute_deadline(sh_plat *p) {
   uint64_t d = SH_PLAT_NO_DEADLINE;
   for (uint32_t i = 0; i < p->nfibers; i++)
-    if (p->f[i].state == F_PARKED && p->f[i].deadline < d) d = p->f[i].deadline;
+    if (sleeping(&p->f[i]) && p->f[i].deadline < d) d = p->f[i].deadline;
   p->next_deadline = d;
 }
 
@@ -294,11 +328,28 @@ static void make_runnable(sim_fiber *f) {
   f->deadline = SH_PLAT_NO_DEADLINE;
 }
 
-/* Parked fibers whose deadline has come become runnable. */
+/* A blocked fiber's reason to wait is over: it runs again (and re-checks). */
+static void unblock(sh_plat *p, sim_fiber *f) {
+  if (f->state != F_BLOCKED) return;
+  bool timed = f->deadline != SH_PLAT_NO_DEADLINE;
+  make_runnable(f);
+  if (timed) recompute_deadline(p);
+}
+
+/* The running fiber blocks until unblock() or (if not SH_PLAT_NO_DEADLINE)
+ * the deadline; the caller gives way next. */
+static void block(sh_plat *p, uint64_t deadline_ns) {
+  sim_fiber *f = &p->f[p->cur];
+  f->state = F_BLOCKED;
+  f->deadline = deadline_ns;
+  if (deadline_ns < p->next_deadline) p->next_deadline = deadline_ns;
+}
+
+/* Sleeping fibers whose deadline has come become runnable. */
 static void expire(sh_plat *p) {
   if (S.now < p->next_deadline) return;
   for (uint32_t i = 0; i < p->nfibers; i++)
-    if (p->f[i].state == F_PARKED && p->f[i].deadline <= S.now) make_runnable(&p->f[i]);
+    if (sleeping(&p->f[i]) && p->f[i].deadline <= S.now) make_runnable(&p->f[i]);
   recompute_deadline(p);
 }
 
@@ -397,28 +448,34 @@ static void switch_to(sh_plat *p, uint32_t next, const char *where, bool forced)
   sh_fiber_switch(&p->f[from].ctx, &p->f[next].ctx);
 }
 
-/* No fiber can run: jump the clock to the earliest deadline. */
-static void jump(sh_plat *p) {
-  if (p->next_deadline == SH_PLAT_NO_DEADLINE) {
-    char d[160];
-    snprintf(d, sizeof(d),
-             "every fiber is parked or blocked with no deadline (vtime %llu ns, %u of %u workers "
-             "finished)",
-             (unsigned long long)S.now, p->ndone, p->nworkers);
-    sim_fail("deadlock", d);
-  }
-  if (p->next_deadline > S.now) S.now = p->next_deadline;
+/* The clock moves to `t` (if later) because nothing could run before it. */
+static void clock_jump(uint64_t t) {
+  if (t > S.now) S.now = t;
   S.jumps++;
   mix(MIX_JUMP);
   mix(S.now);
-  if (S.trace != NULL) sh_simtrace_instant(S.trace, S.now, p->cur, "time jump");
+  if (S.trace != NULL) sh_simtrace_instant(S.trace, S.now, cur_index(), "time jump");
+}
+
+/* No fiber can run: jump the clock to the earliest deadline. */
+static void jump(sh_plat *p) {
+  if (p->next_deadline == SH_PLAT_NO_DEADLINE) {
+    char d[200];
+    uint32_t threads = p->nfibers - p->nworkers - 1;
+    snprintf(d, sizeof(d),
+             "every fiber is parked or blocked with no deadline (vtime %llu ns, %u of %u workers "
+             "finished, %u thread fibers started)",
+             (unsigned long long)S.now, p->ndone, p->nworkers, threads);
+    sim_fail("deadlock", d);
+  }
+  clock_jump(p->next_deadline);
   expire(p);
 }
 
 /* The running fiber cannot go on (parked, blocked, done): run another. */
 static void give_way(const char *where) {
   sh_plat *p = S.plat;
-  /* Bounded: every jump makes at least one parked fiber runnable. */
+  /* Bounded: every jump makes at least one sleeping fiber runnable. */
   for (;;) {
     uint32_t next = pick_next(p, UINT32_MAX);
     if (next != UINT32_MAX) {
@@ -561,8 +618,8 @@ int sh_plat_new(uint32_t workers, sh_plat **out) {
     sh_sim_configure(&o);
   }
   S.used = true;
-  if (workers == 0 || workers >= SH_SIM_MAX_FIBERS) return -EINVAL;
-  sh_plat *p = calloc(1, sizeof(*p) + (workers + 1) * sizeof(sim_fiber));
+  if (workers == 0 || workers > SH_SIM_MAX_WORKERS) return -EINVAL;
+  sh_plat *p = calloc(1, sizeof(*p) + (workers + 1 + SH_PLAT_MAX_THREADS) * sizeof(sim_fiber));
   if (p == NULL) return -ENOMEM;
   p->nworkers = workers;
   p->nfibers = workers + 1;
@@ -590,6 +647,8 @@ int sh_plat_new(uint32_t workers, sh_plat **out) {
 void sh_plat_free(sh_plat *p) {
   if (p == NULL) return;
   assert(p == S.plat && p->cur == p->nworkers && p->ndone == (p->started ? p->nworkers : 0));
+  for (uint32_t i = p->nworkers + 1; i < p->nfibers; i++)
+    assert(p->f[i].joined && "sh_plat_free before sh_plat_thread_join");
   S.outside_local = p->f[p->nworkers].local;
   for (uint32_t i = 0; i < p->nworkers; i++) sh_fiber_destroy(&p->f[i].ctx);
   mix(MIX_END);
@@ -631,8 +690,9 @@ static void fiber_main(void *arg) {
   p->entry(p->ctx, f->index);
   f->state = F_DONE;
   p->ndone++;
-  sim_fiber *out = &p->f[p->nworkers];
-  if (p->ndone == p->nworkers && out->state == F_BLOCKED) make_runnable(out);
+  /* The outside fiber may be in sh_plat_join; if it blocks for another
+   * reason, it re-checks that and blocks again. */
+  if (p->ndone == p->nworkers) unblock(p, &p->f[p->nworkers]);
   give_way("exit");
   abort(); /* a finished fiber is never switched to */
 }
@@ -659,7 +719,7 @@ void sh_plat_join(sh_plat *p) {
   if (!p->started) return;
   /* Bounded by the workers: each pass ends only when one more finished. */
   while (p->ndone < p->nworkers) {
-    cur_fiber()->state = F_BLOCKED;
+    block(p, SH_PLAT_NO_DEADLINE);
     give_way("join");
   }
 }
@@ -711,11 +771,12 @@ void sh_plat_wake(sh_plat *p, uint32_t w) {
   }
 }
 
-/* ---- events (the outside fiber waits on them) --------------------------------- */
+/* ---- events (fibers that are not workers wait on them) ------------------------ */
 
 int sh_plat_event_new(sh_plat_event **out) {
   sh_plat_event *e = calloc(1, sizeof(*e));
   if (e == NULL) return -ENOMEM;
+  e->waiter = NO_FIBER;
   *out = e;
   return 0;
 }
@@ -725,22 +786,142 @@ void sh_plat_event_free(sh_plat_event *e) { free(e); }
 void sh_plat_event_set(sh_plat_event *e) {
   e->set = true;
   sh_plat *p = S.plat;
-  if (e->waited && p != NULL && p->f[p->nworkers].state == F_BLOCKED)
-    make_runnable(&p->f[p->nworkers]);
+  if (e->waiter != NO_FIBER && p != NULL && e->waiter < p->nfibers)
+    unblock(p, &p->f[e->waiter]);
+}
+
+void sh_plat_event_reset(sh_plat_event *e) { e->set = false; }
+
+/* No fiber can set the event: with a deadline the clock jumps to it, as it
+ * would with every fiber asleep; without one the wait could never end. */
+static int wait_alone(uint64_t deadline_ns) {
+  if (deadline_ns == SH_PLAT_NO_DEADLINE)
+    sim_fail("deadlock", "waiting for an event with no worker running");
+  clock_jump(deadline_ns);
+  return -ETIMEDOUT;
+}
+
+int sh_plat_event_wait_until(sh_plat_event *e, uint64_t deadline_ns) {
+  if (e->set) return 0;
+  sh_plat *p = active();
+  if (p == NULL) return wait_alone(deadline_ns);
+  assert(p->cur >= p->nworkers); /* workers never block on events */
+  if (deadline_ns <= S.now) {
+    /* A poll: a scheduling point, so that a loop of polls lets the setter run. */
+    point("event_poll", true);
+    return e->set ? 0 : -ETIMEDOUT;
+  }
+  assert(e->waiter == NO_FIBER); /* one waiter at a time */
+  e->waiter = p->cur;
+  /* Bounded: each pass ends with a set (unblock), the deadline (expire) or
+   * the last worker's exit, which wakes the outside fiber once. */
+  while (!e->set && S.now < deadline_ns) {
+    block(p, deadline_ns);
+    give_way("event_wait");
+  }
+  e->waiter = NO_FIBER;
+  return e->set ? 0 : -ETIMEDOUT;
 }
 
 void sh_plat_event_wait(sh_plat_event *e) {
-  sh_plat *p = active();
-  if (e->set) return;
-  if (p == NULL) sim_fail("deadlock", "waiting for an event with no worker running");
-  assert(p->cur == p->nworkers); /* workers never block on events */
-  e->waited = true;
-  /* Bounded: the event is set by a worker, which then makes us runnable. */
-  while (!e->set) {
-    cur_fiber()->state = F_BLOCKED;
-    give_way("event_wait");
+  (void)sh_plat_event_wait_until(e, SH_PLAT_NO_DEADLINE);
+}
+
+/* ---- threads that are not workers (thread fibers) ------------------------------ */
+
+/* PCT: the new fiber nf takes a random rank among the live fibers still at
+ * their initial priorities (>= pct_depth: change points and CPU yields drop
+ * a fiber below all of them), and those at or above that rank move up one,
+ * so priorities stay distinct. */
+static void pct_place(sh_plat *p, sim_fiber *nf) {
+  int64_t base = (int64_t)S.opt.pct_depth;
+  uint32_t ranked = 0;
+  int64_t top = base - 1;
+  for (uint32_t i = 0; i < p->nfibers; i++) {
+    const sim_fiber *f = &p->f[i];
+    if (f == nf || f->prio < base) continue;
+    if (f->state != F_DONE) ranked++;
+    if (f->prio > top) top = f->prio;
   }
-  e->waited = false;
+  uint32_t rank = (uint32_t)rng_below((uint64_t)ranked + 1);
+  /* The priority of the live fiber with `rank` live ones below it; above all if none. */
+  int64_t at = top + 1;
+  for (uint32_t i = 0; i < p->nfibers && rank < ranked; i++) {
+    const sim_fiber *f = &p->f[i];
+    if (f == nf || f->prio < base || f->state == F_DONE) continue;
+    uint32_t below = 0;
+    for (uint32_t j = 0; j < p->nfibers; j++) {
+      const sim_fiber *g = &p->f[j];
+      below += g != nf && g->state != F_DONE && g->prio >= base && g->prio < f->prio;
+    }
+    if (below == rank) at = f->prio;
+  }
+  for (uint32_t i = 0; i < p->nfibers; i++)
+    if (&p->f[i] != nf && p->f[i].prio >= at) p->f[i].prio++;
+  nf->prio = at;
+}
+
+static void thread_main(void *arg) {
+  sh_fiber_started();
+  sim_fiber *f = arg;
+  f->fn(f->arg);
+  sh_plat *p = S.plat;
+  f->state = F_DONE;
+  if (f->joiner != NO_FIBER) unblock(p, &p->f[f->joiner]);
+  give_way("thread_exit");
+  abort(); /* a finished fiber is never switched to */
+}
+
+int sh_plat_thread_start(void (*fn)(void *arg), void *arg, sh_plat_thread **out) {
+  sh_plat *p = active();
+  if (fn == NULL || out == NULL || p == NULL) return -EINVAL;
+  /* Slots are not reused (see the top of the file). */
+  if (p->nfibers - p->nworkers - 1 >= SH_PLAT_MAX_THREADS) return -EAGAIN;
+  sh_plat_thread *t = calloc(1, sizeof(*t));
+  if (t == NULL) return -ENOMEM;
+  sim_fiber *f = &p->f[p->nfibers];
+  memset(f, 0, sizeof(*f));
+  int rc = sh_fiber_init(&f->ctx, sh_fiber_default_stack(), thread_main, f);
+  if (rc != 0) {
+    free(t);
+    return rc;
+  }
+  f->index = p->nfibers;
+  f->fn = fn;
+  f->arg = arg;
+  f->joiner = NO_FIBER;
+  make_runnable(f);
+  p->nfibers++;
+  if (S.opt.strategy == SH_SIM_PCT) pct_place(p, f);
+  mix(MIX_THREAD);
+  mix(f->index);
+  if (S.trace != NULL) {
+    char name[32];
+    snprintf(name, sizeof(name), "thread %u", f->index - p->nworkers - 1);
+    /* Out of memory costs only this track's events (the trace drops them). */
+    (void)sh_simtrace_track(S.trace, f->index, name);
+  }
+  t->fiber = f->index;
+  *out = t;
+  return 0;
+}
+
+void sh_plat_thread_join(sh_plat_thread *t) {
+  sh_plat *p = S.plat;
+  assert(t != NULL && p != NULL && t->fiber > p->nworkers && t->fiber < p->nfibers);
+  sim_fiber *f = &p->f[t->fiber];
+  assert(t->fiber != p->cur && !f->joined && f->joiner == NO_FIBER);
+  /* Bounded: the thread's exit unblocks us; any other wake re-checks. */
+  while (f->state != F_DONE) {
+    f->joiner = p->cur;
+    block(p, SH_PLAT_NO_DEADLINE);
+    give_way("thread_join");
+  }
+  f->joiner = NO_FIBER;
+  /* It left by sh_fiber_exit_to and never runs again: its stack can go. */
+  sh_fiber_destroy(&f->ctx);
+  f->joined = true;
+  free(t);
 }
 
 /* ---- trace points -------------------------------------------------------------- */

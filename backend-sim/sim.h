@@ -2,8 +2,9 @@
  * The deterministic simulator's control interface (backend-sim/). The
  * simulator implements core/plat.h: logical workers are fibers on the one
  * OS thread that created the system (the "outside" fiber, index = workers),
- * time is a virtual clock, and every scheduling choice comes from one seeded
- * generator. A program linked with libstackhouse-sim.a calls
+ * as are the program's own threads (sh_plat_thread_start: fibers workers + 1,
+ * + 2, ... in the order they were started), time is a virtual clock, and
+ * every scheduling choice comes from one seeded generator. A program linked with libstackhouse-sim.a calls
  * sh_sim_configure() before sh_system_new(); sh_sim_report_get() after the
  * system is freed (or at any time) tells what the simulation did.
  *

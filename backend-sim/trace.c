@@ -35,7 +35,7 @@ struct sh_simtrace {
   int err;            /* first write error (positive errno), 0 if none */
   bool first;         /* no event written yet: no comma before the next */
   uint64_t last_ns;   /* the latest timestamp written */
-  uint32_t tracks;    /* workers + 1 */
+  uint32_t tracks;    /* workers + 1, then one per thread fiber added */
   sh_simtrack *track; /* [tracks] */
 };
 
@@ -141,6 +141,16 @@ static void end_run(sh_simtrace *t, uint64_t ns, uint32_t tid) {
   end(t, ns, tid);
 }
 
+/* A track's name and its place: viewers order tracks by the sort index
+ * rather than by first appearance. Metadata may come anywhere in the file. */
+static void name_track(sh_simtrace *t, uint32_t track, const char *name) {
+  meta(t, track, "thread_name", name);
+  open_event(t, 'M', track, NULL);
+  note(t, fprintf(t->f, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%" PRIu32 "}",
+                  track));
+  close_event(t);
+}
+
 int sh_simtrace_open(const char *path, uint32_t workers, sh_simtrace **out) {
   if (path == NULL || out == NULL || workers == UINT32_MAX) return -EINVAL;
   sh_simtrace *t = calloc(1, sizeof *t);
@@ -172,14 +182,23 @@ int sh_simtrace_open(const char *path, uint32_t workers, sh_simtrace **out) {
       snprintf(name, sizeof name, "worker %" PRIu32, i);
     else
       snprintf(name, sizeof name, "outside");
-    meta(t, i, "thread_name", name);
-    /* Viewers order tracks by this rather than by first appearance. */
-    open_event(t, 'M', i, NULL);
-    note(t, fprintf(t->f, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%" PRIu32 "}",
-                    i));
-    close_event(t);
+    name_track(t, i, name);
   }
   *out = t;
+  return 0;
+}
+
+int sh_simtrace_track(sh_simtrace *t, uint32_t track, const char *name) {
+  if (t == NULL) return 0;
+  if (track == UINT32_MAX) return -EINVAL;
+  if (track >= t->tracks) {
+    sh_simtrack *n = realloc(t->track, ((size_t)track + 1) * sizeof *n);
+    if (n == NULL) return -ENOMEM;
+    for (uint32_t i = t->tracks; i <= track; i++) n[i] = (sh_simtrack){0};
+    t->track = n;
+    t->tracks = track + 1;
+  }
+  name_track(t, track, name);
   return 0;
 }
 

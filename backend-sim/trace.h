@@ -1,10 +1,11 @@
 /*
  * The simulator's Chrome trace-event JSON writer (`shsim run --trace F`).
  * The file opens in Perfetto (ui.perfetto.dev) or chrome://tracing: one
- * track per worker fiber (plus one for the outside fiber), a slice per house
- * run named by its actor class, nested slices per message handled named by
- * its type, flow arrows from each ask to its reply, instants for timeouts,
- * time jumps and failures. Timestamps are virtual time.
+ * track per worker fiber (plus one for the outside fiber and one per thread
+ * fiber), a slice per house run named by its actor class, nested slices per
+ * message handled named by its type, flow arrows from each ask to its reply,
+ * instants for timeouts, time jumps and failures. Timestamps are virtual
+ * time.
  *
  * The simulator feeds it in the order things happen on its one thread;
  * every call is cheap when no file is open (t == NULL is allowed: no-op).
@@ -22,6 +23,11 @@ typedef struct sh_simtrace sh_simtrace;
  * 0..workers-1 are "worker N", track `workers` is "outside"). -errno on
  * failure. */
 int sh_simtrace_open(const char *path, uint32_t workers, sh_simtrace **out);
+
+/* Names track `track` (a thread fiber's, added after the open; tracks
+ * between the last one and it exist unnamed). Events on a track that was
+ * never opened or added are dropped (instants become global). -errno. */
+int sh_simtrace_track(sh_simtrace *t, uint32_t track, const char *name);
 
 /* A core trace point (plat.h sh_trace_kind) on `track` at virtual time `ns`. */
 void sh_simtrace_event(sh_simtrace *t, uint64_t ns, uint32_t track, sh_trace_kind kind,

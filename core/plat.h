@@ -7,6 +7,7 @@
 #ifndef SH_PLAT_H
 #define SH_PLAT_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -57,12 +58,40 @@ void sh_plat_relax(void);
  * worker calls it now and then so it cannot starve a peer on its CPU. */
 void sh_plat_yield_cpu(void);
 
-/* A one-shot event a non-worker thread can block on (sh_system_wait). */
+/*
+ * An event a thread that is not a worker blocks on (sh_system_wait, the
+ * outside-thread bridge); workers never block on one. Set wakes the waiter
+ * and stays set until reset, so a set that comes before the wait is not
+ * lost. At most one thread waits on an event at a time. Set may come from
+ * any thread (a worker, or a non-worker thread in the simulator).
+ */
 typedef struct sh_plat_event sh_plat_event;
 int sh_plat_event_new(sh_plat_event **out);
 void sh_plat_event_free(sh_plat_event *e);
 void sh_plat_event_set(sh_plat_event *e);
+/* Clears the event; the one waiter calls it, before it looks at the
+ * condition it is about to wait for (a set after the reset is kept). */
+void sh_plat_event_reset(sh_plat_event *e);
 void sh_plat_event_wait(sh_plat_event *e);
+/* Waits until the event is set (0) or the deadline passes (-ETIMEDOUT);
+ * absolute, on the sh_plat_now_ns clock (virtual in the simulator);
+ * SH_PLAT_NO_DEADLINE waits without one. May also return 0 spuriously
+ * (the caller re-checks its condition). */
+int sh_plat_event_wait_until(sh_plat_event *e, uint64_t deadline_ns);
+
+/*
+ * Threads that are not workers: a program's own threads, which talk to the
+ * actors through bridges (tests and scenarios start them here so that they
+ * run on both backends). On epoll a pthread; in the simulator one more
+ * fiber, scheduled like the workers, which can only be started while a
+ * started system exists (else -EINVAL) and must be joined before that
+ * system is freed. At most SH_PLAT_MAX_THREADS at a time in the simulator.
+ */
+#define SH_PLAT_MAX_THREADS 32
+typedef struct sh_plat_thread sh_plat_thread;
+int sh_plat_thread_start(void (*fn)(void *arg), void *arg, sh_plat_thread **out);
+/* Waits for the thread to return from fn, then frees it. */
+void sh_plat_thread_join(sh_plat_thread *t);
 
 /*
  * Scheduling points. SH_YIELD marks a place inside the core's concurrent code

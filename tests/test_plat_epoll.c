@@ -241,7 +241,7 @@ static void test_relax_and_yield(void **state) {
   assert_int_equal(n, 100);
 }
 
-/* ---- one-shot event ------------------------------------------------------ */
+/* ---- event --------------------------------------------------------------- */
 
 #define NWAITERS 3
 
@@ -308,6 +308,180 @@ static void test_event_waiter_frees_after_wake(void **state) {
   }
 }
 
+/* ---- resettable event, timed waits --------------------------------------- */
+
+#define MS_NS UINT64_C(1000000)
+
+static void test_event_reset(void **state) {
+  (void)state;
+  sh_plat_event *e = NULL;
+  assert_int_equal(sh_plat_event_new(&e), 0);
+  sh_plat_event_set(e);
+  assert_int_equal(sh_plat_event_wait_until(e, sh_plat_now_ns() + 1000 * MS_NS), 0);
+  /* Set stays set until reset ... */
+  assert_int_equal(sh_plat_event_wait_until(e, 0), 0);
+  sh_plat_event_reset(e);
+  /* ... and after it the wait runs to its deadline. */
+  uint64_t deadline = sh_plat_now_ns() + 5 * MS_NS;
+  assert_int_equal(sh_plat_event_wait_until(e, deadline), -ETIMEDOUT);
+  assert_true(sh_plat_now_ns() >= deadline);
+  sh_plat_event_reset(e); /* resetting a clear event is harmless */
+  /* A set after the reset is kept. */
+  sh_plat_event_set(e);
+  assert_int_equal(sh_plat_event_wait_until(e, sh_plat_now_ns() + 1000 * MS_NS), 0);
+  sh_plat_event_wait(e);
+  sh_plat_event_free(e);
+}
+
+static void test_event_wait_until_times_out_not_early(void **state) {
+  (void)state;
+  sh_plat_event *e = NULL;
+  assert_int_equal(sh_plat_event_new(&e), 0);
+  /* Not multiples of 1 ms, and one below a microsecond. */
+  uint64_t offsets[] = {20 * MS_NS, 1500000u, 300000u, 1u};
+  for (size_t i = 0; i < sizeof offsets / sizeof offsets[0]; i++) {
+    uint64_t deadline = sh_plat_now_ns() + offsets[i];
+    assert_int_equal(sh_plat_event_wait_until(e, deadline), -ETIMEDOUT);
+    assert_true(sh_plat_now_ns() >= deadline);
+  }
+  /* A deadline already past: an immediate timeout. */
+  assert_int_equal(sh_plat_event_wait_until(e, 0), -ETIMEDOUT);
+  assert_int_equal(sh_plat_event_wait_until(e, sh_plat_now_ns()), -ETIMEDOUT);
+  sh_plat_event_free(e);
+}
+
+typedef struct timed_ctx {
+  sh_plat_event *e;
+  uint64_t deadline;
+  atomic_int waiting; /* the waiter is about to wait */
+  atomic_int go;      /* the condition: stored just before the set */
+  atomic_int rc;      /* its result, 1 until it returns */
+} timed_ctx;
+
+static void timed_waiter(void *arg) {
+  timed_ctx *c = arg;
+  atomic_store(&c->waiting, 1);
+  /* A 0 may be spurious: the waiter re-checks its condition. A time-out
+   * comes only at the deadline, beyond the watchdog's. Bounded by it. */
+  int rc;
+  do rc = sh_plat_event_wait_until(c->e, c->deadline);
+  while (rc == 0 && !atomic_load(&c->go));
+  atomic_store(&c->rc, rc);
+}
+
+static void go_and_set(timed_ctx *c) {
+  atomic_store(&c->go, 1);
+  sh_plat_event_set(c->e);
+}
+
+/* The waiter's deadline is beyond the watchdog: only the set can end it. */
+static void run_timed_waiter(bool set_first) {
+  static timed_ctx c;
+  c.deadline = sh_plat_now_ns() + UINT64_C(2) * WATCHDOG_S * 1000 * MS_NS;
+  atomic_store(&c.waiting, 0);
+  atomic_store(&c.go, 0);
+  atomic_store(&c.rc, 1);
+  assert_int_equal(sh_plat_event_new(&c.e), 0);
+  if (set_first) go_and_set(&c);
+  sh_plat_thread *t = NULL;
+  assert_int_equal(sh_plat_thread_start(timed_waiter, &c, &t), 0);
+  assert_non_null(t);
+  if (!set_first) {
+    while (!atomic_load(&c.waiting)) sleep_ms(1);
+    sleep_ms(10); /* likely in the condvar wait by now; an earlier set is kept anyway */
+    assert_int_equal(atomic_load(&c.rc), 1);
+    go_and_set(&c);
+  }
+  sh_plat_thread_join(t);
+  assert_int_equal(atomic_load(&c.rc), 0);
+  sh_plat_event_free(c.e);
+}
+
+static void test_event_wait_until_set_before(void **state) {
+  (void)state;
+  run_timed_waiter(true);
+}
+
+static void test_event_wait_until_set_while_waiting(void **state) {
+  (void)state;
+  run_timed_waiter(false);
+}
+
+static void wait_then_free(void *arg) {
+  sh_plat_event *e = arg;
+  /* This backend returns from a wait without a deadline only once set. */
+  int rc = sh_plat_event_wait_until(e, SH_PLAT_NO_DEADLINE);
+  (void)rc;
+  sh_plat_event_free(e);
+}
+
+/* As test_event_waiter_frees_after_wake, through the timed wait. */
+static void test_event_wait_until_waiter_frees(void **state) {
+  (void)state;
+  for (int i = 0; i < 50; i++) {
+    sh_plat_event *e = NULL;
+    assert_int_equal(sh_plat_event_new(&e), 0);
+    sh_plat_thread *t = NULL;
+    assert_int_equal(sh_plat_thread_start(wait_then_free, e, &t), 0);
+    sh_plat_event_set(e);
+    sh_plat_thread_join(t);
+  }
+}
+
+/* ---- threads that are not workers ---------------------------------------- */
+
+typedef struct thread_rec {
+  atomic_int runs;     /* fn calls */
+  atomic_int local_ok; /* the thread started unclaimed (sh_plat_local NULL) */
+} thread_rec;
+
+static void thread_fn(void *arg) {
+  thread_rec *r = arg;
+  if (sh_plat_local() == NULL) atomic_store(&r->local_ok, 1);
+  sh_plat_set_local(r); /* its own: the starter's stays as it was */
+  atomic_fetch_add(&r->runs, 1);
+}
+
+static void test_thread_start_join(void **state) {
+  (void)state;
+  static thread_rec r;
+  int marker;
+  sh_plat_set_local(&marker);
+  sh_plat_thread *t = NULL;
+  assert_int_equal(sh_plat_thread_start(thread_fn, &r, &t), 0);
+  assert_non_null(t);
+  sh_plat_thread_join(t);
+  assert_int_equal(atomic_load(&r.runs), 1);
+  assert_int_equal(atomic_load(&r.local_ok), 1);
+  assert_ptr_equal(sh_plat_local(), &marker);
+  sh_plat_set_local(NULL);
+}
+
+static void test_thread_start_einval(void **state) {
+  (void)state;
+  static thread_rec r;
+  sh_plat_thread *t = (sh_plat_thread *)0x1;
+  assert_int_equal(sh_plat_thread_start(NULL, &r, &t), -EINVAL);
+  assert_int_equal(sh_plat_thread_start(thread_fn, &r, NULL), -EINVAL);
+  assert_ptr_equal(t, (sh_plat_thread *)0x1); /* untouched on failure */
+}
+
+/* More than the simulator's limit at once: epoll has none of its own. */
+#define NTHREADS (2 * SH_PLAT_MAX_THREADS)
+
+static void test_many_threads(void **state) {
+  (void)state;
+  static thread_rec r[NTHREADS];
+  sh_plat_thread *t[NTHREADS];
+  for (int i = 0; i < NTHREADS; i++)
+    assert_int_equal(sh_plat_thread_start(thread_fn, &r[i], &t[i]), 0);
+  for (int i = NTHREADS - 1; i >= 0; i--) sh_plat_thread_join(t[i]);
+  for (int i = 0; i < NTHREADS; i++) {
+    assert_int_equal(atomic_load(&r[i].runs), 1);
+    assert_int_equal(atomic_load(&r[i].local_ok), 1);
+  }
+}
+
 int main(void) {
   alarm(WATCHDOG_S); /* default SIGALRM action kills the run: a hang fails */
   const struct CMUnitTest tests[] = {
@@ -326,6 +500,14 @@ int main(void) {
       cmocka_unit_test(test_event_set_wakes_all_waiters),
       cmocka_unit_test(test_event_set_before_wait),
       cmocka_unit_test(test_event_waiter_frees_after_wake),
+      cmocka_unit_test(test_event_reset),
+      cmocka_unit_test(test_event_wait_until_times_out_not_early),
+      cmocka_unit_test(test_event_wait_until_set_before),
+      cmocka_unit_test(test_event_wait_until_set_while_waiting),
+      cmocka_unit_test(test_event_wait_until_waiter_frees),
+      cmocka_unit_test(test_thread_start_join),
+      cmocka_unit_test(test_thread_start_einval),
+      cmocka_unit_test(test_many_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -50,6 +50,7 @@
 
 #include <cmocka.h>
 
+#include "support/child.h"
 #include "plat.h"
 #include "scenario.h"
 #include "sim.h"
@@ -202,44 +203,10 @@ static bool same_report(const sh_sim_report *a, const sh_sim_report *b) {
  * return), so whatever may fail runs in a child: a failure there is
  * reported and the tests go on. */
 
-/* The child's end of the pipe to the parent. */
-static int child_fd = -1;
+static void child_write(const char *text) { th_child_write(text); }
 
-static void child_write(const char *text) {
-  size_t len = strlen(text);
-  ssize_t n = write(child_fd, text, len);
-  (void)n; /* a short write shows as a wrong answer in the parent */
-}
-
-/* Runs body(arg) in a child, which must end with _exit; what it wrote with
- * child_write goes to out (size bytes, NUL-terminated). Returns the child's
- * exit status, or 128 + the signal that killed it. */
 static int in_child(void (*body)(const void *arg), const void *arg, char *out, size_t size) {
-  int fds[2];
-  assert_int_equal(pipe(fds), 0);
-  fflush(NULL); /* the child must not write the parent's buffered output again */
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    close(fds[0]);
-    child_fd = fds[1];
-    alarm(CHILD_WATCHDOG_S);
-    body(arg);
-    _exit(125); /* a body that returned */
-  }
-  close(fds[1]);
-  size_t len = 0;
-  /* Bounded by the buffer: the child writes a word or nothing, then exits. */
-  while (len + 1 < size) {
-    ssize_t n = read(fds[0], out + len, size - 1 - len);
-    if (n <= 0) break;
-    len += (size_t)n;
-  }
-  out[len] = '\0';
-  close(fds[0]);
-  int status;
-  assert_int_equal(waitpid(pid, &status, 0), pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return th_in_child(body, arg, CHILD_WATCHDOG_S, out, size);
 }
 
 /* ---- determinism ----------------------------------------------------------- */
