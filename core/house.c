@@ -16,6 +16,8 @@
 #include <assert.h>
 #include <stdlib.h>
 
+#include "bridge.h"
+#include "gate.h"
 #include "msg.h"
 #include "stack.h"
 #include "system.h"
@@ -39,6 +41,7 @@ static bool stopped(const sh_house *h) {
 typedef struct work_view {
   uint32_t taken[SH_BOXES];
   bool held;      /* a barrier holds asks and notices back */
+  bool ready;     /* deferred stacks wait to run again */
   bool owes_stop; /* mounted, and the stop hook or pending-ask failures due */
 } work_view;
 
@@ -46,13 +49,14 @@ static work_view view_of(const sh_house *h) {
   work_view v;
   for (int b = 0; b < SH_BOXES; b++) v.taken[b] = h->mb[b].taken;
   v.held = h->barrier;
+  v.ready = h->ready != NULL;
   v.owes_stop = h->mounted && (!h->stop_done || sh_dispatcher_count(&h->futures) > 0);
   return v;
 }
 
 static bool view_has_work(const sh_house *h, const work_view *v) {
   bool stop = stopped(h);
-  if (stop && v->owes_stop) return true;
+  if (v->ready || (stop && v->owes_stop)) return true;
   for (int b = 0; b < SH_BOXES; b++) {
     if (v->held && !stop && (b == SH_BOX_ASK || b == SH_BOX_NOTICE)) continue;
     /* seq_cst: the load half of the put/settle handshake (file comment). */
@@ -68,11 +72,29 @@ bool sh_house_has_work(const sh_house *h) {
   return view_has_work(h, &v);
 }
 
+void sh_house_init(sh_house *h, sh_system *sys, const sh_actor_class *c, sh_house_state state) {
+  atomic_init(&h->state, (int)state);
+  /* A new actor has no pending promise: high priority (seed 001's rule). */
+  atomic_init(&h->high, true);
+  atomic_init(&h->stopped, false);
+  for (int b = 0; b < SH_BOXES; b++) {
+    sh_mailbox_init(&h->mb[b]);
+    atomic_init(&h->high_water[b], 0);
+  }
+  h->sys = sys;
+  h->cls = c;
+}
+
 void sh_house_poke(sh_house *h) {
   /* seq_cst: the load half of the put/settle handshake (file comment). */
   int s = atomic_load_explicit(&h->state, memory_order_seq_cst);
   SH_YIELD("house.poke");
-  if (s != SH_WAITING) return;
+  if (s != SH_WAITING) {
+    /* A bridge's thread is its house's runner: wake it instead. The put's
+     * seq_cst count is the waker's store in the bridge's handshake. */
+    if (s == SH_OUTSIDE) sh_bridge_wake((sh_bridge *)h);
+    return;
+  }
   /* One winner among concurrent producers (and the runner's re-check). */
   if (atomic_compare_exchange_strong_explicit(&h->state, &s, SH_READY, memory_order_seq_cst,
                                               memory_order_seq_cst))
@@ -86,6 +108,22 @@ void sh_house_put(sh_house *h, sh_box box, sh_msg *m) {
    * lowers it (settle). relaxed: a hint read when the house is queued. */
   if ((box == SH_BOX_REPLY && n > SH_HIGH_REPLIES) || (box == SH_BOX_EVENT && n > SH_HIGH_EVENTS))
     atomic_store_explicit(&h->high, true, memory_order_relaxed);
+  sh_house_poke(h);
+}
+
+sh_msg *sh_house_take(sh_house *h, sh_box box) {
+  sh_msg *m = sh_mailbox_take(&h->mb[box]);
+  if (m != NULL && h->gate[box] != NULL) sh_gate_release(h->gate[box]);
+  return m;
+}
+
+void sh_house_stop(sh_house *h) {
+  /* seq_cst: the store half of the stop handshake with settle (see
+   * stopped()); the poke below is its load half. */
+  atomic_store_explicit(&h->stopped, true, memory_order_seq_cst);
+  /* Senders waiting for room hear it now, not when the house next runs. */
+  if (h->gate[SH_BOX_ASK] != NULL) sh_gate_close(h->gate[SH_BOX_ASK]);
+  if (h->gate[SH_BOX_NOTICE] != NULL) sh_gate_close(h->gate[SH_BOX_NOTICE]);
   sh_house_poke(h);
 }
 
@@ -231,7 +269,7 @@ static uint32_t drain_requests(sh_house *h, sh_box box, uint32_t budget) {
                ask ? h->cls->batch_ask_filter : h->cls->batch_notice_filter, NULL};
   uint32_t n = 0;
   while (n < budget && !h->barrier) {
-    sh_msg *m = sh_mailbox_take(&h->mb[box]);
+    sh_msg *m = sh_house_take(h, box);
     if (m == NULL) break;
     n++;
     SH_TRACE(SH_TRACE_DELIVER, h->seq, m->type->name, 0);
@@ -277,13 +315,31 @@ static uint32_t drain_box(sh_house *h, sh_box box, uint32_t budget,
                           void (*fn)(sh_house *h, sh_msg *m)) {
   uint32_t n = 0;
   while (n < budget) {
-    sh_msg *m = sh_mailbox_take(&h->mb[box]);
+    sh_msg *m = sh_house_take(h, box);
     if (m == NULL) break;
     n++;
     SH_TRACE(SH_TRACE_DELIVER, h->seq, m->type->name, 0);
     fn(h, m);
   }
   return n;
+}
+
+/* Events: timers, ticks, and senders' waiters coming back from a gate. */
+static void on_event(sh_house *h, sh_msg *m) {
+  if (m->type == &sh_waiter_type)
+    sh_stack_waiter_back(h, (sh_waiter *)m);
+  else
+    sh_timer_event(h, m);
+}
+
+/* The greatest backlog of the request mailboxes, seen as a run begins (the
+ * runner is their only writer). relaxed: a metric. */
+static void note_high_water(sh_house *h) {
+  for (int b = SH_BOX_ASK; b <= SH_BOX_NOTICE; b++) {
+    uint32_t n = sh_mailbox_size(&h->mb[b]);
+    if (n > atomic_load_explicit(&h->high_water[b], memory_order_relaxed))
+      atomic_store_explicit(&h->high_water[b], n, memory_order_relaxed);
+  }
 }
 
 /* Every pending ask of this actor fails (its stacks resume and see it),
@@ -300,7 +356,9 @@ static void finish_stop(sh_worker *w, sh_house *h) {
     SH_TRACE(SH_TRACE_REPLY, h->seq, "ESHUTDOWN", SH_TRACE_FLOW(h->seq, f->id));
     sh_stack_complete(f, NULL, -ESHUTDOWN);
   }
-  if (!h->stop_done) {
+  /* Stacks deferred to a later run (stack.h) are still to end: the hook
+   * waits for them (the house stays ready while they wait). */
+  if (!h->stop_done && h->ready == NULL) {
     h->stop_done = true;
     if (h->cls->stop != NULL) h->cls->stop(h->actor);
   }
@@ -313,10 +371,13 @@ void sh_house_run(sh_worker *w, sh_house *h) {
   sh_count(h->sys, SH_C_RUNS);
   if (w->index != h->owner) sh_count(h->sys, SH_C_STEALS);
   SH_TRACE(SH_TRACE_RUN, h->seq, h->cls->name, 0);
+  note_high_water(h);
 
   uint32_t budget = h->max_per_run;
   uint32_t n = drain_box(h, SH_BOX_REPLY, budget, on_reply);
   n += drain_box(h, SH_BOX_EXCEPTION, budget - n, on_exception);
+  /* Continuations before new work, as replies are. */
+  n += sh_stack_run_ready(h, budget - n);
   if (stopped(h)) {
     n += drain_box(h, SH_BOX_ASK, budget - n, on_refused);
     n += drain_box(h, SH_BOX_NOTICE, budget - n, on_refused);
@@ -327,7 +388,7 @@ void sh_house_run(sh_worker *w, sh_house *h) {
   /* Events come last in the order but always get a share, so a flood of
    * asks or notices cannot hold back the actor's timers and timeouts. */
   uint32_t left = budget - n;
-  n += drain_box(h, SH_BOX_EVENT, left > SH_EVENT_SHARE ? left : SH_EVENT_SHARE, sh_timer_event);
+  n += drain_box(h, SH_BOX_EVENT, left > SH_EVENT_SHARE ? left : SH_EVENT_SHARE, on_event);
   bool stop = stopped(h);
   if (stop) finish_stop(w, h);
   SH_TRACE(SH_TRACE_RUN_END, h->seq, h->cls->name, 0);
@@ -347,6 +408,8 @@ void sh_house_destroy(sh_house *h) {
     while ((m = sh_mailbox_take(&h->mb[b])) != NULL) sh_msg_free(m);
   }
   sh_dispatcher_destroy(&h->futures);
+  sh_gate_free(h->gate[SH_BOX_ASK]);
+  sh_gate_free(h->gate[SH_BOX_NOTICE]);
   free(h->actor);
   free(h);
 }

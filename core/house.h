@@ -32,6 +32,7 @@ typedef enum sh_house_state {
   SH_READY = 3,
   SH_SCHEDULED = 4,
   SH_RUNNING = 5,
+  SH_OUTSIDE = 6, /* a bridge's house (bridge.h): never scheduled; a put wakes its thread */
 } sh_house_state;
 
 /* Mailboxes in dispatch order. */
@@ -67,6 +68,10 @@ typedef struct sh_house {
   sh_actor *actor;
   uint32_t max_per_run, max_batch;
   struct sh_house *all_next;  /* the system's list of houses */
+  struct sh_gate *gate[SH_BOXES]; /* bounded ask / notice mailboxes; NULL: unbounded */
+  /* The greatest backlog seen when a run began; the runner writes it,
+   * sh_mailbox_stats_get reads it (relaxed: a metric). */
+  atomic_uint high_water[SH_BOXES];
 
   /* Only the current runner touches these. */
   sh_dispatcher futures;
@@ -76,9 +81,12 @@ typedef struct sh_house {
   bool mounted;
   bool stop_done;             /* the stop hook ran */
   sh_stack *stacks;           /* live stacks (for shutdown) */
+  sh_stack *ready, *ready_tail; /* deferred stacks, ready to run again (stack.h) */
   struct sh_timer *timers;    /* live actor timers (cancel by id) */
 } sh_house;
 
+/* Initialises the shared part of a zeroed house: state, mailboxes, flags. */
+void sh_house_init(sh_house *h, sh_system *sys, const sh_actor_class *c, sh_house_state state);
 /* Puts m into mailbox box and makes the house ready if it was waiting. Never
  * refuses (replies and events must always get through). Any thread. */
 void sh_house_put(sh_house *h, sh_box box, sh_msg *m);
@@ -97,5 +105,10 @@ void sh_house_reply(sh_house *to, uint64_t id, sh_msg *reply);
 void sh_house_refuse(sh_house *to, uint64_t id, int error);
 /* Frees the house and everything it still holds (the system is stopped). */
 void sh_house_destroy(sh_house *h);
+/* Marks the house stopped and refuses every sender waiting for room in its
+ * bounded mailboxes. Any thread. */
+void sh_house_stop(sh_house *h);
+/* The runner's take from a mailbox: a bounded mailbox gets the slot back. */
+sh_msg *sh_house_take(sh_house *h, sh_box box);
 
 #endif

@@ -71,6 +71,13 @@ static sh_future *unlink_from(sh_dispatcher *d, sh_future **slot) {
   return f;
 }
 
+sh_future *sh_dispatcher_find(const sh_dispatcher *d, uint64_t id) {
+  /* Bounded by count, as in pop. */
+  for (sh_future *f = d->buckets[id & d->mask]; f != NULL; f = f->hnext)
+    if (f->id == id) return f;
+  return NULL;
+}
+
 sh_future *sh_dispatcher_pop(sh_dispatcher *d, uint64_t id) {
   /* The chain is bounded by count: every node is a distinct pending promise. */
   for (sh_future **slot = &d->buckets[id & d->mask]; *slot != NULL; slot = &(*slot)->hnext) {

@@ -15,6 +15,7 @@
 #include <stackhouse/stackhouse.h>
 
 struct sh_timer;
+struct sh_waiter;
 
 struct sh_future {
   sh_future *hnext;           /* dispatcher chain */
@@ -23,9 +24,11 @@ struct sh_future {
   uint64_t id;                /* ask id: the dispatcher key */
   sh_msg *reply;              /* owned until taken */
   struct sh_timer *timer;     /* ask timeout, NULL when none or gone */
+  struct sh_waiter *waiter;   /* queued at a full mailbox's gate, NULL when not */
   uint32_t epoch;             /* the stack invocation that made it */
   int32_t error;
   bool done;
+  bool put;                   /* sh_put's: done once the notice is in the mailbox */
 };
 
 typedef struct sh_dispatcher {
@@ -43,6 +46,8 @@ void sh_dispatcher_destroy(sh_dispatcher *d);
 /* Adds f (keyed by f->id, unique among pending promises). Growing may fail
  * to allocate: the table then stays as it is (longer chains), never loses f. */
 void sh_dispatcher_push(sh_dispatcher *d, sh_future *f);
+/* The promise for id, left in the table; NULL when unknown. */
+sh_future *sh_dispatcher_find(const sh_dispatcher *d, uint64_t id);
 /* Removes and returns the promise for id; NULL when unknown. */
 sh_future *sh_dispatcher_pop(sh_dispatcher *d, uint64_t id);
 /* Removes and returns some promise, the lowest bucket first (deterministic:

@@ -13,6 +13,7 @@
 #include <fiu-local.h>
 #include <string.h>
 
+#include "gate.h"
 #include "house.h"
 #include "msg.h"
 #include "promise.h"
@@ -20,9 +21,9 @@
 #include "timer.h"
 #include "worker.h"
 
-/* Immediate re-entries of one stack in a row; a handler that keeps making
- * asks that fail at once is still bounded. */
-#define SH_STACK_MAX_REENTRY 1024
+/* Invocations in a row whose futures all failed at once: a handler that
+ * keeps asking a stopped actor is stopped, not spun forever. */
+#define SH_STACK_MAX_FAILING 1024
 
 static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
 
@@ -60,7 +61,56 @@ static void list_push(sh_future **head, sh_future *f) {
   *head = f;
 }
 
+/* ---- waiting for room (gate.h) ---------------------------------------- */
+
+/* f forgets its waiter. Returns the waiting message when the waiter was
+ * still queued (the caller owns the message again); NULL when the gate had
+ * popped it: the waiter is on its way back as an event and frees itself
+ * there (sh_stack_waiter_back). */
+static sh_msg *waiter_reclaim(sh_future *f) {
+  sh_waiter *w = f->waiter;
+  if (w == NULL) return NULL;
+  f->waiter = NULL;
+  if (!sh_gate_cancel(w->target->gate[w->box], w)) return NULL;
+  sh_msg *m = w->msg;
+  w->msg = NULL;
+  sh_msg_free(&w->hdr);
+  return m;
+}
+
+/* Sends m (its sender and id set) to mailbox `box` of t for future f: at
+ * once when there is room (0), else f's waiter queues at the gate
+ * (-EINPROGRESS). -ESHUTDOWN (the gate closed) and -ENOMEM leave m the
+ * caller's. */
+static int stack_send(sh_future *f, sh_house *t, sh_box box, sh_msg *m) {
+  sh_gate *g = t->gate[box];
+  if (g == NULL || sh_gate_try(g) == 0) {
+    sh_house_put(t, box, m);
+    return 0;
+  }
+  sh_waiter *w = (sh_waiter *)(void *)sh_msg_alloc(&sh_waiter_type);
+  if (w == NULL) return -ENOMEM;
+  atomic_init(&w->state, SH_WAITER_IDLE);
+  w->msg = m;
+  w->target = t;
+  w->box = box;
+  w->sender = f->stack->house;
+  w->id = f->id;
+  /* From here the gate may pop w on another thread; its return is handled
+   * by this house's runner, which is us, after this handler. */
+  int rc = sh_gate_enter(g, w);
+  if (rc == -EINPROGRESS) {
+    f->waiter = w;
+    return rc;
+  }
+  w->msg = NULL;
+  sh_msg_free(&w->hdr);
+  if (rc == 0) sh_house_put(t, box, m);
+  return rc;
+}
+
 static void future_free(sh_future *f) {
+  sh_msg_free(waiter_reclaim(f));
   if (f->timer != NULL) sh_timer_cancel_node(sh_worker_current(), f->timer);
   sh_msg_free(f->reply);
   sh_mem_free(f);
@@ -86,6 +136,15 @@ static bool wait_over(const sh_stack *st) {
 static void record(sh_future *f, sh_msg *reply, int error) {
   sh_stack *st = f->stack;
   assert(!f->done);
+  if (f->waiter != NULL) {
+    /* Completed while waiting for room (a timeout, the asker stopped): a
+     * put hands its notice back, an ask's was never sent. */
+    sh_msg *back = waiter_reclaim(f);
+    if (back != NULL && f->put && reply == NULL)
+      reply = back;
+    else
+      sh_msg_free(back);
+  }
   f->done = true;
   sh_count(st->house->sys, SH_C_ASKS_RESOLVED);
   f->reply = reply;
@@ -98,26 +157,22 @@ static void record(sh_future *f, sh_msg *reply, int error) {
   list_push(&st->completed, f);
   st->npending--;
   st->fresh_done++;
+  if (st->running && error != 0) st->failed_now++;
 }
 
 void sh_stack_complete(sh_future *f, sh_msg *reply, int error) {
   sh_stack *st = f->stack;
   record(f, reply, error);
-  if (!st->running && !st->done && wait_over(st)) sh_stack_run(st);
+  /* A deferred stack runs from the ready list, never twice. */
+  if (!st->running && !st->done && !st->deferred && wait_over(st)) sh_stack_run(st);
 }
 
-sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_ms) {
-  if (st == NULL || to == NULL || m == NULL || m->type->kind != SH_ASK || st->done) {
-    sh_msg_free(m);
-    return NULL;
-  }
-  sh_house *h = st->house;
+/* A new future of st, pending (counted as an ask), or NULL. */
+static sh_future *future_new(sh_stack *st) {
   sh_future *f = sh_mem_alloc(sizeof(*f));
-  if (f == NULL) {
-    sh_msg_free(m);
-    return NULL;
-  }
+  if (f == NULL) return NULL;
   memset(f, 0, sizeof(*f));
+  sh_house *h = st->house;
   f->stack = st;
   f->id = ++h->next_ask_id;
   f->epoch = st->epoch;
@@ -125,38 +180,162 @@ sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_m
   st->npending++;
   st->made++;
   sh_count(h->sys, SH_C_ASKS);
+  return f;
+}
 
-  sh_house *target = sh_addr_pick(to);
-  /* acquire: a fast refusal only; an ask that misses a concurrent stop is
-   * answered -ESHUTDOWN by the stopped house. A stopping asker fails its own
-   * new asks too: its pending promises are being failed and must not be
-   * refilled (its own flag it reads in program order, no race). */
-  if (atomic_load_explicit(&target->stopped, memory_order_acquire) ||
-      atomic_load_explicit(&h->stopped, memory_order_acquire)) {
+static bool is_stopped(const sh_house *h) {
+  /* acquire: a fast refusal only; a send that misses a concurrent stop is
+   * refused by the stopped house's gate or answered -ESHUTDOWN by it. */
+  return atomic_load_explicit(&h->stopped, memory_order_acquire);
+}
+
+/* The ask to house t. `slot`: sh_ask_try already took a slot of t's bounded
+ * ask mailbox for it; a failure gives the slot back. */
+static sh_future *ask_to(sh_stack *st, sh_house *t, sh_msg *m, uint32_t timeout_ms, bool slot) {
+  sh_house *h = st->house;
+  sh_future *f = future_new(st);
+  int rc = f == NULL ? -ENOMEM : 0;
+  /* A stopping asker fails its own new asks too: its pending promises are
+   * being failed and must not be refilled (its own flag it reads in program
+   * order, no race). */
+  if (rc == 0 && (is_stopped(t) || is_stopped(h))) {
     sh_count(h->sys, SH_C_SENT);
     sh_count(h->sys, SH_C_DROPPED_STOPPED);
-    sh_msg_free(m);
-    record(f, NULL, -ESHUTDOWN);
-    return f;
+    rc = -ESHUTDOWN;
   }
-  if (timeout_ms > 0) {
+  if (rc == 0 && timeout_ms > 0) {
     sh_worker *w = sh_worker_current();
     /* Off a worker there is no wheel: asks are made from stacks, which run on workers. */
     assert(w != NULL);
+    /* Armed now: the timeout covers the wait for room as well as for the reply. */
     f->timer = sh_timer_ask(w, h, f->id, (uint64_t)timeout_ms * 1000000ull);
+    /* Without its timeout the ask could wait forever: fail it instead. */
+    if (f->timer == NULL) rc = -ENOMEM;
+  }
+  if (rc == 0) {
+    m->sender = h;
+    m->id = f->id;
+    SH_TRACE(SH_TRACE_ASK, h->seq, m->type->name, SH_TRACE_FLOW(h->seq, f->id));
+    if (slot) {
+      slot = false;
+      sh_house_put(t, SH_BOX_ASK, m);
+    } else {
+      rc = stack_send(f, t, SH_BOX_ASK, m);
+    }
+  }
+  if (slot) sh_gate_release(t->gate[SH_BOX_ASK]);
+  if (rc == 0 || rc == -EINPROGRESS) {
+    sh_dispatcher_push(&h->futures, f);
+    return f;
+  }
+  sh_msg_free(m);
+  if (f != NULL) record(f, NULL, rc);
+  return f;
+}
+
+static bool ask_usable(const sh_stack *st, const sh_addr *to, const sh_msg *m) {
+  return st != NULL && to != NULL && m != NULL && m->type->kind == SH_ASK && !st->done;
+}
+
+sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_ms) {
+  if (!ask_usable(st, to, m)) {
+    sh_msg_free(m);
+    return NULL;
+  }
+  return ask_to(st, sh_addr_pick(to), m, timeout_ms, false);
+}
+
+int sh_ask_try(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_ms, sh_future **out) {
+  if (!ask_usable(st, to, m) || out == NULL) return -EINVAL;
+  sh_house *t = sh_addr_pick(to);
+  sh_gate *g = t->gate[SH_BOX_ASK];
+  bool slot = false;
+  if (g != NULL && !is_stopped(t)) {
+    if (sh_gate_try(g) != 0) {
+      sh_gate_refused(g);
+      return -EAGAIN;
+    }
+    slot = true;
+  }
+  *out = ask_to(st, t, m, timeout_ms, slot);
+  return *out != NULL ? 0 : -ENOMEM;
+}
+
+sh_future *sh_put(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_ms) {
+  if (st == NULL || to == NULL || m == NULL || m->type->kind != SH_NOTICE || st->done) {
+    sh_msg_free(m);
+    return NULL;
+  }
+  sh_house *h = st->house;
+  sh_future *f = future_new(st);
+  if (f == NULL) {
+    sh_msg_free(m);
+    return NULL;
+  }
+  f->put = true;
+  sh_house *t = sh_addr_pick(to);
+  m->sender = NULL;
+  m->id = 0;
+  int rc = is_stopped(t) || is_stopped(h) ? -ESHUTDOWN : stack_send(f, t, SH_BOX_NOTICE, m);
+  if (rc != -EINPROGRESS) {
+    /* Done at once: sent, or refused with the notice handed back. */
+    record(f, rc == 0 ? NULL : m, rc);
+    return f;
+  }
+  if (timeout_ms > 0) {
+    f->timer = sh_timer_ask(sh_worker_current(), h, f->id, (uint64_t)timeout_ms * 1000000ull);
     if (f->timer == NULL) {
-      /* Without its timeout the ask could wait forever: fail it instead. */
-      sh_msg_free(m);
-      record(f, NULL, -ENOMEM);
-      return f;
+      sh_msg *back = waiter_reclaim(f);
+      /* Popped already: its return (sh_stack_waiter_back) completes the put. */
+      if (back != NULL) {
+        record(f, back, -ENOMEM);
+        return f;
+      }
     }
   }
   sh_dispatcher_push(&h->futures, f);
-  m->sender = h;
-  m->id = f->id;
-  SH_TRACE(SH_TRACE_ASK, h->seq, m->type->name, SH_TRACE_FLOW(h->seq, f->id));
-  sh_house_put(target, SH_BOX_ASK, m);
   return f;
+}
+
+void sh_stack_waiter_back(sh_house *h, sh_waiter *w) {
+  int err = w->hdr.error;
+  sh_future *f = sh_dispatcher_find(&h->futures, w->id);
+  sh_msg *back = NULL;
+  if (f != NULL) {
+    f->waiter = NULL;
+    /* An admitted ask goes on waiting for its reply; anything else ends. */
+    if (f->put || err != 0) {
+      sh_dispatcher_pop(&h->futures, w->id);
+      if (f->put) {
+        back = w->msg; /* NULL when admitted: the gate put it */
+        w->msg = NULL;
+      }
+    } else {
+      f = NULL;
+    }
+  }
+  /* No future left (it timed out or its stack ended): nothing to tell; the
+   * waiter's drop frees a refused message it still holds. */
+  sh_msg_free(&w->hdr);
+  if (f != NULL) sh_stack_complete(f, back, err);
+}
+
+void sh_stack_time_out(sh_house *h, sh_future *f) {
+  sh_msg *back = NULL;
+  if (f->waiter != NULL) {
+    back = waiter_reclaim(f);
+    /* The gate popped it: for a put, its return decides (the notice may be
+     * in the mailbox already). An ask times out either way. */
+    if (back == NULL && f->put) return;
+    if (!f->put) {
+      sh_msg_free(back);
+      back = NULL;
+    }
+  }
+  sh_dispatcher_pop(&h->futures, f->id);
+  sh_count(h->sys, SH_C_ASKS_TIMED_OUT);
+  SH_TRACE(SH_TRACE_TIMEOUT, h->seq, "timeout", SH_TRACE_FLOW(h->seq, f->id));
+  sh_stack_complete(f, back, -ETIMEDOUT);
 }
 
 /* ---- answering ------------------------------------------------------- */
@@ -285,9 +464,27 @@ static void recycle_seen(sh_stack *st) {
   }
 }
 
+/* Takes st out of its house's ready list (a deferred stack discarded).
+ * Bounded by the list. */
+static void ready_unlink(sh_house *h, sh_stack *st) {
+  sh_stack *prev = NULL;
+  for (sh_stack *s = h->ready; s != NULL; prev = s, s = s->ready_next) {
+    if (s != st) continue;
+    if (prev != NULL)
+      prev->ready_next = s->ready_next;
+    else
+      h->ready = s->ready_next;
+    if (h->ready_tail == s) h->ready_tail = prev;
+    break;
+  }
+  st->deferred = false;
+  st->ready_next = NULL;
+}
+
 static void finish(sh_stack *st) {
   sh_house *h = st->house;
   sh_future *f;
+  if (st->deferred) ready_unlink(h, st);
   while ((f = st->pending) != NULL) {
     /* An ask still out: forget it; its late reply is dropped and counted. */
     sh_future *popped = sh_dispatcher_pop(&h->futures, f->id);
@@ -334,9 +531,11 @@ static bool invoke(sh_stack *st) {
   st->epoch++;
   st->fresh_done = 0;
   st->made = 0;
+  st->failed_now = 0;
   st->running = true;
   sh_yield y = fn(st->house->actor, st);
   st->running = false;
+  st->failing = st->made > 0 && st->failed_now == st->made ? st->failing + 1 : 0;
   if (y == SH_RETURN && !st->done) sh_return(st, NULL);
   if (st->done) return false;
   bool moved = st->next_state != st->state;
@@ -353,10 +552,44 @@ static bool invoke(sh_stack *st) {
   return wait_over(st);
 }
 
+static void defer(sh_stack *st) {
+  sh_house *h = st->house;
+  st->deferred = true;
+  st->ready_next = NULL;
+  if (h->ready_tail != NULL)
+    h->ready_tail->ready_next = st;
+  else
+    h->ready = st;
+  h->ready_tail = st;
+}
+
 void sh_stack_run(sh_stack *st) {
-  for (int i = 0; i < SH_STACK_MAX_REENTRY && invoke(st); i++) {
+  uint32_t quota = st->house->max_per_run;
+  /* Bounded by the quota: past it a still-ready stack is deferred. */
+  for (uint32_t i = 1; invoke(st); i++) {
+    if (st->failing >= SH_STACK_MAX_FAILING) {
+      sh_throw(st, -ELOOP);
+      break;
+    }
+    if (i >= quota) {
+      defer(st);
+      return;
+    }
   }
-  /* Past the bound a still-ready stack is failed rather than spun forever. */
-  if (!st->done && wait_over(st)) sh_throw(st, -ELOOP);
   if (st->done) finish(st);
+}
+
+uint32_t sh_stack_run_ready(sh_house *h, uint32_t budget) {
+  uint32_t n = 0;
+  /* Bounded by the budget (a stack deferred again goes to the tail). */
+  while (n < budget && h->ready != NULL) {
+    sh_stack *st = h->ready;
+    h->ready = st->ready_next;
+    if (h->ready == NULL) h->ready_tail = NULL;
+    st->deferred = false;
+    st->ready_next = NULL;
+    n++;
+    sh_stack_run(st);
+  }
+  return n;
 }

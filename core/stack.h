@@ -45,11 +45,15 @@ struct sh_stack {
   bool barrier;         /* this stack holds its house's barrier */
   bool done;            /* returned or thrown */
   bool running;         /* inside a handler invocation */
+  bool deferred;        /* ready again, waiting in its house's ready list */
   uint32_t epoch;       /* handler invocations so far */
   uint32_t fresh_done;  /* futures completed since this invocation began */
   uint32_t made;        /* futures made by this invocation */
+  uint32_t failed_now;  /* of those, the ones that failed at once */
+  uint32_t failing;     /* invocations in a row whose every future failed at once */
   struct sh_house *house;
   sh_stack *prev, *next; /* the house's live stacks */
+  sh_stack *ready_next;  /* the house's ready list (deferred) */
 
   sh_msg *msg;                 /* notice or ask (NULL for batches) */
   struct sh_house *reply_to;   /* ask: the asker, captured at dispatch */
@@ -68,11 +72,26 @@ struct sh_stack {
  * `batch_cap` entries. */
 sh_stack *sh_stack_new(struct sh_house *h, sh_stack_kind kind, uint32_t batch_cap);
 /* Runs the handler (first entry or resume) and handles the result: frees the
- * stack when it completed. */
+ * stack when it completed. A stack whose wait keeps being over at once (its
+ * futures complete during the handler, e.g. puts with room) runs again at
+ * once up to its house's max_per_run times, then is deferred: it waits in
+ * the house's ready list for the next run (sh_stack_run_ready), so it cannot
+ * hold its worker. One that keeps failing at once (every future it makes
+ * fails during the handler: asks to a stopped actor in a loop) is failed
+ * with -ELOOP after SH_STACK_MAX_FAILING invocations in a row. */
 void sh_stack_run(sh_stack *st);
+/* Runs up to `budget` deferred stacks of h, in the order deferred; how many. */
+uint32_t sh_stack_run_ready(struct sh_house *h, uint32_t budget);
 /* The house got the outcome of future f (reply, error or timeout): records
  * it and resumes the stack if its wait is over. Takes ownership of reply. */
 void sh_stack_complete(sh_future *f, sh_msg *reply, int error);
+/* A stack waiter came back from a gate (its header was the event): ends
+ * the put it waited for, or fails the ask it held when refused. */
+struct sh_waiter;
+void sh_stack_waiter_back(struct sh_house *h, struct sh_waiter *w);
+/* Future f's timeout fired (f still in h's table): completes it with
+ * -ETIMEDOUT, unless it is a put whose notice the gate already admitted. */
+void sh_stack_time_out(struct sh_house *h, sh_future *f);
 /* Frees a stack that will never run again, answering nobody (the system is
  * being destroyed). */
 void sh_stack_discard(sh_stack *st);

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bridge.h"
+#include "gate.h"
 #include "house.h"
 #include "msg.h"
 #include "stack.h"
@@ -91,10 +93,7 @@ int sh_system_new(const sh_config *cfg, sh_system **out) {
 
 uint32_t sh_system_workers(const sh_system *sys) { return sys->nworkers; }
 
-static bool is_shut(const sh_system *sys) {
-  /* acquire: pairs with the release store in sh_system_shutdown. */
-  return atomic_load_explicit(&sys->shut, memory_order_acquire);
-}
+static bool is_shut(const sh_system *sys) { return sh_system_is_shut(sys); }
 
 static void stop_workers(sh_system *sys) {
   for (uint32_t i = 0; i < sys->nworkers; i++) {
@@ -115,6 +114,25 @@ int sh_system_start(sh_system *sys) {
 
 /* ---- spawn and addresses -------------------------------------------- */
 
+/* Frees a house that was never published (its dispatcher is empty). */
+static void house_free(sh_house *h) {
+  sh_gate_free(h->gate[SH_BOX_ASK]);
+  sh_gate_free(h->gate[SH_BOX_NOTICE]);
+  sh_dispatcher_destroy(&h->futures);
+  free(h->actor);
+  free(h);
+}
+
+/* The gates of the class's bounded mailboxes; false when out of memory. */
+static bool house_gates(sh_house *h, const sh_actor_class *c) {
+  if (c->ask_capacity > 0 && (h->gate[SH_BOX_ASK] = sh_gate_new(c->ask_capacity)) == NULL)
+    return false;
+  if (c->notice_capacity > 0 &&
+      (h->gate[SH_BOX_NOTICE] = sh_gate_new(c->notice_capacity)) == NULL)
+    return false;
+  return true;
+}
+
 static sh_house *house_new(sh_system *sys, const sh_actor_class *c, uint32_t owner) {
   fiu_return_on("sh/system/house", NULL);
   sh_house *h = aligned_alloc(64, (sizeof(sh_house) + 63) & ~(size_t)63);
@@ -126,13 +144,12 @@ static sh_house *house_new(sh_system *sys, const sh_actor_class *c, uint32_t own
     free(h);
     return NULL;
   }
-  atomic_init(&h->state, SH_CREATED);
-  atomic_init(&h->high, true);
-  atomic_init(&h->stopped, false);
-  for (int b = 0; b < SH_BOXES; b++) sh_mailbox_init(&h->mb[b]);
+  if (!house_gates(h, c)) {
+    house_free(h);
+    return NULL;
+  }
+  sh_house_init(h, sys, c, SH_CREATED);
   h->owner = owner;
-  h->sys = sys;
-  h->cls = c;
   h->max_per_run = c->max_per_run != 0 ? c->max_per_run : sys->cfg.max_per_run;
   h->max_batch = c->max_batch != 0 ? c->max_batch : sys->cfg.max_batch;
   h->actor->house = h;
@@ -144,6 +161,7 @@ static int check_class(const sh_actor_class *c) {
   if (c == NULL || c->size < sizeof(sh_actor)) return -EINVAL;
   if ((c->batch_ask != NULL) != (c->batch_ask_filter != NULL)) return -EINVAL;
   if ((c->batch_notice != NULL) != (c->batch_notice_filter != NULL)) return -EINVAL;
+  if (c->ask_capacity > SH_MAX_CAPACITY || c->notice_capacity > SH_MAX_CAPACITY) return -EINVAL;
   return 0;
 }
 
@@ -161,9 +179,7 @@ static void addr_free(sh_addr *a, uint32_t made, uint32_t inited) {
   for (uint32_t i = 0; i < made; i++) {
     sh_house *h = a->houses[i];
     if (i < inited && h->cls->stop != NULL) h->cls->stop(h->actor);
-    sh_dispatcher_destroy(&h->futures);
-    free(h->actor);
-    free(h);
+    house_free(h);
   }
   free(a);
 }
@@ -260,19 +276,18 @@ sh_house *sh_addr_pick(const sh_addr *a) {
   return a->houses[i % a->n];
 }
 
-int sh_notice(const sh_addr *to, sh_msg *m) {
-  if (to == NULL || m == NULL || m->type->kind != SH_NOTICE) {
-    sh_msg_free(m);
-    return -EINVAL;
-  }
+/* A notice that will not wait for room: 0 (sent), -EAGAIN, -ESHUTDOWN,
+ * -EINVAL; on an error m is still the caller's. */
+static int notice_now(const sh_addr *to, sh_msg *m) {
+  if (to == NULL || m == NULL || m->type->kind != SH_NOTICE) return -EINVAL;
   sh_house *h = sh_addr_pick(to);
   /* acquire: a fast refusal only. A send that misses a concurrent stop puts
    * its notice anyway, and the stopped house drops it (counted) when it runs. */
-  if (atomic_load_explicit(&h->stopped, memory_order_acquire)) {
-    sh_count(h->sys, SH_C_SENT);
-    sh_count(h->sys, SH_C_DROPPED_STOPPED);
-    sh_msg_free(m);
-    return -ESHUTDOWN;
+  if (atomic_load_explicit(&h->stopped, memory_order_acquire)) return -ESHUTDOWN;
+  sh_gate *g = h->gate[SH_BOX_NOTICE];
+  if (g != NULL && sh_gate_try(g) != 0) {
+    sh_gate_refused(g);
+    return -EAGAIN;
   }
   m->sender = NULL;
   m->id = 0;
@@ -280,12 +295,21 @@ int sh_notice(const sh_addr *to, sh_msg *m) {
   return 0;
 }
 
-static void stop_house(sh_house *h) {
-  /* seq_cst: the store half of the stop handshake with settle (see
-   * stopped() in house.c); the poke below is its load half. */
-  atomic_store_explicit(&h->stopped, true, memory_order_seq_cst);
-  sh_house_poke(h);
+int sh_notice(const sh_addr *to, sh_msg *m) {
+  int rc = notice_now(to, m);
+  if (rc == -ESHUTDOWN) {
+    /* Offered to a stopped actor: accounted as sent and dropped. */
+    sh_system *sys = to->houses[0]->sys;
+    sh_count(sys, SH_C_SENT);
+    sh_count(sys, SH_C_DROPPED_STOPPED);
+  }
+  if (rc != 0) sh_msg_free(m);
+  return rc;
 }
+
+int sh_notice_try(const sh_addr *to, sh_msg *m) { return notice_now(to, m); }
+
+static void stop_house(sh_house *h) { sh_house_stop(h); }
 
 int sh_stop(const sh_addr *a) {
   if (a == NULL) return -EINVAL;
@@ -340,6 +364,9 @@ int sh_system_shutdown(sh_system *sys) {
   /* Objects on their way back to their pools arrive now: the counts of
    * outstanding objects are exact from here on. */
   for (uint32_t i = 0; i < sys->nworkers; i++) sh_pool_flush(&sys->workers[i].pool);
+  /* seq_cst: the waker's store in the bridges' sleep handshake (bridge.c). */
+  atomic_store_explicit(&sys->drained, true, memory_order_seq_cst);
+  sh_bridge_shutdown(sys);
   sh_plat_set_local(NULL);
   return 0;
 }
@@ -357,6 +384,7 @@ void sh_system_free(sh_system *sys) {
     sh_house_destroy(h);
     h = next;
   }
+  sh_bridge_destroy_all(sys);
   sh_addr *a = sys->addrs;
   while (a != NULL) {
     sh_addr *next = a->all_next;
@@ -379,6 +407,23 @@ uint32_t sh_system_houses_busy(const sh_system *sys) {
     if (s == SH_READY || s == SH_SCHEDULED || s == SH_RUNNING) n++;
   }
   return n;
+}
+
+int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind, sh_mailbox_stats *out) {
+  if (a == NULL || out == NULL || i >= a->n || (kind != SH_ASK && kind != SH_NOTICE))
+    return -EINVAL;
+  const sh_house *h = a->houses[i];
+  sh_box box = kind == SH_ASK ? SH_BOX_ASK : SH_BOX_NOTICE;
+  const sh_mailbox *mb = &h->mb[box];
+  memset(out, 0, sizeof(*out));
+  /* relaxed: figures for a report. Unbounded: the takes as last published
+   * by the actor's runner (once a run). */
+  out->depth = sh_mailbox_backlog((uint32_t)atomic_load_explicit(&mb->puts, memory_order_relaxed),
+                                  (uint32_t)atomic_load_explicit(&mb->taken_seen,
+                                                                 memory_order_relaxed));
+  out->high_water = atomic_load_explicit(&h->high_water[box], memory_order_relaxed);
+  if (h->gate[box] != NULL) sh_gate_stats(h->gate[box], out);
+  return 0;
 }
 
 void sh_system_stats(const sh_system *sys, sh_stats *out) {

@@ -42,13 +42,21 @@ struct sh_system {
   atomic_bool shut;                 /* shutdown began: no more spawns */
   atomic_uint_fast32_t next_worker; /* placement of single actors */
 
-  sh_spin reg_lock;                 /* guards the two lists below */
+  sh_spin reg_lock;                 /* guards the lists below */
   struct sh_house *houses, *houses_tail;
   sh_addr *addrs;
   uint64_t nhouses;
+  struct sh_bridge *bridges;        /* every bridge, open or closed */
+  struct sh_bridge *bridge_free;    /* closed bridges, for reuse */
+  atomic_bool drained;              /* shutdown finished its drain */
 
   sh_counters counters;             /* counts by threads that are not workers */
 };
+
+static inline bool sh_system_is_shut(const sh_system *sys) {
+  /* acquire: pairs with the release store in sh_system_shutdown. */
+  return atomic_load_explicit(&sys->shut, memory_order_acquire);
+}
 
 /* The house an address sends to, from the calling worker (or thread). */
 struct sh_house *sh_addr_pick(const sh_addr *a);

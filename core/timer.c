@@ -154,13 +154,11 @@ static void call_timeout(sh_house *h, uint64_t id, void *arg) {
 }
 
 static void ask_timed_out(sh_house *h, sh_timer *t) {
-  sh_future *f = sh_dispatcher_pop(&h->futures, t->id);
+  sh_future *f = sh_dispatcher_find(&h->futures, t->id);
   if (f != NULL) {
     assert(f->timer == t);
     f->timer = NULL; /* this node is the event; it is freed below, not cancelled */
-    sh_count(h->sys, SH_C_ASKS_TIMED_OUT);
-    SH_TRACE(SH_TRACE_TIMEOUT, h->seq, "timeout", SH_TRACE_FLOW(h->seq, t->id));
-    sh_stack_complete(f, NULL, -ETIMEDOUT);
+    sh_stack_time_out(h, f);
   }
 }
 

@@ -53,6 +53,7 @@ void sh_worker_wake(sh_worker *w);
 bool sh_worker_drain(sh_worker *w);
 /* Counts into the current worker's counters, or the system's. */
 void sh_count(sh_system *sys, sh_counter k);
+void sh_count_n(sh_system *sys, sh_counter k, uint64_t n);
 
 #include "plat.h"
 static inline sh_worker *sh_worker_current(void) { return (sh_worker *)sh_plat_local(); }

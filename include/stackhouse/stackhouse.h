@@ -163,7 +163,18 @@ struct sh_actor_class {
 
   uint32_t max_batch;   /* 0: the system default */
   uint32_t max_per_run; /* messages per scheduling; 0: the system default */
+
+  /* Bounded mailboxes (Kilim): at most this many asks / notices wait in the
+   * actor's mailbox (not yet taken by the actor); 0: unbounded. A sender to
+   * a full mailbox waits for room (sh_ask, sh_put: the stack suspends;
+   * sh_bridge_*: the outside thread blocks) or is refused with -EAGAIN
+   * (sh_notice_try, sh_ask_try, sh_notice). Waiting senders get the room in
+   * FIFO order. Replies and events are never bounded. At most SH_MAX_CAPACITY. */
+  uint32_t ask_capacity;
+  uint32_t notice_capacity;
 };
+
+#define SH_MAX_CAPACITY (1u << 30)
 
 /* Placement for sh_spawn's `instances`. */
 #define SH_SPAWN_PER_WORKER UINT32_MAX /* one per worker; asks go to the sender's own worker */
@@ -200,8 +211,27 @@ int sh_stop(const sh_addr *a);
 /* ------------------------------------------------------------------ */
 
 /* Sends a notice; from an actor or any other thread. On error the message is
- * freed: -EINVAL (NULL, or not a notice type), -ESHUTDOWN (stopped actor). */
+ * freed: -EINVAL (NULL, or not a notice type), -ESHUTDOWN (stopped actor),
+ * -EAGAIN (the actor's bounded notice mailbox is full: counted as refused). */
 int sh_notice(const sh_addr *to, sh_msg *m);
+
+/* Non-blocking send (Kilim's put-nb); from an actor or any other thread.
+ * On any error the message is still the caller's: -EAGAIN (the bounded
+ * mailbox is full, or senders are waiting for room ahead of this one),
+ * -ESHUTDOWN, -EINVAL. */
+int sh_notice_try(const sh_addr *to, sh_msg *m);
+
+/*
+ * From a stack: sends notice m, suspending the stack (no thread blocks)
+ * while the target's bounded notice mailbox is full; waiting senders get
+ * room in FIFO order. The future completes with 0 once m is in the mailbox
+ * (at once when there is room), or fails with -ESHUTDOWN (the target
+ * stopped, before or while this waited), -ETIMEDOUT (timeout_ms passed
+ * first; 0: no timeout) or -ENOMEM; a failed put hands m back as the
+ * future's message (sh_future_take to keep it). NULL only for -EINVAL
+ * (NULL argument, not a notice type: m is freed).
+ */
+sh_future *sh_put(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_ms);
 
 /*
  * From a stack: sends an ask and returns its future, to wait on with
@@ -211,6 +241,16 @@ int sh_notice(const sh_addr *to, sh_msg *m);
  * for -EINVAL (NULL argument, not an ask type) or -ENOMEM; the message is freed.
  */
 sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_ms);
+
+/* sh_ask without waiting for room: -EAGAIN when the target's bounded ask
+ * mailbox is full (or senders wait ahead), and then, as on -EINVAL, m is
+ * still the caller's; else 0 and *out is the ask's future (which may have
+ * failed at once, as sh_ask's can). -ENOMEM frees m. */
+int sh_ask_try(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_ms, sh_future **out);
+
+/* An sh_ask to a full bounded mailbox suspends its stack until there is
+ * room (FIFO among waiting senders); its timeout counts from the call and
+ * covers the wait for room and for the reply. */
 
 bool sh_future_done(const sh_future *f);
 /* 0 for a reply; else -ETIMEDOUT, -ESHUTDOWN, or what the other side threw. */
@@ -265,6 +305,74 @@ int sh_timer_start(sh_actor *self, uint64_t delay_ms, uint64_t period_ms, void *
  * it already expired and its event is on the way. -ENOENT when a one-shot's
  * handler already ran, or the id is unknown. */
 int sh_timer_cancel(sh_actor *self, uint64_t id);
+
+/* ------------------------------------------------------------------ */
+/* Mailbox metrics                                                     */
+/* ------------------------------------------------------------------ */
+
+typedef struct sh_mailbox_stats {
+  uint32_t capacity;   /* 0: unbounded */
+  uint32_t depth;      /* messages waiting now (bounded: admitted and not yet
+                        * taken; unbounded: as of the actor's last run) */
+  uint32_t high_water; /* the greatest depth seen */
+  uint32_t waiting;    /* senders suspended or blocked for room now */
+  uint64_t suspended;  /* sends that had to wait for room, ever */
+  uint64_t refused;    /* sends refused: -EAGAIN, or a bridge send's timeout */
+} sh_mailbox_stats;
+
+/* The ask (kind SH_ASK) or notice (SH_NOTICE) mailbox of instance `i` of
+ * an address. Any thread; the figures are read without stopping anyone.
+ * -EINVAL for a bad argument. */
+int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind, sh_mailbox_stats *out);
+
+/* ------------------------------------------------------------------ */
+/* Outside threads: the bridge                                         */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A bridge lets a thread that is not a worker (a program's main, a legacy
+ * library's callback thread) talk to actors: send notices and asks, block
+ * while a bounded mailbox is full, and receive the replies. One thread uses
+ * a bridge at a time; make one per thread. Free every bridge before the
+ * system is freed. On the simulator the thread is a fiber like the others.
+ *
+ * Timeouts of the bridge's calls (timeout_ms): SH_NOWAIT (0) never blocks
+ * (-EAGAIN when it would), SH_FOREVER (-1) blocks without limit, a positive
+ * value blocks at most that long (-ETIMEDOUT). A send that fails for any
+ * reason leaves the message the caller's.
+ */
+typedef struct sh_bridge sh_bridge;
+#define SH_NOWAIT 0
+#define SH_FOREVER (-1)
+
+/* -EINVAL on a worker (an actor has stacks), -ESHUTDOWN after shutdown. */
+int sh_bridge_new(sh_system *sys, sh_bridge **out);
+/* Asks still unanswered are forgotten (their late replies are dropped and
+ * counted); replies not received are freed. NULL: no-op. */
+void sh_bridge_free(sh_bridge *b);
+
+/* Sends notice m, waiting up to timeout_ms for room (Kilim's put-b). */
+int sh_bridge_notice(sh_bridge *b, const sh_addr *to, sh_msg *m, int64_t timeout_ms);
+/* Sends ask m, waiting up to timeout_ms for room; *ticket (optional)
+ * identifies its reply. */
+int sh_bridge_ask(sh_bridge *b, const sh_addr *to, sh_msg *m, int64_t timeout_ms,
+                  uint64_t *ticket);
+
+typedef struct sh_bridge_reply {
+  uint64_t ticket; /* the ask it answers */
+  int error;       /* 0, or the ask's failure (-ESHUTDOWN, what the actor threw) */
+  sh_msg *msg;     /* the reply, the caller's to sh_msg_free; NULL on error */
+} sh_bridge_reply;
+
+/* Receives the next reply to any of this bridge's asks (Kilim's get-b,
+ * get-nb and a timed get); replies come in the order they arrived, before
+ * exception replies that wait with them. The reply's message is the
+ * caller's. -EAGAIN (SH_NOWAIT, nothing there yet), -ETIMEDOUT, -ENOMSG (no
+ * ask is pending: nothing can come), -ESHUTDOWN (the system shut down and
+ * nothing is left). */
+int sh_bridge_recv(sh_bridge *b, int64_t timeout_ms, sh_bridge_reply *out);
+/* Asks sent and not yet received. */
+uint32_t sh_bridge_pending(const sh_bridge *b);
 
 /* ------------------------------------------------------------------ */
 /* The system                                                          */
@@ -327,7 +435,7 @@ typedef struct sh_stats {
    * dropped with a reason), and asks == asks_resolved (each ask resolved
    * once: a reply, an error or a timeout). */
   uint64_t sent;              /* notices, asks, replies and exceptions sent */
-  uint64_t asks;              /* futures made by sh_ask */
+  uint64_t asks;              /* futures made by sh_ask and sh_put, and bridge asks */
   uint64_t asks_resolved;     /* futures completed */
 } sh_stats;
 

@@ -1,0 +1,97 @@
+/*
+ * The admission gate of a bounded mailbox (seed 004, Kilim): its capacity,
+ * the slots in use, and the FIFO of senders waiting for room.
+ *
+ * A slot is taken when a message is admitted (before it is put) and given
+ * back when the actor takes the message out of the mailbox. A sender that
+ * finds no room either gives up (-EAGAIN), or queues a waiter holding its
+ * message. When the actor frees a slot and a waiter is queued, the slot
+ * goes straight to the first waiter: the actor puts the waiter's message in
+ * the mailbox for it and tells it (hand-off), so waiters get room in FIFO
+ * order and a new sender never overtakes a queued one.
+ *
+ * Two kinds of waiter:
+ *   - a stack (sh_ask, sh_put): the waiter is pooled memory owned by the
+ *     sender's future while queued; once the gate pops it (admitted or
+ *     refused) it travels back to the sender's house as an event (its
+ *     header is the event), which completes or releases the future;
+ *   - a bridge (an outside thread blocked in sh_bridge_*): the waiter lives
+ *     in the bridge; the gate sets its state and wakes the thread.
+ * Closing the gate (the actor stops) refuses every waiter with -ESHUTDOWN
+ * and every later one.
+ */
+#ifndef SH_GATE_H
+#define SH_GATE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <stackhouse/stackhouse.h>
+
+#include "spinlock.h"
+
+struct sh_house;
+struct sh_bridge;
+
+typedef enum sh_waiter_state {
+  SH_WAITER_IDLE = 0,     /* not in a gate */
+  SH_WAITER_QUEUED = 1,   /* in the gate's FIFO, holding its message */
+  SH_WAITER_ADMITTED = 2, /* popped: its message was given a slot */
+  SH_WAITER_REFUSED = 3,  /* popped: the gate closed; the message was not sent */
+  SH_WAITER_CANCELLED = 4 /* taken out by its sender (timeout, stop) */
+} sh_waiter_state;
+
+typedef struct sh_waiter {
+  sh_msg hdr;                   /* stack waiters: the event back to the sender */
+  struct sh_waiter *prev, *next; /* the gate's FIFO */
+  sh_msg *msg;                  /* the message waiting for room */
+  struct sh_house *target;
+  int box;                      /* sh_box of the target: SH_BOX_ASK or SH_BOX_NOTICE */
+  struct sh_house *sender;      /* stack waiters: whose future waits */
+  uint64_t id;                  /* stack waiters: the future's id */
+  struct sh_bridge *bridge;     /* bridge waiters: the thread to wake */
+  _Atomic int state;            /* sh_waiter_state */
+} sh_waiter;
+
+/* The type of a stack waiter on its way back (SH_BOX_EVENT); its drop frees
+ * a message the waiter still holds. */
+extern const sh_msg_type sh_waiter_type;
+
+typedef struct sh_gate {
+  uint32_t cap;
+  /* Contended by every sender and the actor: a line of its own. */
+  _Alignas(64) atomic_uint used;  /* admitted and not yet taken */
+  atomic_uint nwaiters;           /* queued, or entering the queue */
+  _Alignas(64) sh_spin lock;      /* guards the FIFO and `closed` */
+  bool closed;
+  sh_waiter *head, *tail;
+  /* Metrics: relaxed counters, read by sh_mailbox_stats_get. */
+  atomic_uint high_water;
+  atomic_uint_fast64_t suspended;
+  atomic_uint_fast64_t refused;
+} sh_gate;
+
+/* A gate of capacity cap (1..SH_MAX_CAPACITY), or NULL (-ENOMEM). */
+sh_gate *sh_gate_new(uint32_t cap);
+void sh_gate_free(sh_gate *g);
+
+/* Takes a slot if one is free and no sender waits ahead: 0, else -EAGAIN. */
+int sh_gate_try(sh_gate *g);
+/* A sender that will wait: admits w's message now (0: w is not queued), or
+ * queues w (-EINPROGRESS), or -ESHUTDOWN when the gate is closed. */
+int sh_gate_enter(sh_gate *g, sh_waiter *w);
+/* The sender takes w back: true if w was still queued (it is CANCELLED and
+ * the sender owns its message again); false when the gate already popped it. */
+bool sh_gate_cancel(sh_gate *g, sh_waiter *w);
+/* A slot comes back (the actor took a message, or a sender that reserved
+ * one could not use it): hands it to the first waiter, if any. */
+void sh_gate_release(sh_gate *g);
+/* The actor stopped: refuses every waiter, now and later. Any thread. */
+void sh_gate_close(sh_gate *g);
+/* Counts a send refused for want of room. */
+void sh_gate_refused(sh_gate *g);
+/* Fills the gate's part of *out (capacity, depth, waiting, counters). */
+void sh_gate_stats(const sh_gate *g, sh_mailbox_stats *out);
+
+#endif
