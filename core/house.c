@@ -118,12 +118,15 @@ sh_msg *sh_house_take(sh_house *h, sh_box box) {
 }
 
 void sh_house_stop(sh_house *h) {
+  /* Senders waiting for room hear it now, not when the house next runs.
+   * Before `stopped` is published: a runner that sees it drains the
+   * mailboxes, and each take would hand the freed slot to a waiter, whose
+   * put would then succeed only for its message to be dropped. */
+  if (h->gate[SH_BOX_ASK] != NULL) sh_gate_close(h->gate[SH_BOX_ASK]);
+  if (h->gate[SH_BOX_NOTICE] != NULL) sh_gate_close(h->gate[SH_BOX_NOTICE]);
   /* seq_cst: the store half of the stop handshake with settle (see
    * stopped()); the poke below is its load half. */
   atomic_store_explicit(&h->stopped, true, memory_order_seq_cst);
-  /* Senders waiting for room hear it now, not when the house next runs. */
-  if (h->gate[SH_BOX_ASK] != NULL) sh_gate_close(h->gate[SH_BOX_ASK]);
-  if (h->gate[SH_BOX_NOTICE] != NULL) sh_gate_close(h->gate[SH_BOX_NOTICE]);
   sh_house_poke(h);
 }
 
