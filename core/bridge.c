@@ -46,24 +46,54 @@ static void bridge_destroy(sh_bridge *b) {
   free(b);
 }
 
-/* A closed bridge for reuse, or a new one registered with the system. */
-static int bridge_get(sh_system *sys, sh_bridge **out) {
-  sh_spin_lock(&sys->reg_lock);
+/* Opens b for a new user; under the registry lock, which is what hands a
+ * bridge between its thread and the registry (sh_bridge_shutdown drains
+ * closed ones under it). */
+static void bridge_open(sh_bridge *b) {
+  /* Replies to the previous user's asks may still come: they are older. */
+  b->id_floor = b->house.next_ask_id;
+  b->pending = 0;
+  b->open = true;
+}
+
+/* Under the registry lock: a closed bridge to reuse, else `fresh`
+ * registered, else NULL. */
+static sh_bridge *bridge_take(sh_system *sys, sh_bridge *fresh) {
   sh_bridge *b = sys->bridge_free;
-  if (b != NULL && !sh_system_is_shut(sys)) sys->bridge_free = b->free_next;
-  sh_spin_unlock(&sys->reg_lock);
-  if (sh_system_is_shut(sys)) return -ESHUTDOWN;
-  if (b == NULL) {
-    b = bridge_alloc(sys);
-    if (b == NULL) return -ENOMEM;
-    sh_spin_lock(&sys->reg_lock);
-    b->house.seq = sys->nhouses++;
-    b->all_next = sys->bridges;
-    sys->bridges = b;
-    sh_spin_unlock(&sys->reg_lock);
+  if (b != NULL) {
+    sys->bridge_free = b->free_next;
+    return b;
   }
-  *out = b;
-  return 0;
+  if (fresh != NULL) {
+    fresh->house.seq = sys->nhouses++;
+    fresh->all_next = sys->bridges;
+    sys->bridges = fresh;
+  }
+  return fresh;
+}
+
+/* A closed bridge for reuse, or a new one registered with the system;
+ * opened. -ESHUTDOWN once shutdown began (decided under the lock). */
+static int bridge_get(sh_system *sys, sh_bridge **out) {
+  sh_bridge *fresh = NULL;
+  /* Two passes at most: the second has a new bridge in hand. */
+  for (int pass = 0; pass < 2; pass++) {
+    sh_spin_lock(&sys->reg_lock);
+    int rc = sh_system_is_shut(sys) ? -ESHUTDOWN : 0;
+    sh_bridge *b = rc == 0 ? bridge_take(sys, fresh) : NULL;
+    if (b != NULL) bridge_open(b);
+    sh_spin_unlock(&sys->reg_lock);
+    if (b == fresh) fresh = NULL; /* registered (or both NULL) */
+    if (b != NULL || rc != 0) {
+      if (fresh != NULL) bridge_destroy(fresh); /* a closed one came back meanwhile */
+      *out = b;
+      return rc;
+    }
+    fresh = bridge_alloc(sys);
+    if (fresh == NULL) return -ENOMEM;
+  }
+  assert(!"the second pass always has a bridge");
+  return -ENOMEM;
 }
 
 int sh_bridge_new(sh_system *sys, sh_bridge **out) {
@@ -71,13 +101,8 @@ int sh_bridge_new(sh_system *sys, sh_bridge **out) {
   if (sys == NULL || out == NULL || sh_worker_current() != NULL) return -EINVAL;
   sh_bridge *b;
   int rc = bridge_get(sys, &b);
-  if (rc != 0) return rc;
-  /* Replies to the previous user's asks may still come: they are older. */
-  b->id_floor = b->house.next_ask_id;
-  b->pending = 0;
-  b->open = true;
-  *out = b;
-  return 0;
+  if (rc == 0) *out = b;
+  return rc;
 }
 
 /* A message nobody will receive: the bridge closed, or it answers an ask
@@ -104,8 +129,9 @@ void sh_bridge_free(sh_bridge *b) {
   /* Asks still out are given up: resolved here, their replies dropped. */
   sh_count_n(sys, SH_C_ASKS_RESOLVED, b->pending);
   b->pending = 0;
-  b->open = false;
+  /* From here the registry owns it (and shutdown may drain it). */
   sh_spin_lock(&sys->reg_lock);
+  b->open = false;
   b->free_next = sys->bridge_free;
   sys->bridge_free = b;
   sh_spin_unlock(&sys->reg_lock);
@@ -292,10 +318,15 @@ int sh_bridge_recv(sh_bridge *b, int64_t timeout_ms, sh_bridge_reply *out) {
 /* ---- the system's end ------------------------------------------------ */
 
 void sh_bridge_shutdown(sh_system *sys) {
+  /* Under the lock: a bridge thread woken by the shutdown may be closing
+   * its bridge right now; a closed one belongs to the registry, whose lock
+   * makes this drain its only consumer. Bounded by the bridges. */
+  sh_spin_lock(&sys->reg_lock);
   for (sh_bridge *b = sys->bridges; b != NULL; b = b->all_next) {
     if (!b->open) drop_all(b);
     sh_bridge_wake(b);
   }
+  sh_spin_unlock(&sys->reg_lock);
 }
 
 void sh_bridge_destroy_all(sh_system *sys) {
