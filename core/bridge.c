@@ -217,10 +217,12 @@ static int bridge_send(sh_bridge *b, const sh_addr *to, sh_msg *m, sh_box box,
    * refused by the gate or dropped (counted) by the stopped house. */
   if (atomic_load_explicit(&t->stopped, memory_order_acquire)) return -ESHUTDOWN;
   sh_gate *g = t->gate[box];
-  if (g == NULL || sh_gate_try(g) == 0) {
+  int rc = g != NULL ? sh_gate_try(g) : 0;
+  if (rc == 0) {
     sh_house_put(t, box, m);
     return 0;
   }
+  if (rc == -ESHUTDOWN) return rc;
   if (timeout_ms == SH_NOWAIT) {
     sh_gate_refused(g);
     return -EAGAIN;

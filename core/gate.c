@@ -42,6 +42,7 @@ sh_gate *sh_gate_new(uint32_t cap) {
   atomic_init(&g->used, 0);
   atomic_init(&g->nwaiters, 0);
   sh_spin_init(&g->lock);
+  atomic_init(&g->closed, false);
   atomic_init(&g->high_water, 0);
   atomic_init(&g->suspended, 0);
   atomic_init(&g->refused, 0);
@@ -77,7 +78,14 @@ static bool take_slot(sh_gate *g) {
   return false;
 }
 
+static bool is_closed(const sh_gate *g) {
+  /* acquire: pairs with the release store in sh_gate_close; a sender woken
+   * by the refusal that follows it sees the gate closed. */
+  return atomic_load_explicit(&g->closed, memory_order_acquire);
+}
+
 int sh_gate_try(sh_gate *g) {
+  if (is_closed(g)) return -ESHUTDOWN;
   /* seq_cst: a sender that counted itself before us is served first. */
   if (atomic_load_explicit(&g->nwaiters, memory_order_seq_cst) > 0) return -EAGAIN;
   SH_YIELD("gate.try");
@@ -114,7 +122,7 @@ static void fifo_unlink(sh_gate *g, sh_waiter *w) {
 
 int sh_gate_enter(sh_gate *g, sh_waiter *w) {
   sh_spin_lock(&g->lock);
-  if (g->closed) {
+  if (is_closed(g)) {
     sh_spin_unlock(&g->lock);
     return -ESHUTDOWN;
   }
@@ -189,7 +197,7 @@ static void deliver(const popped *p, bool admitted) {
 static void hand_off(sh_gate *g) {
   for (uint32_t i = 0; i < g->cap; i++) {
     sh_spin_lock(&g->lock);
-    if (g->head == NULL || !take_slot(g)) {
+    if (is_closed(g) || g->head == NULL || !take_slot(g)) {
       sh_spin_unlock(&g->lock);
       return;
     }
@@ -209,12 +217,20 @@ void sh_gate_release(sh_gate *g) {
 }
 
 void sh_gate_close(sh_gate *g) {
-  /* Bounded: `closed` keeps new waiters out, so this ends with the ones
+  sh_spin_lock(&g->lock);
+  /* release: see is_closed. Under the lock: enter and hand_off decide on
+   * it there. */
+  atomic_store_explicit(&g->closed, true, memory_order_release);
+  sh_spin_unlock(&g->lock);
+}
+
+void sh_gate_refuse(sh_gate *g) {
+  assert(is_closed(g));
+  /* Bounded: a closed gate queues no new waiter, so this ends with the ones
    * queued when it began. One at a time: a refused bridge waiter may be
    * reused the moment its state is stored. */
   for (;;) {
     sh_spin_lock(&g->lock);
-    g->closed = true;
     if (g->head == NULL) {
       sh_spin_unlock(&g->lock);
       return;

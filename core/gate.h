@@ -63,8 +63,8 @@ typedef struct sh_gate {
   /* Contended by every sender and the actor: a line of its own. */
   _Alignas(64) atomic_uint used;  /* admitted and not yet taken */
   atomic_uint nwaiters;           /* queued, or entering the queue */
-  _Alignas(64) sh_spin lock;      /* guards the FIFO and `closed` */
-  bool closed;
+  _Alignas(64) sh_spin lock;      /* guards the FIFO */
+  atomic_bool closed;             /* written under the lock */
   sh_waiter *head, *tail;
   /* Metrics: relaxed counters, read by sh_mailbox_stats_get. */
   atomic_uint high_water;
@@ -76,7 +76,8 @@ typedef struct sh_gate {
 sh_gate *sh_gate_new(uint32_t cap);
 void sh_gate_free(sh_gate *g);
 
-/* Takes a slot if one is free and no sender waits ahead: 0, else -EAGAIN. */
+/* Takes a slot if one is free and no sender waits ahead: 0, else -EAGAIN;
+ * -ESHUTDOWN once the gate is closed. */
 int sh_gate_try(sh_gate *g);
 /* A sender that will wait: admits w's message now (0: w is not queued), or
  * queues w (-EINPROGRESS), or -ESHUTDOWN when the gate is closed. */
@@ -87,8 +88,12 @@ bool sh_gate_cancel(sh_gate *g, sh_waiter *w);
 /* A slot comes back (the actor took a message, or a sender that reserved
  * one could not use it): hands it to the first waiter, if any. */
 void sh_gate_release(sh_gate *g);
-/* The actor stopped: refuses every waiter, now and later. Any thread. */
+/* Stopping the actor, in two steps around publishing `stopped` (house.c):
+ * close admits nobody from then on (a slot freed by the stopped actor's
+ * drain must not admit a waiter whose message it would then drop); refuse
+ * wakes every waiter with -ESHUTDOWN. Any thread. */
 void sh_gate_close(sh_gate *g);
+void sh_gate_refuse(sh_gate *g);
 /* Counts a send refused for want of room. */
 void sh_gate_refused(sh_gate *g);
 /* Fills the gate's part of *out (capacity, depth, waiting, counters). */

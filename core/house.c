@@ -118,15 +118,20 @@ sh_msg *sh_house_take(sh_house *h, sh_box box) {
 }
 
 void sh_house_stop(sh_house *h) {
-  /* Senders waiting for room hear it now, not when the house next runs.
-   * Before `stopped` is published: a runner that sees it drains the
-   * mailboxes, and each take would hand the freed slot to a waiter, whose
-   * put would then succeed only for its message to be dropped. */
-  if (h->gate[SH_BOX_ASK] != NULL) sh_gate_close(h->gate[SH_BOX_ASK]);
-  if (h->gate[SH_BOX_NOTICE] != NULL) sh_gate_close(h->gate[SH_BOX_NOTICE]);
+  sh_gate *ask = h->gate[SH_BOX_ASK], *notice = h->gate[SH_BOX_NOTICE];
+  /* The gates close before `stopped` is published: a runner that sees it
+   * drains the mailboxes, and each take would otherwise hand the freed
+   * slot to a waiter, whose put would succeed only for its message to be
+   * dropped. */
+  if (ask != NULL) sh_gate_close(ask);
+  if (notice != NULL) sh_gate_close(notice);
   /* seq_cst: the store half of the stop handshake with settle (see
    * stopped()); the poke below is its load half. */
   atomic_store_explicit(&h->stopped, true, memory_order_seq_cst);
+  /* Waiters hear it now, not when the house next runs; after `stopped`,
+   * so that a woken sender that tries again is refused at once. */
+  if (ask != NULL) sh_gate_refuse(ask);
+  if (notice != NULL) sh_gate_refuse(notice);
   sh_house_poke(h);
 }
 

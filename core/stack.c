@@ -84,10 +84,12 @@ static sh_msg *waiter_reclaim(sh_future *f) {
  * caller's. */
 static int stack_send(sh_future *f, sh_house *t, sh_box box, sh_msg *m) {
   sh_gate *g = t->gate[box];
-  if (g == NULL || sh_gate_try(g) == 0) {
+  int rc = g != NULL ? sh_gate_try(g) : 0;
+  if (rc == 0) {
     sh_house_put(t, box, m);
     return 0;
   }
+  if (rc == -ESHUTDOWN) return rc;
   sh_waiter *w = (sh_waiter *)(void *)sh_msg_alloc(&sh_waiter_type);
   if (w == NULL) return -ENOMEM;
   atomic_init(&w->state, SH_WAITER_IDLE);
@@ -98,7 +100,7 @@ static int stack_send(sh_future *f, sh_house *t, sh_box box, sh_msg *m) {
   w->id = f->id;
   /* From here the gate may pop w on another thread; its return is handled
    * by this house's runner, which is us, after this handler. */
-  int rc = sh_gate_enter(g, w);
+  rc = sh_gate_enter(g, w);
   if (rc == -EINPROGRESS) {
     f->waiter = w;
     return rc;
@@ -251,11 +253,13 @@ int sh_ask_try(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_ms, 
   sh_gate *g = t->gate[SH_BOX_ASK];
   bool slot = false;
   if (g != NULL && !is_stopped(t)) {
-    if (sh_gate_try(g) != 0) {
+    int rc = sh_gate_try(g);
+    if (rc == -EAGAIN) {
       sh_gate_refused(g);
-      return -EAGAIN;
+      return rc;
     }
-    slot = true;
+    /* Closed (the target is stopping): sh_ask's refusal, a failed future. */
+    slot = rc == 0;
   }
   *out = ask_to(st, t, m, timeout_ms, slot);
   return *out != NULL ? 0 : -ENOMEM;
@@ -486,7 +490,9 @@ static void finish(sh_stack *st) {
   sh_future *f;
   if (st->deferred) ready_unlink(h, st);
   while ((f = st->pending) != NULL) {
-    /* An ask still out: forget it; its late reply is dropped and counted. */
+    /* An ask still out: forget it; its late reply is dropped and counted.
+     * Forgetting resolves it (sh_stats: each ask resolved once). */
+    sh_count(h->sys, SH_C_ASKS_RESOLVED);
     sh_future *popped = sh_dispatcher_pop(&h->futures, f->id);
     assert(popped == f || popped == NULL);
     (void)popped;

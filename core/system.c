@@ -285,10 +285,9 @@ static int notice_now(const sh_addr *to, sh_msg *m) {
    * its notice anyway, and the stopped house drops it (counted) when it runs. */
   if (atomic_load_explicit(&h->stopped, memory_order_acquire)) return -ESHUTDOWN;
   sh_gate *g = h->gate[SH_BOX_NOTICE];
-  if (g != NULL && sh_gate_try(g) != 0) {
-    sh_gate_refused(g);
-    return -EAGAIN;
-  }
+  int rc = g != NULL ? sh_gate_try(g) : 0;
+  if (rc == -EAGAIN) sh_gate_refused(g);
+  if (rc != 0) return rc;
   m->sender = NULL;
   m->id = 0;
   sh_house_put(h, SH_BOX_NOTICE, m);

@@ -433,10 +433,11 @@ typedef struct sh_stats {
   /* Accounting, exact after shutdown: sent == delivered + replies_unknown +
    * dropped_stopped (every message offered to a live send is handled or
    * dropped with a reason), and asks == asks_resolved (each ask resolved
-   * once: a reply, an error or a timeout). */
+   * once: a reply, an error or a timeout, or given up: its stack ended, or
+   * its bridge was freed, while it was pending). */
   uint64_t sent;              /* notices, asks, replies and exceptions sent */
   uint64_t asks;              /* futures made by sh_ask and sh_put, and bridge asks */
-  uint64_t asks_resolved;     /* futures completed */
+  uint64_t asks_resolved;     /* futures completed or given up */
 } sh_stats;
 
 /* Sums the per-worker counters. Exact when the workers are stopped or idle. */
