@@ -907,6 +907,60 @@ static void case_retry_after_stop(void) {
   free(r);
 }
 
+/* ---- 5b. the senders stop while they wait ------------------------------------------------ */
+
+/* Once every producer waits, the driver stops them all (not C). */
+static void stop_producers_queued(driver *d, int from) {
+  (void)from;
+  rig *r = d->r;
+  if (d->queued < r->np) return;
+  for (int i = 0; i < r->np; i++) CHECK(sh_stop(r->p[i]) == 0);
+}
+
+/* When every producer saw its wait end: the figures, then C goes on. */
+static void release_when_done(driver *d, int from) {
+  (void)from;
+  rig *r = d->r;
+  if (d->done < r->np) return;
+  b_stats(r, SH_NOTICE, &r->seen[0]);
+  b_stats(r, SH_ASK, &r->seen[1]);
+  b_release(r);
+}
+
+static const driver_plan sender_stop_plan = {
+    .held = fill_both_held, .queued = stop_producers_queued, .done = release_when_done};
+
+/* A stopped sender takes its waiting send back out of the gate: its puts
+ * fail -ESHUTDOWN with their notices handed back, its asks fail, and none
+ * of them reaches C when C goes on (only the driver's fills do). */
+static void case_sender_stopped(void) {
+  enum { NP = 4, CAP = 2 };
+  rig *r = rig_new();
+  r->np = NP;
+  r->ops = 1;
+  r->report_waits = true;
+  r->report_done = true;
+  for (int i = 0; i < NP; i++) r->op[i] = i % 2 == 0 ? OP_PUT : OP_ASK;
+  /* C takes the fills; the producers and the driver's fill stack end. */
+  sh_system *sys = b_system(2 * CAP + NP + 1);
+  b_spawn_consumer(sys, r, CAP, CAP);
+  b_spawn_hold(sys, r, &sender_stop_plan);
+  b_spawn_producers(sys, r);
+  b_run(sys);
+  for (int i = 0; i < NP; i++) {
+    assert_int_equal(r->pr[i].waits, 1);
+    assert_int_equal(r->pr[i].err[0], -ESHUTDOWN);
+    assert_int_equal(r->pr[i].handed_back, r->op[i] == OP_PUT ? 1 : 0);
+  }
+  /* The gates let go of the stopped senders before C went on. */
+  for (int k = 0; k < 2; k++) assert_box(&r->seen[k], CAP, CAP, 0, NP / 2, 1);
+  const int want[] = {B_A(B_FILL_FROM, 0), B_A(B_FILL_FROM, 1), B_N(B_FILL_FROM, 0),
+                      B_N(B_FILL_FROM, 1)};
+  assert_log(&r->log[0], want, 2 * CAP);
+  bounded_end(sys);
+  free(r);
+}
+
 /* ---- 6. timeouts while waiting for room ------------------------------------------------- */
 
 /* When both producers' sends timed out: the figures, then the release. */
@@ -1143,6 +1197,7 @@ BOUNDED_TEST(fifo_ask)
 BOUNDED_TEST(fifo_ask_timed)
 BOUNDED_TEST(stop_wakes_waiters)
 BOUNDED_TEST(retry_after_stop)
+BOUNDED_TEST(sender_stopped)
 BOUNDED_TEST(timeouts)
 BOUNDED_TEST(misuse)
 
@@ -1153,6 +1208,6 @@ BOUNDED_TEST(misuse)
       BOUNDED_CASE(many_producers_cap2), BOUNDED_CASE(fifo_put),                          \
       BOUNDED_CASE(fifo_put_timed), BOUNDED_CASE(fifo_ask), BOUNDED_CASE(fifo_ask_timed), \
       BOUNDED_CASE(stop_wakes_waiters), BOUNDED_CASE(retry_after_stop),                   \
-      BOUNDED_CASE(timeouts), BOUNDED_CASE(misuse)
+      BOUNDED_CASE(sender_stopped), BOUNDED_CASE(timeouts), BOUNDED_CASE(misuse)
 
 #endif

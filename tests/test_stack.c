@@ -11,7 +11,9 @@
  * seen ones are recycled (their untaken replies freed, taken ones kept);
  * what an ask stack's ending tells the asker (reply, -ENODATA, -EINVAL,
  * -EPROTO, a thrown error, -EDEADLK for a suspend with nothing pending,
- * -ELOOP for a handler that keeps re-entering); a notice stack returning a
+ * -ELOOP for a handler whose asks keep failing at once); a stack that keeps
+ * being ready at once (puts with room) is deferred to its house's next run
+ * after max_per_run invocations, never failed; a notice stack returning a
  * reply frees it; replies to asks of a stack that already returned are
  * counted as unknown.
  *
@@ -462,6 +464,44 @@ static void test_reentry_bound(void **state) {
   assert_int_equal(outstanding(), before);
 }
 
+/* Puts in a loop into a mailbox with room: every put is done during the
+ * handler, so the stack is ready again at once, far more often than the
+ * old re-entry bound (1024) allowed. It must neither fail (-ELOOP) nor hold
+ * its worker: after max_per_run re-entries it is deferred to the house's
+ * next run. */
+#define LOOP_PUTS 3000
+static sh_yield put_loop_fn(sh_actor *self, sh_stack *st) {
+  (void)self;
+  subject_locals *l = sh_stack_locals(st);
+  if (sh_stack_state(st) == S1 && sh_future_error(l->f[0]) != 0) fact[1]++;
+  if (fact[0] == LOOP_PUTS) return sh_return(st, NULL);
+  fact[0]++;
+  l->f[0] = sh_put(st, resp[0], &sh_msg_new(go, .mode = 0)->hdr, 0);
+  return sh_suspend(st, S1);
+}
+
+static void test_ready_stack_deferred(void **state) {
+  (void)state;
+  subject_notice_fn = put_loop_fn;
+  send_go(subject, 0);
+  step(0);
+  /* One run: max_per_run invocations, then the stack waits its turn. */
+  sh_house *h = subject_house();
+  assert_int_equal(fact[0], (int)h->max_per_run);
+  assert_non_null(h->ready);
+  assert_non_null(h->stacks);
+  assert_int_equal(atomic_load(&h->state), SH_READY);
+  th_drain(0);
+  assert_int_equal(fact[0], LOOP_PUTS);
+  assert_int_equal(fact[1], 0);
+  assert_int_equal(calls, LOOP_PUTS + 1);
+  assert_null(h->stacks);
+  assert_null(h->ready);
+  th_drain(1);
+  sh_stats st = th_stats();
+  assert_int_equal(st.asks, st.asks_resolved);
+}
+
 /* ---- what is freed ------------------------------------------------------- */
 
 static sh_yield notice_returns_reply_fn(sh_actor *self, sh_stack *st) {
@@ -514,6 +554,7 @@ int main(void) {
       T(test_ask_stack_endings),
       T(test_suspend_nothing_pending),
       T(test_reentry_bound),
+      T(test_ready_stack_deferred),
       T(test_notice_return_frees_reply),
       T(test_late_reply_is_unknown),
   };
