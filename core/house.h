@@ -108,7 +108,6 @@ void sh_house_destroy(sh_house *h);
 /* Marks the house stopped and refuses every sender waiting for room in its
  * bounded mailboxes. Any thread. */
 void sh_house_stop(sh_house *h);
-/* The runner's take from a mailbox: a bounded mailbox gets the slot back. */
-sh_msg *sh_house_take(sh_house *h, sh_box box);
+
 
 #endif

@@ -78,13 +78,9 @@ static sh_msg *waiter_reclaim(sh_future *f) {
   return m;
 }
 
-/* Sends m (its sender and id set) to mailbox `box` of t for future f: at
- * once when there is room (0), else f's waiter queues at the gate
- * (-EINPROGRESS). -ESHUTDOWN (the gate closed) and -ENOMEM leave m the
- * caller's. */
-static int stack_send(sh_future *f, sh_house *t, sh_box box, sh_msg *m) {
-  sh_gate *g = t->gate[box];
-  int rc = g != NULL ? sh_gate_try(g) : 0;
+/* stack_send to a bounded mailbox. */
+static int gated_send(sh_future *f, sh_house *t, sh_box box, sh_msg *m, sh_gate *g) {
+  int rc = sh_gate_try(g);
   if (rc == 0) {
     sh_house_put(t, box, m);
     return 0;
@@ -111,8 +107,21 @@ static int stack_send(sh_future *f, sh_house *t, sh_box box, sh_msg *m) {
   return rc;
 }
 
+/* Sends m (its sender and id set) to mailbox `box` of t for future f: at
+ * once when there is room (0), else f's waiter queues at the gate
+ * (-EINPROGRESS). -ESHUTDOWN (the gate closed) and -ENOMEM leave m the
+ * caller's. Inline: an unbounded mailbox, the common case, costs one test. */
+static inline int stack_send(sh_future *f, sh_house *t, sh_box box, sh_msg *m) {
+  sh_gate *g = t->gate[box];
+  if (g == NULL) {
+    sh_house_put(t, box, m);
+    return 0;
+  }
+  return gated_send(f, t, box, m, g);
+}
+
 static void future_free(sh_future *f) {
-  sh_msg_free(waiter_reclaim(f));
+  if (f->waiter != NULL) sh_msg_free(waiter_reclaim(f));
   if (f->timer != NULL) sh_timer_cancel_node(sh_worker_current(), f->timer);
   sh_msg_free(f->reply);
   sh_mem_free(f);
