@@ -164,6 +164,7 @@ static int bridge_sleep(sh_bridge *b, uint64_t deadline, ready_fn ready) {
   sh_plat_event_reset(b->ev);
   /* seq_cst: the store half of the thread's side (file comment). */
   atomic_store_explicit(&b->sleeping, 1, memory_order_seq_cst);
+  SH_YIELD("bridge.sleep"); /* a waker may publish here */
   if (ready(b)) {
     /* relaxed: nobody was asked to wake us; a waker that already took the
      * flag only sets the event, which the next reset clears. */

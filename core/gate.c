@@ -128,6 +128,7 @@ int sh_gate_enter(sh_gate *g, sh_waiter *w) {
   }
   /* seq_cst: the store half of the sender's side of the handshake. */
   atomic_fetch_add_explicit(&g->nwaiters, 1, memory_order_seq_cst);
+  SH_YIELD("gate.enter"); /* an actor's release may land here */
   if (g->head == NULL && take_slot(g)) {
     atomic_fetch_sub_explicit(&g->nwaiters, 1, memory_order_relaxed);
     sh_spin_unlock(&g->lock);
