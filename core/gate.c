@@ -43,6 +43,7 @@ sh_gate *sh_gate_new(uint32_t cap) {
   atomic_init(&g->nwaiters, 0);
   sh_spin_init(&g->lock);
   atomic_init(&g->closed, false);
+  atomic_init(&g->queued, 0);
   atomic_init(&g->high_water, 0);
   atomic_init(&g->suspended, 0);
   atomic_init(&g->refused, 0);
@@ -104,6 +105,9 @@ static void fifo_append(sh_gate *g, sh_waiter *w) {
   else
     g->head = w;
   g->tail = w;
+  /* release: a reader of the metrics that sees this waiter queued (acquire)
+   * also sees it counted in `suspended`, which enter bumps first. */
+  atomic_fetch_add_explicit(&g->queued, 1, memory_order_release);
 }
 
 static void fifo_unlink(sh_gate *g, sh_waiter *w) {
@@ -116,6 +120,7 @@ static void fifo_unlink(sh_gate *g, sh_waiter *w) {
   else
     g->tail = w->prev;
   w->prev = w->next = NULL;
+  atomic_fetch_sub_explicit(&g->queued, 1, memory_order_relaxed); /* relaxed: a metric */
   /* relaxed: under the lock, which orders it against the next enter. */
   atomic_fetch_sub_explicit(&g->nwaiters, 1, memory_order_relaxed);
 }
@@ -134,11 +139,11 @@ int sh_gate_enter(sh_gate *g, sh_waiter *w) {
     sh_spin_unlock(&g->lock);
     return 0;
   }
+  atomic_fetch_add_explicit(&g->suspended, 1, memory_order_relaxed); /* before queued: see fifo_append */
   fifo_append(g, w);
   /* relaxed: the waiter's state is read by its own sender under this lock
    * (cancel) or after the pop's release store. */
   atomic_store_explicit(&w->state, SH_WAITER_QUEUED, memory_order_relaxed);
-  atomic_fetch_add_explicit(&g->suspended, 1, memory_order_relaxed); /* relaxed: a metric */
   /* It stays counted in nwaiters until popped or cancelled (fifo_unlink). */
   sh_spin_unlock(&g->lock);
   return -EINPROGRESS;
@@ -243,12 +248,12 @@ void sh_gate_refuse(sh_gate *g) {
 }
 
 void sh_gate_stats(const sh_gate *g, sh_mailbox_stats *out) {
-  /* relaxed: figures for a report, each read once. */
+  /* acquire: see fifo_append; the others are relaxed, figures for a report. */
+  out->waiting = atomic_load_explicit(&g->queued, memory_order_acquire);
   out->capacity = g->cap;
   out->depth = atomic_load_explicit(&g->used, memory_order_relaxed);
   uint32_t hw = atomic_load_explicit(&g->high_water, memory_order_relaxed);
   if (hw > out->high_water) out->high_water = hw;
-  out->waiting = atomic_load_explicit(&g->nwaiters, memory_order_relaxed);
   out->suspended = atomic_load_explicit(&g->suspended, memory_order_relaxed);
   out->refused = atomic_load_explicit(&g->refused, memory_order_relaxed);
 }

@@ -66,7 +66,9 @@ typedef struct sh_gate {
   _Alignas(64) sh_spin lock;      /* guards the FIFO */
   atomic_bool closed;             /* written under the lock */
   sh_waiter *head, *tail;
-  /* Metrics: relaxed counters, read by sh_mailbox_stats_get. */
+  /* Metrics: relaxed counters, read by sh_mailbox_stats_get. `queued` is
+   * the FIFO's length (nwaiters also counts senders on their way in). */
+  atomic_uint queued;
   atomic_uint high_water;
   atomic_uint_fast64_t suspended;
   atomic_uint_fast64_t refused;
