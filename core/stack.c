@@ -86,6 +86,7 @@ static int gated_send(sh_future *f, sh_house *t, sh_box box, sh_msg *m, sh_gate 
     return 0;
   }
   if (rc == -ESHUTDOWN) return rc;
+  fiu_return_on("sh/gate/waiter", -ENOMEM);
   sh_waiter *w = (sh_waiter *)(void *)sh_msg_alloc(&sh_waiter_type);
   if (w == NULL) return -ENOMEM;
   atomic_init(&w->state, SH_WAITER_IDLE);

@@ -12,6 +12,7 @@
 #include "timer.h"
 
 #include <assert.h>
+#include <fiu-local.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -50,6 +51,7 @@ static uint64_t ms_to_ns(uint64_t ms) {
 
 static sh_timer *timer_new(sh_worker *w, sh_house *h, sh_timer_kind kind, uint64_t id,
                            uint64_t delay_ns, uint64_t period_ns, void *arg) {
+  fiu_return_on("sh/timer/new", NULL);
   sh_timer *t = sh_mem_alloc(sizeof(*t));
   if (t == NULL) return NULL;
   memset(t, 0, sizeof(*t));

@@ -1,7 +1,8 @@
 /*
  * Out-of-memory paths, driven by the libfiu fault points compiled into the
  * test builds: a pool that cannot grow, a house that cannot be made, a stack
- * that cannot be allocated, a promise table that cannot grow. Each must be
+ * that cannot be allocated, a promise table that cannot grow, a sender's
+ * waiter or timeout at a full bounded mailbox. Each must be
  * an error returned to the caller (or to the asker), never a crash or a
  * leak (ASan checks the leaks).
  */
@@ -15,6 +16,7 @@
 #include <fiu.h>
 #include <stackhouse/stackhouse.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "support/harness.h"
@@ -141,6 +143,93 @@ static void test_dispatcher_without_rehash_loses_nothing(void **state) {
   assert_int_equal(atomic_load(&completed), FANOUT);
 }
 
+/* ---- bounded mailboxes without memory ------------------------------------- */
+
+/* A consumer with room for one ask and one notice, on the client's worker:
+ * it cannot take anything while the client's handler runs, so the client
+ * fills it and then meets it full. */
+static sh_yield tiny_notice(sh_actor *self, sh_stack *st) {
+  (void)self;
+  return sh_return(st, NULL);
+}
+static const sh_actor_class tiny_class = {.name = "tiny", .size = sizeof(sh_actor),
+                                          .notice = tiny_notice, .ask = echo_ask,
+                                          .ask_capacity = 1, .notice_capacity = 1};
+
+/* What the client saw: each failed send's error, and whether a put's
+ * notice came back. */
+static struct {
+  int put_err, ask_err, timed_put_err;
+  bool put_back, timed_put_back;
+  int fill_err;
+} full;
+
+static const sh_addr *tiny_addr;
+
+/* A put whose future failed at once: its error, and its notice back. */
+static int failed_put(sh_stack *st, uint32_t timeout_ms, bool *back) {
+  sh_future *f = sh_put(st, tiny_addr, &sh_msg_new(go)->hdr, timeout_ms);
+  sh_msg *m = sh_future_take(f);
+  *back = sh_msg_is(m, &go_type);
+  sh_msg_free(m);
+  return sh_future_done(f) ? sh_future_error(f) : 1;
+}
+
+static sh_yield full_client(sh_actor *self, sh_stack *st) {
+  client_locals *l = sh_stack_locals(st);
+  if (sh_stack_state(st) == DONE) {
+    full.fill_err = sh_future_error(l->f[0]);
+    finish(self, 0);
+    return sh_return(st, NULL);
+  }
+  if (sh_notice_try(tiny_addr, &sh_msg_new(go)->hdr) != 0 ||
+      sh_ask_try(st, tiny_addr, &sh_msg_new(ping, .n = 7)->hdr, 0, &l->f[0]) != 0) {
+    finish(self, -EPROTO);
+    return sh_return(st, NULL);
+  }
+  /* Both full: a send that must wait needs a waiter, which cannot be made. */
+  fiu_enable("sh/gate/waiter", 1, NULL, 0);
+  full.put_err = failed_put(st, 0, &full.put_back);
+  sh_future *f = sh_ask(st, tiny_addr, &sh_msg_new(ping, .n = 8)->hdr, 0);
+  full.ask_err = sh_future_done(f) ? sh_future_error(f) : 1;
+  fiu_disable("sh/gate/waiter");
+  /* The waiter is queued, but the put's timeout cannot be armed. */
+  fiu_enable("sh/timer/new", 1, NULL, 0);
+  full.timed_put_err = failed_put(st, 50, &full.timed_put_back);
+  fiu_disable("sh/timer/new");
+  return sh_suspend(st, DONE);
+}
+static const sh_actor_class full_client_class = {.name = "full_client", .size = sizeof(sh_actor),
+                                                 .locals_size = sizeof(client_locals),
+                                                 .notice = full_client};
+
+/* Without memory for a waiter (or its timeout), a send to a full bounded
+ * mailbox fails at once with -ENOMEM: a put hands its notice back, an ask
+ * fails; nothing is queued, lost or leaked. */
+static void test_bounded_send_without_memory(void **state) {
+  (void)state;
+  sh_system *sys = th_system(2);
+  tiny_addr = th_spawn_on(sys, &tiny_class, NULL, 0);
+  const sh_addr *client = th_spawn_on(sys, &full_client_class, NULL, 0);
+  memset(&full, 0, sizeof(full));
+  atomic_store(&result, 1);
+  assert_int_equal(sh_system_start(sys), 0);
+  assert_int_equal(sh_notice(client, &sh_msg_new(go)->hdr), 0);
+  assert_int_equal(sh_system_wait(sys), 0);
+  assert_int_equal(atomic_load(&result), 0);
+  assert_int_equal(full.put_err, -ENOMEM);
+  assert_true(full.put_back);
+  assert_int_equal(full.ask_err, -ENOMEM);
+  assert_int_equal(full.timed_put_err, -ENOMEM);
+  assert_true(full.timed_put_back);
+  assert_int_equal(full.fill_err, 0);
+  sh_mailbox_stats ms;
+  assert_int_equal(sh_mailbox_stats_get(tiny_addr, 0, SH_NOTICE, &ms), 0);
+  assert_int_equal(ms.waiting, 0);
+  assert_int_equal(ms.suspended, 1); /* the timed put had queued */
+  th_end(sys);
+}
+
 int main(void) {
   alarm(120);
   fiu_init(0);
@@ -150,6 +239,7 @@ int main(void) {
       cmocka_unit_test(test_ask_without_memory_returns_null),
       cmocka_unit_test(test_stack_alloc_failure_refuses_the_ask),
       cmocka_unit_test(test_dispatcher_without_rehash_loses_nothing),
+      cmocka_unit_test(test_bounded_send_without_memory),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
