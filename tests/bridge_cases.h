@@ -270,14 +270,7 @@ static sh_bridge *bridge(sh_system *sys) {
 /* Shuts down (if not yet), checks the accounting, frees. Bridges must have
  * been freed: a forgotten ask is resolved only then. */
 static sh_stats finish(sh_system *sys) {
-  assert_int_equal(sh_system_shutdown(sys), 0);
-  sh_stats st;
-  sh_system_stats(sys, &st);
-  sh_system_free(sys);
-  th_assert_checks();
-  assert_int_equal(st.asks, st.asks_resolved);
-  assert_int_equal(st.sent, st.delivered + st.replies_unknown + st.dropped_stopped);
-  assert_int_equal(st.pool_outstanding, 0);
+  sh_stats st = th_end_exact(sys);
   assert_int_equal(atomic_load(&g.drops), atomic_load(&g.created));
   /* Every hold ended once: released, or failed by the stop or shutdown. */
   assert_int_equal(atomic_load(&g.unblocked), atomic_load(&g.blocked));

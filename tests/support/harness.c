@@ -102,6 +102,13 @@ sh_stats th_end(sh_system *sys) {
   return st;
 }
 
+sh_stats th_end_exact(sh_system *sys) {
+  sh_stats st = th_end(sys);
+  assert_int_equal(st.asks, st.asks_resolved);
+  assert_int_equal(st.sent, st.delivered + st.replies_unknown + st.dropped_stopped);
+  return st;
+}
+
 /* ---- numbered asks and replies ------------------------------------------- */
 
 SH_MSG_DEFINE(num_ask, SH_ASK, 0);

@@ -61,6 +61,9 @@ void th_run(sh_system *sys);
 /* Shuts down and frees the system; asserts no CHECK failed and the pools
  * got every object back. Returns the final (exact) statistics. */
 sh_stats th_end(sh_system *sys);
+/* th_end, and the accounting that holds after every shutdown: every ask
+ * resolved once, every message sent handled or dropped with a reason. */
+sh_stats th_end_exact(sh_system *sys);
 
 /* ---- actors -------------------------------------------------------------- */
 
