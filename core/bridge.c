@@ -140,8 +140,9 @@ void sh_bridge_free(sh_bridge *b) {
 uint32_t sh_bridge_pending(const sh_bridge *b) { return b != NULL ? b->pending : 0; }
 
 void sh_bridge_wake(sh_bridge *b) {
-  /* seq_cst: the load half of the waker's side (file comment); the plain
-   * load first keeps a wake of a thread that is not asleep free of writes. */
+  /* seq_cst: the load half of the waker's side (file comment); loading
+   * before the exchange keeps a wake of a thread that is not asleep free of
+   * writes. */
   if (atomic_load_explicit(&b->sleeping, memory_order_seq_cst) == 0) return;
   if (atomic_exchange_explicit(&b->sleeping, 0, memory_order_seq_cst) == 0) return;
   sh_plat_event_set(b->ev);
@@ -169,8 +170,9 @@ static int bridge_sleep(sh_bridge *b, uint64_t deadline, ready_fn ready) {
     /* relaxed: nobody was asked to wake us; a waker that already took the
      * flag only sets the event, which the next reset clears. */
     atomic_store_explicit(&b->sleeping, 0, memory_order_relaxed);
-    /* What is ready may be a message counted but not yet linked (mailbox.c):
-     * let its producer finish. */
+    /* What is ready may be a message the mailbox cannot hand out yet: a
+     * later producer swapped the head but has not linked (mailbox.c). Let
+     * it finish. */
     sh_plat_yield_cpu();
     return 0;
   }
@@ -181,9 +183,11 @@ static int bridge_sleep(sh_bridge *b, uint64_t deadline, ready_fn ready) {
 
 /* ---- sending --------------------------------------------------------- */
 
-static bool waiter_popped(sh_bridge *b) {
+static bool decided(int state) { return state == SH_WAITER_ADMITTED || state == SH_WAITER_REFUSED; }
+
+static bool waiter_decided(sh_bridge *b) {
   /* seq_cst: the load half of the thread's side (file comment). */
-  return atomic_load_explicit(&b->w.state, memory_order_seq_cst) != SH_WAITER_QUEUED;
+  return decided(atomic_load_explicit(&b->w.state, memory_order_seq_cst));
 }
 
 /* The target's bounded mailbox is full: queue the bridge's waiter and sleep
@@ -199,15 +203,19 @@ static int wait_for_room(sh_bridge *b, sh_gate *g, sh_house *t, sh_box box, sh_m
   int rc = sh_gate_enter(g, w);
   if (rc == 0) sh_house_put(t, box, m);
   if (rc != -EINPROGRESS) return rc;
-  /* Bounded by the deadline: each turn sleeps, or finds the verdict. */
+  /* Bounded by the deadline, then by the gate carrying out a verdict it
+   * already took (a few instructions): each turn sleeps or finds it. */
   for (;;) {
     int s = atomic_load_explicit(&w->state, memory_order_seq_cst);
     if (s == SH_WAITER_ADMITTED) return 0; /* the gate put m for us */
     if (s == SH_WAITER_REFUSED) return -ESHUTDOWN;
-    if (bridge_sleep(b, deadline, waiter_popped) == -ETIMEDOUT && sh_gate_cancel(g, w)) {
+    if (bridge_sleep(b, deadline, waiter_decided) != -ETIMEDOUT) continue;
+    if (sh_gate_cancel(g, w)) {
       sh_gate_refused(g);
       return -ETIMEDOUT;
     }
+    /* Too late to take it back: popped, its verdict on the way. */
+    sh_plat_yield_cpu();
   }
 }
 
@@ -231,8 +239,13 @@ static int bridge_send(sh_bridge *b, const sh_addr *to, sh_msg *m, sh_box box,
   return wait_for_room(b, g, t, box, m, deadline_of(timeout_ms));
 }
 
+/* A bridge blocks its thread: never a worker's, which runs actors. */
+static bool bridge_usable(const sh_bridge *b) {
+  return b != NULL && b->open && sh_worker_current() == NULL;
+}
+
 static bool usable(const sh_bridge *b, const sh_addr *to, const sh_msg *m, sh_msg_kind kind) {
-  return b != NULL && b->open && to != NULL && m != NULL && m->type->kind == kind;
+  return bridge_usable(b) && to != NULL && m != NULL && m->type->kind == kind;
 }
 
 int sh_bridge_notice(sh_bridge *b, const sh_addr *to, sh_msg *m, int64_t timeout_ms) {
@@ -299,7 +312,7 @@ static void hand_over(sh_bridge *b, sh_msg *m, sh_bridge_reply *out) {
 }
 
 int sh_bridge_recv(sh_bridge *b, int64_t timeout_ms, sh_bridge_reply *out) {
-  if (b == NULL || out == NULL || !b->open) return -EINVAL;
+  if (!bridge_usable(b) || out == NULL) return -EINVAL;
   uint64_t deadline = deadline_of(timeout_ms);
   /* Bounded by the deadline: each turn hands over, gives up, or sleeps. */
   for (;;) {
@@ -321,15 +334,28 @@ int sh_bridge_recv(sh_bridge *b, int64_t timeout_ms, sh_bridge_reply *out) {
 /* ---- the system's end ------------------------------------------------ */
 
 void sh_bridge_shutdown(sh_system *sys) {
-  /* Under the lock: a bridge thread woken by the shutdown may be closing
-   * its bridge right now; a closed one belongs to the registry, whose lock
-   * makes this drain its only consumer. Bounded by the bridges. */
+  /* The closed bridges belong to the registry: take them all, so that this
+   * is their mailboxes' only consumer (a bridge thread woken by this very
+   * shutdown may be closing its own right now, or reopening one), and drop
+   * their answers outside the lock (drop hooks are users' code). */
   sh_spin_lock(&sys->reg_lock);
-  for (sh_bridge *b = sys->bridges; b != NULL; b = b->all_next) {
-    if (!b->open) drop_all(b);
-    sh_bridge_wake(b);
-  }
+  sh_bridge *closed = sys->bridge_free;
+  sys->bridge_free = NULL;
   sh_spin_unlock(&sys->reg_lock);
+  sh_bridge *last = NULL;
+  for (sh_bridge *b = closed; b != NULL; b = b->free_next) {
+    drop_all(b);
+    last = b;
+  }
+  if (last != NULL) {
+    sh_spin_lock(&sys->reg_lock);
+    last->free_next = sys->bridge_free;
+    sys->bridge_free = closed;
+    sh_spin_unlock(&sys->reg_lock);
+  }
+  /* `shut` was set under the lock before this: no bridge joins the list any
+   * more, so it can be walked without the lock. Bounded by the bridges. */
+  for (sh_bridge *b = sys->bridges; b != NULL; b = b->all_next) sh_bridge_wake(b);
 }
 
 void sh_bridge_destroy_all(sh_system *sys) {

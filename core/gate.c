@@ -163,39 +163,46 @@ bool sh_gate_cancel(sh_gate *g, sh_waiter *w) {
 /* What a popped waiter needs done, copied under the lock: once its state
  * says popped, a bridge may reuse its waiter at once. */
 typedef struct popped {
-  sh_waiter *stack_waiter; /* NULL for a bridge waiter */
-  struct sh_bridge *bridge;
+  sh_waiter *w;
+  struct sh_bridge *bridge; /* NULL for a stack waiter */
   struct sh_house *target;
   int box;
   sh_msg *msg;
 } popped;
 
-/* Pops the first waiter with verdict `state`; under the lock. */
-static popped pop_first(sh_gate *g, sh_waiter_state state) {
+/* Pops the first waiter; under the lock. From POPPED on, its sender can no
+ * longer cancel it, and nobody else reads its FIFO links. */
+static popped pop_first(sh_gate *g) {
   sh_waiter *w = g->head;
   fifo_unlink(g, w);
-  popped p = {w->bridge == NULL ? w : NULL, w->bridge, w->target, w->box, w->msg};
-  /* seq_cst: the waker's store in the bridge's sleep handshake (bridge.c);
-   * it also releases the verdict to a bridge thread, which may reuse the
-   * waiter at once: nothing of it is read after this store. */
-  atomic_store_explicit(&w->state, state, memory_order_seq_cst);
+  popped p = {w, w->bridge, w->target, w->box, w->msg};
+  /* relaxed: the lock orders it against a cancel; a bridge thread that
+   * sees it just keeps waiting for the verdict. */
+  atomic_store_explicit(&w->state, SH_WAITER_POPPED, memory_order_relaxed);
   return p;
 }
 
 /* Carries out a verdict outside the lock: the admitted message goes into
- * the mailbox, then the sender hears of it. */
+ * the mailbox first, then the sender hears of it (a bridge thread told
+ * ADMITTED sends its next message after this one, never before). */
 static void deliver(const popped *p, bool admitted) {
-  if (admitted) {
-    if (p->stack_waiter != NULL) p->stack_waiter->msg = NULL;
-    sh_house_put(p->target, (sh_box)p->box, p->msg);
-  }
-  if (p->stack_waiter != NULL) {
-    sh_waiter *w = p->stack_waiter;
+  sh_waiter_state verdict = admitted ? SH_WAITER_ADMITTED : SH_WAITER_REFUSED;
+  if (p->bridge == NULL) {
+    sh_waiter *w = p->w; /* ours until its return is put */
+    if (admitted) {
+      w->msg = NULL;
+      sh_house_put(p->target, (sh_box)p->box, p->msg);
+    }
     w->hdr.error = admitted ? 0 : -ESHUTDOWN;
     sh_house_put(w->sender, SH_BOX_EVENT, &w->hdr);
-  } else {
-    sh_bridge_wake(p->bridge);
+    return;
   }
+  if (admitted) sh_house_put(p->target, (sh_box)p->box, p->msg);
+  /* seq_cst: the waker's store in the bridge's sleep handshake (bridge.c).
+   * The thread may reuse the waiter the moment it sees this: it is our last
+   * touch of it. */
+  atomic_store_explicit(&p->w->state, verdict, memory_order_seq_cst);
+  sh_bridge_wake(p->bridge);
 }
 
 /* Gives free slots to waiters, first come first served. Bounded: each turn
@@ -207,7 +214,7 @@ static void hand_off(sh_gate *g) {
       sh_spin_unlock(&g->lock);
       return;
     }
-    popped p = pop_first(g, SH_WAITER_ADMITTED);
+    popped p = pop_first(g);
     sh_spin_unlock(&g->lock);
     deliver(&p, true);
   }
@@ -241,7 +248,7 @@ void sh_gate_refuse(sh_gate *g) {
       sh_spin_unlock(&g->lock);
       return;
     }
-    popped p = pop_first(g, SH_WAITER_REFUSED);
+    popped p = pop_first(g);
     sh_spin_unlock(&g->lock);
     deliver(&p, false);
   }

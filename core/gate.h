@@ -37,9 +37,10 @@ struct sh_bridge;
 typedef enum sh_waiter_state {
   SH_WAITER_IDLE = 0,     /* not in a gate */
   SH_WAITER_QUEUED = 1,   /* in the gate's FIFO, holding its message */
-  SH_WAITER_ADMITTED = 2, /* popped: its message was given a slot */
-  SH_WAITER_REFUSED = 3,  /* popped: the gate closed; the message was not sent */
-  SH_WAITER_CANCELLED = 4 /* taken out by its sender (timeout, stop) */
+  SH_WAITER_POPPED = 2,   /* taken out by the gate, its verdict being carried out */
+  SH_WAITER_ADMITTED = 3, /* its message is in the mailbox */
+  SH_WAITER_REFUSED = 4,  /* the gate closed; the message was not sent */
+  SH_WAITER_CANCELLED = 5 /* taken out by its sender (timeout, stop) */
 } sh_waiter_state;
 
 typedef struct sh_waiter {

@@ -50,7 +50,10 @@ static work_view view_of(const sh_house *h) {
   for (int b = 0; b < SH_BOXES; b++) v.taken[b] = h->mb[b].taken;
   v.held = h->barrier;
   v.ready = h->ready != NULL;
-  v.owes_stop = h->mounted && (!h->stop_done || sh_dispatcher_count(&h->futures) > 0);
+  /* Stop work: futures to fail, or the hook once every future ended. Futures
+   * kept for their waiter's return are not work: that return pokes us. */
+  uint32_t futures = sh_dispatcher_count(&h->futures);
+  v.owes_stop = h->mounted && (futures > h->stop_kept || (!h->stop_done && futures == 0));
   return v;
 }
 
@@ -360,15 +363,10 @@ static void note_high_water(sh_house *h) {
 static void finish_stop(sh_worker *w, sh_house *h) {
   if (!h->mounted) return;
   sh_timer_cancel_all(w, h);
-  sh_future *f;
-  while ((f = sh_dispatcher_pop_any(&h->futures)) != NULL) {
-    /* The end of the ask's flow in a trace, as a reply or a timeout is. */
-    SH_TRACE(SH_TRACE_REPLY, h->seq, "ESHUTDOWN", SH_TRACE_FLOW(h->seq, f->id));
-    sh_stack_complete(f, NULL, -ESHUTDOWN);
-  }
-  /* Stacks deferred to a later run (stack.h) are still to end: the hook
-   * waits for them (the house stays ready while they wait). */
-  if (!h->stop_done && h->ready == NULL) {
+  sh_stack_fail_all(h);
+  /* Stacks deferred to a later run (stack.h) are still to end, and futures
+   * kept for their waiter's return: the hook waits for them all. */
+  if (!h->stop_done && h->ready == NULL && sh_dispatcher_count(&h->futures) == 0) {
     h->stop_done = true;
     if (h->cls->stop != NULL) h->cls->stop(h->actor);
   }

@@ -80,6 +80,7 @@ typedef struct sh_house {
   bool barrier;               /* a barrier stack is running */
   bool mounted;
   bool stop_done;             /* the stop hook ran */
+  uint32_t stop_kept;         /* futures kept past the stop for their waiter's return */
   sh_stack *stacks;           /* live stacks (for shutdown) */
   sh_stack *ready, *ready_tail; /* deferred stacks, ready to run again (stack.h) */
   struct sh_timer *timers;    /* live actor timers (cancel by id) */

@@ -29,6 +29,8 @@ struct sh_future {
   int32_t error;
   bool done;
   bool put;                   /* sh_put's: done once the notice is in the mailbox */
+  bool returning;             /* its waiter was popped: the waiter's return decides */
+  bool kept;                  /* its house stopped; kept for that return (house.c) */
 };
 
 typedef struct sh_dispatcher {
@@ -50,8 +52,9 @@ void sh_dispatcher_push(sh_dispatcher *d, sh_future *f);
 sh_future *sh_dispatcher_find(const sh_dispatcher *d, uint64_t id);
 /* Removes and returns the promise for id; NULL when unknown. */
 sh_future *sh_dispatcher_pop(sh_dispatcher *d, uint64_t id);
-/* Removes and returns some promise, the lowest bucket first (deterministic:
- * ids are per-actor counters, never addresses). NULL when empty. */
+/* Removes and returns some promise not marked `kept`, the lowest bucket
+ * first (deterministic: ids are per-actor counters, never addresses). NULL
+ * when there is none. */
 sh_future *sh_dispatcher_pop_any(sh_dispatcher *d);
 static inline uint32_t sh_dispatcher_count(const sh_dispatcher *d) { return d->count; }
 static inline uint32_t sh_dispatcher_capacity(const sh_dispatcher *d) { return d->mask + 1; }

@@ -311,12 +311,26 @@ sh_future *sh_put(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_m
   return f;
 }
 
+/* f is no longer kept past its house's stop. */
+static void unkeep(sh_house *h, sh_future *f) {
+  if (!f->kept) return;
+  f->kept = false;
+  h->stop_kept--;
+}
+
+/* f's waiter came back: f no longer waits for it. */
+static void returned(sh_house *h, sh_future *f) {
+  f->waiter = NULL;
+  f->returning = false;
+  unkeep(h, f);
+}
+
 void sh_stack_waiter_back(sh_house *h, sh_waiter *w) {
   int err = w->hdr.error;
   sh_future *f = sh_dispatcher_find(&h->futures, w->id);
   sh_msg *back = NULL;
   if (f != NULL) {
-    f->waiter = NULL;
+    returned(h, f);
     /* An admitted ask goes on waiting for its reply; anything else ends. */
     if (f->put || err != 0) {
       sh_dispatcher_pop(&h->futures, w->id);
@@ -334,18 +348,51 @@ void sh_stack_waiter_back(sh_house *h, sh_waiter *w) {
   if (f != NULL) sh_stack_complete(f, back, err);
 }
 
-void sh_stack_time_out(sh_house *h, sh_future *f) {
-  sh_msg *back = NULL;
+/* f ends early (a timeout, its house stops). True when it must not: a put
+ * whose waiter the gate already popped waits for the waiter's return, which
+ * says whether the notice got in (an ask ends either way: its reply, if
+ * any, comes as unknown). Else a waiter still queued is taken back: *back
+ * is a put's notice, handed back (an ask's is freed). */
+static bool ends_by_return(sh_future *f, sh_msg **back) {
+  *back = NULL;
   if (f->waiter != NULL) {
-    back = waiter_reclaim(f);
-    /* The gate popped it: for a put, its return decides (the notice may be
-     * in the mailbox already). An ask times out either way. */
-    if (back == NULL && f->put) return;
-    if (!f->put) {
-      sh_msg_free(back);
-      back = NULL;
-    }
+    sh_msg *m = waiter_reclaim(f);
+    if (m == NULL)
+      f->returning = true;
+    else if (f->put)
+      *back = m;
+    else
+      sh_msg_free(m);
   }
+  return f->put && f->returning;
+}
+
+void sh_stack_fail_all(sh_house *h) {
+  sh_future *f;
+  /* Bounded: each turn ends a future (the stopped house makes no new ones:
+   * its sends fail at once) or marks it kept, which pop_any skips. */
+  while ((f = sh_dispatcher_pop_any(&h->futures)) != NULL) {
+    sh_msg *back;
+    if (ends_by_return(f, &back)) {
+      f->kept = true;
+      h->stop_kept++;
+      /* Its outcome is the return's now, not a timeout's. */
+      if (f->timer != NULL) {
+        sh_timer_cancel_node(sh_worker_current(), f->timer);
+        f->timer = NULL;
+      }
+      sh_dispatcher_push(&h->futures, f);
+      continue;
+    }
+    /* The end of the ask's flow in a trace, as a reply or a timeout is. */
+    SH_TRACE(SH_TRACE_REPLY, h->seq, "ESHUTDOWN", SH_TRACE_FLOW(h->seq, f->id));
+    sh_stack_complete(f, back, -ESHUTDOWN);
+  }
+}
+
+void sh_stack_time_out(sh_house *h, sh_future *f) {
+  sh_msg *back;
+  if (ends_by_return(f, &back)) return;
   sh_dispatcher_pop(&h->futures, f->id);
   sh_count(h->sys, SH_C_ASKS_TIMED_OUT);
   SH_TRACE(SH_TRACE_TIMEOUT, h->seq, "timeout", SH_TRACE_FLOW(h->seq, f->id));
@@ -503,6 +550,7 @@ static void finish(sh_stack *st) {
     /* An ask still out: forget it; its late reply is dropped and counted.
      * Forgetting resolves it (sh_stats: each ask resolved once). */
     sh_count(h->sys, SH_C_ASKS_RESOLVED);
+    unkeep(h, f); /* a late return finds no future and frees itself */
     sh_future *popped = sh_dispatcher_pop(&h->futures, f->id);
     assert(popped == f || popped == NULL);
     (void)popped;

@@ -90,8 +90,13 @@ void sh_stack_complete(sh_future *f, sh_msg *reply, int error);
 struct sh_waiter;
 void sh_stack_waiter_back(struct sh_house *h, struct sh_waiter *w);
 /* Future f's timeout fired (f still in h's table): completes it with
- * -ETIMEDOUT, unless it is a put whose notice the gate already admitted. */
+ * -ETIMEDOUT, unless it is a put whose waiter the gate already popped (the
+ * waiter's return, on its way, says whether the notice got in). */
 void sh_stack_time_out(struct sh_house *h, sh_future *f);
+/* The house stops: every pending future fails with -ESHUTDOWN (its stack
+ * resumes to see it), except puts whose waiter the gate already popped:
+ * those are kept (h->stop_kept) until the waiter's return decides. */
+void sh_stack_fail_all(struct sh_house *h);
 /* Frees a stack that will never run again, answering nobody (the system is
  * being destroyed). */
 void sh_stack_discard(sh_stack *st);

@@ -502,6 +502,73 @@ static void test_ready_stack_deferred(void **state) {
   assert_int_equal(st.asks, st.asks_resolved);
 }
 
+/* A put's outcome is exact even when its own actor stops: its notice is
+ * either in the mailbox (0) or handed back (an error). PUTTER waits with
+ * NPUTS puts at a full mailbox; the target stops (every waiter refused, each
+ * waiter's return queued as an event to PUTTER), then PUTTER stops. With
+ * max_per_run 1 its run takes only a share of those events before its stop
+ * work: the puts whose return has not been handled yet must wait for it
+ * (they failed without their notice before). */
+#define NPUTS 24
+typedef struct putter_locals { sh_future *f[NPUTS]; } putter_locals;
+static int put_err[NPUTS], put_back[NPUTS];
+static const sh_addr *put_target;
+
+static sh_yield putter_notice(sh_actor *self, sh_stack *st) {
+  (void)self;
+  putter_locals *l = sh_stack_locals(st);
+  if (sh_stack_state(st) == S0) {
+    for (int i = 0; i < NPUTS; i++)
+      l->f[i] = sh_put(st, put_target, &sh_msg_new(go, .mode = i)->hdr, 0);
+    return sh_suspend(st, S1);
+  }
+  for (int i = 0; i < NPUTS; i++) {
+    put_err[i] = sh_future_error(l->f[i]);
+    sh_msg *m = sh_future_take(l->f[i]);
+    put_back[i] = sh_msg_is(m, &go_type) && ((go *)m)->mode == i;
+    sh_msg_free(m);
+  }
+  fact[0]++;
+  return sh_return(st, NULL);
+}
+static const sh_actor_class putter_class = {.name = "putter", .size = sizeof(sh_actor),
+                                            .locals_size = sizeof(putter_locals),
+                                            .notice = putter_notice, .max_per_run = 1};
+
+static sh_yield quiet_notice(sh_actor *self, sh_stack *st) {
+  (void)self;
+  return sh_return(st, NULL);
+}
+static const sh_actor_class narrow_class = {.name = "narrow", .size = sizeof(sh_actor),
+                                            .notice = quiet_notice, .notice_capacity = 1};
+
+static void test_put_exact_when_sender_stops(void **state) {
+  (void)state;
+  put_target = th_spawn(&narrow_class, 1);
+  const sh_addr *putter = th_spawn(&putter_class, 0);
+  th_mount_all();
+  send_go(put_target, 0); /* full: worker 1 is never run */
+  send_go(putter, 0);
+  th_drain(0);
+  sh_mailbox_stats ms;
+  assert_int_equal(sh_mailbox_stats_get(put_target, 0, SH_NOTICE, &ms), 0);
+  assert_int_equal(ms.waiting, NPUTS);
+  assert_int_equal(sh_stop(put_target), 0); /* refuses the waiters */
+  assert_int_equal(sh_stop(putter), 0);
+  step(0); /* a share of the returns, then the stop work */
+  assert_int_equal(fact[0], 0);
+  th_drain(0);
+  assert_int_equal(fact[0], 1);
+  for (int i = 0; i < NPUTS; i++) {
+    assert_int_equal(put_err[i], -ESHUTDOWN);
+    assert_true(put_back[i]);
+  }
+  assert_null(putter->houses[0]->stacks);
+  th_drain(1);
+  sh_stats st = th_stats();
+  assert_int_equal(st.asks, st.asks_resolved);
+}
+
 /* ---- what is freed ------------------------------------------------------- */
 
 static sh_yield notice_returns_reply_fn(sh_actor *self, sh_stack *st) {
@@ -555,6 +622,7 @@ int main(void) {
       T(test_suspend_nothing_pending),
       T(test_reentry_bound),
       T(test_ready_stack_deferred),
+      T(test_put_exact_when_sender_stops),
       T(test_notice_return_frees_reply),
       T(test_late_reply_is_unknown),
   };

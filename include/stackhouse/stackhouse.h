@@ -212,7 +212,8 @@ int sh_stop(const sh_addr *a);
 
 /* Sends a notice; from an actor or any other thread. On error the message is
  * freed: -EINVAL (NULL, or not a notice type), -ESHUTDOWN (stopped actor),
- * -EAGAIN (the actor's bounded notice mailbox is full: counted as refused). */
+ * -EAGAIN (the actor's bounded notice mailbox is full, or senders wait for
+ * room in it: counted as refused). */
 int sh_notice(const sh_addr *to, sh_msg *m);
 
 /* Non-blocking send (Kilim's put-nb); from an actor or any other thread.
@@ -229,7 +230,7 @@ int sh_notice_try(const sh_addr *to, sh_msg *m);
  * stopped, before or while this waited), -ETIMEDOUT (timeout_ms passed
  * first; 0: no timeout) or -ENOMEM; a failed put hands m back as the
  * future's message (sh_future_take to keep it). NULL only for -EINVAL
- * (NULL argument, not a notice type: m is freed).
+ * (NULL argument, not a notice type) or -ENOMEM; m is freed then.
  */
 sh_future *sh_put(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_ms);
 
@@ -345,7 +346,8 @@ typedef struct sh_bridge sh_bridge;
 #define SH_NOWAIT 0
 #define SH_FOREVER (-1)
 
-/* -EINVAL on a worker (an actor has stacks), -ESHUTDOWN after shutdown. */
+/* -EINVAL on a worker (an actor has stacks; every bridge call refuses a
+ * worker), -ESHUTDOWN after shutdown. */
 int sh_bridge_new(sh_system *sys, sh_bridge **out);
 /* Asks still unanswered are forgotten (their late replies are dropped and
  * counted); replies not received are freed. NULL: no-op. */
