@@ -226,8 +226,8 @@ int sh_notice_try(const sh_addr *to, sh_msg *m);
  * From a stack: sends notice m, suspending the stack (no thread blocks)
  * while the target's bounded notice mailbox is full; waiting senders get
  * room in FIFO order. The future completes with 0 once m is in the mailbox
- * (at once when there is room), or fails with -ESHUTDOWN (the target
- * stopped, before or while this waited), -ETIMEDOUT (timeout_ms passed
+ * (at once when there is room), or fails with -ESHUTDOWN (the target, or
+ * this actor, stopped before or while this waited), -ETIMEDOUT (timeout_ms passed
  * first; 0: no timeout) or -ENOMEM; a failed put hands m back as the
  * future's message (sh_future_take to keep it). NULL only for -EINVAL
  * (NULL argument, not a notice type) or -ENOMEM; m is freed then.
