@@ -87,7 +87,9 @@ RUN_ENV_release :=
 # ------------------------------------------------------------------ flags ---
 
 WARN_CFLAGS   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-COMMON_CFLAGS := -std=gnu11 $(WARN_CFLAGS) -pthread -D_GNU_SOURCE -MMD -MP
+# Hidden visibility: the shared library exports only what the public headers
+# mark SH_API (tools/check_exports.sh checks it in `make test`).
+COMMON_CFLAGS := -std=gnu11 $(WARN_CFLAGS) -pthread -D_GNU_SOURCE -MMD -MP -fvisibility=hidden
 
 CONFIGS := release asan tsan cov
 
@@ -96,7 +98,8 @@ release_LDFLAGS :=
 asan_SANITIZE   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 # Fault points (libfiu, `sh/<area>/<op>`) are compiled into the test
 # configurations only: production builds carry no check for them.
-FIU_CFLAGS      := -DFIU_ENABLE
+# SH_DEBUG turns on the core's costlier checks (SH_DEBUG_ASSERT, core/check.h).
+FIU_CFLAGS      := -DFIU_ENABLE -DSH_DEBUG
 # What every program of a configuration links besides the library: the
 # fault-point library where fault points are compiled in.
 release_LIBS    :=

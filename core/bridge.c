@@ -1,24 +1,20 @@
 /*
  * The outside-thread bridge: sends that may block for room, and the three
- * ways to receive (Kilim's get-b, get-nb and a timed get).
- *
- * The sleep handshake. The bridge's thread resets its event, stores
- * sleeping = 1 (seq_cst) and then looks (seq_cst) for what it waits for: an
- * answer counted in its mailboxes, its waiter popped, the system drained. A
- * waker first makes that visible (the mailbox count, the waiter's state, the
- * drained flag: each a seq_cst store) and then reads `sleeping` (seq_cst).
- * One of the two sees the other: the thread does not sleep, or the waker
- * sets the event. The event stays set until the next reset, so a set that
- * lands between the look and the wait is not lost.
+ * ways to receive (blocking, non-blocking, and with a deadline). The
+ * thread sleeps through its sleeper (sleeper.h): a reply's push, its
+ * waiter's verdict and the end of the shutdown each wake it.
  */
 #include "bridge.h"
 
-#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr.h"
+#include "check.h"
 #include "msg.h"
+#include "send.h"
 #include "system.h"
+#include "timeout.h"
 #include "worker.h"
 
 static const sh_actor_class bridge_class = {.name = "sh_bridge", .size = sizeof(sh_actor)};
@@ -27,12 +23,12 @@ static sh_bridge *bridge_alloc(sh_system *sys) {
   sh_bridge *b = aligned_alloc(64, (sizeof(sh_bridge) + 63) & ~(size_t)63);
   if (b == NULL) return NULL;
   memset(b, 0, sizeof(*b));
-  if (sh_plat_event_new(&b->ev) != 0) {
+  if (sh_sleeper_init(&b->sleeper) != 0) {
     free(b);
     return NULL;
   }
   sh_house_init(&b->house, sys, &bridge_class, SH_OUTSIDE);
-  atomic_init(&b->sleeping, 0);
+  b->house.outside = &b->sleeper;
   atomic_init(&b->w.state, SH_WAITER_IDLE);
   return b;
 }
@@ -42,7 +38,7 @@ static void bridge_destroy(sh_bridge *b) {
     sh_msg *m;
     while ((m = sh_mailbox_take(&b->house.mb[i])) != NULL) sh_msg_free(m);
   }
-  sh_plat_event_free(b->ev);
+  sh_sleeper_destroy(&b->sleeper);
   free(b);
 }
 
@@ -92,7 +88,7 @@ static int bridge_get(sh_system *sys, sh_bridge **out) {
     fresh = bridge_alloc(sys);
     if (fresh == NULL) return -ENOMEM;
   }
-  assert(!"the second pass always has a bridge");
+  SH_ASSERT(!"the second pass always has a bridge");
   return -ENOMEM;
 }
 
@@ -123,7 +119,7 @@ static void drop_all(sh_bridge *b) {
 
 void sh_bridge_free(sh_bridge *b) {
   if (b == NULL) return;
-  assert(b->open);
+  SH_ASSERT(b->open);
   sh_system *sys = b->house.sys;
   drop_all(b);
   /* Asks still out are given up: resolved here, their replies dropped. */
@@ -139,79 +135,40 @@ void sh_bridge_free(sh_bridge *b) {
 
 uint32_t sh_bridge_pending(const sh_bridge *b) { return b != NULL ? b->pending : 0; }
 
-void sh_bridge_wake(sh_bridge *b) {
-  /* seq_cst: the load half of the waker's side (file comment); loading
-   * before the exchange keeps a wake of a thread that is not asleep free of
-   * writes. */
-  if (atomic_load_explicit(&b->sleeping, memory_order_seq_cst) == 0) return;
-  if (atomic_exchange_explicit(&b->sleeping, 0, memory_order_seq_cst) == 0) return;
-  sh_plat_event_set(b->ev);
-}
-
-/* ---- waiting --------------------------------------------------------- */
-
 static uint64_t deadline_of(int64_t timeout_ms) {
-  if (timeout_ms < 0) return SH_PLAT_NO_DEADLINE;
-  uint64_t now = sh_plat_now_ns();
-  uint64_t ns = (uint64_t)timeout_ms * 1000000u;
-  return ns >= SH_PLAT_NO_DEADLINE - now ? SH_PLAT_NO_DEADLINE - 1 : now + ns;
-}
-
-typedef bool (*ready_fn)(sh_bridge *b);
-
-/* Sleeps until ready(b) may have become true, or the deadline: 0 or
- * -ETIMEDOUT (the caller looks again either way). */
-static int bridge_sleep(sh_bridge *b, uint64_t deadline, ready_fn ready) {
-  sh_plat_event_reset(b->ev);
-  /* seq_cst: the store half of the thread's side (file comment). */
-  atomic_store_explicit(&b->sleeping, 1, memory_order_seq_cst);
-  SH_YIELD("bridge.sleep"); /* a waker may publish here */
-  if (ready(b)) {
-    /* relaxed: nobody was asked to wake us; a waker that already took the
-     * flag only sets the event, which the next reset clears. */
-    atomic_store_explicit(&b->sleeping, 0, memory_order_relaxed);
-    /* What is ready may be a message the mailbox cannot hand out yet: a
-     * later producer swapped the head but has not linked (mailbox.c). Let
-     * it finish. */
-    sh_plat_yield_cpu();
-    return 0;
-  }
-  int rc = sh_plat_event_wait_until(b->ev, deadline);
-  atomic_store_explicit(&b->sleeping, 0, memory_order_relaxed);
-  return rc;
+  return timeout_ms == SH_NOWAIT ? sh_plat_now_ns() : sh_timeout_deadline(timeout_ms);
 }
 
 /* ---- sending --------------------------------------------------------- */
 
 static bool decided(int state) { return state == SH_WAITER_ADMITTED || state == SH_WAITER_REFUSED; }
 
-static bool waiter_decided(sh_bridge *b) {
-  /* seq_cst: the load half of the thread's side (file comment). */
+static bool waiter_decided(void *ctx) {
+  sh_bridge *b = ctx;
+  /* seq_cst: the load half of the thread's side of the sleeper's handshake. */
   return decided(atomic_load_explicit(&b->w.state, memory_order_seq_cst));
 }
 
 /* The target's bounded mailbox is full: queue the bridge's waiter and sleep
  * until the gate admits or refuses it, or the deadline. */
-static int wait_for_room(sh_bridge *b, sh_gate *g, sh_house *t, sh_box box, sh_msg *m,
-                         uint64_t deadline) {
+static int wait_for_room(sh_bridge *b, sh_house *t, sh_box box, sh_msg *m, uint64_t deadline) {
   sh_waiter *w = &b->w;
   w->msg = m;
   w->target = t;
   w->box = box;
-  w->bridge = b;
+  w->sleeper = &b->sleeper;
   w->sender = NULL;
-  int rc = sh_gate_enter(g, w);
-  if (rc == 0) sh_house_put(t, box, m);
+  int rc = sh_send_wait(w);
   if (rc != -EINPROGRESS) return rc;
   /* Bounded by the deadline, then by the gate carrying out a verdict it
    * already took (a few instructions): each turn sleeps or finds it. */
   for (;;) {
     int s = atomic_load_explicit(&w->state, memory_order_seq_cst);
-    if (s == SH_WAITER_ADMITTED) return 0; /* the gate put m for us */
+    if (s == SH_WAITER_ADMITTED) return 0; /* the gate pushed m for us */
     if (s == SH_WAITER_REFUSED) return -ESHUTDOWN;
-    if (bridge_sleep(b, deadline, waiter_decided) != -ETIMEDOUT) continue;
-    if (sh_gate_cancel(g, w)) {
-      sh_gate_refused(g);
+    if (sh_sleeper_sleep(&b->sleeper, deadline, waiter_decided, b) != -ETIMEDOUT) continue;
+    if (sh_gate_cancel(t->gate[box], w)) {
+      sh_send_refused(t, box);
       return -ETIMEDOUT;
     }
     /* Too late to take it back: popped, its verdict on the way. */
@@ -219,24 +176,15 @@ static int wait_for_room(sh_bridge *b, sh_gate *g, sh_house *t, sh_box box, sh_m
   }
 }
 
-static int bridge_send(sh_bridge *b, const sh_addr *to, sh_msg *m, sh_box box,
-                       int64_t timeout_ms) {
-  sh_house *t = sh_addr_pick(to);
-  /* acquire: a fast refusal only; a send that misses a concurrent stop is
-   * refused by the gate or dropped (counted) by the stopped house. */
-  if (atomic_load_explicit(&t->stopped, memory_order_acquire)) return -ESHUTDOWN;
-  sh_gate *g = t->gate[box];
-  int rc = g != NULL ? sh_gate_try(g) : 0;
-  if (rc == 0) {
-    sh_house_put(t, box, m);
-    return 0;
-  }
-  if (rc == -ESHUTDOWN) return rc;
+/* One send through the send path; m stays the caller's on any error. */
+static int bridge_send(sh_bridge *b, sh_house *t, sh_msg *m, sh_box box, int64_t timeout_ms) {
+  int rc = sh_send_now(t, box, m);
+  if (rc != -EAGAIN) return rc;
   if (timeout_ms == SH_NOWAIT) {
-    sh_gate_refused(g);
+    sh_send_refused(t, box);
     return -EAGAIN;
   }
-  return wait_for_room(b, g, t, box, m, deadline_of(timeout_ms));
+  return wait_for_room(b, t, box, m, deadline_of(timeout_ms));
 }
 
 /* A bridge blocks its thread: never a worker's, which runs actors. */
@@ -248,35 +196,62 @@ static bool usable(const sh_bridge *b, const sh_addr *to, const sh_msg *m, sh_ms
   return bridge_usable(b) && to != NULL && m != NULL && m->type->kind == kind;
 }
 
+/* Notices and asks alike: `try_only` keeps m the caller's on an error,
+ * otherwise the call takes m and frees it on an error (stackhouse.h). */
+static int bridge_call(sh_bridge *b, const sh_addr *to, sh_msg *m, sh_msg_kind kind,
+                       int64_t timeout_ms, bool try_only, uint64_t *ticket) {
+  if (!usable(b, to, m, kind) || !sh_timeout_valid(timeout_ms)) {
+    if (!try_only) sh_msg_free(m);
+    return -EINVAL;
+  }
+  sh_house *h = &b->house, *t = sh_addr_pick(to);
+  uint64_t id = 0;
+  if (kind == SH_ASK) id = ++h->next_ask_id;
+  m->sender = kind == SH_ASK ? h : NULL;
+  m->id = id;
+  const char *name = m->type->name; /* m may be handled and freed once sent */
+  (void)name;                       /* traced in the simulator only */
+  int rc = bridge_send(b, t, m, kind == SH_ASK ? SH_BOX_ASK : SH_BOX_NOTICE, timeout_ms);
+  if (rc != 0) {
+    if (try_only) return rc;
+    if (rc == -ESHUTDOWN)
+      sh_send_drop_stopped(h->sys, m);
+    else
+      sh_msg_free(m);
+    return rc;
+  }
+  if (kind == SH_ASK) {
+    b->pending++;
+    sh_count(h->sys, SH_C_ASKS);
+    SH_TRACE(SH_TRACE_ASK, h->seq, name, SH_TRACE_FLOW(h->seq, id));
+    if (ticket != NULL) *ticket = id;
+  }
+  return 0;
+}
+
 int sh_bridge_notice(sh_bridge *b, const sh_addr *to, sh_msg *m, int64_t timeout_ms) {
-  if (!usable(b, to, m, SH_NOTICE)) return -EINVAL;
-  m->sender = NULL;
-  m->id = 0;
-  return bridge_send(b, to, m, SH_BOX_NOTICE, timeout_ms);
+  return bridge_call(b, to, m, SH_NOTICE, timeout_ms, false, NULL);
+}
+
+int sh_bridge_notice_try(sh_bridge *b, const sh_addr *to, sh_msg *m) {
+  return bridge_call(b, to, m, SH_NOTICE, SH_NOWAIT, true, NULL);
 }
 
 int sh_bridge_ask(sh_bridge *b, const sh_addr *to, sh_msg *m, int64_t timeout_ms,
                   uint64_t *ticket) {
-  if (!usable(b, to, m, SH_ASK)) return -EINVAL;
-  sh_house *h = &b->house;
-  uint64_t id = ++h->next_ask_id;
-  m->sender = h;
-  m->id = id;
-  const char *name = m->type->name; /* m may be handled and freed once sent */
-  (void)name;                       /* traced in the simulator only */
-  int rc = bridge_send(b, to, m, SH_BOX_ASK, timeout_ms);
-  if (rc != 0) return rc;
-  b->pending++;
-  sh_count(h->sys, SH_C_ASKS);
-  SH_TRACE(SH_TRACE_ASK, h->seq, name, SH_TRACE_FLOW(h->seq, id));
-  if (ticket != NULL) *ticket = id;
-  return 0;
+  return bridge_call(b, to, m, SH_ASK, timeout_ms, false, ticket);
+}
+
+int sh_bridge_ask_try(sh_bridge *b, const sh_addr *to, sh_msg *m, uint64_t *ticket) {
+  return bridge_call(b, to, m, SH_ASK, SH_NOWAIT, true, ticket);
 }
 
 /* ---- receiving ------------------------------------------------------- */
 
-static bool answer_ready(sh_bridge *b) {
-  /* seq_cst (both): the load half of the thread's side (file comment). */
+static bool answer_ready(void *ctx) {
+  sh_bridge *b = ctx;
+  /* seq_cst (both): the load half of the thread's side of the sleeper's
+   * handshake. */
   return sh_mailbox_nonempty(&b->house.mb[SH_BOX_REPLY]) ||
          sh_mailbox_nonempty(&b->house.mb[SH_BOX_EXCEPTION]) ||
          atomic_load_explicit(&b->house.sys->drained, memory_order_seq_cst);
@@ -305,14 +280,14 @@ static void hand_over(sh_bridge *b, sh_msg *m, sh_bridge_reply *out) {
     out->error = 0;
     out->msg = m;
   }
-  assert(b->pending > 0);
+  SH_ASSERT(b->pending > 0);
   b->pending--;
   sh_count(h->sys, SH_C_DELIVERED);
   sh_count(h->sys, SH_C_ASKS_RESOLVED);
 }
 
 int sh_bridge_recv(sh_bridge *b, int64_t timeout_ms, sh_bridge_reply *out) {
-  if (!bridge_usable(b) || out == NULL) return -EINVAL;
+  if (!bridge_usable(b) || out == NULL || !sh_timeout_valid(timeout_ms)) return -EINVAL;
   uint64_t deadline = deadline_of(timeout_ms);
   /* Bounded by the deadline: each turn hands over, gives up, or sleeps. */
   for (;;) {
@@ -326,7 +301,7 @@ int sh_bridge_recv(sh_bridge *b, int64_t timeout_ms, sh_bridge_reply *out) {
     /* seq_cst: see answer_ready. */
     if (atomic_load_explicit(&b->house.sys->drained, memory_order_seq_cst)) return -ESHUTDOWN;
     if (timeout_ms == SH_NOWAIT) return -EAGAIN;
-    if (bridge_sleep(b, deadline, answer_ready) == -ETIMEDOUT && !answer_ready(b))
+    if (sh_sleeper_sleep(&b->sleeper, deadline, answer_ready, b) == -ETIMEDOUT && !answer_ready(b))
       return -ETIMEDOUT;
   }
 }
@@ -355,7 +330,7 @@ void sh_bridge_shutdown(sh_system *sys) {
   }
   /* `shut` was set under the lock before this: no bridge joins the list any
    * more, so it can be walked without the lock. Bounded by the bridges. */
-  for (sh_bridge *b = sys->bridges; b != NULL; b = b->all_next) sh_bridge_wake(b);
+  for (sh_bridge *b = sys->bridges; b != NULL; b = b->all_next) sh_sleeper_wake(&b->sleeper);
 }
 
 void sh_bridge_destroy_all(sh_system *sys) {

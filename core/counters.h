@@ -23,6 +23,7 @@ typedef enum sh_counter {
   SH_C_SENT,
   SH_C_ASKS,
   SH_C_ASKS_RESOLVED,
+  SH_C_DRAIN_OVERRUNS,
   SH_C_COUNT,
 } sh_counter;
 

@@ -17,12 +17,10 @@
  */
 #include "gate.h"
 
-#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bridge.h"
-#include "house.h"
+#include "check.h"
 #include "msg.h"
 
 static void waiter_drop(sh_msg *m) {
@@ -34,7 +32,7 @@ static void waiter_drop(sh_msg *m) {
 const sh_msg_type sh_waiter_type = {"sh_waiter", sizeof(sh_waiter), SH_NOTICE, 0, waiter_drop};
 
 sh_gate *sh_gate_new(uint32_t cap) {
-  assert(cap >= 1 && cap <= SH_MAX_CAPACITY);
+  SH_ASSERT(cap >= 1 && cap <= SH_MAX_CAPACITY);
   sh_gate *g = aligned_alloc(64, (sizeof(sh_gate) + 63) & ~(size_t)63);
   if (g == NULL) return NULL;
   memset(g, 0, sizeof(*g));
@@ -43,6 +41,7 @@ sh_gate *sh_gate_new(uint32_t cap) {
   atomic_init(&g->nwaiters, 0);
   sh_spin_init(&g->lock);
   atomic_init(&g->closed, false);
+  sh_list_init(&g->fifo);
   atomic_init(&g->queued, 0);
   atomic_init(&g->high_water, 0);
   atomic_init(&g->suspended, 0);
@@ -51,7 +50,7 @@ sh_gate *sh_gate_new(uint32_t cap) {
 }
 
 void sh_gate_free(sh_gate *g) {
-  assert(g == NULL || g->head == NULL);
+  SH_ASSERT(g == NULL || sh_list_empty(&g->fifo));
   free(g);
 }
 
@@ -76,6 +75,7 @@ static bool take_slot(sh_gate *g) {
       return true;
     }
   }
+  SH_ASSERT(u == g->cap); /* never more slots in use than the capacity */
   return false;
 }
 
@@ -98,31 +98,18 @@ void sh_gate_refused(sh_gate *g) {
 }
 
 static void fifo_append(sh_gate *g, sh_waiter *w) {
-  w->next = NULL;
-  w->prev = g->tail;
-  if (g->tail != NULL)
-    g->tail->next = w;
-  else
-    g->head = w;
-  g->tail = w;
+  sh_list_push_back(&g->fifo, &w->link);
   /* release: a reader of the metrics that sees this waiter queued (acquire)
    * also sees it counted in `suspended`, which enter bumps first. */
   atomic_fetch_add_explicit(&g->queued, 1, memory_order_release);
 }
 
 static void fifo_unlink(sh_gate *g, sh_waiter *w) {
-  if (w->prev != NULL)
-    w->prev->next = w->next;
-  else
-    g->head = w->next;
-  if (w->next != NULL)
-    w->next->prev = w->prev;
-  else
-    g->tail = w->prev;
-  w->prev = w->next = NULL;
-  atomic_fetch_sub_explicit(&g->queued, 1, memory_order_relaxed); /* relaxed: a metric */
+  sh_list_remove(&w->link);
+  uint32_t queued = atomic_fetch_sub_explicit(&g->queued, 1, memory_order_relaxed); /* a metric */
   /* relaxed: under the lock, which orders it against the next enter. */
-  atomic_fetch_sub_explicit(&g->nwaiters, 1, memory_order_relaxed);
+  uint32_t waiters = atomic_fetch_sub_explicit(&g->nwaiters, 1, memory_order_relaxed);
+  SH_ASSERT(queued > 0 && waiters >= queued); /* nwaiters counts every queued waiter */
 }
 
 int sh_gate_enter(sh_gate *g, sh_waiter *w) {
@@ -134,7 +121,7 @@ int sh_gate_enter(sh_gate *g, sh_waiter *w) {
   /* seq_cst: the store half of the sender's side of the handshake. */
   atomic_fetch_add_explicit(&g->nwaiters, 1, memory_order_seq_cst);
   SH_YIELD("gate.enter"); /* an actor's release may land here */
-  if (g->head == NULL && take_slot(g)) {
+  if (sh_list_empty(&g->fifo) && take_slot(g)) {
     atomic_fetch_sub_explicit(&g->nwaiters, 1, memory_order_relaxed);
     sh_spin_unlock(&g->lock);
     return 0;
@@ -142,7 +129,7 @@ int sh_gate_enter(sh_gate *g, sh_waiter *w) {
   atomic_fetch_add_explicit(&g->suspended, 1, memory_order_relaxed); /* before queued: see fifo_append */
   fifo_append(g, w);
   /* relaxed: the waiter's state is read by its own sender under this lock
-   * (cancel) or after the pop's release store. */
+   * (cancel) or after the verdict's store. */
   atomic_store_explicit(&w->state, SH_WAITER_QUEUED, memory_order_relaxed);
   /* It stays counted in nwaiters until popped or cancelled (fifo_unlink). */
   sh_spin_unlock(&g->lock);
@@ -160,98 +147,48 @@ bool sh_gate_cancel(sh_gate *g, sh_waiter *w) {
   return queued;
 }
 
-/* What a popped waiter needs done, copied under the lock: once its state
- * says popped, a bridge may reuse its waiter at once. */
-typedef struct popped {
-  sh_waiter *w;
-  struct sh_bridge *bridge; /* NULL for a stack waiter */
-  struct sh_house *target;
-  int box;
-  sh_msg *msg;
-} popped;
-
-/* Pops the first waiter; under the lock. From POPPED on, its sender can no
- * longer cancel it, and nobody else reads its FIFO links. */
-static popped pop_first(sh_gate *g) {
-  sh_waiter *w = g->head;
+/* Pops the first waiter; under the lock. From POPPED on its sender can no
+ * longer cancel it (a bridge thread just keeps waiting for the verdict), so
+ * the caller may read it outside the lock. */
+static sh_waiter *pop_first(sh_gate *g) {
+  sh_waiter *w = SH_LIST_ENTRY(sh_list_first(&g->fifo), sh_waiter, link);
+  SH_ASSERT(atomic_load_explicit(&w->state, memory_order_relaxed) == SH_WAITER_QUEUED);
   fifo_unlink(g, w);
-  popped p = {w, w->bridge, w->target, w->box, w->msg};
-  /* relaxed: the lock orders it against a cancel; a bridge thread that
-   * sees it just keeps waiting for the verdict. */
+  /* relaxed: the lock orders it against a cancel. */
   atomic_store_explicit(&w->state, SH_WAITER_POPPED, memory_order_relaxed);
-  return p;
+  return w;
 }
 
-/* Carries out a verdict outside the lock: the admitted message goes into
- * the mailbox first, then the sender hears of it (a bridge thread told
- * ADMITTED sends its next message after this one, never before). */
-static void deliver(const popped *p, bool admitted) {
-  sh_waiter_state verdict = admitted ? SH_WAITER_ADMITTED : SH_WAITER_REFUSED;
-  if (p->bridge == NULL) {
-    sh_waiter *w = p->w; /* ours until its return is put */
-    if (admitted) {
-      w->msg = NULL;
-      sh_house_put(p->target, (sh_box)p->box, p->msg);
-    }
-    w->hdr.error = admitted ? 0 : -ESHUTDOWN;
-    sh_house_put(w->sender, SH_BOX_EVENT, &w->hdr);
-    return;
-  }
-  if (admitted) sh_house_put(p->target, (sh_box)p->box, p->msg);
-  /* seq_cst: the waker's store in the bridge's sleep handshake (bridge.c).
-   * The thread may reuse the waiter the moment it sees this: it is our last
-   * touch of it. */
-  atomic_store_explicit(&p->w->state, verdict, memory_order_seq_cst);
-  sh_bridge_wake(p->bridge);
+sh_waiter *sh_gate_pop_admitted(sh_gate *g) {
+  sh_spin_lock(&g->lock);
+  sh_waiter *w = NULL;
+  if (!is_closed(g) && !sh_list_empty(&g->fifo) && take_slot(g)) w = pop_first(g);
+  sh_spin_unlock(&g->lock);
+  return w;
 }
 
-/* Gives free slots to waiters, first come first served. Bounded: each turn
- * admits one waiter into one of `cap` slots, or stops. */
-static void hand_off(sh_gate *g) {
-  for (uint32_t i = 0; i < g->cap; i++) {
-    sh_spin_lock(&g->lock);
-    if (is_closed(g) || g->head == NULL || !take_slot(g)) {
-      sh_spin_unlock(&g->lock);
-      return;
-    }
-    popped p = pop_first(g);
-    sh_spin_unlock(&g->lock);
-    deliver(&p, true);
-  }
-}
-
-void sh_gate_release(sh_gate *g) {
+bool sh_gate_release(sh_gate *g) {
   /* seq_cst: the actor's half of the handshake (file comment). */
   uint32_t was = atomic_fetch_sub_explicit(&g->used, 1, memory_order_seq_cst);
-  assert(was > 0);
-  (void)was;
+  SH_ASSERT(was > 0 && was <= g->cap); /* a take gives back a slot its admission took */
   SH_YIELD("gate.release");
-  if (atomic_load_explicit(&g->nwaiters, memory_order_seq_cst) > 0) hand_off(g);
+  return atomic_load_explicit(&g->nwaiters, memory_order_seq_cst) > 0;
 }
 
 void sh_gate_close(sh_gate *g) {
   sh_spin_lock(&g->lock);
-  /* release: see is_closed. Under the lock: enter and hand_off decide on
-   * it there. */
+  /* release: see is_closed. Under the lock: enter and pop_admitted decide
+   * on it there. */
   atomic_store_explicit(&g->closed, true, memory_order_release);
   sh_spin_unlock(&g->lock);
 }
 
-void sh_gate_refuse(sh_gate *g) {
-  assert(is_closed(g));
-  /* Bounded: a closed gate queues no new waiter, so this ends with the ones
-   * queued when it began. One at a time: a refused bridge waiter may be
-   * reused the moment its state is stored. */
-  for (;;) {
-    sh_spin_lock(&g->lock);
-    if (g->head == NULL) {
-      sh_spin_unlock(&g->lock);
-      return;
-    }
-    popped p = pop_first(g);
-    sh_spin_unlock(&g->lock);
-    deliver(&p, false);
-  }
+sh_waiter *sh_gate_pop_refused(sh_gate *g) {
+  SH_ASSERT(is_closed(g));
+  sh_spin_lock(&g->lock);
+  sh_waiter *w = sh_list_empty(&g->fifo) ? NULL : pop_first(g);
+  sh_spin_unlock(&g->lock);
+  return w;
 }
 
 void sh_gate_stats(const sh_gate *g, sh_mailbox_stats *out) {

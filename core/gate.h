@@ -1,14 +1,18 @@
 /*
- * The admission gate of a bounded mailbox (seed 004, Kilim): its capacity,
- * the slots in use, and the FIFO of senders waiting for room.
+ * The admission gate of a bounded mailbox: its capacity, the slots in use,
+ * and the FIFO of senders waiting for room.
  *
  * A slot is taken when a message is admitted (before it is put) and given
  * back when the actor takes the message out of the mailbox. A sender that
  * finds no room either gives up (-EAGAIN), or queues a waiter holding its
  * message. When the actor frees a slot and a waiter is queued, the slot
- * goes straight to the first waiter: the actor puts the waiter's message in
- * the mailbox for it and tells it (hand-off), so waiters get room in FIFO
- * order and a new sender never overtakes a queued one.
+ * goes straight to the first waiter: the actor pushes the waiter's message
+ * into the mailbox for it and tells it (hand-off), so waiters get room in
+ * FIFO order and a new sender never overtakes a queued one.
+ *
+ * The gate is a leaf: it decides, under its lock, who gets a slot, and
+ * returns the waiters it pops; the caller carries out the verdict (pushes
+ * the message, tells the sender: house.c), outside the lock.
  *
  * Two kinds of waiter:
  *   - a stack (sh_ask, sh_put): the waiter is pooled memory owned by the
@@ -16,7 +20,7 @@
  *     refused) it travels back to the sender's house as an event (its
  *     header is the event), which completes or releases the future;
  *   - a bridge (an outside thread blocked in sh_bridge_*): the waiter lives
- *     in the bridge; the gate sets its state and wakes the thread.
+ *     in the bridge; the verdict is its state, and its sleeper is woken.
  * Closing the gate (the actor stops) refuses every waiter with -ESHUTDOWN
  * and every later one.
  */
@@ -29,10 +33,11 @@
 
 #include <stackhouse/stackhouse.h>
 
+#include "list.h"
 #include "spinlock.h"
 
 struct sh_house;
-struct sh_bridge;
+struct sh_sleeper;
 
 typedef enum sh_waiter_state {
   SH_WAITER_IDLE = 0,     /* not in a gate */
@@ -45,13 +50,13 @@ typedef enum sh_waiter_state {
 
 typedef struct sh_waiter {
   sh_msg hdr;                   /* stack waiters: the event back to the sender */
-  struct sh_waiter *prev, *next; /* the gate's FIFO */
+  sh_list link;                 /* the gate's FIFO */
   sh_msg *msg;                  /* the message waiting for room */
   struct sh_house *target;
   int box;                      /* sh_box of the target: SH_BOX_ASK or SH_BOX_NOTICE */
   struct sh_house *sender;      /* stack waiters: whose future waits */
   uint64_t id;                  /* stack waiters: the future's id */
-  struct sh_bridge *bridge;     /* bridge waiters: the thread to wake */
+  struct sh_sleeper *sleeper;   /* bridge waiters: the thread to wake; NULL for stacks */
   _Atomic int state;            /* sh_waiter_state */
 } sh_waiter;
 
@@ -66,7 +71,7 @@ typedef struct sh_gate {
   atomic_uint nwaiters;           /* queued, or entering the queue */
   _Alignas(64) sh_spin lock;      /* guards the FIFO */
   atomic_bool closed;             /* written under the lock */
-  sh_waiter *head, *tail;
+  sh_list fifo;                   /* sh_waiter.link, first come first */
   /* Metrics: relaxed counters, read by sh_mailbox_stats_get. `queued` is
    * the FIFO's length (nwaiters also counts senders on their way in). */
   atomic_uint queued;
@@ -88,15 +93,20 @@ int sh_gate_enter(sh_gate *g, sh_waiter *w);
 /* The sender takes w back: true if w was still queued (it is CANCELLED and
  * the sender owns its message again); false when the gate already popped it. */
 bool sh_gate_cancel(sh_gate *g, sh_waiter *w);
-/* A slot comes back (the actor took a message, or a sender that reserved
- * one could not use it): hands it to the first waiter, if any. */
-void sh_gate_release(sh_gate *g);
+/* A slot comes back (the actor took a message). True when senders wait:
+ * the caller then hands free slots over with sh_gate_pop_admitted. */
+bool sh_gate_release(sh_gate *g);
+/* The first waiter, given a free slot (its state POPPED: its sender can no
+ * longer cancel it); NULL when none waits, no slot is free, or the gate is
+ * closed. The caller pushes its message and tells its sender. */
+sh_waiter *sh_gate_pop_admitted(sh_gate *g);
 /* Stopping the actor, in two steps around publishing `stopped` (house.c):
  * close admits nobody from then on (a slot freed by the stopped actor's
- * drain must not admit a waiter whose message it would then drop); refuse
- * wakes every waiter with -ESHUTDOWN. Any thread. */
+ * drain must not admit a waiter whose message it would then drop); then
+ * every waiter is popped with sh_gate_pop_refused and told -ESHUTDOWN. */
 void sh_gate_close(sh_gate *g);
-void sh_gate_refuse(sh_gate *g);
+/* The first waiter of a closed gate (POPPED), or NULL when none is left. */
+sh_waiter *sh_gate_pop_refused(sh_gate *g);
 /* Counts a send refused for want of room. */
 void sh_gate_refused(sh_gate *g);
 /* Fills the gate's part of *out (capacity, depth, waiting, counters). */

@@ -5,10 +5,9 @@
  */
 #include "housequeue.h"
 
-#include <assert.h>
 #include <stddef.h>
 
-#include "house.h"
+#include "check.h"
 
 void sh_hq_init(sh_house_queue *q) {
   for (int i = 0; i < 2; i++) {
@@ -18,9 +17,9 @@ void sh_hq_init(sh_house_queue *q) {
   atomic_init(&q->count, 0);
 }
 
-uint32_t sh_hq_push(sh_house_queue *q, sh_house *h, bool high) {
+uint32_t sh_hq_push(sh_house_queue *q, sh_hq_link *h, bool high) {
   sh_hq_list *l = &q->sub[high ? 1 : 0];
-  h->qnext = NULL;
+  h->next = NULL;
   /* Count first, link second: a popper can never take the house before it
    * was counted, so the count never wraps below zero (it may briefly be one
    * ahead, which only costs a popper an empty look). seq_cst: the store-load
@@ -31,7 +30,7 @@ uint32_t sh_hq_push(sh_house_queue *q, sh_house *h, bool high) {
   SH_YIELD("hq.push");
   sh_spin_lock(&l->lock);
   if (l->tail != NULL)
-    l->tail->qnext = h;
+    l->tail->next = h;
   else
     /* Atomic (relaxed) because pop_list peeks at head without the lock: a
      * plain store there would be a data race. The lock orders the rest. */
@@ -41,21 +40,22 @@ uint32_t sh_hq_push(sh_house_queue *q, sh_house *h, bool high) {
   return n;
 }
 
-static sh_house *take_locked(sh_house_queue *q, sh_hq_list *l) {
-  sh_house *h = l->head;
+static sh_hq_link *take_locked(sh_house_queue *q, sh_hq_list *l) {
+  sh_hq_link *h = l->head;
   if (h == NULL) return NULL;
   /* Atomic store: pairs with pop_list's unlocked peek (see sh_hq_push). */
-  __atomic_store_n(&l->head, h->qnext, __ATOMIC_RELAXED);
+  __atomic_store_n(&l->head, h->next, __ATOMIC_RELAXED);
   if (l->head == NULL) l->tail = NULL;
-  h->qnext = NULL;
+  h->next = NULL;
   /* relaxed: the count is a hint for stealing and parking; the push side's
    * increment (before the link, so this never runs ahead of it) is what must
    * not be missed, and it is seq_cst. */
-  atomic_fetch_sub_explicit(&q->count, 1, memory_order_relaxed);
+  uint32_t was = (uint32_t)atomic_fetch_sub_explicit(&q->count, 1, memory_order_relaxed);
+  SH_ASSERT(was > 0); /* counted before linked: a linked house is always counted */
   return h;
 }
 
-static sh_house *pop_list(sh_house_queue *q, sh_hq_list *l, bool try_only) {
+static sh_hq_link *pop_list(sh_house_queue *q, sh_hq_list *l, bool try_only) {
   /* An unlocked peek keeps an owner from taking an empty list's lock. */
   if (__atomic_load_n(&l->head, __ATOMIC_RELAXED) == NULL) return NULL;
   if (try_only) {
@@ -63,17 +63,17 @@ static sh_house *pop_list(sh_house_queue *q, sh_hq_list *l, bool try_only) {
   } else {
     sh_spin_lock(&l->lock);
   }
-  sh_house *h = take_locked(q, l);
+  sh_hq_link *h = take_locked(q, l);
   sh_spin_unlock(&l->lock);
   return h;
 }
 
-static sh_house *pop(sh_house_queue *q, bool try_only) {
+static sh_hq_link *pop(sh_house_queue *q, bool try_only) {
   if (atomic_load_explicit(&q->count, memory_order_relaxed) == 0) return NULL;
-  sh_house *h = pop_list(q, &q->sub[1], try_only);
+  sh_hq_link *h = pop_list(q, &q->sub[1], try_only);
   if (h == NULL) h = pop_list(q, &q->sub[0], try_only);
   return h;
 }
 
-sh_house *sh_hq_pop(sh_house_queue *q) { return pop(q, false); }
-sh_house *sh_hq_trypop(sh_house_queue *q) { return pop(q, true); }
+sh_hq_link *sh_hq_pop(sh_house_queue *q) { return pop(q, false); }
+sh_hq_link *sh_hq_trypop(sh_house_queue *q) { return pop(q, true); }

@@ -1,13 +1,13 @@
 /*
  * Intrusive MPSC queue after Dmitry Vyukov's design (also ponyc's messageq):
- * a put is one atomic exchange plus one store, wait-free for producers; the
+ * a push is one atomic exchange plus one store, wait-free for producers; the
  * consumer walks from the tail. The sentinel node is re-inserted when the last
  * message is taken so the consumer never has to race a producer on the
  * message it is about to hand out.
  */
 #include "mailbox.h"
 
-#include <assert.h>
+#include "check.h"
 #include <stddef.h>
 
 #include "plat.h"
@@ -16,7 +16,7 @@ void sh_mailbox_init(sh_mailbox *mb) {
   atomic_init(&mb->sentinel.next, NULL);
   atomic_init(&mb->head, &mb->sentinel);
   mb->tail = &mb->sentinel;
-  atomic_init(&mb->puts, 0);
+  atomic_init(&mb->pushed, 0);
   mb->taken = 0;
   atomic_init(&mb->taken_seen, 0);
 }
@@ -27,15 +27,15 @@ static void link_last(sh_mailbox *mb, sh_msg *m) {
    * links after us; acquire orders our store into prev->next after the
    * previous producer's initialisation of prev. */
   sh_msg *prev = atomic_exchange_explicit(&mb->head, m, memory_order_acq_rel);
-  SH_YIELD("mailbox.put.link");
+  SH_YIELD("mailbox.push.link");
   /* release: the consumer's acquire load of prev->next sees m complete. */
   atomic_store_explicit(&prev->next, m, memory_order_release);
 }
 
-uint32_t sh_mailbox_put(sh_mailbox *mb, sh_msg *m) {
-  assert(m != NULL && m != &mb->sentinel);
+uint32_t sh_mailbox_push(sh_mailbox *mb, sh_msg *m) {
+  SH_ASSERT(m != NULL && m != &mb->sentinel);
   link_last(mb, m);
-  SH_YIELD("mailbox.put");
+  SH_YIELD("mailbox.push");
   /* seq_cst: the count is what the house's ready check reads (the store-load
    * handshake with the runner, house.c). After the link, so that a counted
    * message is always there to take: counted first, a producer paused
@@ -43,9 +43,9 @@ uint32_t sh_mailbox_put(sh_mailbox *mb, sh_msg *m) {
    * spin on the house until the producer ran again. A message taken before
    * it is counted makes the count run behind for a moment (nonempty() reads
    * that as empty; the count then arrives and the house is poked again). */
-  uint32_t n = (uint32_t)atomic_fetch_add_explicit(&mb->puts, 1, memory_order_seq_cst) + 1;
+  uint32_t n = (uint32_t)atomic_fetch_add_explicit(&mb->pushed, 1, memory_order_seq_cst) + 1;
   /* relaxed: an estimate; the consumer publishes its takes now and then. It
-   * may have published takes of messages put after ours: backlog clamps. */
+   * may have published takes of messages pushed after ours: backlog clamps. */
   return sh_mailbox_backlog(n, (uint32_t)atomic_load_explicit(&mb->taken_seen, memory_order_relaxed));
 }
 
@@ -75,8 +75,8 @@ sh_msg *sh_mailbox_take(sh_mailbox *mb) {
   return NULL;
 }
 
-void sh_mailbox_put_head(sh_mailbox *mb, sh_msg *m) {
-  assert(m != NULL && m != &mb->sentinel);
+void sh_mailbox_push_head(sh_mailbox *mb, sh_msg *m) {
+  SH_ASSERT(m != NULL && m != &mb->sentinel);
   /* Only the consumer touches tail, so this is a plain list push. It must
    * work on an empty mailbox too (tail == sentinel): the old design forgot the
    * tail there and lost the message. */

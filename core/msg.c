@@ -4,23 +4,13 @@
  */
 #include "msg.h"
 
-#include <assert.h>
 #include <string.h>
 
-#include "pool.h"
-#include "worker.h"
+#include "check.h"
+#include "mem.h"
 
 const sh_msg_type sh_exception_type = {"sh_exception", sizeof(sh_exception), SH_REPLY, 0, NULL};
 SH_MSG_DEFINE(sh_args, SH_NOTICE, 0);
-
-static sh_pool *current_pool(void) {
-  sh_worker *w = sh_worker_current();
-  return w != NULL ? &w->pool : NULL;
-}
-
-void *sh_mem_alloc(size_t size) { return sh_pool_alloc(current_pool(), size); }
-
-void sh_mem_free(void *p) { sh_pool_free(current_pool(), p); }
 
 sh_msg *sh_msg_alloc(const sh_msg_type *t) {
   if (t == NULL || t->size < sizeof(sh_msg)) return NULL;
@@ -33,7 +23,7 @@ sh_msg *sh_msg_alloc(const sh_msg_type *t) {
 
 sh_msg *sh_msg_fill(sh_msg *m, const void *init, size_t size) {
   if (m == NULL) return NULL;
-  assert(size == m->type->size);
+  SH_ASSERT(size == m->type->size);
   memcpy((unsigned char *)m + sizeof(sh_msg), (const unsigned char *)init + sizeof(sh_msg),
          size - sizeof(sh_msg));
   return m;

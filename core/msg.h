@@ -1,6 +1,7 @@
 /*
  * Message memory and the runtime's own message types. Messages come from
- * the calling worker's pool; freeing returns them to their creator's pool.
+ * the calling worker's pool (mem.h); freeing returns them to their
+ * creator's pool.
  */
 #ifndef SH_MSG_H
 #define SH_MSG_H
@@ -12,10 +13,5 @@ typedef struct sh_exception {
   sh_msg hdr;
 } sh_exception;
 extern const sh_msg_type sh_exception_type;
-
-/* Pool memory for runtime objects (stacks, promises, timers): the calling
- * worker's pool, or malloc off-worker. */
-void *sh_mem_alloc(size_t size);
-void sh_mem_free(void *p);
 
 #endif

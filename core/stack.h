@@ -1,5 +1,6 @@
 /*
- * Stacks: the execution frame of one notice, ask or batch. A stack is a
+ * Stacks: the execution frame of one notice, ask or batch, and the rules
+ * by which it resumes. A stack is a
  * state machine the actor's handler switches on; it suspends on futures of
  * the asks it made and is resumed by the house when they complete:
  *   - sh_suspend: when every pending future completed;
@@ -17,8 +18,9 @@
 
 #include <stackhouse/stackhouse.h>
 
+#include "list.h"
+
 struct sh_house;
-struct sh_worker;
 
 typedef enum sh_stack_kind {
   SH_STACK_NOTICE = 0,
@@ -52,16 +54,16 @@ struct sh_stack {
   uint32_t failed_now;  /* of those, the ones that failed at once */
   uint32_t failing;     /* invocations in a row whose every future failed at once */
   struct sh_house *house;
-  sh_stack *prev, *next; /* the house's live stacks */
-  sh_stack *ready_next;  /* the house's ready list (deferred) */
+  sh_list link;          /* the house's live stacks */
+  sh_list ready_link;    /* the house's ready list, while deferred */
 
   sh_msg *msg;                 /* notice or ask (NULL for batches) */
   struct sh_house *reply_to;   /* ask: the asker, captured at dispatch */
   uint64_t ask_id;
 
-  sh_future *pending;          /* uncompleted futures (doubly linked) */
-  sh_future *completed;
-  uint32_t npending;
+  sh_list pending;             /* uncompleted futures (sh_future.link) */
+  sh_list completed;           /* completed futures, kept for the handler to read */
+  uint32_t npending;           /* length of pending */
 
   sh_batch_entry *batch;       /* batch stacks: entries after the locals */
   uint32_t nbatch;
@@ -82,21 +84,9 @@ sh_stack *sh_stack_new(struct sh_house *h, sh_stack_kind kind, uint32_t batch_ca
 void sh_stack_run(sh_stack *st);
 /* Runs up to `budget` deferred stacks of h, in the order deferred; how many. */
 uint32_t sh_stack_run_ready(struct sh_house *h, uint32_t budget);
-/* The house got the outcome of future f (reply, error or timeout): records
- * it and resumes the stack if its wait is over. Takes ownership of reply. */
-void sh_stack_complete(sh_future *f, sh_msg *reply, int error);
-/* A stack waiter came back from a gate (its header was the event): ends
- * the put it waited for, or fails the ask it held when refused. */
-struct sh_waiter;
-void sh_stack_waiter_back(struct sh_house *h, struct sh_waiter *w);
-/* Future f's timeout fired (f still in h's table): completes it with
- * -ETIMEDOUT, unless it is a put whose waiter the gate already popped (the
- * waiter's return, on its way, says whether the notice got in). */
-void sh_stack_time_out(struct sh_house *h, sh_future *f);
-/* The house stops: every pending future fails with -ESHUTDOWN (its stack
- * resumes to see it), except puts whose waiter the gate already popped:
- * those are kept (h->stop_kept) until the waiter's return decides. */
-void sh_stack_fail_all(struct sh_house *h);
+/* One of st's futures completed: runs st if its wait is over (and it is
+ * not running, done or deferred already). */
+void sh_stack_wake(sh_stack *st);
 /* Frees a stack that will never run again, answering nobody (the system is
  * being destroyed). */
 void sh_stack_discard(sh_stack *st);

@@ -1,6 +1,10 @@
 /*
- * The actor system: configuration, workers, addresses, the list of houses,
- * and the program's lifecycle (start, exit, shutdown).
+ * The actor system's state: configuration, the workers, the registry of
+ * houses, addresses and bridges, the program's exit, and the counters of
+ * threads that are not workers. Only the struct and small reads: the
+ * functions live with what they do (lifecycle.c starts and ends a system,
+ * spawn.c creates actors, worker.c schedules), so that any module can
+ * reach the system without depending on all of them.
  */
 #ifndef SH_SYSTEM_H
 #define SH_SYSTEM_H
@@ -14,26 +18,15 @@
 #include "counters.h"
 #include "plat.h"
 #include "spinlock.h"
-#include "worker.h"
 
-typedef enum sh_addr_kind {
-  SH_ADDR_PLAIN = 0,
-  SH_ADDR_PER_WORKER = 1,
-  SH_ADDR_ROBIN = 2,
-} sh_addr_kind;
-
-struct sh_addr {
-  sh_addr_kind kind;
-  uint32_t n;
-  atomic_uint_fast32_t robin;
-  sh_addr *all_next;
-  struct sh_house *houses[];
-};
+struct sh_worker;
+struct sh_house;
+struct sh_bridge;
 
 struct sh_system {
   sh_config cfg;
   uint32_t nworkers;
-  sh_worker *workers;
+  struct sh_worker *workers;
   sh_plat *plat;
   sh_plat_event *exit_event;
   atomic_int exit_code;
@@ -58,11 +51,8 @@ static inline bool sh_system_is_shut(const sh_system *sys) {
   return atomic_load_explicit(&sys->shut, memory_order_acquire);
 }
 
-/* The house an address sends to, from the calling worker (or thread). */
-struct sh_house *sh_addr_pick(const sh_addr *a);
-
 /* Houses READY, scheduled or running: after sh_system_shutdown there must be
- * none (the scenarios' invariant). Only while no worker runs. */
+ * none. Only while no worker runs (lifecycle.c). */
 uint32_t sh_system_houses_busy(const sh_system *sys);
 
 #endif

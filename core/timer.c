@@ -11,16 +11,15 @@
  */
 #include "timer.h"
 
-#include <assert.h>
 #include <fiu-local.h>
 #include <stddef.h>
 #include <string.h>
 
+#include "check.h"
 #include "house.h"
+#include "mem.h"
 #include "msg.h"
-#include "promise.h"
-#include "stack.h"
-#include "system.h"
+#include "timeout.h"
 #include "worker.h"
 
 const sh_msg_type sh_timer_type = {"sh_timer", sizeof(sh_timer), SH_NOTICE, 0, NULL};
@@ -35,18 +34,13 @@ static sh_timer *from_link(sh_wheel_link *l) {
 }
 
 /* Expiries are capped far below the discard horizon (~73 years of uptime
- * plus ~36 years of delay), so that sh_timer_discard_all reaches every node
- * and no sum overflows. */
-#define SH_TIMER_MAX_DELAY_NS (UINT64_MAX / 16)
+ * plus ~36 years of delay, timeout.h), so that sh_timer_discard_all reaches
+ * every node and no sum overflows. */
 #define SH_TIMER_DISCARD_NS (UINT64_MAX / 4)
 
 static uint64_t expiry(uint64_t delay_ns) {
-  if (delay_ns > SH_TIMER_MAX_DELAY_NS) delay_ns = SH_TIMER_MAX_DELAY_NS;
+  if (delay_ns > SH_TIMEOUT_MAX_NS) delay_ns = SH_TIMEOUT_MAX_NS;
   return sh_plat_now_ns() + delay_ns;
-}
-
-static uint64_t ms_to_ns(uint64_t ms) {
-  return ms > SH_TIMER_MAX_DELAY_NS / 1000000u ? SH_TIMER_MAX_DELAY_NS : ms * 1000000u;
 }
 
 static sh_timer *timer_new(sh_worker *w, sh_house *h, sh_timer_kind kind, uint64_t id,
@@ -88,7 +82,7 @@ void sh_timer_cancel_node(sh_worker *w, sh_timer *t) {
     }
     return;
   }
-  assert(s == SH_TIMER_FIRED);
+  SH_ASSERT(s == SH_TIMER_FIRED);
   t->dead = true;
 }
 
@@ -100,7 +94,7 @@ static void fire_periodic(sh_worker *w, sh_timer *t) {
     k->arg = t->arg;
   }
   sh_wheel_add(&w->wheel, &t->link, expiry(t->period_ns));
-  if (k != NULL) sh_house_put(t->house, SH_BOX_EVENT, &k->hdr);
+  if (k != NULL) sh_house_push(t->house, SH_BOX_EVENT, &k->hdr);
 }
 
 static void fire(sh_wheel_link *l, void *ctx) {
@@ -125,26 +119,19 @@ static void fire(sh_wheel_link *l, void *ctx) {
     sh_mem_free(t); /* cancelled between the load and the CAS */
     return;
   }
-  sh_house_put(t->house, SH_BOX_EVENT, &t->hdr);
+  sh_house_push(t->house, SH_BOX_EVENT, &t->hdr);
 }
 
 uint32_t sh_timer_advance(sh_worker *w, uint64_t now_ns) {
   return sh_wheel_advance(&w->wheel, now_ns, SH_TIMER_FIRE_MAX, fire, w);
 }
 
-static void list_unlink(sh_house *h, sh_timer *t) {
-  if (t->prev != NULL)
-    t->prev->next = t->next;
-  else
-    h->timers = t->next;
-  if (t->next != NULL) t->next->prev = t->prev;
-  t->prev = t->next = NULL;
-}
-
 static sh_timer *find(sh_house *h, uint64_t id) {
   /* Bounded by the actor's live timers. */
-  for (sh_timer *t = h->timers; t != NULL; t = t->next)
+  for (sh_list *l = sh_list_first(&h->timers); l != NULL; l = sh_list_next(&h->timers, l)) {
+    sh_timer *t = SH_LIST_ENTRY(l, sh_timer, actor_link);
     if (t->id == id) return t;
+  }
   return NULL;
 }
 
@@ -155,15 +142,6 @@ static void call_timeout(sh_house *h, uint64_t id, void *arg) {
     h->cls->timeout(h->actor, id, arg);
 }
 
-static void ask_timed_out(sh_house *h, sh_timer *t) {
-  sh_future *f = sh_dispatcher_find(&h->futures, t->id);
-  if (f != NULL) {
-    assert(f->timer == t);
-    f->timer = NULL; /* this node is the event; it is freed below, not cancelled */
-    sh_stack_time_out(h, f);
-  }
-}
-
 void sh_timer_event(sh_house *h, sh_msg *m) {
   if (m->type == &sh_tick_type) {
     sh_tick *k = (sh_tick *)m;
@@ -171,32 +149,31 @@ void sh_timer_event(sh_house *h, sh_msg *m) {
     sh_msg_free(m);
     return;
   }
-  assert(m->type == &sh_timer_type);
+  SH_ASSERT(m->type == &sh_timer_type);
   sh_timer *t = (sh_timer *)m;
-  if (t->kind == SH_TIMER_ASK) {
-    ask_timed_out(h, t);
-  } else if (!t->dead) {
-    list_unlink(h, t);
+  SH_ASSERT(t->kind == SH_TIMER_ACTOR);
+  if (!t->dead) {
+    sh_list_remove(&t->actor_link);
     call_timeout(h, t->id, t->arg);
   }
   sh_mem_free(t);
 }
 
-int sh_timer_start(sh_actor *self, uint64_t delay_ms, uint64_t period_ms, void *arg,
+int sh_timer_start(sh_actor *self, int64_t delay_ms, int64_t period_ms, void *arg,
                    uint64_t *id_out) {
   sh_worker *w = sh_worker_current();
-  if (self == NULL || w == NULL || self->house == NULL) return -EINVAL;
+  if (self == NULL || w == NULL || self->house == NULL || delay_ms < 0 || period_ms < 0)
+    return -EINVAL;
   sh_house *h = self->house;
   if (h->cls->timeout == NULL) return -EINVAL;
   /* acquire: as in call_timeout; a timer started just as the stop lands is
    * cancelled by the stop work (sh_timer_cancel_all) anyway. */
   if (atomic_load_explicit(&h->stopped, memory_order_acquire)) return -ESHUTDOWN;
   uint64_t id = ++h->next_timer_id;
-  sh_timer *t = timer_new(w, h, SH_TIMER_ACTOR, id, ms_to_ns(delay_ms), ms_to_ns(period_ms), arg);
+  sh_timer *t = timer_new(w, h, SH_TIMER_ACTOR, id, sh_timeout_ns(delay_ms),
+                         sh_timeout_ns(period_ms), arg);
   if (t == NULL) return -ENOMEM;
-  t->next = h->timers;
-  if (h->timers != NULL) h->timers->prev = t;
-  h->timers = t;
+  sh_list_push_front(&h->timers, &t->actor_link);
   if (id_out != NULL) *id_out = id;
   return 0;
 }
@@ -206,17 +183,16 @@ int sh_timer_cancel(sh_actor *self, uint64_t id) {
   sh_house *h = self->house;
   sh_timer *t = find(h, id);
   if (t == NULL) return -ENOENT;
-  list_unlink(h, t);
+  sh_list_remove(&t->actor_link);
   sh_timer_cancel_node(sh_worker_current(), t);
   return 0;
 }
 
 void sh_timer_cancel_all(sh_worker *w, sh_house *h) {
-  sh_timer *t;
-  while ((t = h->timers) != NULL) {
-    list_unlink(h, t);
-    sh_timer_cancel_node(w, t);
-  }
+  sh_list *l;
+  /* Bounded by the actor's live timers: each turn takes one out. */
+  while ((l = sh_list_pop_front(&h->timers)) != NULL)
+    sh_timer_cancel_node(w, SH_LIST_ENTRY(l, sh_timer, actor_link));
 }
 
 static void discard(sh_wheel_link *l, void *ctx) {
@@ -226,5 +202,5 @@ static void discard(sh_wheel_link *l, void *ctx) {
 
 void sh_timer_discard_all(sh_worker *w) {
   sh_wheel_advance(&w->wheel, SH_TIMER_DISCARD_NS, 0, discard, w);
-  assert(sh_wheel_count(&w->wheel) == 0);
+  SH_ASSERT(sh_wheel_count(&w->wheel) == 0);
 }

@@ -16,6 +16,7 @@
 
 #include <stackhouse/stackhouse.h>
 
+#include "list.h"
 #include "wheel.h"
 
 struct sh_house;
@@ -36,7 +37,7 @@ typedef struct sh_timer {
   sh_msg hdr;                 /* the event, when a one-shot fires */
   sh_wheel_link link;
   struct sh_house *house;
-  struct sh_timer *prev, *next; /* the house's actor-timer list */
+  sh_list actor_link;         /* the house's actor-timer list (actor timers only) */
   uint64_t id;
   uint64_t period_ns;
   void *arg;
@@ -62,7 +63,8 @@ sh_timer *sh_timer_ask(struct sh_worker *w, struct sh_house *h, uint64_t ask_id,
 void sh_timer_cancel_node(struct sh_worker *w, sh_timer *t);
 /* The worker's wheel reached its time: fire everything due. */
 uint32_t sh_timer_advance(struct sh_worker *w, uint64_t now_ns);
-/* The house handles a timer or tick event. */
+/* The house handles an actor timer's event: a fired one-shot node or a
+ * periodic tick (an ask's timeout is its future's business: dispatch.c). */
 void sh_timer_event(struct sh_house *h, sh_msg *m);
 /* Cancels every actor timer of h (the actor stops). */
 void sh_timer_cancel_all(struct sh_worker *w, struct sh_house *h);

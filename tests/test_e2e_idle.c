@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "support/harness.h"
+#include "addr.h"
+#include "loop.h"
 #include "system.h"
 
 typedef struct tick { sh_msg hdr; int n; } tick;

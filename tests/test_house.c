@@ -31,6 +31,8 @@
 #include "housequeue.h"
 #include "plat.h"
 #include "support/manual.h"
+#include "addr.h"
+#include "loop.h"
 #include "system.h"
 #include "timer.h"
 #include "worker.h"
@@ -191,8 +193,8 @@ static void notice(const sh_addr *to, int tag, int count) {
 static int queued_in(const sh_house_queue *q, const sh_house *h) {
   int where = -1, seen = 0;
   for (int s = 0; s < 2; s++)
-    for (const sh_house *x = q->sub[s].head; x != NULL; x = x->qnext)
-      if (x == h) {
+    for (const sh_hq_link *x = q->sub[s].head; x != NULL; x = x->next)
+      if (x == &h->qlink) {
         where = s;
         seen++;
       }
@@ -271,7 +273,7 @@ static void test_put_during_mount(void **state) {
   mount_self = 1;
   sh_house *h = house_of(th_spawn(&probe_class, 0));
   sh_worker *w = th_worker(0);
-  sh_house_mount(w, sh_hq_pop(&w->mounting));
+  sh_house_mount(sh_house_of_link(sh_hq_pop(&w->mounting)));
   assert_int_equal(state_of(h), SH_READY);
   assert_int_equal(sh_hq_count(&w->state), 1);
   assert_ptr_equal(th_step(0), h);
@@ -363,7 +365,7 @@ static bool has_work_with(sh_house *h, sh_box b, bool barrier) {
               : b == SH_BOX_NOTICE ? make_note(&note_type, PLAIN, 0)
                                    : &sh_msg_new(resp, .v = 0)->hdr;
   assert_false(sh_house_has_work(h));
-  sh_mailbox_put(&h->mb[b], m);
+  sh_mailbox_push(&h->mb[b], m);
   h->barrier = barrier;
   bool r = sh_house_has_work(h);
   h->barrier = false;
@@ -420,7 +422,7 @@ static void test_barrier_holds_requests(void **state) {
   expect_trace("");
   assert_int_equal(state_of(h), SH_WAITING);
 
-  sh_house_put(h, SH_BOX_REPLY, r);
+  sh_house_push(h, SH_BOX_REPLY, r);
   assert_true(sh_house_has_work(h));
   assert_ptr_equal(th_step(0), h);
   expect_trace("RAN");
@@ -435,7 +437,7 @@ static void put_fake(sh_house *h, sh_box b, uint64_t id) {
   sh_msg *m = b == SH_BOX_EVENT ? sh_msg_alloc(&sh_tick_type) : &sh_msg_new(resp, .v = 0)->hdr;
   assert_non_null(m);
   m->id = id; /* no pending ask, no timer: dropped when handled */
-  sh_house_put(h, b, m);
+  sh_house_push(h, b, m);
 }
 
 static bool high(const sh_house *h) { return atomic_load(&h->high); }
@@ -561,7 +563,7 @@ static void test_stopped_house(void **state) {
   assert_int_equal(th_stats().dropped_stopped, dropped + 6);
   sh_house_poke(h);
   th_drain(0);
-  sh_plat_set_local(NULL);
+  sh_worker_enter(NULL);
   assert_int_equal(sh_system_shutdown(th_sys), 0);
   assert_int_equal(stops, 1); /* not again at shutdown */
   expect_trace("X");

@@ -6,7 +6,7 @@
  * owner popper and a thief (built under TSan too) that get every house
  * exactly once and in each pusher's order.
  *
- * Houses come from zeroed memory: the queue only uses their qnext link. A house is
+ * Houses come from zeroed memory: the queue only uses their link. A house is
  * named by its index in the test's array.
  *
  * Threads never call cmocka asserts (they longjmp): they record what they saw
@@ -41,27 +41,27 @@ static void *zalloc64(size_t size) {
   return p;
 }
 
-static sh_house *houses_new(size_t n) { return zalloc64(n * sizeof(sh_house)); }
+static sh_hq_link *houses_new(size_t n) { return zalloc64(n * sizeof(sh_hq_link)); }
 
-static size_t index_of(const sh_house *base, const sh_house *h) { return (size_t)(h - base); }
+static size_t index_of(const sh_hq_link *base, const sh_hq_link *h) { return (size_t)(h - base); }
 
-static void push(sh_house_queue *q, sh_house *base, size_t i, bool high) {
+static void push(sh_house_queue *q, sh_hq_link *base, size_t i, bool high) {
   uint32_t before = sh_hq_count(q);
   assert_int_equal(sh_hq_push(q, &base[i], high), before + 1);
   assert_int_equal(sh_hq_count(q), before + 1);
 }
 
 /* Pops (owner or thief) and checks it is house i; the count drops by one. */
-static void expect_pop_with(sh_house_queue *q, sh_house *base, size_t i, bool thief) {
+static void expect_pop_with(sh_house_queue *q, sh_hq_link *base, size_t i, bool thief) {
   uint32_t before = sh_hq_count(q);
-  sh_house *h = thief ? sh_hq_trypop(q) : sh_hq_pop(q);
+  sh_hq_link *h = thief ? sh_hq_trypop(q) : sh_hq_pop(q);
   assert_non_null(h);
   assert_int_equal(index_of(base, h), i);
-  assert_null(h->qnext); /* a popped house is in no queue */
+  assert_null(h->next); /* a popped house is in no queue */
   assert_int_equal(sh_hq_count(q), before - 1);
 }
 
-static void expect_pop(sh_house_queue *q, sh_house *base, size_t i) { expect_pop_with(q, base, i, false); }
+static void expect_pop(sh_house_queue *q, sh_hq_link *base, size_t i) { expect_pop_with(q, base, i, false); }
 
 static void expect_empty(sh_house_queue *q) {
   assert_int_equal(sh_hq_count(q), 0);
@@ -83,7 +83,7 @@ static void test_empty(void **state) {
 static void check_fifo(bool high, bool thief) {
   sh_house_queue q;
   sh_hq_init(&q);
-  sh_house *hs = houses_new(20);
+  sh_hq_link *hs = houses_new(20);
   for (size_t i = 0; i < 20; i++) push(&q, hs, i, high);
   for (size_t i = 0; i < 10; i++) expect_pop_with(&q, hs, i, thief);
   /* Reused after a partial drain: new houses queue behind the rest. */
@@ -110,7 +110,7 @@ static void test_high_before_normal(void **state) {
   (void)state;
   sh_house_queue q;
   sh_hq_init(&q);
-  sh_house *hs = houses_new(10);
+  sh_hq_link *hs = houses_new(10);
   /* Normal first: arrival order must not matter, only the sub-queue. */
   for (size_t i = 0; i < 8; i++) push(&q, hs, i, i % 2 == 1);
   for (size_t i = 1; i < 8; i += 2) expect_pop(&q, hs, i);
@@ -151,7 +151,7 @@ static void test_count_and_order_match_model(void **state) {
   for (size_t i = 0; i < MODEL_HOUSES; i++) free_list[i] = i;
   sh_house_queue q;
   sh_hq_init(&q);
-  sh_house *hs = houses_new(MODEL_HOUSES);
+  sh_hq_link *hs = houses_new(MODEL_HOUSES);
   uint64_t seed = 0x5eed0002;
   for (int step = 0; step < 100000; step++) {
     uint64_t r = th_xorshift(&seed);
@@ -183,7 +183,7 @@ static void test_trypop_gives_up_on_held_lock(void **state) {
   (void)state;
   sh_house_queue q;
   sh_hq_init(&q);
-  sh_house *hs = houses_new(4);
+  sh_hq_link *hs = houses_new(4);
 
   push(&q, hs, 0, true);
   push(&q, hs, 1, false);
@@ -220,7 +220,7 @@ static void test_trypop_gives_up_on_held_lock(void **state) {
 
 typedef struct stress {
   sh_house_queue q;
-  sh_house *hs;                /* pusher p owns [p * PER_PUSHER, (p + 1) * PER_PUSHER) */
+  sh_hq_link *hs;                /* pusher p owns [p * PER_PUSHER, (p + 1) * PER_PUSHER) */
   bool high[TOTAL];            /* which sub-queue each house goes to; fixed before start */
   _Atomic uint8_t seen[TOTAL]; /* times each house was popped */
   atomic_uint popped;
@@ -247,7 +247,7 @@ static void *pusher_main(void *arg) {
   return NULL;
 }
 
-static void record(consumer *c, const sh_house *h) {
+static void record(consumer *c, const sh_hq_link *h) {
   stress *s = c->s;
   size_t i = index_of(s->hs, h);
   if (i >= TOTAL) {
@@ -270,7 +270,7 @@ static void *consumer_main(void *arg) {
   pthread_barrier_wait(&s->start);
   /* relaxed: only a stop condition; the join orders everything for main. */
   while (atomic_load_explicit(&s->popped, memory_order_relaxed) < TOTAL) {
-    sh_house *h = c->thief ? sh_hq_trypop(&s->q) : sh_hq_pop(&s->q);
+    sh_hq_link *h = c->thief ? sh_hq_trypop(&s->q) : sh_hq_pop(&s->q);
     if (h == NULL) {
       sched_yield();
       continue;

@@ -44,10 +44,10 @@ static tmsg *msg_new(uint32_t producer, uint32_t seq) {
   return m;
 }
 
-static void put_seq(sh_mailbox *mb, uint32_t seq) { sh_mailbox_put(mb, &msg_new(0, seq)->hdr); }
+static void put_seq(sh_mailbox *mb, uint32_t seq) { sh_mailbox_push(mb, &msg_new(0, seq)->hdr); }
 
 static void put_head_seq(sh_mailbox *mb, uint32_t seq) {
-  sh_mailbox_put_head(mb, &msg_new(0, seq)->hdr);
+  sh_mailbox_push_head(mb, &msg_new(0, seq)->hdr);
 }
 
 /* Takes one message, checks it is `seq` and frees it. */
@@ -105,7 +105,7 @@ static void test_size_exact(void **state) {
   sh_mailbox mb;
   sh_mailbox_init(&mb);
   for (uint32_t i = 1; i <= 50; i++) {
-    assert_int_equal(sh_mailbox_put(&mb, &msg_new(0, i)->hdr), i);
+    assert_int_equal(sh_mailbox_push(&mb, &msg_new(0, i)->hdr), i);
     assert_int_equal(sh_mailbox_size(&mb), i);
   }
   for (uint32_t i = 1; i <= 20; i++) {
@@ -116,11 +116,11 @@ static void test_size_exact(void **state) {
   assert_int_equal(sh_mailbox_size(&mb), 31);
   /* put returns an estimate of the size after it that counts takes as of
    * the consumer's last publish: never below the true size (32 here)... */
-  assert_true(sh_mailbox_put(&mb, &msg_new(0, 51)->hdr) >= 32);
+  assert_true(sh_mailbox_push(&mb, &msg_new(0, 51)->hdr) >= 32);
   /* ...and exact once the consumer published (put_head included). */
   expect_take(&mb, 20);
   sh_mailbox_publish(&mb);
-  assert_int_equal(sh_mailbox_put(&mb, &msg_new(0, 52)->hdr), 32);
+  assert_int_equal(sh_mailbox_push(&mb, &msg_new(0, 52)->hdr), 32);
   put_head_seq(&mb, 20);
   expect_run(&mb, 20, 33);
   expect_empty(&mb);
@@ -153,7 +153,7 @@ static void check_put_head_on_empty(bool drained) {
   assert_int_equal(sh_mailbox_size(&mb), 1);
   assert_true(sh_mailbox_nonempty(&mb));
   sh_mailbox_publish(&mb);
-  for (uint32_t i = 1; i <= 5; i++) assert_int_equal(sh_mailbox_put(&mb, &msg_new(0, i)->hdr), i + 1);
+  for (uint32_t i = 1; i <= 5; i++) assert_int_equal(sh_mailbox_push(&mb, &msg_new(0, i)->hdr), i + 1);
   expect_run(&mb, 0, 6);
   expect_empty(&mb);
   /* The mailbox is still sound afterwards. */
@@ -198,7 +198,7 @@ static void test_put_head_after_partial_drain(void **state) {
   sh_msg *m = sh_mailbox_take(&mb);
   assert_non_null(m);
   assert_int_equal(((tmsg *)m)->seq, 1);
-  sh_mailbox_put_head(&mb, m); /* the very message taken goes back */
+  sh_mailbox_push_head(&mb, m); /* the very message taken goes back */
   expect_run(&mb, 1, 4);       /* 1..4: only 5 (the last linked) is left */
   put_head_seq(&mb, 4);
   put_seq(&mb, 6);
@@ -287,7 +287,7 @@ typedef struct producer_arg {
 static void *producer_main(void *arg) {
   producer_arg *a = arg;
   pthread_barrier_wait(&a->s->start);
-  for (uint32_t i = 0; i < PER_PRODUCER; i++) sh_mailbox_put(&a->s->mb, &msg_new(a->id, i)->hdr);
+  for (uint32_t i = 0; i < PER_PRODUCER; i++) sh_mailbox_push(&a->s->mb, &msg_new(a->id, i)->hdr);
   return NULL;
 }
 
@@ -317,7 +317,7 @@ static void *consumer_main(void *arg) {
     if (s->put_back && s->taken % PUT_BACK_EVERY == 0) {
       /* Producers keep putting meanwhile: the message put back must still be
        * the next one out. */
-      sh_mailbox_put_head(&s->mb, m);
+      sh_mailbox_push_head(&s->mb, m);
       sh_msg *again = take_wait(&s->mb);
       if (again != m) s->bad_put_back++;
       m = again;

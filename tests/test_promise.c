@@ -17,14 +17,15 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "promise.h"
+#include "dispatcher.h"
+#include "future.h"
 #include "support/harness.h"
 
 /* n zeroed promises with ids first, first + 1, ... */
 static sh_future *futures_new(size_t n, uint64_t first) {
   sh_future *fs = calloc(n, sizeof(*fs));
   assert_non_null(fs);
-  for (size_t i = 0; i < n; i++) fs[i].id = first + i;
+  for (size_t i = 0; i < n; i++) fs[i].node.id = first + i;
   return fs;
 }
 
@@ -38,7 +39,7 @@ static void dispatcher_init(sh_dispatcher *d, uint32_t initial) {
  * bounded, which holds only if the table grows. */
 static void push(sh_dispatcher *d, sh_future *f) {
   uint32_t before = sh_dispatcher_count(d);
-  sh_dispatcher_push(d, f);
+  sh_dispatcher_push(d, &f->node);
   assert_int_equal(sh_dispatcher_count(d), before + 1);
   assert_true(sh_dispatcher_count(d) < sh_dispatcher_capacity(d) * SH_DISPATCHER_LOAD);
 }
@@ -46,8 +47,8 @@ static void push(sh_dispatcher *d, sh_future *f) {
 /* Pop by id that checks it is f and the count goes down by exactly one. */
 static void expect_pop(sh_dispatcher *d, sh_future *f) {
   uint32_t before = sh_dispatcher_count(d);
-  assert_ptr_equal(sh_dispatcher_pop(d, f->id), f);
-  assert_null(f->hnext); /* unlinked */
+  assert_ptr_equal(sh_dispatcher_pop(d, f->node.id), &f->node);
+  assert_null(f->node.hnext); /* unlinked */
   assert_int_equal(sh_dispatcher_count(d), before - 1);
   assert_true(sh_dispatcher_capacity(d) >= d->initial);
 }
@@ -69,11 +70,11 @@ static void test_push_pop_by_id(void **state) {
   size_t order[] = {2, 0, 4, 1, 3};
   for (size_t k = 0; k < 5; k++) {
     expect_pop(&d, &fs[order[k]]);
-    expect_unknown(&d, fs[order[k]].id); /* gone once popped */
+    expect_unknown(&d, fs[order[k]].node.id); /* gone once popped */
   }
   assert_int_equal(sh_dispatcher_count(&d), 0);
   /* A popped promise can be pushed again (a new ask reusing pooled memory). */
-  fs[0].id = 77;
+  fs[0].node.id = 77;
   push(&d, &fs[0]);
   expect_pop(&d, &fs[0]);
   sh_dispatcher_destroy(&d);
@@ -124,10 +125,10 @@ static void test_count_exact_and_table_grows(void **state) {
 static void fill_mixed_ids(sh_future *fs, size_t n, uint64_t seed) {
   for (size_t i = 0; i < n; i++) {
     switch (i % 3) {
-    case 0: fs[i].id = i; break;
-    case 1: fs[i].id = ((uint64_t)i << 20) | 1; break;
+    case 0: fs[i].node.id = i; break;
+    case 1: fs[i].node.id = ((uint64_t)i << 20) | 1; break;
     default: /* the top bit set: disjoint from the others */
-      fs[i].id = th_xorshift(&seed) | ((uint64_t)1 << 63);
+      fs[i].node.id = th_xorshift(&seed) | ((uint64_t)1 << 63);
       break;
     }
   }
@@ -211,7 +212,7 @@ static void check_shrink(uint32_t initial, uint32_t n, bool by_pop_any) {
     uint32_t cap = sh_dispatcher_capacity(&d);
     sh_future *f = &fs[i];
     if (by_pop_any) {
-      f = sh_dispatcher_pop_any(&d);
+      f = sh_future_of_node(sh_dispatcher_pop_any(&d));
       assert_non_null(f);
     } else {
       expect_pop(&d, f);
@@ -312,7 +313,7 @@ static void run_pop_any(bool scattered, uint64_t *out) {
    * some popped along the way so the table both grows and shrinks first. */
   uint64_t seed = 0x5eed0008;
   for (size_t i = 0; i < ANY_N; i++) {
-    fs[i]->id = i % 2 ? i * 64 : th_xorshift(&seed);
+    fs[i]->node.id = i % 2 ? i * 64 : th_xorshift(&seed);
   }
   sh_dispatcher d;
   dispatcher_init(&d, SH_DISPATCHER_INITIAL);
@@ -321,10 +322,11 @@ static void run_pop_any(bool scattered, uint64_t *out) {
   for (size_t i = 0; i < ANY_N; i += 3) push(&d, fs[i]);
 
   for (size_t k = 0; k < ANY_N; k++) {
-    sh_future *f = sh_dispatcher_pop_any(&d);
-    assert_non_null(f);
+    sh_dnode *n = sh_dispatcher_pop_any(&d);
+    assert_non_null(n);
+    sh_future *f = sh_future_of_node(n);
     assert_int_equal(sh_dispatcher_count(&d), ANY_N - k - 1);
-    out[k] = f->id;
+    out[k] = f->node.id;
   }
   assert_null(sh_dispatcher_pop_any(&d));
   sh_dispatcher_destroy(&d);

@@ -30,9 +30,12 @@
 #include <unistd.h>
 
 #include "house.h"
-#include "promise.h"
+#include "dispatcher.h"
+#include "future.h"
 #include "stack.h"
 #include "support/manual.h"
+#include "addr.h"
+#include "loop.h"
 #include "system.h"
 #include "worker.h"
 
@@ -225,7 +228,7 @@ static void test_states_and_locals(void **state) {
   assert_int_equal(fact[1], 4);
   const int want[] = {S0, S1, S2, S0, S1, S2};
   assert_memory_equal(states, want, sizeof(want));
-  assert_null(subject_house()->stacks);
+  assert_true(sh_list_empty(&subject_house()->stacks));
 }
 
 /* ---- suspend: all, any --------------------------------------------------- */
@@ -255,13 +258,13 @@ static void test_suspend_waits_for_all(void **state) {
   assert_int_equal(calls, 1); /* one of two: still waiting */
   assert_true(sh_future_done(futs[0]));
   assert_false(sh_future_done(futs[1]));
-  assert_int_equal(sh_stack_state(subject_house()->stacks), S1);
+  assert_int_equal(sh_stack_state(SH_LIST_ENTRY(sh_list_first(&subject_house()->stacks), sh_stack, link)), S1);
   step(1); /* resp[1] answers */
   th_drain(0);
   assert_int_equal(calls, 2);
   assert_true(fact[0] && fact[1]);
   assert_int_equal(fact[2], 1 + 11);
-  assert_null(subject_house()->stacks);
+  assert_true(sh_list_empty(&subject_house()->stacks));
 }
 
 /* Asks three responders and waits for any; counts completions in S1 (same
@@ -333,7 +336,7 @@ static void test_suspend_any_then_all(void **state) {
   th_drain(0);
   assert_int_equal(calls, 3);
   assert_int_equal(fact[1], 1);
-  assert_null(subject_house()->stacks);
+  assert_true(sh_list_empty(&subject_house()->stacks));
 }
 
 /* ---- future lifetime ----------------------------------------------------- */
@@ -390,7 +393,7 @@ static void test_future_lifetime(void **state) {
   assert_true(fact[3]);
   assert_int_equal(fact[4], 1); /* the taken reply was not freed with its future */
   assert_true(fact[5]);
-  assert_null(subject_house()->stacks);
+  assert_true(sh_list_empty(&subject_house()->stacks));
   assert_non_null(taken);
   sh_msg_free(taken);
   assert_int_equal(drops, 2);
@@ -423,7 +426,7 @@ static void test_ask_stack_endings(void **state) {
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     client_err = 1;
     assert_int_equal(client_run(cases[i].mode), cases[i].err);
-    assert_null(subject_house()->stacks);
+    assert_true(sh_list_empty(&subject_house()->stacks));
   }
   assert_int_equal(client_v, 7);
 }
@@ -439,7 +442,7 @@ static void test_suspend_nothing_pending(void **state) {
   subject_notice_fn = suspend_nothing_fn;
   poke_subject();
   assert_int_equal(calls, 1);
-  assert_null(subject_house()->stacks);
+  assert_true(sh_list_empty(&subject_house()->stacks));
 }
 
 /* Every invocation asks the dead actor and suspends: each ask fails at once,
@@ -459,7 +462,7 @@ static void test_reentry_bound(void **state) {
   assert_int_equal(client_run(0), -ELOOP);
   assert_true(calls > 1 && calls < 1000000);
   assert_int_equal(th_stats().dropped_stopped, dropped + (uint64_t)calls);
-  assert_null(subject_house()->stacks);
+  assert_true(sh_list_empty(&subject_house()->stacks));
   /* Every failed future was recycled (the client's own objects are freed too). */
   assert_int_equal(outstanding(), before);
 }
@@ -488,15 +491,15 @@ static void test_ready_stack_deferred(void **state) {
   /* One run: max_per_run invocations, then the stack waits its turn. */
   sh_house *h = subject_house();
   assert_int_equal(fact[0], (int)h->max_per_run);
-  assert_non_null(h->ready);
-  assert_non_null(h->stacks);
+  assert_false(sh_list_empty(&h->ready));
+  assert_false(sh_list_empty(&h->stacks));
   assert_int_equal(atomic_load(&h->state), SH_READY);
   th_drain(0);
   assert_int_equal(fact[0], LOOP_PUTS);
   assert_int_equal(fact[1], 0);
   assert_int_equal(calls, LOOP_PUTS + 1);
-  assert_null(h->stacks);
-  assert_null(h->ready);
+  assert_true(sh_list_empty(&h->stacks));
+  assert_true(sh_list_empty(&h->ready));
   th_drain(1);
   sh_stats st = th_stats();
   assert_int_equal(st.asks, st.asks_resolved);
@@ -563,7 +566,7 @@ static void test_put_exact_when_sender_stops(void **state) {
     assert_int_equal(put_err[i], -ESHUTDOWN);
     assert_true(put_back[i]);
   }
-  assert_null(putter->houses[0]->stacks);
+  assert_true(sh_list_empty(&putter->houses[0]->stacks));
   th_drain(1);
   sh_stats st = th_stats();
   assert_int_equal(st.asks, st.asks_resolved);
@@ -597,7 +600,7 @@ static void test_late_reply_is_unknown(void **state) {
   subject_notice_fn = return_pending_fn;
   uint64_t unknown = th_stats().replies_unknown;
   poke_subject();
-  assert_null(subject_house()->stacks);
+  assert_true(sh_list_empty(&subject_house()->stacks));
   assert_int_equal(sh_dispatcher_count(&subject_house()->futures), 0);
   th_drain(1);
   assert_int_equal(drops, 0);

@@ -28,6 +28,8 @@
 #include "msg.h"
 #include "plat.h"
 #include "support/manual.h"
+#include "addr.h"
+#include "loop.h"
 #include "system.h"
 #include "worker.h"
 
@@ -70,7 +72,7 @@ static int setup(void **state) {
 /* Frees without a shutdown: several tests are about what comes before one. */
 static int teardown(void **state) {
   (void)state;
-  sh_plat_set_local(NULL);
+  sh_worker_enter(NULL);
   sh_system_free(th_sys);
   th_sys = NULL;
   return 0;
@@ -251,7 +253,7 @@ static void test_address_kinds(void **state) {
     th_act_as(w);
     for (int i = 0; i < 3; i++) assert_ptr_equal(sh_addr_pick(each), each->houses[w]);
   }
-  sh_plat_set_local(NULL);
+  sh_worker_enter(NULL);
   /* Off-worker it still picks one of them. */
   sh_house *h = sh_addr_pick(each);
   assert_true(h == each->houses[0] || h == each->houses[1]);
@@ -347,7 +349,8 @@ static void test_msg_drop_once(void **state) {
   assert_int_equal(sh_spawn_on(th_sys, &plain_class, NULL, 0, &b), 0);
   assert_int_equal(sh_notice(a, &sh_msg_new(owned, .counter = &drops)->hdr), 0);
   th_act_as(0);
-  sh_worker_drain(th_worker(0));
+  while (sh_loop_drain(th_worker(0))) {
+  }
   assert_int_equal(handled, 1);
   assert_int_equal(drops, 2);
   sh_stop(b);
@@ -361,7 +364,8 @@ static void test_msg_drop_once(void **state) {
   assert_int_equal(drops, 4);
   assert_int_equal(sh_notice(NULL, &sh_msg_new(owned, .counter = &drops)->hdr), -EINVAL);
   assert_int_equal(drops, 5);
-  sh_worker_drain(th_worker(0));
+  while (sh_loop_drain(th_worker(0))) {
+  }
   assert_int_equal(drops, 5);
 }
 
@@ -414,7 +418,7 @@ static void test_stats_from_every_thread_kind(void **state) {
   sh_stop(a);
   for (int who = -1; who < 2; who++) {
     if (who < 0)
-      sh_plat_set_local(NULL);
+      sh_worker_enter(NULL);
     else
       th_act_as((uint32_t)who);
     assert_int_equal(sh_notice(a, &sh_msg_new(note, .a = 0)->hdr), -ESHUTDOWN);
@@ -453,7 +457,7 @@ static void test_refused_on_a_worker(void **state) {
   assert_int_equal(sh_system_shutdown(th_sys), -EINVAL);
   assert_int_equal(sh_system_wait(th_sys), -EINVAL);
   assert_false(th_sys->shut);
-  sh_plat_set_local(NULL);
+  sh_worker_enter(NULL);
   assert_int_equal(sh_system_shutdown(NULL), -EINVAL);
   assert_int_equal(sh_system_wait(NULL), -EINVAL);
 }

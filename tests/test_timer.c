@@ -31,6 +31,8 @@
 #include "house.h"
 #include "plat.h"
 #include "support/manual.h"
+#include "addr.h"
+#include "loop.h"
 #include "system.h"
 #include "timer.h"
 #include "wheel.h"
@@ -182,7 +184,7 @@ static void test_one_shot_fires_as_event(void **state) {
   uint64_t before = outstanding();
   uint64_t id = start(5, 0);
   assert_int_equal(in_wheel(), 1);
-  sh_timer *t = house()->timers;
+  sh_timer *t = SH_LIST_ENTRY(sh_list_first(&house()->timers), sh_timer, actor_link);
   assert_non_null(t);
   assert_int_equal(advance(1 * SEC), 1);
   assert_int_equal(in_wheel(), 0);
@@ -195,7 +197,7 @@ static void test_one_shot_fires_as_event(void **state) {
   assert_int_equal(fired_id, id);
   assert_ptr_equal(fired_arg, &arg_cell);
   assert_int_equal(events(), 0);
-  assert_null(house()->timers);
+  assert_true(sh_list_empty(&house()->timers));
   assert_int_equal(outstanding(), before); /* the event was the node: freed */
   assert_int_equal(sh_timer_cancel(actor(), id), -ENOENT);
   assert_int_equal(advance(100 * SEC), 0);
@@ -206,12 +208,12 @@ static void test_cancel_after_fire_is_silent(void **state) {
   (void)state;
   uint64_t before = outstanding();
   uint64_t id = start(5, 0);
-  sh_timer *t = house()->timers;
+  sh_timer *t = SH_LIST_ENTRY(sh_list_first(&house()->timers), sh_timer, actor_link);
   assert_int_equal(advance(1 * SEC), 1);
   assert_int_equal(events(), 1);
   assert_int_equal(sh_timer_cancel(actor(), id), 0);
   assert_true(t->dead);
-  assert_null(house()->timers);
+  assert_true(sh_list_empty(&house()->timers));
   assert_int_equal(sh_timer_cancel(actor(), id), -ENOENT);
   th_drain(0);
   assert_int_equal(fires, 0);
@@ -251,7 +253,7 @@ static void test_periodic_posts_ticks(void **state) {
   (void)state;
   uint64_t before = outstanding();
   uint64_t id = start(1, 1);
-  sh_timer *t = house()->timers;
+  sh_timer *t = SH_LIST_ENTRY(sh_list_first(&house()->timers), sh_timer, actor_link);
   uint32_t posted = advance_periodic(1 * SEC, t);
   th_drain(0);
   assert_int_equal(fires, posted);
@@ -260,7 +262,7 @@ static void test_periodic_posts_ticks(void **state) {
   assert_int_equal(fires, posted);
   assert_int_equal(fired_id, id);
   assert_ptr_equal(fired_arg, &arg_cell);
-  assert_ptr_equal(house()->timers, t);
+  assert_ptr_equal(sh_list_first(&house()->timers), &t->actor_link);
 
   /* Ticks already posted when the timer is cancelled are ignored. */
   advance_periodic(3 * SEC, t);

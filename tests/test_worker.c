@@ -29,6 +29,8 @@
 #include "housequeue.h"
 #include "plat.h"
 #include "support/manual.h"
+#include "addr.h"
+#include "loop.h"
 #include "system.h"
 #include "worker.h"
 
@@ -113,8 +115,8 @@ static place where(const sh_house *h) {
     const sh_house_queue *qs[] = {&w->mounting, &w->io, &w->state};
     for (int k = 0; k < 3; k++)
       for (int s = 0; s < 2; s++)
-        for (const sh_house *x = qs[k]->sub[s].head; x != NULL; x = x->qnext)
-          if (x == h) return (place){qs[k], s};
+        for (const sh_hq_link *x = qs[k]->sub[s].head; x != NULL; x = x->next)
+          if (x == &h->qlink) return (place){qs[k], s};
   }
   return (place){NULL, -1};
 }

@@ -14,6 +14,19 @@
  *   - A message is handled by a Stack: a small state machine (an int state plus
  *     a locals area) that can suspend on futures of asks it made and resume
  *     when they complete, on the same actor, without blocking its worker.
+ *
+ * Who owns a message after a send (sh_notice, sh_notice_try, sh_ask,
+ * sh_ask_try, sh_put, sh_bridge_notice, sh_bridge_notice_try,
+ * sh_bridge_ask, sh_bridge_ask_try), one rule:
+ *   - a call whose name ends in _try takes the message only when it
+ *     returns 0; on any error the message is still the caller's;
+ *   - every other send always takes the message; on an error it frees it
+ *     (sh_put: its failed future holds the notice, freed with the future
+ *     unless taken back with sh_future_take).
+ *
+ * Timeouts, one convention: an int64_t count of milliseconds; SH_NOWAIT (0)
+ * does not wait at all, SH_FOREVER (-1) waits without limit, a positive
+ * value waits at most that long; any other negative value is -EINVAL.
  */
 #ifndef STACKHOUSE_H
 #define STACKHOUSE_H
@@ -30,6 +43,18 @@ extern "C" {
 #define SH_VERSION_MAJOR 0
 #define SH_VERSION_MINOR 1
 #define SH_VERSION_PATCH 0
+
+/* Marks the library's public API: the only symbols libstackhouse.so
+ * exports (everything else is built with hidden visibility). */
+#if defined(__GNUC__) || defined(__clang__)
+#define SH_API __attribute__((visibility("default")))
+#else
+#define SH_API
+#endif
+
+/* Timeouts (see the top of this file). */
+#define SH_NOWAIT 0
+#define SH_FOREVER (-1)
 
 typedef struct sh_system sh_system;
 typedef struct sh_actor sh_actor;
@@ -88,16 +113,16 @@ struct sh_msg {
   const sh_msg_type T##_type = {#T, sizeof(T), (kind_), (flags_), NULL}
 #define SH_MSG_DEFINE_DROP(T, kind_, flags_, drop_) \
   const sh_msg_type T##_type = {#T, sizeof(T), (kind_), (flags_), (drop_)}
-#define SH_MSG_DECLARE(T) extern const sh_msg_type T##_type
+#define SH_MSG_DECLARE(T) extern SH_API const sh_msg_type T##_type
 
 /* Allocates a zeroed message of type t from the calling worker's pool (plain
  * malloc on a thread that is not a worker). NULL when out of memory. */
-sh_msg *sh_msg_alloc(const sh_msg_type *t);
+SH_API sh_msg *sh_msg_alloc(const sh_msg_type *t);
 /* Copies the body (everything after the header) of `init` into m; returns m.
  * NULL in, NULL out. */
-sh_msg *sh_msg_fill(sh_msg *m, const void *init, size_t size);
+SH_API sh_msg *sh_msg_fill(sh_msg *m, const void *init, size_t size);
 /* Frees a message the caller owns (calls its type's drop first). NULL is a no-op. */
-void sh_msg_free(sh_msg *m);
+SH_API void sh_msg_free(sh_msg *m);
 
 /* `add_ask *a = sh_msg_new(add_ask, .n = 1);` : typed allocation and init. */
 #define sh_msg_new(T, ...) \
@@ -164,7 +189,7 @@ struct sh_actor_class {
   uint32_t max_batch;   /* 0: the system default */
   uint32_t max_per_run; /* messages per scheduling; 0: the system default */
 
-  /* Bounded mailboxes (Kilim): at most this many asks / notices wait in the
+  /* Bounded mailboxes: at most this many asks / notices wait in the
    * actor's mailbox (not yet taken by the actor); 0: unbounded. A sender to
    * a full mailbox waits for room (sh_ask, sh_put: the stack suspends;
    * sh_bridge_*: the outside thread blocks) or is refused with -EAGAIN
@@ -185,82 +210,82 @@ struct sh_actor_class {
  * round-robin address). Callable before or after sh_system_start, from any
  * thread or actor. The address lives as long as the system.
  */
-int sh_spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
+SH_API int sh_spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
              const sh_addr **out);
 
 /* Spawns one actor on a chosen worker (0 <= worker < sh_system_workers):
  * for actors that talk mostly to each other, and for tests of placement.
  * -EINVAL for a worker out of range. */
-int sh_spawn_on(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t worker,
+SH_API int sh_spawn_on(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t worker,
                 const sh_addr **out);
 
 static inline const sh_addr *sh_self(const sh_actor *a) { return a->self; }
 static inline sh_system *sh_actor_system(const sh_actor *a) { return a->sys; }
 /* Number of actor instances behind an address. */
-uint32_t sh_addr_count(const sh_addr *a);
+SH_API uint32_t sh_addr_count(const sh_addr *a);
 /* Index of the worker that owns this actor. */
-uint32_t sh_actor_worker(const sh_actor *a);
+SH_API uint32_t sh_actor_worker(const sh_actor *a);
 
 /* Stops every instance behind the address: later sends fail with -ESHUTDOWN,
  * queued asks are answered with -ESHUTDOWN, queued notices are dropped
  * (counted), and the actor's pending asks complete with -ESHUTDOWN. */
-int sh_stop(const sh_addr *a);
+SH_API int sh_stop(const sh_addr *a);
 
 /* ------------------------------------------------------------------ */
 /* Sending                                                             */
 /* ------------------------------------------------------------------ */
 
-/* Sends a notice; from an actor or any other thread. On error the message is
- * freed: -EINVAL (NULL, or not a notice type), -ESHUTDOWN (stopped actor),
+/* Sends a notice; from an actor or any other thread. Takes m (freed on an
+ * error): -EINVAL (NULL, or not a notice type), -ESHUTDOWN (stopped actor),
  * -EAGAIN (the actor's bounded notice mailbox is full, or senders wait for
  * room in it: counted as refused). */
-int sh_notice(const sh_addr *to, sh_msg *m);
+SH_API int sh_notice(const sh_addr *to, sh_msg *m);
 
-/* Non-blocking send (Kilim's put-nb); from an actor or any other thread.
- * On any error the message is still the caller's: -EAGAIN (the bounded
- * mailbox is full, or senders are waiting for room ahead of this one),
- * -ESHUTDOWN, -EINVAL. */
-int sh_notice_try(const sh_addr *to, sh_msg *m);
+/* sh_notice that never takes m on an error: -EAGAIN, -ESHUTDOWN, -EINVAL
+ * leave it the caller's. From an actor or any other thread. */
+SH_API int sh_notice_try(const sh_addr *to, sh_msg *m);
 
 /*
  * From a stack: sends notice m, suspending the stack (no thread blocks)
  * while the target's bounded notice mailbox is full; waiting senders get
  * room in FIFO order. The future completes with 0 once m is in the mailbox
  * (at once when there is room), or fails with -ESHUTDOWN (the target, or
- * this actor, stopped before or while this waited), -ETIMEDOUT (timeout_ms passed
- * first; 0: no timeout) or -ENOMEM; a failed put hands m back as the
- * future's message (sh_future_take to keep it). NULL only for -EINVAL
- * (NULL argument, not a notice type) or -ENOMEM; m is freed then.
+ * this actor, stopped before or while this waited), -ETIMEDOUT (timeout_ms
+ * passed first), -EAGAIN (SH_NOWAIT and no room) or -ENOMEM; a failed put
+ * holds m as the future's message (sh_future_take to keep it). NULL only
+ * for -EINVAL (NULL argument, not a notice type, bad timeout) or -ENOMEM;
+ * m is freed then.
  */
-sh_future *sh_put(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_ms);
+SH_API sh_future *sh_put(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms);
 
 /*
  * From a stack: sends an ask and returns its future, to wait on with
- * sh_suspend. timeout_ms 0 means no timeout; on expiry the future fails with
- * -ETIMEDOUT and a late reply is dropped (counted). A send that fails (stopped
- * target) returns a future already failed with the reason. Returns NULL only
- * for -EINVAL (NULL argument, not an ask type) or -ENOMEM; the message is freed.
+ * sh_suspend. timeout_ms (SH_FOREVER, or > 0) counts from the call and
+ * covers the wait for room in a full bounded mailbox (FIFO among waiting
+ * senders) and the wait for the reply; on expiry the future fails with
+ * -ETIMEDOUT and a late reply is dropped (counted). SH_NOWAIT is -EINVAL:
+ * an ask always waits for its reply. A send that fails (stopped target)
+ * returns a future already failed with the reason. Returns NULL only for
+ * -EINVAL (NULL argument, not an ask type, bad timeout) or -ENOMEM; the
+ * message is freed then.
  */
-sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_ms);
+SH_API sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms);
 
 /* sh_ask without waiting for room: -EAGAIN when the target's bounded ask
- * mailbox is full (or senders wait ahead), and then, as on -EINVAL, m is
+ * mailbox is full (or senders wait ahead), -EINVAL, -ENOMEM, and then m is
  * still the caller's; else 0 and *out is the ask's future (which may have
- * failed at once, as sh_ask's can). -ENOMEM frees m. */
-int sh_ask_try(sh_stack *st, const sh_addr *to, sh_msg *m, uint32_t timeout_ms, sh_future **out);
+ * failed at once, as sh_ask's can). */
+SH_API int sh_ask_try(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms,
+                      sh_future **out);
 
-/* An sh_ask to a full bounded mailbox suspends its stack until there is
- * room (FIFO among waiting senders); its timeout counts from the call and
- * covers the wait for room and for the reply. */
-
-bool sh_future_done(const sh_future *f);
+SH_API bool sh_future_done(const sh_future *f);
 /* 0 for a reply; else -ETIMEDOUT, -ESHUTDOWN, or what the other side threw. */
-int sh_future_error(const sh_future *f);
+SH_API int sh_future_error(const sh_future *f);
 static inline bool sh_future_failed(const sh_future *f) { return sh_future_error(f) != 0; }
 /* The reply; owned by the future (freed when the stack moves to another state
  * or returns) unless taken with sh_future_take. */
-sh_msg *sh_future_msg(const sh_future *f);
-sh_msg *sh_future_take(sh_future *f);
+SH_API sh_msg *sh_future_msg(const sh_future *f);
+SH_API sh_msg *sh_future_take(sh_future *f);
 #define sh_future_reply(f, T) ((T *)sh_future_msg(f))
 
 /* ------------------------------------------------------------------ */
@@ -269,29 +294,29 @@ sh_msg *sh_future_take(sh_future *f);
 
 enum { SH_START = 0 }; /* every stack begins in state 0 */
 
-int sh_stack_state(const sh_stack *st);
-void *sh_stack_locals(sh_stack *st);
-sh_actor *sh_stack_actor(const sh_stack *st);
+SH_API int sh_stack_state(const sh_stack *st);
+SH_API void *sh_stack_locals(sh_stack *st);
+SH_API sh_actor *sh_stack_actor(const sh_stack *st);
 /* The notice or ask this stack handles (NULL for batch stacks). */
-sh_msg *sh_stack_msg(const sh_stack *st);
+SH_API sh_msg *sh_stack_msg(const sh_stack *st);
 #define sh_stack_msg_as(st, T) ((T *)sh_stack_msg(st))
 /* Batch stacks: the messages of the batch. */
-size_t sh_stack_batch_len(const sh_stack *st);
-sh_msg *sh_stack_batch_msg(const sh_stack *st, size_t i);
+SH_API size_t sh_stack_batch_len(const sh_stack *st);
+SH_API sh_msg *sh_stack_batch_msg(const sh_stack *st, size_t i);
 
 /* Waits until every future this stack made in its current state completed. */
-sh_yield sh_suspend(sh_stack *st, int next_state);
+SH_API sh_yield sh_suspend(sh_stack *st, int next_state);
 /* Waits until any one future completed (a "resumable" state). */
-sh_yield sh_suspend_any(sh_stack *st, int next_state);
+SH_API sh_yield sh_suspend_any(sh_stack *st, int next_state);
 /* Completes the stack. For an ask stack `reply` (a SH_REPLY message) goes to
  * the asker; for a batch ask stack it is copied to every ask of the batch not
  * answered with sh_batch_reply. Notice stacks pass NULL. */
-sh_yield sh_return(sh_stack *st, sh_msg *reply);
+SH_API sh_yield sh_return(sh_stack *st, sh_msg *reply);
 /* Completes the stack with an error (negative errno): the asker's future
  * fails with it. */
-sh_yield sh_throw(sh_stack *st, int error);
+SH_API sh_yield sh_throw(sh_stack *st, int error);
 /* Batch ask stacks: answers ask i of the batch. */
-int sh_batch_reply(sh_stack *st, size_t i, sh_msg *reply);
+SH_API int sh_batch_reply(sh_stack *st, size_t i, sh_msg *reply);
 
 /* ------------------------------------------------------------------ */
 /* Timers                                                              */
@@ -299,13 +324,14 @@ int sh_batch_reply(sh_stack *st, size_t i, sh_msg *reply);
 
 /* Starts a timer on the calling actor: after delay_ms, and then every
  * period_ms if non-zero, the class's timeout handler runs with (id, arg).
- * Only from the actor's own handlers. */
-int sh_timer_start(sh_actor *self, uint64_t delay_ms, uint64_t period_ms, void *arg,
-                   uint64_t *id_out);
+ * Only from the actor's own handlers; a negative delay or period is
+ * -EINVAL. */
+SH_API int sh_timer_start(sh_actor *self, int64_t delay_ms, int64_t period_ms, void *arg,
+                          uint64_t *id_out);
 /* After it returns 0 the handler never runs for this timer again, even if
  * it already expired and its event is on the way. -ENOENT when a one-shot's
  * handler already ran, or the id is unknown. */
-int sh_timer_cancel(sh_actor *self, uint64_t id);
+SH_API int sh_timer_cancel(sh_actor *self, uint64_t id);
 
 /* ------------------------------------------------------------------ */
 /* Mailbox metrics                                                     */
@@ -324,7 +350,7 @@ typedef struct sh_mailbox_stats {
 /* The ask (kind SH_ASK) or notice (SH_NOTICE) mailbox of instance `i` of
  * an address. Any thread; the figures are read without stopping anyone.
  * -EINVAL for a bad argument. */
-int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind, sh_mailbox_stats *out);
+SH_API int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind, sh_mailbox_stats *out);
 
 /* ------------------------------------------------------------------ */
 /* Outside threads: the bridge                                         */
@@ -337,28 +363,31 @@ int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind, sh_mail
  * a bridge at a time; make one per thread. Free every bridge before the
  * system is freed. On the simulator the thread is a fiber like the others.
  *
- * Timeouts of the bridge's calls (timeout_ms): SH_NOWAIT (0) never blocks
- * (-EAGAIN when it would), SH_FOREVER (-1) blocks without limit, a positive
- * value blocks at most that long (-ETIMEDOUT). A send that fails for any
- * reason leaves the message the caller's.
+ * The bridge's calls take timeouts by the convention at the top of this
+ * file: SH_NOWAIT never blocks (-EAGAIN when it would), SH_FOREVER blocks
+ * without limit, a positive value blocks at most that long (-ETIMEDOUT).
+ * Its sends follow the one ownership rule: sh_bridge_notice and
+ * sh_bridge_ask take the message (freed on an error), the _try forms
+ * leave it the caller's on an error.
  */
 typedef struct sh_bridge sh_bridge;
-#define SH_NOWAIT 0
-#define SH_FOREVER (-1)
 
 /* -EINVAL on a worker (an actor has stacks; every bridge call refuses a
  * worker), -ESHUTDOWN after shutdown. */
-int sh_bridge_new(sh_system *sys, sh_bridge **out);
+SH_API int sh_bridge_new(sh_system *sys, sh_bridge **out);
 /* Asks still unanswered are forgotten (their late replies are dropped and
  * counted); replies not received are freed. NULL: no-op. */
-void sh_bridge_free(sh_bridge *b);
+SH_API void sh_bridge_free(sh_bridge *b);
 
-/* Sends notice m, waiting up to timeout_ms for room (Kilim's put-b). */
-int sh_bridge_notice(sh_bridge *b, const sh_addr *to, sh_msg *m, int64_t timeout_ms);
-/* Sends ask m, waiting up to timeout_ms for room; *ticket (optional)
- * identifies its reply. */
-int sh_bridge_ask(sh_bridge *b, const sh_addr *to, sh_msg *m, int64_t timeout_ms,
-                  uint64_t *ticket);
+/* Sends notice m, blocking up to timeout_ms while the mailbox is full. */
+SH_API int sh_bridge_notice(sh_bridge *b, const sh_addr *to, sh_msg *m, int64_t timeout_ms);
+/* Sends ask m, blocking up to timeout_ms while the mailbox is full;
+ * *ticket (optional) identifies its reply. */
+SH_API int sh_bridge_ask(sh_bridge *b, const sh_addr *to, sh_msg *m, int64_t timeout_ms,
+                         uint64_t *ticket);
+/* The same without blocking; on an error m is still the caller's. */
+SH_API int sh_bridge_notice_try(sh_bridge *b, const sh_addr *to, sh_msg *m);
+SH_API int sh_bridge_ask_try(sh_bridge *b, const sh_addr *to, sh_msg *m, uint64_t *ticket);
 
 typedef struct sh_bridge_reply {
   uint64_t ticket; /* the ask it answers */
@@ -366,15 +395,15 @@ typedef struct sh_bridge_reply {
   sh_msg *msg;     /* the reply, the caller's to sh_msg_free; NULL on error */
 } sh_bridge_reply;
 
-/* Receives the next reply to any of this bridge's asks (Kilim's get-b,
- * get-nb and a timed get); replies come in the order they arrived, before
+/* Receives the next reply to any of this bridge's asks (blocking,
+ * non-blocking, or with a timeout); replies come in the order they arrived, before
  * exception replies that wait with them. The reply's message is the
  * caller's. -EAGAIN (SH_NOWAIT, nothing there yet), -ETIMEDOUT, -ENOMSG (no
  * ask is pending: nothing can come), -ESHUTDOWN (the system shut down and
  * nothing is left). */
-int sh_bridge_recv(sh_bridge *b, int64_t timeout_ms, sh_bridge_reply *out);
+SH_API int sh_bridge_recv(sh_bridge *b, int64_t timeout_ms, sh_bridge_reply *out);
 /* Asks sent and not yet received. */
-uint32_t sh_bridge_pending(const sh_bridge *b);
+SH_API uint32_t sh_bridge_pending(const sh_bridge *b);
 
 /* ------------------------------------------------------------------ */
 /* The system                                                          */
@@ -393,21 +422,23 @@ typedef struct sh_config {
   uint64_t pool_idle_ns;     /* a class untouched this long is trimmed (30 s) */
 } sh_config;
 
-void sh_config_default(sh_config *cfg);
+SH_API void sh_config_default(sh_config *cfg);
 
 /* Creates a system (not started). cfg NULL: defaults. */
-int sh_system_new(const sh_config *cfg, sh_system **out);
+SH_API int sh_system_new(const sh_config *cfg, sh_system **out);
 /* Starts the worker threads. */
-int sh_system_start(sh_system *sys);
+SH_API int sh_system_start(sh_system *sys);
 /* Asks the system to end; wakes sh_system_wait. From anywhere. */
-void sh_system_exit(sh_system *sys, int code);
+SH_API void sh_system_exit(sh_system *sys, int code);
 /* Blocks the calling (non-worker) thread until sh_system_exit; its code. */
-int sh_system_wait(sh_system *sys);
+SH_API int sh_system_wait(sh_system *sys);
 /* Stops the workers, answers every pending ask with -ESHUTDOWN, runs stop
- * hooks, returns every pooled object. The system can only be freed after. */
-int sh_system_shutdown(sh_system *sys);
-void sh_system_free(sh_system *sys);
-uint32_t sh_system_workers(const sh_system *sys);
+ * hooks, returns every pooled object. The system can only be freed after.
+ * -EBUSY (counted in sh_stats.drain_overruns) when actors were still
+ * busy after the final drain's bound; the system is shut down anyway. */
+SH_API int sh_system_shutdown(sh_system *sys);
+SH_API void sh_system_free(sh_system *sys);
+SH_API uint32_t sh_system_workers(const sh_system *sys);
 
 /* The notice the entry actor receives once mounted. */
 typedef struct sh_args {
@@ -419,7 +450,7 @@ SH_MSG_DECLARE(sh_args);
 
 /* new + start + spawn(entry) + args notice + wait + shutdown + free: the
  * whole life of a program. Returns the exit code (or a negative errno). */
-int sh_run(const sh_config *cfg, const sh_actor_class *entry, int argc, char **argv);
+SH_API int sh_run(const sh_config *cfg, const sh_actor_class *entry, int argc, char **argv);
 
 typedef struct sh_stats {
   uint64_t delivered;         /* messages handed to handlers */
@@ -440,10 +471,11 @@ typedef struct sh_stats {
   uint64_t sent;              /* notices, asks, replies and exceptions sent */
   uint64_t asks;              /* futures made by sh_ask and sh_put, and bridge asks */
   uint64_t asks_resolved;     /* futures completed or given up */
+  uint64_t drain_overruns;    /* shutdowns whose final drain hit its bound */
 } sh_stats;
 
 /* Sums the per-worker counters. Exact when the workers are stopped or idle. */
-void sh_system_stats(const sh_system *sys, sh_stats *out);
+SH_API void sh_system_stats(const sh_system *sys, sh_stats *out);
 
 #ifdef __cplusplus
 }

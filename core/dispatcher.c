@@ -1,16 +1,18 @@
 /*
- * The future dispatcher: bucket chaining through the promises themselves.
+ * The future table: bucket chaining through the entries themselves.
  * Index = id & mask: ids are sequential per actor, so consecutive asks land
  * in consecutive buckets and chains stay short without hashing.
  */
-#include "promise.h"
+#include "dispatcher.h"
 
-#include <assert.h>
+#include <errno.h>
 #include <fiu-local.h>
 #include <stdlib.h>
 
+#include "check.h"
+
 int sh_dispatcher_init(sh_dispatcher *d, uint32_t initial) {
-  assert(initial >= 1 && (initial & (initial - 1)) == 0);
+  SH_ASSERT(initial >= 1 && (initial & (initial - 1)) == 0);
   d->buckets = calloc(initial, sizeof(*d->buckets));
   if (d->buckets == NULL) return -ENOMEM;
   d->mask = initial - 1;
@@ -20,21 +22,21 @@ int sh_dispatcher_init(sh_dispatcher *d, uint32_t initial) {
 }
 
 void sh_dispatcher_destroy(sh_dispatcher *d) {
-  assert(d->count == 0);
+  SH_ASSERT(d->count == 0);
   free(d->buckets);
   d->buckets = NULL;
 }
 
 static void rehash(sh_dispatcher *d, uint32_t cap) {
-  fiu_do_on("sh/promise/rehash", return);
-  sh_future **nb = calloc(cap, sizeof(*nb));
+  fiu_do_on("sh/dispatcher/rehash", return);
+  sh_dnode **nb = calloc(cap, sizeof(*nb));
   /* Out of memory: keep the old table. It still works, with longer chains. */
   if (nb == NULL) return;
   for (uint32_t i = 0; i <= d->mask; i++) {
-    sh_future *f = d->buckets[i];
+    sh_dnode *f = d->buckets[i];
     while (f != NULL) {
-      sh_future *next = f->hnext;
-      sh_future **slot = &nb[f->id & (cap - 1)];
+      sh_dnode *next = f->hnext;
+      sh_dnode **slot = &nb[f->id & (cap - 1)];
       f->hnext = *slot;
       *slot = f;
       f = next;
@@ -45,10 +47,10 @@ static void rehash(sh_dispatcher *d, uint32_t cap) {
   d->mask = cap - 1;
 }
 
-void sh_dispatcher_push(sh_dispatcher *d, sh_future *f) {
+void sh_dispatcher_push(sh_dispatcher *d, sh_dnode *f) {
   uint32_t cap = d->mask + 1;
   if (d->count + 1 >= cap * SH_DISPATCHER_LOAD && cap < (1u << 30)) rehash(d, cap * 2);
-  sh_future **slot = &d->buckets[f->id & d->mask];
+  sh_dnode **slot = &d->buckets[f->id & d->mask];
   f->hnext = *slot;
   *slot = f;
   d->count++;
@@ -62,35 +64,39 @@ static void maybe_shrink(sh_dispatcher *d) {
   if (cap >= d->initial * 4 && d->count * 4 < cap * SH_DISPATCHER_LOAD / 2) rehash(d, cap / 2);
 }
 
-static sh_future *unlink_from(sh_dispatcher *d, sh_future **slot) {
-  sh_future *f = *slot;
+static sh_dnode *unlink_from(sh_dispatcher *d, sh_dnode **slot) {
+  sh_dnode *f = *slot;
   *slot = f->hnext;
   f->hnext = NULL;
+  SH_ASSERT(d->count > 0);
   d->count--;
   maybe_shrink(d);
   return f;
 }
 
-sh_future *sh_dispatcher_find(const sh_dispatcher *d, uint64_t id) {
-  /* Bounded by count, as in pop. */
-  for (sh_future *f = d->buckets[id & d->mask]; f != NULL; f = f->hnext)
+sh_dnode *sh_dispatcher_find(const sh_dispatcher *d, uint64_t id) {
+  uint32_t steps = 0;
+  for (sh_dnode *f = d->buckets[id & d->mask]; f != NULL; f = f->hnext) {
+    SH_ASSERT(++steps <= d->count); /* a chain holds distinct entries */
     if (f->id == id) return f;
+  }
   return NULL;
 }
 
-sh_future *sh_dispatcher_pop(sh_dispatcher *d, uint64_t id) {
-  /* The chain is bounded by count: every node is a distinct pending promise. */
-  for (sh_future **slot = &d->buckets[id & d->mask]; *slot != NULL; slot = &(*slot)->hnext) {
+sh_dnode *sh_dispatcher_pop(sh_dispatcher *d, uint64_t id) {
+  uint32_t steps = 0;
+  for (sh_dnode **slot = &d->buckets[id & d->mask]; *slot != NULL; slot = &(*slot)->hnext) {
+    SH_ASSERT(++steps <= d->count); /* a chain holds distinct entries */
     if ((*slot)->id == id) return unlink_from(d, slot);
   }
   return NULL;
 }
 
-sh_future *sh_dispatcher_pop_any(sh_dispatcher *d) {
+sh_dnode *sh_dispatcher_pop_any(sh_dispatcher *d) {
   if (d->count == 0) return NULL;
   /* Bounded by the table: every bucket, every chain once. */
   for (uint32_t i = 0; i <= d->mask; i++) {
-    for (sh_future **slot = &d->buckets[i]; *slot != NULL; slot = &(*slot)->hnext)
+    for (sh_dnode **slot = &d->buckets[i]; *slot != NULL; slot = &(*slot)->hnext)
       if (!(*slot)->kept) return unlink_from(d, slot);
   }
   return NULL;

@@ -1,0 +1,96 @@
+/*
+ * Answering: how a stack ends (sh_return, sh_throw) and what its asker
+ * hears; a batch ask stack answers each ask of its batch, with copies of
+ * one reply where the handler gave one for all.
+ */
+#include "check.h"
+#include "house.h"
+#include "msg.h"
+#include "stack.h"
+
+static bool is_reply(const sh_msg *m) { return m != NULL && m->type->kind == SH_REPLY; }
+
+/* A copy of reply for one more asker of a batch; NULL when it cannot be copied. */
+static sh_msg *copy_reply(const sh_msg *reply) {
+  if (reply->type->drop != NULL) return NULL; /* owns resources: a shallow copy would double-free */
+  sh_msg *c = sh_msg_alloc(reply->type);
+  if (c == NULL) return NULL;
+  return sh_msg_fill(c, reply, reply->type->size);
+}
+
+/* Answers every ask of the batch not answered yet: with copies of reply
+ * (the last one gets reply itself), or with `error` when reply is NULL. A
+ * reply that cannot be copied (its type owns resources, or no memory) fails
+ * the asks it could not reach with -EINVAL / -ENOMEM. */
+static void answer_batch(sh_stack *st, sh_msg *reply, int error) {
+  uint32_t last = st->nbatch;
+  for (uint32_t i = 0; i < st->nbatch; i++)
+    if (!st->batch[i].answered) last = i;
+  /* Bounded by the batch (at most the house's max_batch entries). */
+  SH_ASSERT(st->nbatch <= st->house->max_batch);
+  for (uint32_t i = 0; i < st->nbatch; i++) {
+    sh_batch_entry *e = &st->batch[i];
+    if (e->answered) continue;
+    e->answered = true;
+    if (reply == NULL) {
+      sh_house_refuse(e->reply_to, e->ask_id, error);
+    } else if (i == last) {
+      sh_house_reply(e->reply_to, e->ask_id, reply);
+      reply = NULL;
+    } else {
+      sh_msg *r = copy_reply(reply);
+      if (r != NULL)
+        sh_house_reply(e->reply_to, e->ask_id, r);
+      else
+        sh_house_refuse(e->reply_to, e->ask_id, reply->type->drop != NULL ? -EINVAL : -ENOMEM);
+    }
+  }
+  sh_msg_free(reply); /* no ask was left to answer */
+}
+
+sh_yield sh_return(sh_stack *st, sh_msg *reply) {
+  SH_ASSERT(st != NULL && !st->done);
+  st->done = true;
+  switch (st->kind) {
+  case SH_STACK_ASK:
+    if (is_reply(reply)) {
+      sh_house_reply(st->reply_to, st->ask_id, reply);
+    } else {
+      sh_house_refuse(st->reply_to, st->ask_id, reply == NULL ? -ENODATA : -EINVAL);
+      sh_msg_free(reply);
+    }
+    break;
+  case SH_STACK_BATCH_ASK:
+    if (reply != NULL && !is_reply(reply)) {
+      sh_msg_free(reply);
+      reply = NULL;
+    }
+    answer_batch(st, reply, -ENODATA);
+    break;
+  default:
+    sh_msg_free(reply); /* nobody to answer for a notice */
+    break;
+  }
+  return SH_RETURN;
+}
+
+sh_yield sh_throw(sh_stack *st, int error) {
+  SH_ASSERT(st != NULL && !st->done);
+  if (error >= 0) error = -EPROTO;
+  st->done = true;
+  if (st->kind == SH_STACK_ASK) sh_house_refuse(st->reply_to, st->ask_id, error);
+  if (st->kind == SH_STACK_BATCH_ASK) answer_batch(st, NULL, error);
+  return SH_RETURN;
+}
+
+int sh_batch_reply(sh_stack *st, size_t i, sh_msg *reply) {
+  if (st == NULL || st->kind != SH_STACK_BATCH_ASK || i >= st->nbatch || !is_reply(reply) ||
+      st->batch[i].answered || st->done) {
+    sh_msg_free(reply);
+    return -EINVAL;
+  }
+  st->batch[i].answered = true;
+  sh_house_reply(st->batch[i].reply_to, st->batch[i].ask_id, reply);
+  return 0;
+}
+

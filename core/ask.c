@@ -1,0 +1,167 @@
+/*
+ * The sends a stack makes and waits on: sh_ask, sh_ask_try and sh_put.
+ * Each makes a future, sends through the one send path (send.h) and, when
+ * the target's bounded mailbox is full and the call may wait, queues a
+ * waiter at its gate; the waiter's return completes the put or lets the
+ * ask go on waiting for its reply (future.c).
+ */
+#include <fiu-local.h>
+
+#include "addr.h"
+#include "check.h"
+#include "future.h"
+#include "gate.h"
+#include "house.h"
+#include "msg.h"
+#include "send.h"
+#include "stack.h"
+#include "timeout.h"
+#include "timer.h"
+#include "worker.h"
+
+/* A stack's waiter for m, on its way to mailbox `box` of t for future f;
+ * NULL when out of memory. */
+static sh_waiter *waiter_new(sh_future *f, sh_house *t, sh_box box, sh_msg *m) {
+  fiu_return_on("sh/gate/waiter", NULL);
+  sh_waiter *w = (sh_waiter *)(void *)sh_msg_alloc(&sh_waiter_type);
+  if (w == NULL) return NULL;
+  atomic_init(&w->state, SH_WAITER_IDLE);
+  w->msg = m;
+  w->target = t;
+  w->box = box;
+  w->sender = f->stack->house;
+  w->id = sh_future_id(f);
+  return w;
+}
+
+/* Sends m (its sender and id set) for future f: 0 when pushed; with
+ * `wait`, a full mailbox queues f's waiter (-EINPROGRESS); else -EAGAIN,
+ * -ESHUTDOWN or -ENOMEM, and m is still the caller's. */
+static int send_for(sh_future *f, sh_house *t, sh_box box, sh_msg *m, bool wait) {
+  int rc = sh_send_now(t, box, m);
+  if (rc != -EAGAIN || !wait) return rc;
+  sh_waiter *w = waiter_new(f, t, box, m);
+  if (w == NULL) return -ENOMEM;
+  /* From here the gate may pop w on another thread; its return is handled
+   * by this house's runner, which is us, after this handler. */
+  rc = sh_send_wait(w);
+  if (rc == -EINPROGRESS) {
+    f->waiter = w;
+    return rc;
+  }
+  w->msg = NULL;
+  sh_msg_free(&w->hdr);
+  return rc;
+}
+
+/* A stopping actor fails its own new sends too: its pending futures are
+ * being failed and must not be refilled (its own flag it reads in program
+ * order, no race). */
+static bool either_stopped(const sh_stack *st, const sh_house *t) {
+  return sh_house_stopped(st->house) || sh_house_stopped(t);
+}
+
+/* Arms f's timeout on the calling worker: false when out of memory. */
+static bool arm(sh_future *f, int64_t timeout_ms) {
+  if (timeout_ms == SH_FOREVER) return true;
+  sh_worker *w = sh_worker_current();
+  /* Stacks run on workers: there is always a wheel. */
+  SH_ASSERT(w != NULL);
+  f->timer = sh_timer_ask(w, f->stack->house, sh_future_id(f), sh_timeout_ns(timeout_ms));
+  return f->timer != NULL;
+}
+
+/* sh_ask and sh_ask_try after their checks. `try_only`: a full mailbox is
+ * -EAGAIN and m stays the caller's, as on -ENOMEM. Otherwise 0 and *out is
+ * the ask's future, which may have failed at once (the message is then
+ * taken and freed). */
+static int ask(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms, bool try_only,
+               sh_future **out) {
+  sh_house *h = st->house, *t = sh_addr_pick(to);
+  sh_future *f = sh_future_new(st);
+  if (f == NULL) return -ENOMEM;
+  int rc = either_stopped(st, t) ? -ESHUTDOWN : 0;
+  /* Armed before the send: the timeout covers the wait for room as well as
+   * for the reply. Without its timeout the ask could wait forever. */
+  if (rc == 0 && !arm(f, timeout_ms)) rc = -ENOMEM;
+  if (rc == 0) {
+    m->sender = h;
+    m->id = sh_future_id(f);
+    SH_TRACE(SH_TRACE_ASK, h->seq, m->type->name, SH_TRACE_FLOW(h->seq, m->id));
+    rc = send_for(f, t, SH_BOX_ASK, m, !try_only);
+  }
+  if (try_only && (rc == -EAGAIN || rc == -ENOMEM)) {
+    if (rc == -EAGAIN) sh_send_refused(t, SH_BOX_ASK);
+    sh_future_unmake(f);
+    return rc;
+  }
+  *out = f;
+  if (rc == 0 || rc == -EINPROGRESS) {
+    sh_future_track(f);
+    return 0;
+  }
+  if (rc == -ESHUTDOWN)
+    sh_send_drop_stopped(h->sys, m);
+  else
+    sh_msg_free(m);
+  sh_future_end_now(f, NULL, rc);
+  return 0;
+}
+
+/* An ask always waits for its reply: SH_NOWAIT is refused. */
+static bool ask_usable(const sh_stack *st, const sh_addr *to, const sh_msg *m, int64_t timeout_ms) {
+  return st != NULL && to != NULL && m != NULL && m->type->kind == SH_ASK && !st->done &&
+         sh_timeout_valid(timeout_ms) && timeout_ms != SH_NOWAIT;
+}
+
+sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms) {
+  sh_future *f = NULL;
+  if (!ask_usable(st, to, m, timeout_ms) || ask(st, to, m, timeout_ms, false, &f) != 0) {
+    sh_msg_free(m);
+    return NULL;
+  }
+  return f;
+}
+
+int sh_ask_try(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms, sh_future **out) {
+  if (!ask_usable(st, to, m, timeout_ms) || out == NULL) return -EINVAL;
+  return ask(st, to, m, timeout_ms, true, out);
+}
+
+/* sh_put's wait for room gets its deadline; false when the timer could
+ * not be made and the notice came back (the put then failed). */
+static bool put_deadline(sh_future *f, int64_t timeout_ms) {
+  if (arm(f, timeout_ms)) return true;
+  sh_msg *back = sh_future_reclaim(f);
+  /* Popped already: its return completes the put. */
+  if (back == NULL) return true;
+  sh_future_end_now(f, back, -ENOMEM);
+  return false;
+}
+
+sh_future *sh_put(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms) {
+  if (st == NULL || to == NULL || m == NULL || m->type->kind != SH_NOTICE || st->done ||
+      !sh_timeout_valid(timeout_ms)) {
+    sh_msg_free(m);
+    return NULL;
+  }
+  sh_future *f = sh_future_new(st);
+  if (f == NULL) {
+    sh_msg_free(m);
+    return NULL;
+  }
+  f->put = true;
+  sh_house *t = sh_addr_pick(to);
+  m->sender = NULL;
+  m->id = 0;
+  bool wait = timeout_ms != SH_NOWAIT;
+  int rc = either_stopped(st, t) ? -ESHUTDOWN : send_for(f, t, SH_BOX_NOTICE, m, wait);
+  if (rc == -EAGAIN) sh_send_refused(t, SH_BOX_NOTICE);
+  if (rc != -EINPROGRESS) {
+    /* Done at once: pushed, or refused with the notice handed back. */
+    sh_future_end_now(f, rc == 0 ? NULL : m, rc);
+  } else if (put_deadline(f, timeout_ms)) {
+    sh_future_track(f);
+  }
+  return f;
+}

@@ -1,0 +1,47 @@
+/*
+ * The per-actor table of pending futures: ask id -> future. A future is its
+ * own hash node (an sh_dnode embedded in it), so tracking an ask allocates
+ * nothing besides the pooled future. The table keeps an exact count (it
+ * feeds the "no pending future" priority rule), grows at load factor 2 and
+ * shrinks when mostly empty. It knows nothing of futures but their node.
+ */
+#ifndef SH_DISPATCHER_H
+#define SH_DISPATCHER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A table entry, embedded in what the table holds. */
+typedef struct sh_dnode {
+  struct sh_dnode *hnext; /* the bucket's chain */
+  uint64_t id;            /* the key: unique among the table's entries */
+  bool kept;              /* skipped by sh_dispatcher_pop_any */
+} sh_dnode;
+
+typedef struct sh_dispatcher {
+  sh_dnode **buckets;
+  uint32_t mask;      /* buckets - 1, a power of two minus one */
+  uint32_t count;     /* entries in the table: exact */
+  uint32_t initial;   /* the capacity it starts with and never shrinks below */
+} sh_dispatcher;
+
+#define SH_DISPATCHER_INITIAL 8
+#define SH_DISPATCHER_LOAD 2
+
+int sh_dispatcher_init(sh_dispatcher *d, uint32_t initial);
+void sh_dispatcher_destroy(sh_dispatcher *d);
+/* Adds n (keyed by n->id). Growing may fail to allocate: the table then
+ * stays as it is (longer chains), never loses n. */
+void sh_dispatcher_push(sh_dispatcher *d, sh_dnode *n);
+/* The entry for id, left in the table; NULL when unknown. */
+sh_dnode *sh_dispatcher_find(const sh_dispatcher *d, uint64_t id);
+/* Removes and returns the entry for id; NULL when unknown. */
+sh_dnode *sh_dispatcher_pop(sh_dispatcher *d, uint64_t id);
+/* Removes and returns some entry not marked `kept`, the lowest bucket
+ * first (deterministic: ids are per-actor counters, never addresses). NULL
+ * when there is none. */
+sh_dnode *sh_dispatcher_pop_any(sh_dispatcher *d);
+static inline uint32_t sh_dispatcher_count(const sh_dispatcher *d) { return d->count; }
+static inline uint32_t sh_dispatcher_capacity(const sh_dispatcher *d) { return d->mask + 1; }
+
+#endif

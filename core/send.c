@@ -1,0 +1,63 @@
+/*
+ * The send path's slow steps (send.h) and the sends that need no stack:
+ * sh_notice and sh_notice_try.
+ */
+#include "send.h"
+
+#include "addr.h"
+#include "check.h"
+#include "msg.h"
+#include "worker.h"
+
+int sh_send_wait(sh_waiter *w) {
+  sh_house *t = w->target;
+  sh_gate *g = t->gate[w->box];
+  SH_ASSERT(g != NULL && w->msg != NULL);
+  int rc = sh_gate_enter(g, w);
+  if (rc == 0) sh_house_push(t, (sh_box)w->box, w->msg);
+  return rc;
+}
+
+void sh_send_refused(sh_house *t, sh_box box) {
+  if (t->gate[box] != NULL) sh_gate_refused(t->gate[box]);
+}
+
+void sh_send_drop_stopped(sh_system *sys, sh_msg *m) {
+  sh_count(sys, SH_C_SENT);
+  sh_count(sys, SH_C_DROPPED_STOPPED);
+  sh_msg_free(m);
+}
+
+static bool notice_usable(const sh_addr *to, const sh_msg *m) {
+  return to != NULL && m != NULL && m->type->kind == SH_NOTICE;
+}
+
+/* A notice that will not wait for room; on an error m is still the caller's. */
+static int notice_now(const sh_addr *to, sh_msg *m, sh_house **t) {
+  *t = sh_addr_pick(to);
+  m->sender = NULL;
+  m->id = 0;
+  int rc = sh_send_now(*t, SH_BOX_NOTICE, m);
+  if (rc == -EAGAIN) sh_send_refused(*t, SH_BOX_NOTICE);
+  return rc;
+}
+
+int sh_notice(const sh_addr *to, sh_msg *m) {
+  if (!notice_usable(to, m)) {
+    sh_msg_free(m);
+    return -EINVAL;
+  }
+  sh_house *t;
+  int rc = notice_now(to, m, &t);
+  if (rc == -ESHUTDOWN)
+    sh_send_drop_stopped(t->sys, m);
+  else if (rc != 0)
+    sh_msg_free(m);
+  return rc;
+}
+
+int sh_notice_try(const sh_addr *to, sh_msg *m) {
+  if (!notice_usable(to, m)) return -EINVAL;
+  sh_house *t;
+  return notice_now(to, m, &t);
+}

@@ -1,0 +1,51 @@
+/*
+ * The send path: how an ask or a notice is admitted into an actor's
+ * mailbox. Every send of the API goes through it: sh_notice and
+ * sh_notice_try (send.c), sh_ask, sh_ask_try and sh_put (ask.c), and the
+ * bridge's sends (bridge.c). In order:
+ *   1. the target stopped: -ESHUTDOWN;
+ *   2. a bounded mailbox: a free slot, or -EAGAIN (no room, or senders
+ *      wait ahead of this one); a closed gate (the target is stopping):
+ *      -ESHUTDOWN;
+ *   3. the message is pushed into the mailbox, which schedules the house.
+ * A sender that will wait for room then queues a waiter holding its
+ * message (sh_send_wait); the gate hands it a slot in FIFO order.
+ * Replies, exceptions and events are not sends: they are pushed directly
+ * (house.h), never refused.
+ */
+#ifndef SH_SEND_H
+#define SH_SEND_H
+
+#include <stackhouse/stackhouse.h>
+
+#include "gate.h"
+#include "house.h"
+
+/* Steps 1-3 for message m (sender and id already set) to mailbox `box`
+ * (SH_BOX_ASK or SH_BOX_NOTICE) of t: 0 when pushed; -ESHUTDOWN or -EAGAIN
+ * leave m the caller's. Inline: an unbounded mailbox, the common case,
+ * costs two tests. */
+static inline int sh_send_now(sh_house *t, sh_box box, sh_msg *m) {
+  if (sh_house_stopped(t)) return -ESHUTDOWN;
+  sh_gate *g = t->gate[box];
+  if (g != NULL) {
+    int rc = sh_gate_try(g);
+    if (rc != 0) return rc;
+  }
+  sh_house_push(t, box, m);
+  return 0;
+}
+
+/* After sh_send_now's -EAGAIN, for a sender that will wait: w (holding
+ * the message, its target and box) is admitted now (0: pushed, w not
+ * queued), or queued (-EINPROGRESS: the gate will pop it with a verdict),
+ * or refused (-ESHUTDOWN: the message is still w's). */
+int sh_send_wait(sh_waiter *w);
+/* A sender gave up for want of room (-EAGAIN to its caller, or a timeout
+ * while it waited): counted in the mailbox's metrics. */
+void sh_send_refused(sh_house *t, sh_box box);
+/* A send refused because its target (or the sending actor) stopped, whose
+ * message the send took: counted as sent and dropped, and freed. */
+void sh_send_drop_stopped(sh_system *sys, sh_msg *m);
+
+#endif
