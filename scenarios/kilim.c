@@ -1,5 +1,6 @@
 /*
- * Bounded mailboxes and the outside-thread bridge (seed 004, Kilim): four
+ * Bounded mailboxes and the outside-thread bridge (in the manner of Kilim's
+ * bounded mailboxes: blocking, non-blocking and waiting puts): four
  * scenarios.
  *
  *   bounded_pipeline  fast producers, a slow consumer with a small notice
