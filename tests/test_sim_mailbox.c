@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -165,7 +166,7 @@ static void simulate(uint64_t seed, sh_sim_strategy strategy, run *r, sh_sim_rep
   assert_int_equal(sh_system_new(&cfg, &sys), 0);
   assert_int_equal(sh_system_start(sys), 0);
 
-  *r = (run){0};
+  memset(r, 0, sizeof(*r));
   sh_mailbox_init(&r->box);
   producer p[PRODUCERS];
   sh_plat_thread *t[PRODUCERS];
