@@ -113,12 +113,13 @@ tsan_LDFLAGS    := -fsanitize=thread
 cov_CFLAGS      := -O0 -g --coverage $(FIU_CFLAGS)
 cov_LDFLAGS     := --coverage
 
-# Include path by top-level directory of the source file. Examples see only
-# the public headers; everything else may include core/ headers too.
+# Include path by top-level directory of the source file. Examples and
+# scenarios see only the public headers (scenarios also their framework);
+# everything else may include core/ headers too.
 INC_DEFAULT  := -Iinclude -Icore
 INC_tests    := -Icore -Iinclude -Iscenarios -Ibackend-sim
 INC_tools    := -Iscenarios -Ibackend-sim -Iinclude -Icore
-INC_scenarios := -Iscenarios -Iinclude -Icore
+INC_scenarios := -Iscenarios -Iinclude
 INC_bench    := -Ibench/common -Iscenarios -Ibackend-sim -Iinclude -Icore
 INC_examples := -Iinclude
 incs = $(or $(INC_$(firstword $(subst /, ,$(1)))),$(INC_DEFAULT))

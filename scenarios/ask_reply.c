@@ -1,5 +1,6 @@
 /*
- * ask_reply: the ask/reply lifecycle of seed 000 across workers. A client on
+ * ask_reply: the ask/reply lifecycle across workers (an ask makes a promise,
+ * its reply completes it, the asking stack resumes). A client on
  * each worker asks a server on every worker in turn (so most asks cross
  * workers); each ask carries a number the server doubles. The client checks
  * every reply against what it sent, and the run checks that every ask was

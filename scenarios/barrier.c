@@ -1,6 +1,6 @@
 /*
- * barrier: barrier messages (seed 001: "in a barrier the house takes only
- * replies and events"; a barrier is released when the barrier stack
+ * barrier: barrier messages (while a barrier stack runs, its actor takes
+ * only replies and events; the barrier is released when that stack
  * completes).
  *
  * Senders on every worker send bursts of asks and notices to one actor B

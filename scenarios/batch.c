@@ -1,6 +1,7 @@
 /*
- * batch: batch notices and batch asks (seed 000's BatchNoticeStack and
- * BatchAskStack; DESIGN.md known bugs 3 and 5).
+ * batch: batch notices and batch asks (the batch stacks; and two bugs of
+ * the original design: batched asks answered from envelopes already
+ * recycled, bug 3, and a per-run message limit never applied, bug 5).
  *
  * One collector C (worker 0) has a batch handler and a filter for notices
  * and for asks, and single handlers for what the filters refuse; max_batch

@@ -1,6 +1,6 @@
 /*
- * fanout: one stack asks many servers at once (seed 000: a stack keeps a
- * chain of uncompleted promises and resumes when its state allows).
+ * fanout: one stack asks many servers at once (a stack keeps its
+ * uncompleted promises and resumes when its state allows).
  *
  * A client on every worker runs ROUNDS rounds; in each, one stack:
  *   1. asks all SERVERS servers (spread over the workers) and waits with

@@ -1,6 +1,7 @@
 /*
- * flood: a flooded actor must not starve its neighbours (DESIGN.md known
- * bug 5: max messages per run configured but never applied).
+ * flood: a flooded actor must not starve its neighbours (bug 5 of the
+ * original design: a limit of messages per run was configured but never
+ * applied).
  *
  * On worker 0: a producer P, a flooded actor F and an observer V. In one
  * invocation P sends F FLOOD notices, then V its first tick. V handles one

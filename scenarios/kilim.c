@@ -1,5 +1,6 @@
 /*
- * Bounded mailboxes and the outside-thread bridge (seed 004, Kilim): four
+ * Bounded mailboxes and the outside-thread bridge (in the manner of Kilim's
+ * bounded mailboxes: blocking, non-blocking and waiting puts): four
  * scenarios.
  *
  *   bounded_pipeline  fast producers, a slow consumer with a small notice
@@ -16,7 +17,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "plat.h"
+#include <stackhouse/probe.h>
+
 #include "scenario.h"
 
 /* ---- shared ------------------------------------------------------------------ */
@@ -791,7 +793,7 @@ SH_SCENARIO(bounded_stop);
  *     every reply must carry its ask's ticket and value; then a burst of
  *     one ask per echo, whose replies come in any order, each ticket once;
  *     with nothing pending, recv is -ENOMSG;
- *   - meanwhile BS_THREADS more outside threads (sh_plat_thread_start),
+ *   - meanwhile BS_THREADS more outside threads (sh_thread_start),
  *     each with its own bridge, send BS_NOTICES notices with SH_FOREVER to
  *     a sink whose notice mailbox holds BS_SINK_CAP: they block for room;
  *     the sink checks each thread's notices come in order.
@@ -822,7 +824,7 @@ typedef struct bs_world bs_world;
 typedef struct bs_thread {
   bs_world *w;
   uint32_t id;
-  sh_plat_thread *t;
+  sh_thread *t;
 } bs_thread;
 
 struct bs_world {
@@ -942,7 +944,7 @@ static int bs_recv(bs_world *w, sh_bridge *b, uint32_t i, sh_bridge_reply *r) {
      * try gives the CPU away, so in the simulator the workers run. */
     for (uint32_t k = 0; k < BS_POLLS && rc == -EAGAIN; k++) {
       rc = sh_bridge_recv(b, SH_NOWAIT, r);
-      if (rc == -EAGAIN) sh_plat_yield_cpu();
+      if (rc == -EAGAIN) sh_yield_cpu();
     }
     if (rc != -EAGAIN) return rc;
     w->fallbacks++;
@@ -1027,7 +1029,7 @@ static int bs_ask_burst(bs_world *w, sh_bridge *b) {
 }
 
 static void bs_join(bs_world *w, uint32_t n) {
-  for (uint32_t i = 0; i < n; i++) sh_plat_thread_join(w->threads[i].t);
+  for (uint32_t i = 0; i < n; i++) sh_thread_join(w->threads[i].t);
 }
 
 /* The outside thread's part: the asks, then its bridge freed and the
@@ -1037,7 +1039,7 @@ static int bs_talk(bs_world *w) {
   int rc = 0;
   for (; started < BS_THREADS && rc == 0; started++) {
     w->threads[started] = (bs_thread){.w = w, .id = started};
-    rc = sh_plat_thread_start(bs_sender, &w->threads[started], &w->threads[started].t);
+    rc = sh_thread_start(bs_sender, &w->threads[started], &w->threads[started].t);
     if (rc != 0) break;
   }
   sh_bridge *b = NULL;

@@ -1,7 +1,8 @@
 /*
- * priority: the scheduling order of seed 001 ("high priority when replies
- * > 2, events > 4, or no pending promise"; a worker's queue pops its high
- * sub-queue first; a house dispatches replies before asks and notices).
+ * priority: the scheduling order (an actor is queued high when it has more
+ * than 2 replies or more than 4 events waiting, or no pending promise; a
+ * worker's queue pops its high sub-queue first; an actor handles replies
+ * before asks and notices).
  *
  * Priority is a hint taken when a house is queued, and nothing public shows
  * which sub-queue a house went to, so the scenario checks order only where

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "system.h"
+#include <stackhouse/probe.h>
 
 struct sh_scn {
   const sh_scenario *sc;
@@ -269,8 +269,8 @@ static void check_common(sh_scn *s, sh_system *sys, const sh_stats *st) {
                (unsigned long long)st->replies_unknown, (unsigned long long)st->dropped_stopped);
   SH_SCN_CHECK(s, st->pool_outstanding == 0, "%llu pooled objects not returned",
                (unsigned long long)st->pool_outstanding);
-  uint32_t busy = sh_system_houses_busy(sys);
-  SH_SCN_CHECK(s, busy == 0, "%u houses left ready, scheduled or running", busy);
+  uint32_t busy = sh_system_busy(sys);
+  SH_SCN_CHECK(s, busy == 0, "%u actors left ready, scheduled or running", busy);
 }
 
 static void result_of(const sh_scn *s, sh_scn_result *r) {

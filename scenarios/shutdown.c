@@ -1,6 +1,6 @@
 /*
- * shutdown_inflight: the system shuts down with asks in flight (seed 001's
- * orderly stop: every pending ask fails, every actor's stop runs once).
+ * shutdown_inflight: the system shuts down with asks in flight (an orderly
+ * stop: every pending ask fails, every actor's stop runs once).
  *
  * Clients run LANES asking stacks each; a lane asks a relay, which asks a
  * server, which answers at once -- except one ask per "parking" lane (drawn

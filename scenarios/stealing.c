@@ -1,6 +1,6 @@
 /*
- * stealing: extreme imbalance (seed 001's work stealing: an idle worker
- * robs one whose backlog passes the floor; the house goes back to its owner).
+ * stealing: extreme imbalance (work stealing: an idle worker robs one whose
+ * backlog passes the floor; the actor goes back to its owner).
  *
  * ACTORS actors, more than the steal floor, all on worker 0; the other
  * workers have nothing of their own. Setup sends each actor WORK notices;

@@ -11,12 +11,13 @@
  * 1..20) that line the two workers up on the window.
  *
  * Simulator only (on epoll the window is real but tiny and the scheduling
- * point is compiled out), hidden: it is meant to fail.
+ * point does nothing), hidden: it is meant to fail.
  */
 #include <errno.h>
 #include <stdatomic.h>
 
-#include "plat.h"
+#include <stackhouse/probe.h>
+
 #include "scenario.h"
 
 #define RACE_ROUNDS 8
@@ -34,7 +35,7 @@ typedef struct race_world {
  * stores: the race is in the logic, not in the memory model. */
 static void get_config(race_world *wd) {
   if (atomic_load_explicit(&wd->published, memory_order_relaxed)) return;
-  SH_YIELD("test_race.window");
+  sh_yield_point("test_race.window");
   atomic_fetch_add_explicit(&wd->made, 1, memory_order_relaxed);
   atomic_store_explicit(&wd->published, true, memory_order_relaxed);
 }

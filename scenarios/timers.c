@@ -1,6 +1,7 @@
 /*
  * actor_timers: one-shot and periodic actor timers and their cancellation
- * (seed 003: a TimeoutEvent calls the actor's timeout handler).
+ * (a timer's expiry reaches the actor as an event, which calls its class's
+ * timeout handler).
  *
  * Every actor, in one handler, starts (in this order):
  *   - one-shots O0..O3 with delays 1, 4, 10, 25 ms;

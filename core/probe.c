@@ -1,0 +1,38 @@
+/*
+ * The probes of <stackhouse/probe.h>: thin public faces of the platform's
+ * threads and scheduling points and of a few core figures, so that tests
+ * of a program's own actors need no core header.
+ */
+#include <stackhouse/probe.h>
+
+#include "house.h"
+#include "plat.h"
+#include "promise.h"
+#include "system.h"
+
+/* sh_thread is never defined: a handle is the platform's thread itself. */
+int sh_thread_start(void (*fn)(void *arg), void *arg, sh_thread **out) {
+  sh_plat_thread *t = NULL;
+  int rc = sh_plat_thread_start(fn, arg, &t);
+  if (rc == 0) *out = (sh_thread *)t;
+  return rc;
+}
+
+void sh_thread_join(sh_thread *t) { sh_plat_thread_join((sh_plat_thread *)t); }
+
+/* Production builds compile SH_YIELD to nothing. */
+void sh_yield_point(const char *where) {
+  (void)where;
+  SH_YIELD(where);
+}
+
+void sh_yield_cpu(void) { sh_plat_yield_cpu(); }
+
+void sh_actor_probe_get(const sh_actor *self, sh_actor_probe *out) {
+  const sh_dispatcher *d = &self->house->futures;
+  out->asks_pending = sh_dispatcher_count(d);
+  out->ask_buckets = sh_dispatcher_capacity(d);
+  out->ask_load = SH_DISPATCHER_LOAD;
+}
+
+uint32_t sh_system_busy(const sh_system *sys) { return sh_system_houses_busy(sys); }

@@ -1,0 +1,82 @@
+/*
+ * stackhouse probes: what a test of your own actors needs from the runtime
+ * besides the API in stackhouse.h, on both backends (the epoll backend and
+ * the deterministic simulator, libstackhouse-sim.a). Production code does
+ * not need them; a test links the same library and includes this header
+ * next to stackhouse.h.
+ *
+ *   - threads that are not workers, to drive actors through bridges the way
+ *     a program's own threads would: a pthread on epoll, one more fiber,
+ *     scheduled like the workers, in the simulator;
+ *   - scheduling points in the test's own code, where the simulator may
+ *     switch to another fiber (to look for interleaving bugs there too);
+ *   - introspection for invariants: an actor's pending asks, the actors a
+ *     system still has queued or running.
+ */
+#ifndef STACKHOUSE_PROBE_H
+#define STACKHOUSE_PROBE_H
+
+#include <stdint.h>
+
+#include <stackhouse/stackhouse.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Threads that are not workers                                        */
+/* ------------------------------------------------------------------ */
+
+typedef struct sh_thread sh_thread;
+
+/* Runs fn(arg) on a new thread that is not a worker (it may block, on a
+ * bridge for instance). In the simulator the thread is a fiber: it can be
+ * started only while a started system exists (else -EINVAL), at most 32
+ * at a time, and must be joined before that system is freed. 0 and the
+ * thread in *out, or a negative errno. */
+int sh_thread_start(void (*fn)(void *arg), void *arg, sh_thread **out);
+/* Waits until the thread returned from fn, then frees it. */
+void sh_thread_join(sh_thread *t);
+
+/* ------------------------------------------------------------------ */
+/* Scheduling                                                          */
+/* ------------------------------------------------------------------ */
+
+/* A scheduling point in your own code: where another thread could run in
+ * production (between a check and the act that relies on it, say). The
+ * simulator may switch to another fiber here, and names the point `where`
+ * (a static string) in its schedules; elsewhere it does nothing. */
+void sh_yield_point(const char *where);
+/* Gives the CPU to another runnable thread, if any: for a thread that
+ * polls (SH_NOWAIT receives), so that it cannot starve the workers (in the
+ * simulator, the polling fiber lets the others run). */
+void sh_yield_cpu(void);
+
+/* ------------------------------------------------------------------ */
+/* Introspection                                                       */
+/* ------------------------------------------------------------------ */
+
+typedef struct sh_actor_probe {
+  /* The actor's futures not yet completed: its asks and sh_put's still
+   * waiting (what its table of pending asks counts). */
+  uint32_t asks_pending;
+  /* Buckets of that table; it grows (doubles) before asks_pending reaches
+   * ask_buckets * ask_load, and shrinks again when mostly empty. */
+  uint32_t ask_buckets;
+  uint32_t ask_load;
+} sh_actor_probe;
+
+/* The actor's own figures. Only from the actor's own handlers and hooks
+ * (mount, stop, timeout): nothing else may read them while it runs. */
+void sh_actor_probe_get(const sh_actor *self, sh_actor_probe *out);
+
+/* Actors the system still has ready, queued or running. Only while no
+ * worker runs (before sh_system_start, or after sh_system_shutdown, where
+ * it must be 0). */
+uint32_t sh_system_busy(const sh_system *sys);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
