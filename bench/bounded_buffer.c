@@ -171,7 +171,7 @@ static sh_yield producer_start(sh_actor *self, sh_stack *st) {
   item_notice *it = sh_msg_new(item_notice, .value = v);
   bench_bb_produced(r->bb, p->index);
   /* A NULL item makes sh_put return NULL. */
-  l->put = sh_put(st, r->manager, it != NULL ? &it->hdr : NULL, 0);
+  l->put = sh_put(st, r->manager, it != NULL ? &it->hdr : NULL, SH_FOREVER);
   if (l->put == NULL) return give_up(r, st, NULL);
   /* Resumes at once when there was room (up to the house's quota). */
   return sh_suspend(st, WAITED);
@@ -214,7 +214,7 @@ static sh_yield manager_item(sh_actor *self, sh_stack *st) {
   if (offer(m, f)) return sh_return(st, NULL);
   /* Every consumer has one waiting (or a send failed, and the put says
    * why): wait for the one whose turn it is. */
-  *put = sh_put(st, r->consumer[m->next], &f->hdr, 0);
+  *put = sh_put(st, r->consumer[m->next], &f->hdr, SH_FOREVER);
   m->next = (m->next + 1) % r->consumers;
   if (*put == NULL) return give_up(r, st, NULL);
   return sh_suspend(st, WAITED);

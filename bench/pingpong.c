@@ -115,7 +115,7 @@ static sh_yield pinger_go(sh_actor *self, sh_stack *st) {
   }
   if (atomic_load_explicit(&p->run->stop, memory_order_relaxed)) return pinger_end(p, st, false);
   ping_ask *a = sh_msg_new(ping_ask, .n = ++l->n);
-  l->f = a != NULL ? sh_ask(st, p->ponger, &a->hdr, 0) : NULL;
+  l->f = a != NULL ? sh_ask(st, p->ponger, &a->hdr, SH_FOREVER) : NULL;
   if (l->f == NULL) return pinger_end(p, st, true);
   return sh_suspend(st, ASKED);
 }

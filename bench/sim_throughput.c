@@ -90,7 +90,7 @@ static sh_yield pp_pinger_go(sh_actor *self, sh_stack *st) {
     }
   }
   pp_ask *a = sh_msg_new(pp_ask, .n = ++l->n);
-  l->f = a != NULL ? sh_ask(st, p->ponger, &a->hdr, 0) : NULL;
+  l->f = a != NULL ? sh_ask(st, p->ponger, &a->hdr, SH_FOREVER) : NULL;
   if (!SH_SCN_CHECK(p->s, l->f != NULL, "sh_ask failed")) {
     sh_scn_done(p->s, sh_actor_system(self));
     return sh_return(st, NULL);

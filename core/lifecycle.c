@@ -208,16 +208,6 @@ void sh_system_free(sh_system *sys) {
   free_system(sys);
 }
 
-uint32_t sh_system_houses_busy(const sh_system *sys) {
-  uint32_t n = 0;
-  for (const sh_house *h = sys->houses; h != NULL; h = h->all_next) {
-    /* relaxed: the workers are joined (the caller's contract). */
-    int s = atomic_load_explicit(&h->state, memory_order_relaxed);
-    if (s == SH_READY || s == SH_SCHEDULED || s == SH_RUNNING) n++;
-  }
-  return n;
-}
-
 void sh_system_stats(const sh_system *sys, sh_stats *out) {
   uint64_t v[SH_C_COUNT];
   for (int k = 0; k < SH_C_COUNT; k++) v[k] = sh_counters_get(&sys->counters, k);

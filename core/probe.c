@@ -7,7 +7,7 @@
 
 #include "house.h"
 #include "plat.h"
-#include "promise.h"
+#include "dispatcher.h"
 #include "system.h"
 
 /* sh_thread is never defined: a handle is the platform's thread itself. */
@@ -35,4 +35,13 @@ void sh_actor_probe_get(const sh_actor *self, sh_actor_probe *out) {
   out->ask_load = SH_DISPATCHER_LOAD;
 }
 
-uint32_t sh_system_busy(const sh_system *sys) { return sh_system_houses_busy(sys); }
+uint32_t sh_system_busy(const sh_system *sys) {
+  uint32_t n = 0;
+  for (const sh_house *h = sys->houses; h != NULL; h = h->all_next) {
+    /* relaxed: the workers are joined (the caller's contract). */
+    int s = atomic_load_explicit(&h->state, memory_order_relaxed);
+    if (s == SH_READY || s == SH_SCHEDULED || s == SH_RUNNING) n++;
+  }
+  return n;
+}
+

@@ -51,8 +51,4 @@ static inline bool sh_system_is_shut(const sh_system *sys) {
   return atomic_load_explicit(&sys->shut, memory_order_acquire);
 }
 
-/* Houses READY, scheduled or running: after sh_system_shutdown there must be
- * none. Only while no worker runs (lifecycle.c). */
-uint32_t sh_system_houses_busy(const sh_system *sys);
-
 #endif

@@ -63,7 +63,7 @@ static sh_yield producer_notice(sh_actor *self, sh_stack *st) {
   if (sh_stack_state(st) == PUT && sh_future_failed(l->f)) return sh_throw(st, sh_future_error(l->f));
   if (l->n == ACTOR_LINES) return sh_return(st, NULL);
   l->n++;
-  l->f = sh_put(st, p->printer, &sh_msg_new(line, .from = FROM_ACTOR, .n = l->n)->hdr, 0);
+  l->f = sh_put(st, p->printer, &sh_msg_new(line, .from = FROM_ACTOR, .n = l->n)->hdr, SH_FOREVER);
   return sh_suspend(st, PUT); /* at once when there was room */
 }
 

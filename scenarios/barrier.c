@@ -123,7 +123,7 @@ static sh_future *ask_helper(b_actor *b, sh_stack *st) {
   world *wd = sh_scn_state(b->s);
   const bar_msg *m = sh_stack_msg_as(st, bar_msg);
   sh_msg *q = bar_new(&help_ask_type, m->from, m->seq, 0);
-  sh_future *f = q != NULL ? sh_ask(st, wd->helper, q, 0) : NULL;
+  sh_future *f = q != NULL ? sh_ask(st, wd->helper, q, SH_FOREVER) : NULL;
   SH_SCN_CHECK(b->s, f != NULL, "B: could not ask the helper");
   return f;
 }
@@ -240,7 +240,7 @@ static void send_slot(sender *sd, sh_stack *st, sender_locals *l, uint8_t p) {
                  sd->a.id);
     return;
   }
-  sh_future *f = m != NULL ? sh_ask(st, wd->b, m, 0) : NULL;
+  sh_future *f = m != NULL ? sh_ask(st, wd->b, m, SH_FOREVER) : NULL;
   if (!SH_SCN_CHECK(sd->a.s, f != NULL, "sender %u: ask failed", sd->a.id)) return;
   l->f[l->nf] = f;
   l->seq[l->nf] = seq;

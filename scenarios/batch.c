@@ -236,7 +236,7 @@ static sh_yield c_batch_ask(sh_actor *self, sh_stack *st) {
   take_junk(c, l);
   /* Other stacks of C run (and allocate) while this one waits. */
   bt_ask *q = sh_msg_new(bt_ask, .from = UINT32_MAX);
-  l->f = q != NULL ? sh_ask(st, wd->helper, &q->hdr, 0) : NULL;
+  l->f = q != NULL ? sh_ask(st, wd->helper, &q->hdr, SH_FOREVER) : NULL;
   if (!SH_SCN_CHECK(c->s, l->f != NULL, "C: could not ask the helper")) {
     free_junk(c, l);
     return answer_batch(c, st);
@@ -301,7 +301,7 @@ static void send_ask(sender *sd, sh_stack *st, sender_locals *l, bool batchable)
   uint32_t seq = sd->seq[1]++;
   uint64_t v = value_of(sd->a.id, seq);
   bt_ask *a = sh_msg_new(bt_ask, .from = sd->a.id, .seq = seq, .batchable = batchable, .v = v);
-  sh_future *f = a != NULL ? sh_ask(st, wd->c, &a->hdr, 0) : NULL;
+  sh_future *f = a != NULL ? sh_ask(st, wd->c, &a->hdr, SH_FOREVER) : NULL;
   if (!SH_SCN_CHECK(sd->a.s, f != NULL, "sender %u: ask failed", sd->a.id)) return;
   l->f[l->nf] = f;
   l->v[l->nf] = v;

@@ -67,7 +67,7 @@ static sh_yield server_ask(sh_actor *self, sh_stack *st) {
   if (q->hops == 0) return sh_scn_answer(st, answer_of(q->v, 0));
   fan_ask *next = sh_msg_new(fan_ask, .v = q->v, .hops = q->hops - 1);
   if (next == NULL) return sh_throw(st, -ENOMEM);
-  l->f = sh_ask(st, wd->servers[(sh_scn_id(self) + 1) % SERVERS], &next->hdr, 0);
+  l->f = sh_ask(st, wd->servers[(sh_scn_id(self) + 1) % SERVERS], &next->hdr, SH_FOREVER);
   if (l->f == NULL) return sh_throw(st, -ENOMEM);
   count(&wd->relays);
   return sh_suspend(st, SRV_RELAYED);
@@ -108,7 +108,7 @@ static bool ask_all(client *c, sh_stack *st, client_locals *l) {
     l->v[i] = r >> 16; /* room for 2v + 1 + hops */
     l->hops[i] = (uint32_t)(r % (MAX_HOPS + 1));
     fan_ask *q = sh_msg_new(fan_ask, .v = l->v[i], .hops = l->hops[i]);
-    l->f[i] = q != NULL ? sh_ask(st, wd->servers[i], &q->hdr, 0) : NULL;
+    l->f[i] = q != NULL ? sh_ask(st, wd->servers[i], &q->hdr, SH_FOREVER) : NULL;
     if (!SH_SCN_CHECK(c->a.s, l->f[i] != NULL, "client: ask %u could not be made", i)) return false;
   }
   return true;

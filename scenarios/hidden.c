@@ -32,7 +32,7 @@ typedef struct dl_locals {
 
 static sh_future *dl_ask(sh_scn *s, sh_stack *st, const sh_addr *to) {
   dl_lock *m = sh_msg_new(dl_lock);
-  sh_future *f = sh_ask(st, to, m != NULL ? &m->hdr : NULL, 0);
+  sh_future *f = sh_ask(st, to, m != NULL ? &m->hdr : NULL, SH_FOREVER);
   SH_SCN_CHECK(s, f != NULL, "lock ask failed");
   return f;
 }

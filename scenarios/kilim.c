@@ -107,7 +107,7 @@ static sh_yield put_loop(sh_actor *self, sh_stack *st, const sh_addr *to, uint32
   if (l->next == n) return sh_scn_round_end(st, false, left);
   uint32_t seq = l->next++;
   kl_item *it = sh_msg_new(kl_item, .from = sh_scn_id(self), .seq = seq);
-  l->f = it != NULL ? sh_put(st, to, &it->hdr, 0) : NULL;
+  l->f = it != NULL ? sh_put(st, to, &it->hdr, SH_FOREVER) : NULL;
   if (!SH_SCN_CHECK(s, l->f != NULL, "producer %u: put %u not made", sh_scn_id(self), seq)) {
     give_up(self);
     return sh_return(st, NULL);
@@ -582,7 +582,7 @@ static void sp_take_back(sh_actor *self, sh_future *f, sp_item *it) {
 static void sp_put_after_stop(sh_actor *self, sh_stack *st) {
   sp_world *w = sh_scn_state(sh_scn_of(self));
   sp_item *it = sp_item_new(w);
-  sh_future *f = it != NULL ? sh_put(st, w->c, &it->hdr, 0) : NULL;
+  sh_future *f = it != NULL ? sh_put(st, w->c, &it->hdr, SH_FOREVER) : NULL;
   if (!SH_SCN_CHECK(w->s, f != NULL && sh_future_done(f), "producer %u: put after the stop %s",
                     sh_scn_id(self), f == NULL ? "not made" : "did not fail at once"))
     return;
@@ -606,7 +606,7 @@ static sh_yield sp_producer(sh_actor *self, sh_stack *st) {
     return sh_return(st, NULL);
   }
   l->sent++;
-  l->f = sh_put(st, w->c, &l->item->hdr, 0);
+  l->f = sh_put(st, w->c, &l->item->hdr, SH_FOREVER);
   if (!SH_SCN_CHECK(w->s, l->f != NULL, "producer %u: put not made", sh_scn_id(self))) {
     give_up(self);
     return sh_return(st, NULL);

@@ -139,7 +139,7 @@ static sh_yield forward(sh_actor *self, sh_stack *st, const sh_addr *to, int add
   const inf_ask *q = sh_stack_msg_as(st, inf_ask);
   if (sh_stack_state(st) == SH_START) {
     inf_ask *fq = sh_msg_new(inf_ask, .v = q->v, .park = q->park);
-    l->f = sh_ask(st, to, fq != NULL ? &fq->hdr : NULL, 0);
+    l->f = sh_ask(st, to, fq != NULL ? &fq->hdr : NULL, SH_FOREVER);
     if (!SH_SCN_CHECK(s, l->f != NULL, "a forwarded ask failed")) return sh_throw(st, -ENOMEM);
     return suspend_on(self, st, 1);
   }
@@ -192,7 +192,7 @@ static sh_yield holder_ask(sh_actor *self, sh_stack *st) {
     return sh_throw(st, -EPROTO);
   t->locked = true;
   inf_ask *pin = sh_msg_new(inf_ask, .v = 0);
-  l->f = sh_ask(st, sh_self(self), pin != NULL ? &pin->hdr : NULL, 0);
+  l->f = sh_ask(st, sh_self(self), pin != NULL ? &pin->hdr : NULL, SH_FOREVER);
   if (!SH_SCN_CHECK(s, l->f != NULL, "the holder's pin failed")) return sh_throw(st, -ENOMEM);
   return suspend_on(self, st, 1);
 }
@@ -241,7 +241,7 @@ static bool lane_ask(sh_actor *self, sh_stack *st, uint32_t lane) {
   lane_plan *p = &wd->lane[lane];
   bool park = l->round == p->park_round;
   inf_ask *q = sh_msg_new(inf_ask, .v = p->v0 + l->round, .park = park);
-  l->f = sh_ask(st, wd->relays, q != NULL ? &q->hdr : NULL, 0);
+  l->f = sh_ask(st, wd->relays, q != NULL ? &q->hdr : NULL, SH_FOREVER);
   if (!SH_SCN_CHECK(s, l->f != NULL, "lane %u: ask failed", lane)) return false;
   atomic_fetch_add(&wd->client_out, 1);
   if (park) count_parked(s, p, sh_actor_system(self));

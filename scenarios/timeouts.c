@@ -134,7 +134,7 @@ static sh_yield gate_ask(sh_actor *self, sh_stack *st) {
   }
   if (sh_stack_state(st) == SH_START) {
     tmo_pin *p = sh_msg_new(tmo_pin);
-    l->f = sh_ask(st, sh_self(self), p != NULL ? &p->hdr : NULL, 0);
+    l->f = sh_ask(st, sh_self(self), p != NULL ? &p->hdr : NULL, SH_FOREVER);
     if (!SH_SCN_CHECK(s, l->f != NULL, "a gate's pin failed")) return sh_throw(st, -ENOMEM);
     atomic_fetch_add_explicit(&wd->pins, 1, memory_order_relaxed);
     /* The server's timer may stop the gate while this handler runs: the
@@ -188,7 +188,7 @@ static sh_yield server_hold(sh_actor *self, sh_stack *st, const tmo_ask *q) {
                "gate spawn failed: %d (%s ask)", rc, kind_name[q->kind]);
   if (rc != 0) return server_answer(self, st, q);
   tmo_hold *h = sh_msg_new(tmo_hold);
-  l->f = sh_ask(st, gate, h != NULL ? &h->hdr : NULL, 0);
+  l->f = sh_ask(st, gate, h != NULL ? &h->hdr : NULL, SH_FOREVER);
   SH_SCN_CHECK(s, l->f != NULL, "hold ask failed");
   if (l->f == NULL) return server_answer(self, st, q);
   atomic_fetch_add_explicit(&wd->holds, 1, memory_order_relaxed);

@@ -276,7 +276,7 @@ static sh_yield c_hold(consumer *c, sh_stack *st) {
   rig *r = c->cfg.r;
   c_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
-    l->f = sh_ask(st, r->h, th_new_ask(0), 0);
+    l->f = sh_ask(st, r->h, th_new_ask(0), SH_FOREVER);
     CHECK(l->f != NULL);
     if (r->d != NULL) b_report_to(r->d, R_HELD, -1);
     return sh_suspend(st, 1);
@@ -385,7 +385,7 @@ static void p_after_stop(producer *p, sh_stack *st) {
   rig *r = p->cfg.r;
   int i = p->cfg.idx;
   p_result *pr = &r->pr[i];
-  sh_future *f = sh_put(st, r->c, b_notice(i, 900), 0);
+  sh_future *f = sh_put(st, r->c, b_notice(i, 900), SH_FOREVER);
   pr->stopped_put_at_once = sh_future_done(f);
   pr->stopped_put_err = sh_future_error(f);
   sh_msg *back = sh_future_take(f);
@@ -394,11 +394,11 @@ static void p_after_stop(producer *p, sh_stack *st) {
   sh_msg *m = b_notice(i, 901);
   pr->stopped_try_rc = sh_notice_try(r->c, m);
   if (pr->stopped_try_rc != 0) sh_msg_free(m);
-  f = sh_ask(st, r->c, b_ask(i, 902), 0);
+  f = sh_ask(st, r->c, b_ask(i, 902), SH_FOREVER);
   pr->stopped_ask_at_once = sh_future_done(f);
   pr->stopped_ask_err = sh_future_error(f);
   m = b_ask(i, 903);
-  pr->stopped_ask_try_rc = sh_ask_try(st, r->c, m, 0, &f);
+  pr->stopped_ask_try_rc = sh_ask_try(st, r->c, m, SH_FOREVER, &f);
   if (pr->stopped_ask_try_rc == 0)
     pr->stopped_ask_try_err = sh_future_error(f);
   else
@@ -460,7 +460,7 @@ static sh_msg *d_fill(driver *d, sh_stack *st, sh_msg_kind kind) {
   for (int i = 0; i <= B_FILL_MAX; i++) {
     sh_msg *m = k ? b_ask(B_FILL_FROM, i) : b_notice(B_FILL_FROM, i);
     sh_future *f = NULL;
-    int rc = k ? sh_ask_try(st, r->c, m, 0, &f) : sh_notice_try(r->c, m);
+    int rc = k ? sh_ask_try(st, r->c, m, SH_FOREVER, &f) : sh_notice_try(r->c, m);
     if (rc == -EAGAIN) {
       r->fill_refused[k]++;
       return m;
@@ -1010,25 +1010,25 @@ static sh_yield misuse_go(driver *d, sh_stack *st) {
     th_done(&d->base);
     return sh_return(st, NULL);
   }
-  sh_future *f = sh_put(st, r->c, b_notice(0, 0), 0);
+  sh_future *f = sh_put(st, r->c, b_notice(0, 0), SH_FOREVER);
   mr->put_room_done = sh_future_done(f);
   mr->put_room_err = sh_future_error(f);
   mr->put_room_back_null = sh_future_take(f) == NULL;
-  f = sh_put(st, r->u, b_notice(0, 0), 0);
+  f = sh_put(st, r->u, b_notice(0, 0), SH_FOREVER);
   mr->put_unbounded_done = sh_future_done(f);
   mr->put_unbounded_err = sh_future_error(f);
-  mr->put_null_msg = sh_put(st, r->c, NULL, 0) == NULL;
-  mr->put_ask_type = sh_put(st, r->c, b_ask(0, 1), 0) == NULL;   /* freed */
-  mr->put_null_to = sh_put(st, NULL, b_notice(0, 2), 0) == NULL; /* freed */
+  mr->put_null_msg = sh_put(st, r->c, NULL, SH_FOREVER) == NULL;
+  mr->put_ask_type = sh_put(st, r->c, b_ask(0, 1), SH_FOREVER) == NULL;   /* freed */
+  mr->put_null_to = sh_put(st, NULL, b_notice(0, 2), SH_FOREVER) == NULL; /* freed */
   sh_msg *m = b_ask(0, 3);
   sh_msg *n = b_notice(0, 4);
-  mr->ask_try_null_out = sh_ask_try(st, r->c, m, 0, NULL);
-  mr->ask_try_notice = sh_ask_try(st, r->c, n, 0, &f);
-  mr->ask_try_null_to = sh_ask_try(st, NULL, m, 0, &f);
+  mr->ask_try_null_out = sh_ask_try(st, r->c, m, SH_FOREVER, NULL);
+  mr->ask_try_notice = sh_ask_try(st, r->c, n, SH_FOREVER, &f);
+  mr->ask_try_null_to = sh_ask_try(st, NULL, m, SH_FOREVER, &f);
   sh_msg_free(n);
   /* m is still ours after three refusals: now it goes. */
   f = NULL;
-  if (sh_ask_try(st, r->c, m, 0, &f) != 0) sh_msg_free(m);
+  if (sh_ask_try(st, r->c, m, SH_FOREVER, &f) != 0) sh_msg_free(m);
   CHECK(f != NULL);
   if (f == NULL) {
     b_abort(&d->base);
@@ -1090,8 +1090,8 @@ static void misuse_outside(const rig *r) {
   sh_msg *a = b_ask(0, 11);
   assert_int_equal(sh_notice_try(r->c, a), -EINVAL);
   sh_future *f = NULL;
-  assert_int_equal(sh_ask_try(NULL, r->c, a, 0, &f), -EINVAL);
-  assert_null(sh_put(NULL, r->c, m, 0)); /* freed */
+  assert_int_equal(sh_ask_try(NULL, r->c, a, SH_FOREVER, &f), -EINVAL);
+  assert_null(sh_put(NULL, r->c, m, SH_FOREVER)); /* freed */
   assert_int_equal(sh_notice(r->c, a), -EINVAL); /* freed */
   /* Nothing of it was counted against C's mailboxes. */
   assert_int_equal(sh_mailbox_stats_get(r->c, 0, SH_NOTICE, &s), 0);

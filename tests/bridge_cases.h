@@ -167,7 +167,7 @@ enum { BLOCK_RELEASED = 1, SPIN_ANSWERED = 2 };
 static sh_yield server_block(sh_stack *st) {
   server_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
-    l->f = sh_ask(st, sh_stack_msg_as(st, block_note)->lock, th_new_ask(0), 0);
+    l->f = sh_ask(st, sh_stack_msg_as(st, block_note)->lock, th_new_ask(0), SH_FOREVER);
     CHECK(l->f != NULL);
     atomic_fetch_add(&g.blocked, 1);
     return sh_suspend(st, BLOCK_RELEASED);
@@ -190,7 +190,7 @@ static sh_yield server_spin(sh_stack *st) {
     return sh_return(st, NULL);
   }
   CHECK(++l->rounds < SPIN_MAX_ROUNDS);
-  l->f = sh_ask(st, sh_stack_msg_as(st, spin_note)->echo, th_new_ask(0), 0);
+  l->f = sh_ask(st, sh_stack_msg_as(st, spin_note)->echo, th_new_ask(0), SH_FOREVER);
   CHECK(l->f != NULL);
   return sh_suspend(st, SPIN_ANSWERED);
 }

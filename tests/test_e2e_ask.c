@@ -146,7 +146,7 @@ static sh_yield server_ask(sh_actor *self, sh_stack *st) {
   case SRV_ECHO: return th_reply_with(st, v + 1);
   case SRV_RELAY: {
     server_locals *l = sh_stack_locals(st);
-    l->f = sh_ask(st, s->cfg.next, th_new_ask(v), 0);
+    l->f = sh_ask(st, s->cfg.next, th_new_ask(v), SH_FOREVER);
     CHECK(l->f != NULL && !sh_future_done(l->f));
     return sh_suspend(st, SRV_RESUMED);
   }
@@ -247,7 +247,7 @@ static sh_yield single_notice(sh_actor *self, sh_stack *st) {
   call k = enter(self, st);
   if (sh_stack_state(st) == SH_START) {
     trace(TAG_A, PH_SEND);
-    k.l->f[0] = sh_ask(st, k.c->cfg.targets[0], th_new_ask(k.v), 0);
+    k.l->f[0] = sh_ask(st, k.c->cfg.targets[0], th_new_ask(k.v), SH_FOREVER);
     CHECK(k.l->f[0] != NULL);
     k.r->done_at_send = sh_future_done(k.l->f[0]);
     return sh_suspend(st, C_GOT);
@@ -273,7 +273,7 @@ static void check_echo(const sh_future *f, long v) {
 
 static void ask_all(sh_stack *st, const client_cfg *cfg, client_locals *l) {
   for (int i = 0; i < cfg->n; i++) {
-    l->f[i] = sh_ask(st, cfg->targets[i], th_new_ask(i), 0);
+    l->f[i] = sh_ask(st, cfg->targets[i], th_new_ask(i), SH_FOREVER);
     CHECK(l->f[i] != NULL);
   }
 }
@@ -342,7 +342,7 @@ static sh_yield each_of_notice(sh_actor *self, sh_stack *st) {
 static sh_yield stopped_notice(sh_actor *self, sh_stack *st) {
   call k = enter(self, st);
   if (sh_stack_state(st) == SH_START) {
-    k.l->f[0] = sh_ask(st, k.c->cfg.targets[0], &sh_msg_new(stray_ask, .v = k.v)->hdr, 0);
+    k.l->f[0] = sh_ask(st, k.c->cfg.targets[0], &sh_msg_new(stray_ask, .v = k.v)->hdr, SH_FOREVER);
     CHECK(k.l->f[0] != NULL);
     k.r->done_at_send = sh_future_done(k.l->f[0]);
     k.r->notice_rc = sh_notice(k.c->cfg.targets[0], &sh_msg_new(stray_notice, .v = k.v)->hdr);
@@ -356,7 +356,7 @@ static sh_yield stopped_notice(sh_actor *self, sh_stack *st) {
 static sh_yield stop_queued_notice(sh_actor *self, sh_stack *st) {
   call k = enter(self, st);
   if (sh_stack_state(st) == SH_START) {
-    k.l->f[0] = sh_ask(st, k.c->cfg.targets[0], &sh_msg_new(stray_ask, .v = k.v)->hdr, 0);
+    k.l->f[0] = sh_ask(st, k.c->cfg.targets[0], &sh_msg_new(stray_ask, .v = k.v)->hdr, SH_FOREVER);
     k.r->notice_rc = sh_notice(k.c->cfg.targets[0], &sh_msg_new(stray_notice, .v = k.v)->hdr);
     CHECK(sh_stop(k.c->cfg.targets[0]) == 0);
     k.r->done_at_send = sh_future_done(k.l->f[0]);
@@ -386,10 +386,10 @@ static sh_yield misuse_notice(sh_actor *self, sh_stack *st) {
     CHECK(sh_notice(NULL, &sh_msg_new(stray_notice, .v = 1)->hdr) == -EINVAL);
     CHECK(sh_notice(t, &sh_msg_new(stray_ask, .v = 2)->hdr) == -EINVAL);
     CHECK(sh_notice(t, NULL) == -EINVAL);
-    CHECK(sh_ask(st, t, &sh_msg_new(stray_notice, .v = 3)->hdr, 0) == NULL);
-    CHECK(sh_ask(st, NULL, &sh_msg_new(stray_ask, .v = 4)->hdr, 0) == NULL);
-    CHECK(sh_ask(st, t, NULL, 0) == NULL);
-    k.l->f[0] = sh_ask(st, t, th_new_ask(k.v), 0);
+    CHECK(sh_ask(st, t, &sh_msg_new(stray_notice, .v = 3)->hdr, SH_FOREVER) == NULL);
+    CHECK(sh_ask(st, NULL, &sh_msg_new(stray_ask, .v = 4)->hdr, SH_FOREVER) == NULL);
+    CHECK(sh_ask(st, t, NULL, SH_FOREVER) == NULL);
+    k.l->f[0] = sh_ask(st, t, th_new_ask(k.v), SH_FOREVER);
     CHECK(k.l->f[0] != NULL);
     return sh_suspend(st, C_GOT);
   }
@@ -411,7 +411,7 @@ static sh_yield take_notice(sh_actor *self, sh_stack *st) {
   call k = enter(self, st);
   switch (sh_stack_state(st)) {
   case SH_START:
-    k.l->f[0] = sh_ask(st, c->cfg.targets[0], th_new_ask(k.v), 0);
+    k.l->f[0] = sh_ask(st, c->cfg.targets[0], th_new_ask(k.v), SH_FOREVER);
     return sh_suspend(st, C_GOT);
   case C_GOT:
     c->kept = sh_future_take(k.l->f[0]);
@@ -419,7 +419,7 @@ static sh_yield take_notice(sh_actor *self, sh_stack *st) {
     CHECK(sh_future_msg(k.l->f[0]) == NULL); /* the future gave it up */
     CHECK(sh_future_take(k.l->f[0]) == NULL);
     CHECK(sh_future_error(k.l->f[0]) == 0);
-    k.l->f[1] = sh_ask(st, c->cfg.targets[0], th_new_ask(k.v + 100), 0);
+    k.l->f[1] = sh_ask(st, c->cfg.targets[0], th_new_ask(k.v + 100), SH_FOREVER);
     return sh_suspend(st, C_GOT2);
   default:
     /* The first future is gone; had it still owned the reply, the reply

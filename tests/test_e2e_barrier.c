@@ -117,7 +117,7 @@ static sh_yield x_stack(barrier_actor *b, sh_stack *st) {
   if (sh_stack_state(st) == SH_START) {
     b_log(b, L_X_START);
     if (b->cfg.mode == X_AT_ONCE) return th_reply_with(st, X + 1);
-    l->f = sh_ask(st, b->cfg.helper, ask_msg(&excl_ask_type, HELP, 0), 0);
+    l->f = sh_ask(st, b->cfg.helper, ask_msg(&excl_ask_type, HELP, 0), SH_FOREVER);
     CHECK(l->f != NULL);
     return sh_suspend(st, B_RESUMED);
   }
@@ -210,10 +210,10 @@ static sh_yield d_notice(sh_actor *self, sh_stack *st) {
       return sh_return(st, NULL);
     }
     bool flagged = d->cfg.send == D_FLAGGED_ASK;
-    l->x = sh_ask(st, d->b, ask_msg(flagged ? &barrier_ask_type : &excl_ask_type, X, !flagged), 0);
-    l->a[0] = sh_ask(st, d->b, ask_msg(&excl_ask_type, 1, 0), 0);
+    l->x = sh_ask(st, d->b, ask_msg(flagged ? &barrier_ask_type : &excl_ask_type, X, !flagged), SH_FOREVER);
+    l->a[0] = sh_ask(st, d->b, ask_msg(&excl_ask_type, 1, 0), SH_FOREVER);
     CHECK(sh_notice(d->b, notice_msg(&num_notice_type, 1)) == 0);
-    l->a[1] = sh_ask(st, d->b, ask_msg(&excl_ask_type, 2, 0), 0);
+    l->a[1] = sh_ask(st, d->b, ask_msg(&excl_ask_type, 2, 0), SH_FOREVER);
     CHECK(sh_notice(d->b, notice_msg(&num_notice_type, 2)) == 0);
     CHECK(l->x != NULL && l->a[0] != NULL && l->a[1] != NULL);
     return sh_suspend(st, D_GOT);

@@ -140,7 +140,7 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
   client_locals *l = sh_stack_locals(st);
   go *g = sh_stack_msg_as(st, go);
   if (sh_stack_state(st) == SH_START) {
-    for (int i = 0; i < g->n; i++) l->f[i] = sh_ask(st, g->server, th_new_ask(i), 0);
+    for (int i = 0; i < g->n; i++) l->f[i] = sh_ask(st, g->server, th_new_ask(i), SH_FOREVER);
     return sh_suspend(st, 1);
   }
   for (int i = 0; i < g->n; i++) atomic_store(&errors[i], sh_future_error(l->f[i]));
@@ -203,7 +203,7 @@ static sh_yield owner_notice(sh_actor *self, sh_stack *st) {
   sh_future **f = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
     o->resource = malloc(sizeof(int));
-    *f = sh_ask(st, sh_stack_msg_as(st, go)->server, th_new_ask(0), 0);
+    *f = sh_ask(st, sh_stack_msg_as(st, go)->server, th_new_ask(0), SH_FOREVER);
     return sh_suspend(st, 1);
   }
   /* Resumed by the stop with -ESHUTDOWN: the stop hook has not run yet. */

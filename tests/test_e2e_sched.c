@@ -229,7 +229,7 @@ static bool probe_start(probe *p, sh_stack *st, const cmd *c) {
   case OP_ASK_HOLD:
   case OP_PROBE:
     l->n = 1;
-    l->f[0] = sh_ask(st, c->to, th_new_ask(7), 0);
+    l->f[0] = sh_ask(st, c->to, th_new_ask(7), SH_FOREVER);
     return true;
   case OP_MARK:
     atomic_store(&g.order[p->id], tick());
@@ -239,7 +239,7 @@ static bool probe_start(probe *p, sh_stack *st, const cmd *c) {
     l->n = c->arg;
     CHECK(l->n > 0 && l->n <= FANOUT_MAX);
     for (int i = 0; i < l->n; i++)
-      l->f[i] = sh_ask(st, c->to, th_new_ask(i), 0);
+      l->f[i] = sh_ask(st, c->to, th_new_ask(i), SH_FOREVER);
     spin_until_released();
     return true;
   case OP_COUNT:

@@ -169,7 +169,7 @@ static sh_yield relay_ask(sh_actor *self, sh_stack *st) {
   (void)self;
   one_future *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
-    l->f = sh_ask(st, relay_target, th_new_ask(sh_stack_msg_as(st, num_ask)->v), 0);
+    l->f = sh_ask(st, relay_target, th_new_ask(sh_stack_msg_as(st, num_ask)->v), SH_FOREVER);
     return sh_suspend(st, 1);
   }
   CHECK(sh_future_error(l->f) == -ESHUTDOWN);
@@ -204,7 +204,7 @@ static void client_send(sh_stack *st, const go *m) {
       uint64_t v = (uint64_t)m->stack_no * 100 + (uint64_t)l->n;
       l->v[l->n] = v;
       l->kind[l->n] = k;
-      l->f[l->n] = sh_ask(st, m->to[k], th_new_ask((long)v), 0);
+      l->f[l->n] = sh_ask(st, m->to[k], th_new_ask((long)v), SH_FOREVER);
       CHECK(l->f[l->n] != NULL);
       l->n++;
     }

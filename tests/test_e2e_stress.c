@@ -158,7 +158,7 @@ static void send_round(client *c, sh_stack *st) {
     uint64_t v = c->id << 40 | (uint64_t)l->round << 8 | (uint64_t)i;
     l->v[i] = v;
     c->v_sum += v;
-    l->f[i] = sh_ask(st, any_server(c), &sh_msg_new(work_ask, .v = v)->hdr, 0);
+    l->f[i] = sh_ask(st, any_server(c), &sh_msg_new(work_ask, .v = v)->hdr, SH_FOREVER);
     CHECK(l->f[i] != NULL);
   }
   uint64_t t = c->id << 40 | (uint64_t)l->round;

@@ -141,7 +141,7 @@ static sh_yield server_ask(sh_actor *self, sh_stack *st) {
   long v = sh_stack_msg_as(st, num_ask)->v;
   if (s->cfg.next == NULL) return th_reply_with(st, v + 1);
   if (sh_stack_state(st) == SH_START) {
-    l->f = sh_ask(st, s->cfg.next, th_new_ask(v), 0);
+    l->f = sh_ask(st, s->cfg.next, th_new_ask(v), SH_FOREVER);
     CHECK(l->f != NULL);
     return sh_suspend(st, S_RESUMED);
   }

@@ -54,7 +54,7 @@ static sh_yield start(sh_actor *self, sh_stack *st, int mode) {
   if (mode == MODE_ASK_NOMEM) {
     ping *p = sh_msg_new(ping, .n = 1);
     fiu_enable("sh/pool/alloc", 1, NULL, 0);
-    sh_future *f = sh_ask(st, echo_addr, &p->hdr, 0); /* the promise cannot be made */
+    sh_future *f = sh_ask(st, echo_addr, &p->hdr, SH_FOREVER); /* the promise cannot be made */
     fiu_disable("sh/pool/alloc");
     finish(self, f == NULL ? -ENOMEM : 0);
     return sh_return(st, NULL);
@@ -62,7 +62,7 @@ static sh_yield start(sh_actor *self, sh_stack *st, int mode) {
   /* Only stacks made from now on fail: ours exists, the echo's cannot. */
   if (mode == MODE_STACK_NOMEM) fiu_enable("sh/stack/new", 1, NULL, 0);
   int n = mode == MODE_NO_REHASH ? FANOUT : 1;
-  for (int i = 0; i < n; i++) l->f[i] = sh_ask(st, echo_addr, &sh_msg_new(ping, .n = i)->hdr, 0);
+  for (int i = 0; i < n; i++) l->f[i] = sh_ask(st, echo_addr, &sh_msg_new(ping, .n = i)->hdr, SH_FOREVER);
   return sh_suspend(st, DONE);
 }
 
@@ -183,14 +183,14 @@ static sh_yield full_client(sh_actor *self, sh_stack *st) {
     return sh_return(st, NULL);
   }
   if (sh_notice_try(tiny_addr, &sh_msg_new(go)->hdr) != 0 ||
-      sh_ask_try(st, tiny_addr, &sh_msg_new(ping, .n = 7)->hdr, 0, &l->f[0]) != 0) {
+      sh_ask_try(st, tiny_addr, &sh_msg_new(ping, .n = 7)->hdr, SH_FOREVER, &l->f[0]) != 0) {
     finish(self, -EPROTO);
     return sh_return(st, NULL);
   }
   /* Both full: a send that must wait needs a waiter, which cannot be made. */
   fiu_enable("sh/gate/waiter", 1, NULL, 0);
   full.put_err = failed_put(st, 0, &full.put_back);
-  sh_future *f = sh_ask(st, tiny_addr, &sh_msg_new(ping, .n = 8)->hdr, 0);
+  sh_future *f = sh_ask(st, tiny_addr, &sh_msg_new(ping, .n = 8)->hdr, SH_FOREVER);
   full.ask_err = sh_future_done(f) ? sh_future_error(f) : 1;
   fiu_disable("sh/gate/waiter");
   /* The waiter is queued, but the put's timeout cannot be armed. */

@@ -113,7 +113,7 @@ static sh_yield probe_notice(sh_actor *self, sh_stack *st) {
   case GO_REPLY:
   case GO_THROW:
     l->f = sh_ask(st, responder,
-                  &sh_msg_new(req, .mode = n->tag == GO_THROW ? MODE_THROW : MODE_REPLY)->hdr, 0);
+                  &sh_msg_new(req, .mode = n->tag == GO_THROW ? MODE_THROW : MODE_REPLY)->hdr, SH_FOREVER);
     return sh_suspend(st, GOT);
   case GO_TIMER:
     sh_timer_start(self, 0, 0, NULL, NULL);
@@ -172,7 +172,7 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
   client_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == START) {
     l->n = sh_stack_msg_as(st, note)->count;
-    for (int i = 0; i < l->n; i++) l->f[i] = sh_ask(st, target, &sh_msg_new(req, .mode = 0)->hdr, 0);
+    for (int i = 0; i < l->n; i++) l->f[i] = sh_ask(st, target, &sh_msg_new(req, .mode = 0)->hdr, SH_FOREVER);
     return sh_suspend(st, GOT);
   }
   for (int i = 0; i < l->n; i++) client_err[i] = sh_future_error(l->f[i]);

@@ -76,7 +76,7 @@ static void produce(void *arg) {
       break;
     }
     *it = (item){.hdr = {.type = &item_type}, .producer = p->id, .seq = seq};
-    sh_mailbox_put(&p->r->box, &it->hdr);
+    sh_mailbox_push(&p->r->box, &it->hdr);
     /* In chunks, so that the consumer empties the mailbox again and again. */
     if (seq % CHUNK == CHUNK - 1) sh_plat_yield_cpu();
   }
@@ -109,12 +109,12 @@ static void put_back(run *r, item *cur, sh_msg *next) {
    * put back. */
   SH_YIELD("test.put_back");
   if (next != NULL) {
-    sh_mailbox_put_head(&r->box, next);
+    sh_mailbox_push_head(&r->box, next);
     r->deferred_busy++;
   } else if (r->box.tail == &r->box.sentinel) {
     r->deferred_empty++; /* the case the original design lost */
   }
-  sh_mailbox_put_head(&r->box, &cur->hdr);
+  sh_mailbox_push_head(&r->box, &cur->hdr);
   cur->deferred = true;
 }
 

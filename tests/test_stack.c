@@ -106,7 +106,7 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
   (void)self;
   client_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
-    l->f = sh_ask(st, subject, &sh_msg_new(req, .v = sh_stack_msg_as(st, go)->mode)->hdr, 0);
+    l->f = sh_ask(st, subject, &sh_msg_new(req, .v = sh_stack_msg_as(st, go)->mode)->hdr, SH_FOREVER);
     return sh_suspend(st, 1);
   }
   client_err = sh_future_error(l->f);
@@ -118,7 +118,7 @@ static const sh_actor_class client_class = {.name = "client", .size = sizeof(sh_
                                             .notice = client_notice};
 
 static sh_future *ask_v(sh_stack *st, const sh_addr *to, int v) {
-  return sh_ask(st, to, &sh_msg_new(req, .v = v)->hdr, 0);
+  return sh_ask(st, to, &sh_msg_new(req, .v = v)->hdr, SH_FOREVER);
 }
 
 /* ---- harness ------------------------------------------------------------- */
@@ -479,7 +479,7 @@ static sh_yield put_loop_fn(sh_actor *self, sh_stack *st) {
   if (sh_stack_state(st) == S1 && sh_future_error(l->f[0]) != 0) fact[1]++;
   if (fact[0] == LOOP_PUTS) return sh_return(st, NULL);
   fact[0]++;
-  l->f[0] = sh_put(st, resp[0], &sh_msg_new(go, .mode = 0)->hdr, 0);
+  l->f[0] = sh_put(st, resp[0], &sh_msg_new(go, .mode = 0)->hdr, SH_FOREVER);
   return sh_suspend(st, S1);
 }
 
@@ -522,7 +522,7 @@ static sh_yield putter_notice(sh_actor *self, sh_stack *st) {
   putter_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == S0) {
     for (int i = 0; i < NPUTS; i++)
-      l->f[i] = sh_put(st, put_target, &sh_msg_new(go, .mode = i)->hdr, 0);
+      l->f[i] = sh_put(st, put_target, &sh_msg_new(go, .mode = i)->hdr, SH_FOREVER);
     return sh_suspend(st, S1);
   }
   for (int i = 0; i < NPUTS; i++) {

@@ -35,9 +35,9 @@ typedef struct sh_thread sh_thread;
  * started only while a started system exists (else -EINVAL), at most 32
  * at a time, and must be joined before that system is freed. 0 and the
  * thread in *out, or a negative errno. */
-int sh_thread_start(void (*fn)(void *arg), void *arg, sh_thread **out);
+SH_API int sh_thread_start(void (*fn)(void *arg), void *arg, sh_thread **out);
 /* Waits until the thread returned from fn, then frees it. */
-void sh_thread_join(sh_thread *t);
+SH_API void sh_thread_join(sh_thread *t);
 
 /* ------------------------------------------------------------------ */
 /* Scheduling                                                          */
@@ -47,11 +47,11 @@ void sh_thread_join(sh_thread *t);
  * production (between a check and the act that relies on it, say). The
  * simulator may switch to another fiber here, and names the point `where`
  * (a static string) in its schedules; elsewhere it does nothing. */
-void sh_yield_point(const char *where);
+SH_API void sh_yield_point(const char *where);
 /* Gives the CPU to another runnable thread, if any: for a thread that
  * polls (SH_NOWAIT receives), so that it cannot starve the workers (in the
  * simulator, the polling fiber lets the others run). */
-void sh_yield_cpu(void);
+SH_API void sh_yield_cpu(void);
 
 /* ------------------------------------------------------------------ */
 /* Introspection                                                       */
@@ -69,12 +69,12 @@ typedef struct sh_actor_probe {
 
 /* The actor's own figures. Only from the actor's own handlers and hooks
  * (mount, stop, timeout): nothing else may read them while it runs. */
-void sh_actor_probe_get(const sh_actor *self, sh_actor_probe *out);
+SH_API void sh_actor_probe_get(const sh_actor *self, sh_actor_probe *out);
 
 /* Actors the system still has ready, queued or running. Only while no
  * worker runs (before sh_system_start, or after sh_system_shutdown, where
  * it must be 0). */
-uint32_t sh_system_busy(const sh_system *sys);
+SH_API uint32_t sh_system_busy(const sh_system *sys);
 
 #ifdef __cplusplus
 }

@@ -127,7 +127,7 @@ sh_yield th_hold(sh_actor *self, sh_stack *st, bool *locked, atomic_int *held) {
   if (sh_stack_state(st) == SH_START) {
     CHECK(!*locked); /* nothing passes the barrier */
     *locked = true;
-    l->f = sh_ask(st, sh_self(self), th_new_ask(0), 0);
+    l->f = sh_ask(st, sh_self(self), th_new_ask(0), SH_FOREVER);
     atomic_fetch_add(held, 1);
     return sh_suspend(st, 1);
   }
