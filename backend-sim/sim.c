@@ -55,14 +55,14 @@
  * name, flow id) and the final step count and clock. Names are hashed by
  * content, never by address.
  */
-#include "sim.h"
-
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <stackhouse/sim.h>
 
 #include "fiber.h"
 #include "plat.h"

@@ -36,10 +36,10 @@
 
 #include <cmocka.h>
 
+#include <stackhouse/sim.h>
 #include <stackhouse/stackhouse.h>
 
 #include "plat.h"
-#include "sim.h"
 #include "support/child.h"
 
 #define WATCHDOG_S 120
