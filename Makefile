@@ -39,7 +39,10 @@ endif
 
 # ---------------------------------------------------------------- sources ---
 
-PUBLIC_HEADERS    := $(wildcard include/stackhouse/*.h)
+# The simulator's control interface (include/stackhouse/sim.h) is public to
+# the project's programs but not installed yet: no simulation library is.
+SIM_HEADER        := include/stackhouse/sim.h
+PUBLIC_HEADERS    := $(filter-out $(SIM_HEADER),$(wildcard include/stackhouse/*.h))
 CORE_SRCS         := $(wildcard core/*.c)
 EPOLL_SRCS        := $(wildcard backend-epoll/*.c)
 SIM_SRCS          := $(wildcard backend-sim/*.c)
@@ -114,13 +117,14 @@ cov_CFLAGS      := -O0 -g --coverage $(FIU_CFLAGS)
 cov_LDFLAGS     := --coverage
 
 # Include path by top-level directory of the source file. Examples and
-# scenarios see only the public headers (scenarios also their framework);
-# everything else may include core/ headers too.
+# scenarios see only the public headers (scenarios also their framework,
+# benches their own headers and the scenarios'); tests may include the
+# simulator's internals too (trace.h).
 INC_DEFAULT  := -Iinclude -Icore
 INC_tests    := -Icore -Iinclude -Iscenarios -Ibackend-sim
-INC_tools    := -Iscenarios -Ibackend-sim -Iinclude -Icore
+INC_tools    := -Iscenarios -Iinclude -Icore
 INC_scenarios := -Iscenarios -Iinclude
-INC_bench    := -Ibench/common -Iscenarios -Ibackend-sim -Iinclude -Icore
+INC_bench    := -Ibench/common -Iscenarios -Iinclude
 INC_examples := -Iinclude
 incs = $(or $(INC_$(firstword $(subst /, ,$(1)))),$(INC_DEFAULT))
 

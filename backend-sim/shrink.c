@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim.h"
+#include <stackhouse/sim.h>
 
 typedef struct shrinker {
   sh_sim_choice *s;      /* the current failing schedule */

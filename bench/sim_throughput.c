@@ -24,10 +24,11 @@
 #include <string.h>
 #include <time.h>
 
+#include <stackhouse/sim.h>
+
 #include "bench.h"
 #include "malloc_count.h"
 #include "scenario.h"
-#include "sim.h"
 
 /* ---- the ping-pong scenario (hidden: bench only) ---------------------------- */
 

@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "sim.h"
+#include <stackhouse/sim.h>
 
 #define WATCHDOG_S 240
 #define SEEDS 8u

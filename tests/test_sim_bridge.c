@@ -21,8 +21,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <stackhouse/sim.h>
+
 #include "plat.h"
-#include "sim.h"
 
 #define WATCHDOG_S 240
 #ifndef SEEDS

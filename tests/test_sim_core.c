@@ -51,10 +51,11 @@
 
 #include <cmocka.h>
 
+#include <stackhouse/sim.h>
+
 #include "support/child.h"
 #include "plat.h"
 #include "scenario.h"
-#include "sim.h"
 
 #define WATCHDOG_S 240
 /* A child simulation that should have failed by now hangs instead. */

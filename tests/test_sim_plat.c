@@ -1,6 +1,6 @@
 /*
  * Tests of the simulator's seam for threads that are not workers
- * (backend-sim/sim.c): thread fibers and the events they wait on, on a real
+ * (backend-sim/plat.c): thread fibers and the events they wait on, on a real
  * simulated system (sh_system_new / start on libstackhouse-sim.a):
  *   - thread fibers run fn with sh_plat_local() NULL and are joined, from
  *     the outside fiber and from a thread fiber; a worker (an actor's
@@ -36,10 +36,10 @@
 
 #include <cmocka.h>
 
+#include <stackhouse/sim.h>
 #include <stackhouse/stackhouse.h>
 
 #include "plat.h"
-#include "sim.h"
 #include "support/child.h"
 
 #define WATCHDOG_S 120

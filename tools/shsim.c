@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "scenario.h"
-#include "sim.h"
+#include <stackhouse/sim.h>
 
 /* Present only in sanitizer builds (weak: NULL otherwise). */
 extern void __sanitizer_set_death_callback(void (*)(void)) __attribute__((weak));

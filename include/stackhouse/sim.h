@@ -1,12 +1,22 @@
 /*
- * The deterministic simulator's control interface (backend-sim/). The
- * simulator implements core/plat.h: logical workers are fibers on the one
- * OS thread that created the system (the "outside" fiber, index = workers),
- * as are the program's own threads (sh_plat_thread_start: fibers workers + 1,
- * + 2, ... in the order they were started), time is a virtual clock, and
- * every scheduling choice comes from one seeded generator. A program linked with libstackhouse-sim.a calls
- * sh_sim_configure() before sh_system_new(); sh_sim_report_get() after the
- * system is freed (or at any time) tells what the simulation did.
+ * stackhouse's deterministic simulator: the control interface.
+ *
+ * A program linked with libstackhouse-sim.a instead of libstackhouse.a runs
+ * the same runtime and the same actors on a simulated machine: every logical
+ * worker is a fiber on the one OS thread that created the system, time is a
+ * virtual clock, and every scheduling choice comes from one seeded
+ * generator. The same seed and options give the same run, down to a 64-bit
+ * trace hash, so an interleaving that breaks something once is found again.
+ *
+ * Fibers are numbered: worker w is fiber w; the thread that created the
+ * system (the "outside" fiber) is fiber `workers`; each further thread
+ * started on the simulated platform (sh_plat_thread_start) is a fiber of its
+ * own, workers + 1, + 2, ... in the order they were started. Schedules
+ * (sh_sim_choice) name fibers by these numbers.
+ *
+ * Use: call sh_sim_configure() before sh_system_new(); after the system is
+ * freed (or at any time), sh_sim_report_get() tells what the simulation
+ * did, and sh_sim_schedule() gives its schedule for a replay.
  *
  * One simulation at a time per process, on one thread. A simulation is one
  * system: a second sh_system_new after the first system was freed starts
@@ -19,6 +29,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum sh_sim_strategy {
   SH_SIM_RANDOM = 0, /* at each yield point, switch with probability switch_permille/1000
@@ -116,5 +130,9 @@ void sh_sim_on_failure(sh_sim_fail_fn fn);
  * sanitizer report): marks the failure in the trace file, if one is open,
  * and finishes the file so that it stays valid JSON. Best effort. */
 void sh_sim_trace_abandon(const char *why);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,321 @@
+/*
+ * core/plat.h on the simulator: fibers, the simulated clock (run.c) and
+ * the seeded strategies (strategy.c).
+ *
+ * Fibers. Worker w is fiber w; the thread that created the system (the
+ * scenario's "outside" thread: it runs setup, sh_system_wait, shutdown) is
+ * fiber `workers`, on its own stack. Each sh_plat_thread_start adds a thread
+ * fiber, `workers` + 1, + 2, ... in the order of the calls (a program's own
+ * thread: not a worker, sh_plat_local NULL), scheduled like the others. Its
+ * slot is never reused: a system starts at most SH_PLAT_MAX_THREADS of them
+ * in all (then -EAGAIN), which keeps the numbering, and so every schedule,
+ * a function of the run alone. Exactly one fiber runs at a time.
+ *
+ * Events. A fiber that is not a worker (the outside fiber, a thread fiber)
+ * blocks on an event until a set (from any fiber) makes it runnable, or its
+ * deadline expires like a park's. A timed wait whose deadline has already
+ * passed is a polling step instead, so that a loop of such polls advances
+ * the clock and lets the others run.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run.h"
+#include "strategy.h"
+
+/* sh_plat_cpu_count in the simulator: a fixed answer keeps runs alike everywhere. */
+#define SH_SIM_CPUS 4
+
+static sh_simrun *const S = &sh_simrun_state;
+
+struct sh_plat_event {
+  bool set;
+  uint32_t waiter; /* the fiber in a wait on it, or SH_SIMRUN_NO_FIBER */
+};
+
+struct sh_plat_thread {
+  uint32_t fiber;
+};
+
+/* ---- the platform ---------------------------------------------------------- */
+
+int sh_plat_new(uint32_t workers, sh_plat **out) {
+  sh_simrun_ensure_configured();
+  if (S->plat != NULL) return -EBUSY; /* one simulated system at a time */
+  if (S->used) {
+    /* A simulation is one system: the next starts afresh (clock, steps,
+     * generator, hash), as if configured again with the same options. */
+    sh_sim_options o = S->opt;
+    sh_sim_configure(&o);
+  }
+  S->used = true;
+  if (workers == 0 || workers > SH_SIM_MAX_WORKERS) return -EINVAL;
+  sh_plat *p = calloc(1, sizeof(*p) + (workers + 1 + SH_PLAT_MAX_THREADS) * sizeof(sh_simrun_fiber));
+  if (p == NULL) return -ENOMEM;
+  p->nworkers = workers;
+  p->nfibers = workers + 1;
+  p->cur = workers;
+  p->next_deadline = SH_PLAT_NO_DEADLINE;
+  for (uint32_t i = 0; i < p->nfibers; i++) {
+    p->f[i].index = i;
+    p->f[i].state = i == workers ? SH_SIMRUN_RUNNABLE : SH_SIMRUN_DONE;
+    p->f[i].deadline = SH_PLAT_NO_DEADLINE;
+  }
+  sh_fiber_init_self(&p->f[workers].ctx);
+  p->f[workers].local = S->outside_local;
+  if (S->opt.trace_path != NULL && S->trace == NULL) {
+    int rc = sh_simtrace_open(S->opt.trace_path, workers, &S->trace);
+    if (rc != 0) {
+      free(p);
+      return rc;
+    }
+  }
+  S->plat = p;
+  *out = p;
+  return 0;
+}
+
+void sh_plat_free(sh_plat *p) {
+  if (p == NULL) return;
+  assert(p == S->plat && p->cur == p->nworkers && p->ndone == (p->started ? p->nworkers : 0));
+  for (uint32_t i = p->nworkers + 1; i < p->nfibers; i++)
+    assert(p->f[i].joined && "sh_plat_free before sh_plat_thread_join");
+  S->outside_local = p->f[p->nworkers].local;
+  for (uint32_t i = 0; i < p->nworkers; i++) sh_fiber_destroy(&p->f[i].ctx);
+  sh_simrun_mix(SH_SIMRUN_MIX_END);
+  sh_simrun_mix(S->steps);
+  sh_simrun_mix(S->now);
+  sh_simrun_trace_close();
+  S->plat = NULL;
+  free(p);
+}
+
+static void fiber_main(void *arg) {
+  sh_fiber_started();
+  sh_simrun_fiber *f = arg;
+  sh_plat *p = S->plat;
+  p->entry(p->ctx, f->index);
+  f->state = SH_SIMRUN_DONE;
+  p->ndone++;
+  /* The outside fiber may be in sh_plat_join; if it blocks for another
+   * reason, it re-checks that and blocks again. */
+  if (p->ndone == p->nworkers) sh_simrun_unblock(p, &p->f[p->nworkers]);
+  sh_simrun_give_way("exit");
+  abort(); /* a finished fiber is never switched to */
+}
+
+int sh_plat_start(sh_plat *p, sh_plat_entry entry, void *ctx) {
+  assert(p == S->plat && !p->started);
+  p->entry = entry;
+  p->ctx = ctx;
+  for (uint32_t i = 0; i < p->nworkers; i++) {
+    int rc = sh_fiber_init(&p->f[i].ctx, sh_fiber_default_stack(), fiber_main, &p->f[i]);
+    if (rc != 0) {
+      for (uint32_t j = 0; j < i; j++) sh_fiber_destroy(&p->f[j].ctx);
+      return rc;
+    }
+  }
+  for (uint32_t i = 0; i < p->nworkers; i++) sh_simrun_make_runnable(&p->f[i]);
+  sh_simstrategy_start(p);
+  p->started = true;
+  return 0;
+}
+
+void sh_plat_join(sh_plat *p) {
+  assert(p == S->plat && p->cur == p->nworkers);
+  if (!p->started) return;
+  /* Bounded by the workers: each pass ends only when one more finished. */
+  while (p->ndone < p->nworkers) {
+    sh_simrun_block(p, SH_PLAT_NO_DEADLINE);
+    sh_simrun_give_way("join");
+  }
+}
+
+void *sh_plat_local(void) {
+  return S->plat != NULL ? S->plat->f[S->plat->cur].local : S->outside_local;
+}
+
+void sh_plat_set_local(void *ctx) {
+  if (S->plat != NULL)
+    S->plat->f[S->plat->cur].local = ctx;
+  else
+    S->outside_local = ctx;
+}
+
+uint32_t sh_plat_cpu_count(void) { return SH_SIM_CPUS; }
+
+uint64_t sh_plat_now_ns(void) { return S->now; }
+
+uint64_t sh_plat_random(void) {
+  sh_simrun_ensure_configured();
+  return sh_simrng_next(&S->core_rng);
+}
+
+/* ---- scheduling points, parking ------------------------------------------- */
+
+void sh_plat_yield(const char *where) { sh_simrun_point(where, false); }
+void sh_plat_relax(void) { sh_simrun_point("relax", true); }
+void sh_plat_yield_cpu(void) { sh_simrun_yield_cpu(); }
+
+void sh_plat_park(sh_plat *p, uint32_t w, uint64_t deadline_ns) {
+  assert(p == S->plat && w == p->cur && w < p->nworkers);
+  sh_simrun_fiber *f = &p->f[w];
+  sh_simrun_step(p, false);
+  if (f->wake_pending || deadline_ns <= S->now) {
+    f->wake_pending = false;
+    return;
+  }
+  f->state = SH_SIMRUN_PARKED;
+  f->deadline = deadline_ns;
+  if (deadline_ns < p->next_deadline) p->next_deadline = deadline_ns;
+  sh_simrun_give_way("park");
+  /* Woken (make_runnable) or expired: either way runnable again. */
+  f->wake_pending = false;
+}
+
+void sh_plat_wake(sh_plat *p, uint32_t w) {
+  assert(p == S->plat && w < p->nworkers);
+  sh_simrun_fiber *f = &p->f[w];
+  if (f->state == SH_SIMRUN_PARKED) {
+    sh_simrun_make_runnable(f);
+    sh_simrun_recompute_deadline(p);
+  } else if (f->state != SH_SIMRUN_DONE) {
+    f->wake_pending = true;
+  }
+}
+
+/* ---- events (fibers that are not workers wait on them) ------------------------ */
+
+int sh_plat_event_new(sh_plat_event **out) {
+  sh_plat_event *e = calloc(1, sizeof(*e));
+  if (e == NULL) return -ENOMEM;
+  e->waiter = SH_SIMRUN_NO_FIBER;
+  *out = e;
+  return 0;
+}
+
+void sh_plat_event_free(sh_plat_event *e) { free(e); }
+
+void sh_plat_event_set(sh_plat_event *e) {
+  e->set = true;
+  sh_plat *p = S->plat;
+  if (e->waiter != SH_SIMRUN_NO_FIBER && p != NULL && e->waiter < p->nfibers)
+    sh_simrun_unblock(p, &p->f[e->waiter]);
+}
+
+void sh_plat_event_reset(sh_plat_event *e) { e->set = false; }
+
+/* No fiber can set the event: with a deadline the clock jumps to it, as it
+ * would with every fiber asleep; without one the wait could never end. */
+static int wait_alone(uint64_t deadline_ns) {
+  if (deadline_ns == SH_PLAT_NO_DEADLINE)
+    sh_simrun_fail("deadlock", "waiting for an event with no worker running");
+  sh_simrun_clock_jump(deadline_ns);
+  return -ETIMEDOUT;
+}
+
+int sh_plat_event_wait_until(sh_plat_event *e, uint64_t deadline_ns) {
+  if (e->set) return 0;
+  sh_plat *p = sh_simrun_active();
+  if (p == NULL) return wait_alone(deadline_ns);
+  assert(p->cur >= p->nworkers); /* workers never block on events */
+  if (deadline_ns <= S->now) {
+    /* A poll: a scheduling point, so that a loop of polls lets the setter run. */
+    sh_simrun_point("event_poll", true);
+    return e->set ? 0 : -ETIMEDOUT;
+  }
+  assert(e->waiter == SH_SIMRUN_NO_FIBER); /* one waiter at a time */
+  e->waiter = p->cur;
+  /* Bounded: each pass ends with a set (unblock), the deadline (expire) or
+   * the last worker's exit, which wakes the outside fiber once. */
+  while (!e->set && S->now < deadline_ns) {
+    sh_simrun_block(p, deadline_ns);
+    sh_simrun_give_way("event_wait");
+  }
+  e->waiter = SH_SIMRUN_NO_FIBER;
+  return e->set ? 0 : -ETIMEDOUT;
+}
+
+void sh_plat_event_wait(sh_plat_event *e) {
+  (void)sh_plat_event_wait_until(e, SH_PLAT_NO_DEADLINE);
+}
+
+/* ---- threads that are not workers (thread fibers) ------------------------------ */
+
+static void thread_main(void *arg) {
+  sh_fiber_started();
+  sh_simrun_fiber *f = arg;
+  f->fn(f->arg);
+  sh_plat *p = S->plat;
+  f->state = SH_SIMRUN_DONE;
+  if (f->joiner != SH_SIMRUN_NO_FIBER) sh_simrun_unblock(p, &p->f[f->joiner]);
+  sh_simrun_give_way("thread_exit");
+  abort(); /* a finished fiber is never switched to */
+}
+
+int sh_plat_thread_start(void (*fn)(void *arg), void *arg, sh_plat_thread **out) {
+  sh_plat *p = sh_simrun_active();
+  if (fn == NULL || out == NULL || p == NULL) return -EINVAL;
+  /* Slots are not reused (see the top of the file). */
+  if (p->nfibers - p->nworkers - 1 >= SH_PLAT_MAX_THREADS) return -EAGAIN;
+  sh_plat_thread *t = calloc(1, sizeof(*t));
+  if (t == NULL) return -ENOMEM;
+  sh_simrun_fiber *f = &p->f[p->nfibers];
+  memset(f, 0, sizeof(*f));
+  int rc = sh_fiber_init(&f->ctx, sh_fiber_default_stack(), thread_main, f);
+  if (rc != 0) {
+    free(t);
+    return rc;
+  }
+  f->index = p->nfibers;
+  f->fn = fn;
+  f->arg = arg;
+  f->joiner = SH_SIMRUN_NO_FIBER;
+  sh_simrun_make_runnable(f);
+  p->nfibers++;
+  sh_simstrategy_place(p, f);
+  sh_simrun_mix(SH_SIMRUN_MIX_THREAD);
+  sh_simrun_mix(f->index);
+  if (S->trace != NULL) {
+    char name[32];
+    snprintf(name, sizeof(name), "thread %u", f->index - p->nworkers - 1);
+    /* Out of memory costs only this track's events (the trace drops them). */
+    (void)sh_simtrace_track(S->trace, f->index, name);
+  }
+  t->fiber = f->index;
+  *out = t;
+  return 0;
+}
+
+void sh_plat_thread_join(sh_plat_thread *t) {
+  sh_plat *p = S->plat;
+  assert(t != NULL && p != NULL && t->fiber > p->nworkers && t->fiber < p->nfibers);
+  sh_simrun_fiber *f = &p->f[t->fiber];
+  assert(t->fiber != p->cur && !f->joined && f->joiner == SH_SIMRUN_NO_FIBER);
+  /* Bounded: the thread's exit unblocks us; any other wake re-checks. */
+  while (f->state != SH_SIMRUN_DONE) {
+    f->joiner = p->cur;
+    sh_simrun_block(p, SH_PLAT_NO_DEADLINE);
+    sh_simrun_give_way("thread_join");
+  }
+  f->joiner = SH_SIMRUN_NO_FIBER;
+  /* It left by sh_fiber_exit_to and never runs again: its stack can go. */
+  sh_fiber_destroy(&f->ctx);
+  f->joined = true;
+  free(t);
+}
+
+/* ---- trace points -------------------------------------------------------------- */
+
+void sh_plat_trace(sh_trace_kind kind, uint64_t house, const char *name, uint64_t flow) {
+  uint32_t cur = sh_simrun_cur();
+  sh_simrun_mix(SH_SIMRUN_MIX_TRACE);
+  sh_simrun_mix(((uint64_t)cur << 8) | (uint64_t)kind);
+  sh_simrun_mix(house);
+  sh_simrun_mix(sh_simrun_str_hash(name));
+  sh_simrun_mix(flow);
+  if (S->trace != NULL) sh_simtrace_event(S->trace, S->now, cur, kind, house, name, flow);
+}

@@ -1,0 +1,306 @@
+/*
+ * One simulation's run (run.h): configuration, report, failures, the clock
+ * and the steps.
+ *
+ * Steps. Every scheduling point the core passes (SH_YIELD, sh_plat_relax,
+ * sh_plat_yield_cpu, a park) is a step: the clock advances step_ns (a lone
+ * poller's idle_step_ns), bounds are checked (max_steps: livelock;
+ * vtime_limit_ns), sleepers whose deadline passed become runnable, and the
+ * strategy (strategy.c), or under replay the schedule (replay.c), decides
+ * whether to switch. A fiber that parks or blocks always gives way; one that
+ * yields its CPU (a spin wait) gives way to another runnable fiber under
+ * every strategy. A fiber that ran SH_SIM_QUANTUM_STEPS without giving way
+ * is preempted. Every switch is recorded (replay.c).
+ *
+ * Time. When no fiber can run, the clock jumps to the earliest deadline of
+ * a park or of a timed event wait; if there is none, nothing can ever run
+ * again: FAIL:deadlock.
+ *
+ * Trace hash. 64 bits, mixed (sh_simrun_mix) with every switch (from, to,
+ * the yield point's name), every time jump (new time), every thread fiber's
+ * creation (its index), every core trace point (fiber, kind, house number,
+ * name, flow id) and the final step count and clock. Names are hashed by
+ * content, never by address.
+ */
+#include "run.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "replay.h"
+#include "strategy.h"
+
+/* Steps a fiber may run without giving way before it is preempted: a real
+ * machine runs woken peers on other CPUs, or preempts; without this a worker
+ * that always has work would starve them under `none` and `pct`. */
+#define SH_SIM_QUANTUM_STEPS 10000
+
+sh_simrun sh_simrun_state;
+
+static sh_simrun *const S = &sh_simrun_state;
+
+uint64_t sh_simrun_str_hash(const char *s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  /* Names are short static strings; the bound only guards a missing NUL. */
+  for (int i = 0; s != NULL && s[i] != '\0' && i < 256; i++)
+    h = (h ^ (unsigned char)s[i]) * 0x100000001B3ull;
+  return h;
+}
+
+/* ---- configuration and report ----------------------------------------------- */
+
+void sh_sim_options_default(sh_sim_options *o) {
+  memset(o, 0, sizeof(*o));
+  o->seed = 1;
+  o->strategy = SH_SIM_RANDOM;
+  o->switch_permille = 100;
+  o->pct_depth = 3;
+  o->pct_steps = 10000;
+  o->step_ns = 100;
+  o->idle_step_ns = 2000;
+  o->max_steps = 100000000;
+}
+
+void sh_sim_on_failure(sh_sim_fail_fn fn) { S->on_fail = fn; }
+
+void sh_sim_configure(const sh_sim_options *o) {
+  assert(S->plat == NULL);
+  sh_sim_fail_fn keep = S->on_fail;
+  memset(S, 0, sizeof(*S));
+  S->on_fail = keep;
+  S->opt = *o;
+  if (S->opt.step_ns == 0) S->opt.step_ns = 1;
+  /* The schedule's stream is seeded first, the core's next. */
+  uint64_t x = o->seed;
+  sh_simstrategy_reset(o, &x);
+  sh_simrng_seed(&S->core_rng, &x);
+  sh_simreplay_reset(o->schedule, o->schedule_len);
+  S->hash = 0x5348534D00000000ull ^ o->seed;
+  S->configured = true;
+}
+
+void sh_simrun_ensure_configured(void) {
+  if (S->configured) return;
+  sh_sim_options o;
+  sh_sim_options_default(&o);
+  sh_sim_configure(&o);
+}
+
+void sh_sim_report_get(sh_sim_report *r) {
+  r->hash = S->hash;
+  r->steps = S->steps;
+  r->vtime_ns = S->now;
+  r->switches = S->switches;
+  r->jumps = S->jumps;
+}
+
+sh_plat *sh_simrun_active(void) { return S->plat != NULL && S->plat->started ? S->plat : NULL; }
+
+uint32_t sh_simrun_cur(void) { return S->plat != NULL ? S->plat->cur : 0; }
+
+/* ---- failures -------------------------------------------------------------- */
+
+static void default_fail(const char *kind, const char *detail) {
+  fprintf(stderr, "simulation failed: %s: %s\n", kind, detail);
+  fflush(NULL);
+  _exit(1);
+}
+
+/* A trace that could not be written is worth a warning, not a failed run. */
+void sh_simrun_trace_close(void) {
+  if (S->trace == NULL) return;
+  int rc = sh_simtrace_close(S->trace, S->now);
+  S->trace = NULL;
+  if (rc != 0) fprintf(stderr, "shsim: writing the trace failed: %s\n", strerror(-rc));
+}
+
+void sh_sim_trace_abandon(const char *why) {
+  if (S->trace == NULL) return;
+  char name[64];
+  snprintf(name, sizeof(name), "FAIL: %s", why);
+  sh_simtrace_instant(S->trace, S->now, sh_simrun_cur(), name);
+  sh_simrun_trace_close();
+}
+
+void sh_simrun_fail(const char *kind, const char *detail) {
+  /* A handler that passes a scheduling point fails the same bound again. */
+  if (S->failing) default_fail(kind, detail);
+  S->failing = true;
+  sh_sim_trace_abandon(kind);
+  (S->on_fail != NULL ? S->on_fail : default_fail)(kind, detail);
+  default_fail(kind, detail); /* a handler that returned */
+  abort();
+}
+
+/* ---- fiber states ------------------------------------------------------------ */
+
+/* Parked, or blocked: a deadline (if not SH_PLAT_NO_DEADLINE) wakes it. A
+ * fiber blocked without one has SH_PLAT_NO_DEADLINE there. */
+static bool sleeping(const sh_simrun_fiber *f) {
+  return f->state == SH_SIMRUN_PARKED || f->state == SH_SIMRUN_BLOCKED;
+}
+
+void sh_simrun_recompute_deadline(sh_plat *p) {
+  uint64_t d = SH_PLAT_NO_DEADLINE;
+  for (uint32_t i = 0; i < p->nfibers; i++)
+    if (sleeping(&p->f[i]) && p->f[i].deadline < d) d = p->f[i].deadline;
+  p->next_deadline = d;
+}
+
+void sh_simrun_make_runnable(sh_simrun_fiber *f) {
+  f->state = SH_SIMRUN_RUNNABLE;
+  f->deadline = SH_PLAT_NO_DEADLINE;
+}
+
+void sh_simrun_unblock(sh_plat *p, sh_simrun_fiber *f) {
+  if (f->state != SH_SIMRUN_BLOCKED) return;
+  bool timed = f->deadline != SH_PLAT_NO_DEADLINE;
+  sh_simrun_make_runnable(f);
+  if (timed) sh_simrun_recompute_deadline(p);
+}
+
+void sh_simrun_block(sh_plat *p, uint64_t deadline_ns) {
+  sh_simrun_fiber *f = &p->f[p->cur];
+  f->state = SH_SIMRUN_BLOCKED;
+  f->deadline = deadline_ns;
+  if (deadline_ns < p->next_deadline) p->next_deadline = deadline_ns;
+}
+
+/* Sleeping fibers whose deadline has come become runnable. */
+static void expire(sh_plat *p) {
+  if (S->now < p->next_deadline) return;
+  for (uint32_t i = 0; i < p->nfibers; i++)
+    if (sleeping(&p->f[i]) && p->f[i].deadline <= S->now) sh_simrun_make_runnable(&p->f[i]);
+  sh_simrun_recompute_deadline(p);
+}
+
+/* ---- the clock ----------------------------------------------------------------- */
+
+void sh_simrun_clock_jump(uint64_t t) {
+  if (t > S->now) S->now = t;
+  S->jumps++;
+  sh_simrun_mix(SH_SIMRUN_MIX_JUMP);
+  sh_simrun_mix(S->now);
+  if (S->trace != NULL) sh_simtrace_instant(S->trace, S->now, sh_simrun_cur(), "time jump");
+}
+
+/* No fiber can run: jump the clock to the earliest deadline. */
+static void jump(sh_plat *p) {
+  if (p->next_deadline == SH_PLAT_NO_DEADLINE) {
+    char d[200];
+    uint32_t threads = p->nfibers - p->nworkers - 1;
+    snprintf(d, sizeof(d),
+             "every fiber is parked or blocked with no deadline (vtime %llu ns, %u of %u workers "
+             "finished, %u thread fibers started)",
+             (unsigned long long)S->now, p->ndone, p->nworkers, threads);
+    sh_simrun_fail("deadlock", d);
+  }
+  sh_simrun_clock_jump(p->next_deadline);
+  expire(p);
+}
+
+/* The clock's advance for this step. A fiber polling alone waits for
+ * nothing but time (its own timers, a sleeper's deadline): its steps advance
+ * idle_step_ns, so an idle poll costs tens of steps instead of hundreds
+ * (the core's poll thresholds are in nanoseconds), but never past a
+ * sleeper's deadline. */
+static uint64_t advance(sh_plat *p, bool polling) {
+  if (!polling || S->opt.idle_step_ns <= S->opt.step_ns || !sh_simstrategy_polls_alone(p))
+    return S->opt.step_ns;
+  uint64_t d = S->opt.idle_step_ns;
+  if (p->next_deadline > S->now && p->next_deadline - S->now < d) d = p->next_deadline - S->now;
+  return d > S->opt.step_ns ? d : S->opt.step_ns;
+}
+
+void sh_simrun_step(sh_plat *p, bool polling) {
+  S->steps++;
+  S->now += advance(p, polling);
+  if (S->steps > S->opt.max_steps) {
+    char d[96];
+    snprintf(d, sizeof(d), "more than %llu steps (vtime %llu ns)",
+             (unsigned long long)S->opt.max_steps, (unsigned long long)S->now);
+    sh_simrun_fail("livelock", d);
+  }
+  if (S->opt.vtime_limit_ns != 0 && S->now > S->opt.vtime_limit_ns) {
+    char d[96];
+    snprintf(d, sizeof(d), "virtual time passed its limit of %llu ns",
+             (unsigned long long)S->opt.vtime_limit_ns);
+    sh_simrun_fail("vtime", d);
+  }
+  S->slice++;
+  expire(p);
+}
+
+/* ---- switching --------------------------------------------------------------- */
+
+/* Where a switch must happen: a runnable fiber other than `skip`. */
+static uint32_t pick_next(sh_plat *p, uint32_t skip) {
+  if (sh_simreplay_on()) return sh_simreplay_pick(p, S->steps, skip);
+  return sh_simstrategy_pick(p, skip);
+}
+
+/* forced: the running fiber could not go on (or had to give way), as
+ * opposed to a preemption the strategy chose at a scheduling point. */
+static void switch_to(sh_plat *p, uint32_t next, const char *where, bool forced) {
+  uint32_t from = p->cur;
+  if (next == from) return;
+  S->switches++;
+  S->slice = 0;
+  sh_simreplay_record(S->steps, next, forced);
+  sh_simrun_mix(SH_SIMRUN_MIX_SWITCH);
+  sh_simrun_mix(((uint64_t)from << 32) | next);
+  sh_simrun_mix(sh_simrun_str_hash(where));
+  p->cur = next;
+  if (p->f[from].state == SH_SIMRUN_DONE)
+    sh_fiber_exit_to(&p->f[from].ctx, &p->f[next].ctx);
+  sh_fiber_switch(&p->f[from].ctx, &p->f[next].ctx);
+}
+
+void sh_simrun_give_way(const char *where) {
+  sh_plat *p = S->plat;
+  /* Bounded: every jump makes at least one sleeping fiber runnable. */
+  for (;;) {
+    uint32_t next = pick_next(p, UINT32_MAX);
+    if (next != UINT32_MAX) {
+      switch_to(p, next, where, true);
+      return;
+    }
+    jump(p);
+  }
+}
+
+/* The choice at a scheduling point (UINT32_MAX: stay). */
+static uint32_t decide(sh_plat *p, bool polling) {
+  if (sh_simreplay_on()) return sh_simreplay_preempt(p, S->steps);
+  return sh_simstrategy_preempt(p, polling);
+}
+
+void sh_simrun_point(const char *where, bool polling) {
+  sh_plat *p = sh_simrun_active();
+  if (p == NULL) return;
+  sh_simrun_step(p, polling);
+  if (!polling) sh_simstrategy_point(p);
+  uint32_t next = decide(p, polling);
+  if (next != UINT32_MAX && next != p->cur) {
+    switch_to(p, next, where, false);
+    return;
+  }
+  if (S->slice < SH_SIM_QUANTUM_STEPS) return;
+  /* The quantum is over: give way as a preempted thread would. */
+  S->slice = 0;
+  sh_simstrategy_demote(p);
+  next = pick_next(p, p->cur);
+  if (next != UINT32_MAX) switch_to(p, next, "preempt", true);
+}
+
+void sh_simrun_yield_cpu(void) {
+  sh_plat *p = sh_simrun_active();
+  if (p == NULL) return;
+  sh_simrun_step(p, true);
+  sh_simstrategy_demote(p);
+  uint32_t next = pick_next(p, p->cur);
+  if (next != UINT32_MAX) switch_to(p, next, "yield_cpu", true);
+}

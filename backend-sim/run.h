@@ -1,0 +1,131 @@
+/*
+ * One simulation's run (run.c): its state, the fiber table of the simulated
+ * platform, the trace hash, failures, and the clock and stepping that every
+ * scheduling point goes through. plat.c (core/plat.h), strategy.c and
+ * replay.c work on the fiber table; only run.c switches fibers and moves
+ * the clock.
+ */
+#ifndef SH_SIM_RUN_H
+#define SH_SIM_RUN_H
+
+#include <stackhouse/sim.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fiber.h"
+#include "plat.h"
+#include "rng.h"
+#include "trace.h"
+
+/* Logical workers per simulation. */
+#define SH_SIM_MAX_WORKERS 64
+/* Fibers per simulation: the workers, the outside fiber and the thread
+ * fibers. Every per-fiber scan is bounded by the live count, p->nfibers. */
+#define SH_SIM_MAX_FIBERS (SH_SIM_MAX_WORKERS + 1 + SH_PLAT_MAX_THREADS)
+
+typedef enum sh_simrun_fiber_state {
+  SH_SIMRUN_RUNNABLE,
+  SH_SIMRUN_PARKED,  /* sh_plat_park: until a wake or its deadline */
+  SH_SIMRUN_BLOCKED, /* not a worker: in an event wait (until a set or its
+                      * deadline), sh_plat_join or sh_plat_thread_join */
+  SH_SIMRUN_DONE,
+} sh_simrun_fiber_state;
+
+/* No fiber (an event nobody waits on, a thread nobody joins yet). */
+#define SH_SIMRUN_NO_FIBER UINT32_MAX
+
+typedef struct sh_simrun_fiber {
+  sh_fiber ctx;
+  uint32_t index;
+  sh_simrun_fiber_state state;
+  bool wake_pending; /* a wake that came while not parked */
+  uint64_t deadline; /* parked or blocked: wake time, or SH_PLAT_NO_DEADLINE */
+  void *local;
+  int64_t prio; /* pct */
+  /* Thread fibers only: */
+  void (*fn)(void *arg);
+  void *arg;
+  uint32_t joiner; /* the fiber blocked in sh_plat_thread_join on it, or SH_SIMRUN_NO_FIBER */
+  bool joined;     /* its stack was freed: sh_plat_free may go */
+} sh_simrun_fiber;
+
+struct sh_plat {
+  uint32_t nworkers;
+  uint32_t nfibers; /* workers + the outside fiber + the thread fibers started */
+  sh_plat_entry entry;
+  void *ctx;
+  bool started;
+  uint32_t ndone;
+  uint32_t cur;           /* the running fiber */
+  uint64_t next_deadline; /* earliest deadline of a parked or blocked fiber */
+  sh_simrun_fiber f[];    /* room for SH_PLAT_MAX_THREADS thread fibers */
+};
+
+/* The simulation: one per process at a time, driven from one thread. */
+typedef struct sh_simrun {
+  sh_sim_options opt;
+  bool configured;
+  sh_simrng core_rng; /* sh_plat_random: a stream of its own (rng.h) */
+  uint64_t slice;     /* steps since the running fiber got the CPU */
+  bool used;          /* a system ran since the last configure */
+  bool failing;       /* sh_simrun_fail is running its handler */
+  uint64_t now, steps, hash, switches, jumps;
+  sh_plat *plat;
+  void *outside_local; /* sh_plat_local of the outside fiber */
+  sh_simtrace *trace;
+  sh_sim_fail_fn on_fail;
+} sh_simrun;
+
+extern sh_simrun sh_simrun_state;
+
+/* What the trace hash mixes in before each kind of record. */
+enum { SH_SIMRUN_MIX_SWITCH = 1, SH_SIMRUN_MIX_JUMP, SH_SIMRUN_MIX_TRACE, SH_SIMRUN_MIX_END,
+       SH_SIMRUN_MIX_THREAD };
+
+/* Mixes v into the trace hash. Inline: every trace point mixes five times. */
+static inline void sh_simrun_mix(uint64_t v) {
+  sh_simrun *s = &sh_simrun_state;
+  s->hash = sh_simrng_rotl((s->hash ^ v) * 0x100000001B3ull, 29) + 0x9E3779B97F4A7C15ull;
+}
+
+/* A name's hash, by content (never by address, which differs between builds). */
+uint64_t sh_simrun_str_hash(const char *s);
+
+/* Configures with the default options if nothing configured yet. */
+void sh_simrun_ensure_configured(void);
+
+/* The platform once its workers exist (only then is there anyone to switch
+ * to), else NULL. */
+sh_plat *sh_simrun_active(void);
+
+/* The running fiber's index (0 with no platform). */
+uint32_t sh_simrun_cur(void);
+
+/* Finishes the trace file, if one is open. */
+void sh_simrun_trace_close(void);
+
+/* A failure the simulator detected: the run cannot go on. */
+__attribute__((noreturn)) void sh_simrun_fail(const char *kind, const char *detail);
+
+void sh_simrun_make_runnable(sh_simrun_fiber *f);
+/* A blocked fiber's reason to wait is over: it runs again (and re-checks). */
+void sh_simrun_unblock(sh_plat *p, sh_simrun_fiber *f);
+/* The running fiber blocks until sh_simrun_unblock or (if not
+ * SH_PLAT_NO_DEADLINE) the deadline; the caller gives way next. */
+void sh_simrun_block(sh_plat *p, uint64_t deadline_ns);
+/* p->next_deadline again from the sleeping fibers. */
+void sh_simrun_recompute_deadline(sh_plat *p);
+
+/* A step: the clock advances, bounds are checked, sleepers whose deadline
+ * came become runnable. polling: the running fiber waits for something. */
+void sh_simrun_step(sh_plat *p, bool polling);
+/* A scheduling point: a step, then the strategy may switch. */
+void sh_simrun_point(const char *where, bool polling);
+/* The running fiber spins: it gives way to another runnable fiber. */
+void sh_simrun_yield_cpu(void);
+/* The running fiber cannot go on (parked, blocked, done): run another. */
+void sh_simrun_give_way(const char *where);
+/* The clock moves to `t` (if later) because nothing could run before it. */
+void sh_simrun_clock_jump(uint64_t t);
+
+#endif

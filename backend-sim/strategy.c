@@ -1,0 +1,218 @@
+/*
+ * The scheduling strategies (strategy.h). At each scheduling point:
+ *   random  switch with probability switch_permille/1000 (at a polling step
+ *           at least 1/2) to a runnable fiber chosen uniformly;
+ *   pct     run the runnable fiber of highest priority (PCT: random distinct
+ *           initial priorities, pct_depth - 1 change points among the first
+ *           pct_steps yield points, each dropping the running fiber below all);
+ *   none    never switch at a step.
+ * A thread fiber created under pct gets a priority of a random rank among
+ * the live fibers still at their initial priorities (those above every change
+ * point), drawn from the schedule's generator.
+ * Where a switch must happen, random and none pick a runnable fiber
+ * uniformly, pct the one of highest priority. A fiber that yields its CPU
+ * (a spin wait) or spent its quantum drops, under pct, to the lowest
+ * priority so that the fiber it waits for runs.
+ */
+#include "strategy.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* PCT change points, at most (pct_depth is clamped to this + 1). */
+#define SH_SIM_MAX_CHANGES 16
+
+/* random: a poll touches nothing another fiber could race with, so where it
+ * gives way matters little; it gives way at least this often (permille), as
+ * a spinning thread and its producer would both run on a real machine. */
+#define SH_SIM_POLL_SWITCH_PERMILLE 500u
+
+static struct {
+  sh_sim_strategy kind;
+  uint32_t switch_permille;
+  uint32_t pct_depth;
+  uint64_t pct_steps;
+  sh_simrng rng;   /* the schedule's choices */
+  uint64_t points; /* yield points passed (pct's change points count these) */
+  int64_t prio_floor;
+  uint64_t changes[SH_SIM_MAX_CHANGES];
+  uint32_t nchanges, next_change;
+} T;
+
+static const char *const strategy_names[] = {"random", "pct", "none"};
+
+int sh_sim_strategy_parse(const char *name, sh_sim_strategy *out) {
+  for (int i = 0; i < 3; i++) {
+    if (name != NULL && strcmp(name, strategy_names[i]) == 0) {
+      *out = (sh_sim_strategy)i;
+      return 0;
+    }
+  }
+  return -EINVAL;
+}
+
+const char *sh_sim_strategy_name(sh_sim_strategy s) {
+  return (unsigned)s < 3 ? strategy_names[s] : "?";
+}
+
+void sh_simstrategy_reset(const sh_sim_options *o, uint64_t *seed_x) {
+  memset(&T, 0, sizeof(T));
+  T.kind = o->strategy;
+  T.switch_permille = o->switch_permille;
+  T.pct_depth = o->pct_depth;
+  if (T.pct_depth == 0) T.pct_depth = 1;
+  if (T.pct_depth > SH_SIM_MAX_CHANGES + 1) T.pct_depth = SH_SIM_MAX_CHANGES + 1;
+  T.pct_steps = o->pct_steps != 0 ? o->pct_steps : 1;
+  sh_simrng_seed(&T.rng, seed_x);
+}
+
+static uint64_t rng_below(uint64_t n) { return sh_simrng_below(&T.rng, n); }
+
+/* ---- picking a fiber ------------------------------------------------------- */
+
+/* A runnable fiber other than `skip` (UINT32_MAX: none skipped), uniformly,
+ * or UINT32_MAX if there is none. */
+static uint32_t pick_uniform(sh_plat *p, uint32_t skip) {
+  uint32_t cand[SH_SIM_MAX_FIBERS];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < p->nfibers; i++)
+    if (i != skip && p->f[i].state == SH_SIMRUN_RUNNABLE) cand[n++] = i;
+  return n == 0 ? UINT32_MAX : cand[rng_below(n)];
+}
+
+/* The runnable fiber of highest priority (ties: lowest index), or UINT32_MAX. */
+static uint32_t pick_highest(sh_plat *p) {
+  uint32_t best = UINT32_MAX;
+  for (uint32_t i = 0; i < p->nfibers; i++) {
+    if (p->f[i].state != SH_SIMRUN_RUNNABLE) continue;
+    if (best == UINT32_MAX || p->f[i].prio > p->f[best].prio) best = i;
+  }
+  return best;
+}
+
+uint32_t sh_simstrategy_pick(sh_plat *p, uint32_t skip) {
+  if (T.kind != SH_SIM_PCT) return pick_uniform(p, skip);
+  uint32_t b = pick_highest(p);
+  if (b != skip || b == UINT32_MAX) return b;
+  /* skip is the highest: the next highest below it. */
+  int64_t keep = p->f[skip].prio;
+  p->f[skip].prio = INT64_MIN;
+  b = pick_highest(p);
+  p->f[skip].prio = keep;
+  return b == skip ? UINT32_MAX : b;
+}
+
+uint32_t sh_simstrategy_preempt(sh_plat *p, bool polling) {
+  uint32_t permille = T.switch_permille;
+  if (polling && permille < SH_SIM_POLL_SWITCH_PERMILLE) permille = SH_SIM_POLL_SWITCH_PERMILLE;
+  switch (T.kind) {
+  case SH_SIM_RANDOM:
+    return rng_below(1000) < permille ? pick_uniform(p, p->cur) : UINT32_MAX;
+  case SH_SIM_PCT:
+    return pick_highest(p);
+  case SH_SIM_NONE:
+    break;
+  }
+  return UINT32_MAX;
+}
+
+/* Whether a fiber other than the running one could run now. */
+static bool others_runnable(const sh_plat *p) {
+  for (uint32_t i = 0; i < p->nfibers; i++)
+    if (i != p->cur && p->f[i].state == SH_SIMRUN_RUNNABLE) return true;
+  return false;
+}
+
+/* none never switches at a polling step; pct not while the poller has the
+ * highest priority. */
+bool sh_simstrategy_polls_alone(sh_plat *p) {
+  switch (T.kind) {
+  case SH_SIM_NONE:
+    return true;
+  case SH_SIM_PCT:
+    return pick_highest(p) == p->cur;
+  case SH_SIM_RANDOM:
+    break;
+  }
+  return !others_runnable(p);
+}
+
+/* ---- PCT's priorities ------------------------------------------------------ */
+
+/* Distinct random initial priorities d .. d+n-1 and d-1 change points. */
+static void pct_init(sh_plat *p) {
+  uint32_t n = p->nfibers;
+  int64_t order[SH_SIM_MAX_FIBERS];
+  for (uint32_t i = 0; i < n; i++) order[i] = i;
+  for (uint32_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
+    uint32_t j = (uint32_t)rng_below(i + 1);
+    int64_t t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
+  for (uint32_t i = 0; i < n; i++) p->f[i].prio = (int64_t)T.pct_depth + order[i];
+  T.nchanges = T.pct_depth - 1;
+  for (uint32_t i = 0; i < T.nchanges; i++) T.changes[i] = 1 + rng_below(T.pct_steps);
+  /* Sorted, so the step loop checks only the next one (insertion sort: d <= 17). */
+  for (uint32_t i = 1; i < T.nchanges; i++)
+    for (uint32_t j = i; j > 0 && T.changes[j - 1] > T.changes[j]; j--) {
+      uint64_t t = T.changes[j];
+      T.changes[j] = T.changes[j - 1];
+      T.changes[j - 1] = t;
+    }
+  T.prio_floor = 0;
+}
+
+void sh_simstrategy_start(sh_plat *p) {
+  if (T.kind == SH_SIM_PCT) pct_init(p);
+}
+
+void sh_simstrategy_point(sh_plat *p) {
+  T.points++;
+  if (T.kind != SH_SIM_PCT) return;
+  if (T.next_change >= T.nchanges || T.points != T.changes[T.next_change]) return;
+  /* Change point i drops the running fiber to priority d - i: below every
+   * initial priority, and below the earlier change points. */
+  T.next_change++;
+  p->f[p->cur].prio = (int64_t)T.pct_depth - (int64_t)T.next_change;
+}
+
+void sh_simstrategy_demote(sh_plat *p) {
+  if (T.kind == SH_SIM_PCT) p->f[p->cur].prio = --T.prio_floor;
+}
+
+/* pct: the new fiber nf takes a random rank among the live fibers still at
+ * their initial priorities (>= pct_depth: change points and CPU yields drop
+ * a fiber below all of them), and those at or above that rank move up one,
+ * so priorities stay distinct. */
+static void pct_place(sh_plat *p, sh_simrun_fiber *nf) {
+  int64_t base = (int64_t)T.pct_depth;
+  uint32_t ranked = 0;
+  int64_t top = base - 1;
+  for (uint32_t i = 0; i < p->nfibers; i++) {
+    const sh_simrun_fiber *f = &p->f[i];
+    if (f == nf || f->prio < base) continue;
+    if (f->state != SH_SIMRUN_DONE) ranked++;
+    if (f->prio > top) top = f->prio;
+  }
+  uint32_t rank = (uint32_t)rng_below((uint64_t)ranked + 1);
+  /* The priority of the live fiber with `rank` live ones below it; above all if none. */
+  int64_t at = top + 1;
+  for (uint32_t i = 0; i < p->nfibers && rank < ranked; i++) {
+    const sh_simrun_fiber *f = &p->f[i];
+    if (f == nf || f->prio < base || f->state == SH_SIMRUN_DONE) continue;
+    uint32_t below = 0;
+    for (uint32_t j = 0; j < p->nfibers; j++) {
+      const sh_simrun_fiber *g = &p->f[j];
+      below += g != nf && g->state != SH_SIMRUN_DONE && g->prio >= base && g->prio < f->prio;
+    }
+    if (below == rank) at = f->prio;
+  }
+  for (uint32_t i = 0; i < p->nfibers; i++)
+    if (&p->f[i] != nf && p->f[i].prio >= at) p->f[i].prio++;
+  nf->prio = at;
+}
+
+void sh_simstrategy_place(sh_plat *p, sh_simrun_fiber *nf) {
+  if (T.kind == SH_SIM_PCT) pct_place(p, nf);
+}
