@@ -26,35 +26,18 @@
  * slot heads per occupied slot, not a step per tick. next_ns uses the same
  * scan: a boundary is never after the expiries of the entries it holds.
  *
- * Lists are circular with sentinel heads; an unlinked entry has NULL links,
+ * The lists are the core's (list.h); an unlinked entry has NULL links,
  * which is what sh_wheel_linked tests and what add and remove assert on.
  */
 #include "wheel.h"
 
-#include <assert.h>
-#include <stddef.h>
+#include "check.h"
 
 #define DIGIT_BITS 6u
 #define DIGIT_MASK ((uint64_t)SH_WHEEL_SLOTS - 1u)
 _Static_assert(SH_WHEEL_SLOTS == 1u << DIGIT_BITS, "slot index is one base-64 digit");
 
-static void list_init(sh_wheel_link *head) { head->prev = head->next = head; }
-
-static bool list_empty(const sh_wheel_link *head) { return head->next == head; }
-
-static void list_push_back(sh_wheel_link *head, sh_wheel_link *l) {
-  l->prev = head->prev;
-  l->next = head;
-  head->prev->next = l;
-  head->prev = l;
-}
-
-/* Needs no head, which is what makes remove O(1) whatever list holds l. */
-static void list_unlink(sh_wheel_link *l) {
-  l->prev->next = l->next;
-  l->next->prev = l->prev;
-  l->prev = l->next = NULL;
-}
+static sh_wheel_link *entry_of(sh_list *node) { return SH_LIST_ENTRY(node, sh_wheel_link, node); }
 
 static unsigned level_shift(unsigned level) { return DIGIT_BITS * level; }
 
@@ -71,7 +54,7 @@ static uint64_t ns_to_tick_up(uint64_t ns) {
   return ns / SH_WHEEL_TICK_NS + (ns % SH_WHEEL_TICK_NS != 0);
 }
 
-static sh_wheel_link *list_for(sh_wheel *w, uint64_t tick) {
+static sh_list *list_for(sh_wheel *w, uint64_t tick) {
   if (tick <= w->now_tick) return &w->due;
   for (unsigned level = 0; level < SH_WHEEL_LEVELS; level++) {
     if (((tick ^ w->now_tick) & ~span_mask(level + 1)) == 0)
@@ -81,24 +64,23 @@ static sh_wheel_link *list_for(sh_wheel *w, uint64_t tick) {
 }
 
 static void place(sh_wheel *w, sh_wheel_link *l) {
-  sh_wheel_link *head = list_for(w, l->expire_tick);
-  if (head == &w->overflow && (list_empty(head) || l->expire_tick < w->overflow_min_tick))
+  sh_list *head = list_for(w, l->expire_tick);
+  if (head == &w->overflow && (sh_list_empty(head) || l->expire_tick < w->overflow_min_tick))
     w->overflow_min_tick = l->expire_tick;
-  list_push_back(head, l);
+  sh_list_push_back(head, &l->node);
 }
 
 /* Entries that land back in the same list (only the overflow list takes
  * any back: a slot being re-placed is at now's digit, which place() never
  * picks) go behind the one that was last, and popping that one ends the
  * pass. Nothing else touches the list meanwhile: no callback runs here. */
-static void replace_all(sh_wheel *w, sh_wheel_link *head) {
-  if (list_empty(head)) return;
-  sh_wheel_link *last = head->prev, *l;
+static void replace_all(sh_wheel *w, sh_list *head) {
+  if (sh_list_empty(head)) return;
+  sh_list *last = head->prev, *n;
   do {
-    l = head->next;
-    list_unlink(l);
-    place(w, l);
-  } while (l != last);
+    n = sh_list_pop_front(head);
+    place(w, entry_of(n));
+  } while (n != last);
 }
 
 /* The first tick after now_tick at which a slot or the overflow list has to
@@ -109,13 +91,13 @@ static uint64_t next_event(const sh_wheel *w, uint64_t limit) {
     for (uint64_t s = digit(w->now_tick, level) + 1; s < SH_WHEEL_SLOTS; s++) {
       uint64_t tick = span_start | s << level_shift(level);
       if (tick > limit) return limit;
-      if (!list_empty(&w->slots[level][s])) return tick;
+      if (!sh_list_empty(&w->slots[level][s])) return tick;
     }
   }
-  if (list_empty(&w->overflow)) return limit;
+  if (sh_list_empty(&w->overflow)) return limit;
   /* Stale bounds are consumed by the stop they cause, so this is ahead. */
   uint64_t tick = w->overflow_min_tick & ~span_mask(SH_WHEEL_LEVELS);
-  assert(tick > w->now_tick);
+  SH_ASSERT(tick > w->now_tick);
   return tick < limit ? tick : limit;
 }
 
@@ -140,27 +122,26 @@ static void process_tick(sh_wheel *w, uint64_t tick) {
  * due non-empty while fire() runs, so next_ns called from fire() says "due". */
 static uint32_t fire_due(sh_wheel *w, uint32_t budget, void (*fire)(sh_wheel_link *, void *),
                          void *ctx) {
-  sh_wheel_link *marker = &w->fire_mark;
-  assert(!sh_wheel_linked(marker) && "advance called from fire");
-  list_push_back(&w->due, marker);
+  sh_list *marker = &w->fire_mark;
+  SH_ASSERT(!sh_list_linked(marker) && "advance called from fire");
+  sh_list_push_back(&w->due, marker);
   uint32_t fired = 0;
-  while (fired < budget && w->due.next != marker) {
-    sh_wheel_link *l = w->due.next;
-    list_unlink(l);
+  while (fired < budget && sh_list_first(&w->due) != marker) {
+    sh_wheel_link *l = entry_of(sh_list_pop_front(&w->due));
     w->count--;
     fired++;
     fire(l, ctx);
   }
-  list_unlink(marker);
+  sh_list_remove(marker);
   return fired;
 }
 
 void sh_wheel_init(sh_wheel *w, uint64_t now_ns) {
   for (unsigned level = 0; level < SH_WHEEL_LEVELS; level++) {
-    for (unsigned s = 0; s < SH_WHEEL_SLOTS; s++) list_init(&w->slots[level][s]);
+    for (unsigned s = 0; s < SH_WHEEL_SLOTS; s++) sh_list_init(&w->slots[level][s]);
   }
-  list_init(&w->overflow);
-  list_init(&w->due);
+  sh_list_init(&w->overflow);
+  sh_list_init(&w->due);
   w->fire_mark.prev = w->fire_mark.next = NULL;
   w->now_tick = now_ns / SH_WHEEL_TICK_NS;
   w->overflow_min_tick = UINT64_MAX;
@@ -169,16 +150,16 @@ void sh_wheel_init(sh_wheel *w, uint64_t now_ns) {
 }
 
 void sh_wheel_add(sh_wheel *w, sh_wheel_link *l, uint64_t expire_ns) {
-  assert(!sh_wheel_linked(l) && "adding a linked entry (or links not zeroed)");
+  SH_ASSERT(!sh_wheel_linked(l) && "adding a linked entry (or links not zeroed)");
   l->expire_tick = ns_to_tick_up(expire_ns);
   place(w, l);
   w->count++;
 }
 
 void sh_wheel_remove(sh_wheel *w, sh_wheel_link *l) {
-  assert(sh_wheel_linked(l) && "removing an entry that is not in a wheel");
-  assert(w->count > 0);
-  list_unlink(l);
+  SH_ASSERT(sh_wheel_linked(l) && "removing an entry that is not in a wheel");
+  SH_ASSERT(w->count > 0);
+  sh_list_remove(&l->node);
   w->count--;
 }
 
@@ -198,7 +179,7 @@ uint32_t sh_wheel_advance(sh_wheel *w, uint64_t now_ns, uint32_t max,
 uint64_t sh_wheel_next_ns(const sh_wheel *w) {
   if (w->count == 0) return UINT64_MAX;
   /* Due entries may have expired at any time up to now; 0 is never later. */
-  if (!list_empty(&w->due)) return 0;
+  if (!sh_list_empty(&w->due)) return 0;
   uint64_t tick = next_event(w, UINT64_MAX);
   /* Only ticks of expiries within the last partial tick of the ns range
    * overflow here, and those can never be reached anyway. */

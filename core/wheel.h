@@ -14,20 +14,22 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "list.h"
+
 #define SH_WHEEL_TICK_NS 1000000ull /* 1 ms */
 #define SH_WHEEL_LEVELS 4
 #define SH_WHEEL_SLOTS 64 /* per level: 64^4 ticks ~ 4.6 h, beyond that an overflow list */
 
 typedef struct sh_wheel_link {
-  struct sh_wheel_link *prev, *next;
+  sh_list node;
   uint64_t expire_tick;
 } sh_wheel_link;
 
 typedef struct sh_wheel {
-  sh_wheel_link slots[SH_WHEEL_LEVELS][SH_WHEEL_SLOTS]; /* list heads (sentinels) */
-  sh_wheel_link overflow;
-  sh_wheel_link due;    /* expired, waiting for advance to fire them (past adds, `max` leftovers) */
-  sh_wheel_link fire_mark; /* closes the batch being fired inside due; linked only during advance */
+  sh_list slots[SH_WHEEL_LEVELS][SH_WHEEL_SLOTS]; /* list heads (sentinels) */
+  sh_list overflow;
+  sh_list due;          /* expired, waiting for advance to fire them (past adds, `max` leftovers) */
+  sh_list fire_mark;    /* closes the batch being fired inside due; linked only during advance */
   uint64_t now_tick;    /* ticks up to this one have been processed */
   uint64_t overflow_min_tick; /* <= every overflow expiry when overflow is non-empty */
   uint64_t count;       /* entries in the wheel */
@@ -40,7 +42,7 @@ void sh_wheel_init(sh_wheel *w, uint64_t now_ns);
 void sh_wheel_add(sh_wheel *w, sh_wheel_link *l, uint64_t expire_ns);
 /* Removes l; l must be in w. */
 void sh_wheel_remove(sh_wheel *w, sh_wheel_link *l);
-static inline bool sh_wheel_linked(const sh_wheel_link *l) { return l->next != 0; }
+static inline bool sh_wheel_linked(const sh_wheel_link *l) { return sh_list_linked(&l->node); }
 /* Advances to now_ns, which never decreases: every entry whose expiry is
  * <= now_ns is unlinked and passed to fire(l, ctx), in expiry order across
  * ticks. fire may add or remove entries (including re-adding l) but must not
