@@ -58,6 +58,8 @@ BENCH_COMMON_SRCS := $(wildcard bench/common/*.c)
 EXAMPLE_NAMES     := $(sort $(basename $(notdir $(wildcard examples/*.c))))
 # Scenarios (scenarios/*.c): linked into shsim, shrun and the scenario tests.
 SCENARIO_SRCS     := $(wildcard scenarios/*.c)
+# shsim, the simulator's runner: a folder of its own (not a one-file tool).
+SHSIM_SRCS        := $(wildcard tools/shsim/*.c)
 
 # ------------------------------------------------------------------ tests ---
 
@@ -190,7 +192,7 @@ build/$(1)/tests/test_sim_%: build/$(1)/obj-sim/tests/test_sim_%.o $$($(1)_TEST_
 	    $$(LDLIBS_test_sim_$$*) $$(TEST_LDLIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
 
 # The scenario runners: shsim (simulator) and shrun (epoll), in build/<cfg>/bin.
-build/$(1)/bin/shsim: build/$(1)/obj-sim/tools/shsim.o $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-sim.a
+build/$(1)/bin/shsim: $$(SHSIM_SRCS:%.c=build/$(1)/obj-sim/%.o) $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-sim.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1)-sim,$$@)
 	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-sim.a \

@@ -222,7 +222,7 @@ uint64_t sh_scenario_max_steps(const sh_scenario *sc, uint64_t run_max);
 
 /* Runs one scenario once on the linked backend. workers 0: its default. In
  * the simulator, the simulator must have been configured first (sim.h) and
- * failures other than invariants end the process (see tools/shsim.c). */
+ * failures other than invariants end the process (see tools/shsim/). */
 void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_scn_result *r);
 
 #endif

@@ -1,0 +1,51 @@
+/*
+ * shsim's command line: the command, its scenario, its options, and the
+ * commands shsim prints for the user to paste (replay, shrink).
+ */
+#ifndef SHSIM_ARGS_H
+#define SHSIM_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <stackhouse/sim.h>
+
+/* The commands, as bits: an option names those that accept it. */
+enum {
+  ARGS_CMD_LIST = 1u << 0,
+  ARGS_CMD_RUN = 1u << 1,
+  ARGS_CMD_SWEEP = 1u << 2,
+  ARGS_CMD_SHRINK = 1u << 3,
+};
+
+typedef struct args_seed_range {
+  uint64_t lo, hi; /* inclusive */
+} args_seed_range;
+
+typedef struct args {
+  unsigned cmd;       /* ARGS_CMD_* */
+  const char *prog;   /* argv[0], so that printed commands can be pasted */
+  const char *target; /* scenario name, or "all" (sweep) */
+  args_seed_range seeds;
+  sh_sim_options sim; /* seed and vtime limit set per run */
+  uint32_t workers;   /* 0: the scenario's default */
+  uint64_t jobs;
+  uint64_t timeout_s;
+  bool check_determinism;
+  bool all;
+  const char *schedule_path; /* run: replay this schedule */
+  const char *out_path;      /* shrink: where the shrunk schedule goes */
+  uint64_t max_trials;       /* shrink: replays at most */
+  const char *record_path;   /* children write each run's schedule here */
+  const char *given[20]; /* argv text of each option given, by index in the option table */
+} args;
+
+/* 0 and *a, 1 for --help (printed), or -EINVAL (reported on stderr). */
+int args_parse(int argc, char **argv, args *a);
+
+/* Prints (no newline) "PROG CMD NAME --seed SEED --strategy S" and the
+ * options given that shape a run and that the commands in `mask` accept. */
+void args_print_command(const args *a, const char *cmd, const char *name, uint64_t seed,
+                        unsigned mask);
+
+#endif

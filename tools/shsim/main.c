@@ -1,0 +1,274 @@
+/*
+ * shsim: runs scenarios on the deterministic simulator. See `shsim --help`.
+ *
+ * Every simulation runs in a forked child (runner.h), so that whatever goes
+ * wrong in it (a failure the simulator detects, a failed invariant, an
+ * assert, a crash, a sanitizer report, a hang) ends as one classified result
+ * instead of taking the runner down or hanging it.
+ *
+ * This tool is not simulated code: it may read the real clock, fork and poll.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "pool.h"
+#include "report.h"
+#include "runner.h"
+#include "schedule.h"
+#include "unit.h"
+
+#define FAILURES_KEPT 1000 /* failures listed after a sweep */
+#define PROGRESS_MS 100    /* the progress bar's redraw period, at most */
+
+/* ---- list ------------------------------------------------------------------------------- */
+
+static int cmd_list(const args *a) {
+  size_t n = sh_scenario_count();
+  for (size_t i = 0; i < n; i++) {
+    const sh_scenario *sc = sh_scenario_at(i);
+    if (unit_visible(sc)) {
+      printf("%-28s %s\n", sc->name, sc->summary);
+    } else if (a->all && sc->expect != NULL) {
+      printf("%-28s %s [hidden: expects FAIL:%s]\n", sc->name, sc->summary, sc->expect);
+    } else if (a->all) {
+      printf("%-28s %s [hidden]\n", sc->name, sc->summary);
+    }
+  }
+  return 0;
+}
+
+/* ---- run -------------------------------------------------------------------------------- */
+
+/* The simulator opens the trace file inside the run, where a bad path would
+ * look like a failed setup: try it first. */
+static int trace_path_check(const char *path) {
+  if (path == NULL) return 0;
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    int err = errno;
+    fprintf(stderr, "shsim: cannot write the trace to %s: %s\n", path, strerror(err));
+    return -err;
+  }
+  close(fd);
+  return 0;
+}
+
+static int cmd_run(const args *a, const unit_plan *p) {
+  if (trace_path_check(a->sim.trace_path) != 0) return 2;
+  unit_rec r = runner_run_first(a, p, false);
+  const sh_scenario *sc = p->scs[0];
+  if (!r.ok) fprintf(stderr, "shsim: %s seed %llu: FAIL:%s: %s\n", sc->name,
+                     (unsigned long long)p->seeds.lo, r.kind, r.detail);
+  if (a->sim.trace_path != NULL) fprintf(stderr, "shsim: trace in %s\n", a->sim.trace_path);
+  report_run_line(sc, p->seeds.lo, &r);
+  return r.ok ? 0 : 1;
+}
+
+/* ---- shrink ----------------------------------------------------------------------------- */
+
+typedef struct shrink_ctx {
+  args *a;
+  const unit_plan *p;
+  const char *kind; /* the original failure's */
+} shrink_ctx;
+
+/* A replay of schedule c[0..n) in a child: does it fail the same way? */
+static bool shrink_fails(void *ctx, const sh_sim_choice *c, size_t n) {
+  shrink_ctx *k = ctx;
+  k->a->sim.schedule = c;
+  k->a->sim.schedule_len = n;
+  unit_rec r = runner_run_first(k->a, k->p, true);
+  return !r.ok && strcmp(r.kind, k->kind) == 0;
+}
+
+/* Runs the seed once, recording its schedule in a temporary file. */
+static int shrink_record(args *a, const unit_plan *p, unit_rec *r, sh_sim_choice **c, size_t *n) {
+  const char *dir = getenv("TMPDIR");
+  char path[PATH_MAX];
+  snprintf(path, sizeof(path), "%s/shsim-schedule-XXXXXX", dir != NULL ? dir : "/tmp");
+  int fd = mkstemp(path);
+  if (fd < 0) return -errno;
+  close(fd);
+  a->record_path = path;
+  *r = runner_run_first(a, p, true);
+  a->record_path = NULL;
+  int rc = r->ok ? 0 : schedule_load(path, c, n);
+  unlink(path);
+  return rc;
+}
+
+static void shrink_print(const sh_sim_choice *c, size_t n, uint32_t workers) {
+  for (size_t i = 0; i < n && i < 40; i++)
+    printf("  step %llu: %s %s %u\n", (unsigned long long)c[i].step,
+           c[i].forced ? "then" : "preempt, run", c[i].to == workers ? "the outside fiber" : "worker",
+           c[i].to == workers ? 0 : c[i].to);
+  if (n > 40) printf("  ... (%zu more)\n", n - 40);
+}
+
+static int cmd_shrink(args *a, const unit_plan *p) {
+  const sh_scenario *sc = p->scs[0];
+  unit_rec r;
+  sh_sim_choice *c = NULL;
+  size_t n = 0;
+  int rc = shrink_record(a, p, &r, &c, &n);
+  if (rc != 0) {
+    fprintf(stderr, "shsim: recording the schedule failed: %s\n", strerror(-rc));
+    return 2;
+  }
+  if (r.ok) {
+    printf("shsim: %s seed %llu passes: nothing to shrink\n", sc->name,
+           (unsigned long long)p->seeds.lo);
+    return 0;
+  }
+  printf("shsim: %s seed %llu: FAIL:%s with %zu scheduling choices; shrinking\n", sc->name,
+         (unsigned long long)p->seeds.lo, r.kind, n);
+  fflush(stdout);
+  shrink_ctx k = {.a = a, .p = p, .kind = r.kind};
+  uint64_t t0 = pool_now_ns();
+  uint32_t trials = 0;
+  size_t m = sh_sim_shrink(c, n, shrink_fails, &k, (uint32_t)a->max_trials, &trials);
+  bool again = shrink_fails(&k, c, m); /* the result replays as a failure */
+  char about[160], out[PATH_MAX];
+  snprintf(about, sizeof(about), "scenario=%s seed=%llu fails with FAIL:%s", sc->name,
+           (unsigned long long)p->seeds.lo, r.kind);
+  snprintf(out, sizeof(out), "%s", a->out_path != NULL ? a->out_path : "");
+  if (a->out_path == NULL)
+    snprintf(out, sizeof(out), "%s-%llu.schedule", sc->name, (unsigned long long)p->seeds.lo);
+  rc = again ? schedule_save(out, c, m, about) : -EPROTO;
+  printf("shsim: %zu -> %zu choices in %u replays (%.1f s)%s\n", n, m, trials,
+         (double)(pool_now_ns() - t0) / 1e9, trials >= a->max_trials ? ", trial budget spent" : "");
+  shrink_print(c, m, a->workers != 0 ? a->workers : sc->workers != 0 ? sc->workers : 2);
+  free(c);
+  if (rc != 0) {
+    fprintf(stderr, "shsim: %s\n", again ? "cannot write the schedule" : "the shrunk schedule no longer fails");
+    return 1;
+  }
+  /* The strategy too: its bookkeeping (PCT's priorities) runs in a replay. */
+  printf("replay: ");
+  args_print_command(a, "run", sc->name, p->seeds.lo, ARGS_CMD_RUN);
+  printf(" --schedule %s\n", out);
+  return 0;
+}
+
+/* ---- sweep ------------------------------------------------------------------------------ */
+
+typedef struct sweep {
+  const args *a;
+  const unit_plan *p;
+  report_tally per[UNIT_SCN_MAX];
+  report_failure *fails; /* the first FAILURES_KEPT */
+  size_t nkept;
+  uint64_t nfails, done;
+  bool tty;
+  uint64_t started_ns, drawn_ns;
+} sweep;
+
+static void progress_bar(sweep *sw, bool force) {
+  uint64_t now = pool_now_ns();
+  if (!force && now - sw->drawn_ns < PROGRESS_MS * 1000000ull) return;
+  sw->drawn_ns = now;
+  enum { WIDTH = 40 };
+  size_t fill = (size_t)(sw->done * WIDTH / sw->p->nunits);
+  char bar[WIDTH + 1];
+  for (size_t i = 0; i < WIDTH; i++) bar[i] = i < fill ? '#' : '.';
+  bar[WIDTH] = '\0';
+  fprintf(stderr, "\r[%s] %llu/%llu runs, %llu failed, %.1f s", bar, (unsigned long long)sw->done,
+          (unsigned long long)sw->p->nunits, (unsigned long long)sw->nfails,
+          (double)(now - sw->started_ns) / 1e9);
+}
+
+static void sweep_tick(void *ctx) {
+  sweep *sw = ctx;
+  if (sw->tty) progress_bar(sw, false);
+}
+
+static void sweep_fail(sweep *sw, report_tally *t, const unit_rec *r) {
+  t->fails++;
+  sw->nfails++;
+  if (sw->nkept == FAILURES_KEPT) return;
+  report_failure *f = &sw->fails[sw->nkept++];
+  f->scn = unit_scn_index(sw->p, r->unit);
+  f->seed = unit_seed(sw->p, r->unit);
+  snprintf(f->kind, sizeof(f->kind), "%s", r->kind);
+  snprintf(f->detail, sizeof(f->detail), "%s", r->detail);
+}
+
+static void sweep_result(void *ctx, const unit_rec *r) {
+  sweep *sw = ctx;
+  size_t si = unit_scn_index(sw->p, r->unit);
+  report_tally *t = &sw->per[si];
+  if (r->recheck) {
+    /* A run counted already (as ok: it ran with others); only its leak is news. */
+    if (!r->ok && strcmp(r->kind, "leak") == 0) sweep_fail(sw, t, r);
+    return;
+  }
+  t->runs++;
+  t->msgs += r->msgs;
+  t->real_ns += r->real_ns;
+  t->vtime_ns += r->rep.vtime_ns;
+  sw->done++;
+  if (!r->ok) sweep_fail(sw, t, r);
+  /* Not a terminal (a log): a line at each tenth of the way. */
+  if (!sw->tty && sw->done * 10 / sw->p->nunits != (sw->done - 1) * 10 / sw->p->nunits)
+    fprintf(stderr, "%llu/%llu runs, %llu failed, %.1f s\n", (unsigned long long)sw->done,
+            (unsigned long long)sw->p->nunits, (unsigned long long)sw->nfails,
+            (double)(pool_now_ns() - sw->started_ns) / 1e9);
+}
+
+static int cmd_sweep(const args *a, const unit_plan *p) {
+  sweep *sw = calloc(1, sizeof(*sw));
+  report_failure *fails = calloc(FAILURES_KEPT, sizeof(report_failure));
+  if (sw == NULL || fails == NULL) {
+    fprintf(stderr, "shsim: out of memory\n");
+    free(sw);
+    free(fails);
+    return 2;
+  }
+  *sw = (sweep){.a = a, .p = p, .fails = fails, .tty = isatty(STDERR_FILENO) == 1,
+                .started_ns = pool_now_ns()};
+  size_t nslots = a->jobs < p->nunits ? (size_t)a->jobs : (size_t)p->nunits;
+  runner rn = {.a = a, .p = p, .nslots = nslots, .chunk = runner_chunk_size(p, nslots),
+               .on_result = sweep_result, .on_tick = sweep_tick, .ctx = sw};
+  runner_run(&rn);
+  if (sw->tty) {
+    progress_bar(sw, true);
+    fputc('\n', stderr);
+  }
+  report_sweep_table(a, p, nslots, pool_now_ns() - sw->started_ns, sw->per);
+  report_failures(a, p, sw->fails, sw->nkept, sw->nfails);
+  int status = sw->nfails != 0 ? 1 : 0;
+  free(fails);
+  free(sw);
+  return status;
+}
+
+int main(int argc, char **argv) {
+  args a;
+  int rc = args_parse(argc, argv, &a);
+  if (rc != 0) return rc > 0 ? 0 : 2;
+  if (a.cmd == ARGS_CMD_LIST) return cmd_list(&a);
+  unit_plan p;
+  if (unit_plan_make(&a, &p) != 0) return 2;
+  sh_sim_choice *loaded = NULL;
+  if (a.schedule_path != NULL) {
+    size_t n;
+    rc = schedule_load(a.schedule_path, &loaded, &n);
+    if (rc != 0) {
+      fprintf(stderr, "shsim: cannot read the schedule %s: %s\n", a.schedule_path, strerror(-rc));
+      return 2;
+    }
+    a.sim.schedule = loaded;
+    a.sim.schedule_len = n;
+  }
+  rc = a.cmd == ARGS_CMD_SHRINK ? cmd_shrink(&a, &p)
+       : a.cmd == ARGS_CMD_RUN  ? cmd_run(&a, &p)
+                                : cmd_sweep(&a, &p);
+  free(loaded);
+  return rc;
+}

@@ -1,0 +1,47 @@
+/*
+ * Runs the units of a plan on a pool of children (pool.h): a child runs a
+ * chunk of units one after the other (forking costs about as much as a short
+ * run) and stops at its first failure; when it dies before reporting a unit,
+ * that unit is classified from how the child ended (report.h). Either way a
+ * fresh child takes the rest of the chunk.
+ *
+ * In sanitizer builds LeakSanitizer checks, once per chunk, that the runs
+ * freed everything; a leaking chunk is run again one unit per child to find
+ * the run that leaks.
+ */
+#ifndef SHSIM_RUNNER_H
+#define SHSIM_RUNNER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "args.h"
+#include "unit.h"
+
+typedef struct runner {
+  const args *a;
+  const unit_plan *p;
+  size_t nslots;    /* children at a time */
+  uint64_t chunk;   /* units per child */
+  bool echo_stderr; /* the children's stderr is shown as it comes */
+  bool leak_each;   /* check for leaks after each run, not once per chunk */
+  /* Sees each unit's result exactly once, and then the leaks a recheck finds
+   * (r->recheck set). */
+  void (*on_result)(void *ctx, const unit_rec *r);
+  void (*on_tick)(void *ctx); /* about every POOL_TICK_MS (may be NULL) */
+  void *ctx;
+} runner;
+
+/* Runs every unit of the plan. If shsim cannot go on (no fork, no pipe), it
+ * says so and exits with status 2. */
+void runner_run(const runner *rn);
+
+/* One simulation of the plan's first unit, in a child: its record. quiet:
+ * its stderr is not shown and its leaks are not checked. */
+unit_rec runner_run_first(const args *a, const unit_plan *p, bool quiet);
+
+/* Units per child for a plan on nslots children. */
+uint64_t runner_chunk_size(const unit_plan *p, size_t nslots);
+
+#endif
