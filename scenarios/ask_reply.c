@@ -49,7 +49,7 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
   client_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
     l->sent = sh_scn_rand(s) >> 8;
-    l->f = sh_scn_ask_num(st, wd->servers, l->sent, 0);
+    l->f = sh_scn_ask_num(st, wd->servers, l->sent, SH_FOREVER);
     if (!SH_SCN_CHECK(s, l->f != NULL, "sh_ask failed")) return sh_return(st, NULL);
     return sh_suspend(st, 1);
   }

@@ -66,7 +66,7 @@ static sh_yield holder_ask(sh_actor *self, sh_stack *st) {
   if (!SH_SCN_CHECK(h->sa.s, !h->locked, "an ask passed the holder's barrier"))
     return sh_throw(st, -EPROTO);
   h->locked = true;
-  l->f = sh_scn_ask_num(st, sh_self(self), 0, 0);
+  l->f = sh_scn_ask_num(st, sh_self(self), 0, SH_FOREVER);
   if (!SH_SCN_CHECK(h->sa.s, l->f != NULL, "the holder's pin failed")) return sh_throw(st, -ENOMEM);
   return sh_suspend(st, 1);
 }
@@ -139,7 +139,7 @@ static sh_yield b1_hold_stack(sh_actor *self, sh_stack *st) {
   b1_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
     for (int i = 0; i < B1_HELD; i++) {
-      l->f[i] = sh_scn_ask_num(st, wd->holder, (uint64_t)i, 0);
+      l->f[i] = sh_scn_ask_num(st, wd->holder, (uint64_t)i, SH_FOREVER);
       if (!SH_SCN_CHECK(s, l->f[i] != NULL, "held ask %d failed", i)) return sh_return(st, NULL);
     }
     b1_check_table(self, B1_HELD);
@@ -161,7 +161,7 @@ static sh_yield b1_echo_stack(sh_actor *self, sh_stack *st) {
   if (sh_stack_state(st) == SH_START) {
     for (int i = 0; i < B1_ECHO; i++) {
       l->v[i] = sh_scn_rand(s) >> 4;
-      l->f[i] = sh_scn_ask_num(st, wd->echo, l->v[i], 0);
+      l->f[i] = sh_scn_ask_num(st, wd->echo, l->v[i], SH_FOREVER);
       if (!SH_SCN_CHECK(s, l->f[i] != NULL, "echo ask %d failed", i)) return sh_return(st, NULL);
     }
     b1_check_table(self, B1_HELD + B1_ECHO);
@@ -460,7 +460,7 @@ static sh_yield b3_batch(sh_actor *self, sh_stack *st) {
   size_t n = sh_stack_batch_len(st);
   if (sh_stack_state(st) == SH_START) {
     b3_note_batch(wd, (int)n);
-    l->f = sh_scn_ask_num(st, wd->helper, n, 0);
+    l->f = sh_scn_ask_num(st, wd->helper, n, SH_FOREVER);
     if (!SH_SCN_CHECK(s, l->f != NULL, "helper ask failed")) return sh_throw(st, -ENOMEM);
     return sh_suspend(st, 1);
   }

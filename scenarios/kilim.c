@@ -497,7 +497,7 @@ static sh_yield sp_c_notice(sh_actor *self, sh_stack *st) {
   }
   sh_future **f = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
-    *f = sh_scn_ask_num(st, w->h, 0, 0);
+    *f = sh_scn_ask_num(st, w->h, 0, SH_FOREVER);
     if (SH_SCN_CHECK(w->s, *f != NULL, "C: ask to the holder not made"))
       return sh_suspend(st, C_RELEASED);
     give_up(self);
@@ -525,7 +525,7 @@ static sh_yield sp_h_ask(sh_actor *self, sh_stack *st) {
   sp_world *w = sh_scn_state(sh_scn_of(self));
   sh_future **f = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
-    *f = sh_scn_ask_num(st, w->c, 1, 0);
+    *f = sh_scn_ask_num(st, w->c, 1, SH_FOREVER);
     if (SH_SCN_CHECK(w->s, *f != NULL && !sh_future_done(*f), "H: ask to C not pending") &&
         SH_SCN_CHECK(w->s, sh_scn_kick(w->a) == 0, "H: kick of A failed"))
       return sh_suspend(st, H_ANSWERED);
@@ -543,7 +543,7 @@ static sh_yield sp_a_notice(sh_actor *self, sh_stack *st) {
   sp_world *w = sh_scn_state(sh_scn_of(self));
   sh_future **f = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
-    *f = sh_scn_ask_num(st, w->c, 2, 0);
+    *f = sh_scn_ask_num(st, w->c, 2, SH_FOREVER);
     if (SH_SCN_CHECK(w->s, *f != NULL && !sh_future_done(*f), "A: ask to C not waiting")) {
       sp_waits(self);
       return sh_suspend(st, A_ANSWERED);

@@ -126,7 +126,7 @@ static sh_yield holder_ask(sh_actor *self, sh_stack *st) {
     return sh_scn_answer(st, 0);
   }
   if (sh_stack_state(st) == RESUMED) return sh_throw(st, sh_future_error(l->f[0]));
-  l->f[0] = sh_scn_ask_num(st, sh_self(self), 0, 0);
+  l->f[0] = sh_scn_ask_num(st, sh_self(self), 0, SH_FOREVER);
   if (!SH_SCN_CHECK(h->sa.s, l->f[0] != NULL, "holder: ask failed")) return sh_throw(st, -ENOMEM);
   return sh_suspend(st, RESUMED);
 }
@@ -152,7 +152,7 @@ static sh_yield marker_hold(actor *p, sh_stack *st) {
     POST(p->sa.s, wd->z, OP_RELEASED, p->sa.id);
     return sh_return(st, NULL);
   }
-  l->f[0] = sh_scn_ask_num_as(st, &pr_hold_type, wd->holder, p->sa.id, 0);
+  l->f[0] = sh_scn_ask_num_as(st, &pr_hold_type, wd->holder, p->sa.id, SH_FOREVER);
   if (!SH_SCN_CHECK(p->sa.s, l->f[0] != NULL, "P%u: ask failed", p->sa.id))
     return sh_return(st, NULL);
   POST(p->sa.s, wd->z, OP_HELD, p->sa.id);
@@ -267,7 +267,7 @@ static sh_yield r_probe(actor *r, sh_stack *st) {
   locals *l = sh_stack_locals(st);
   uint32_t k = arg_of(st);
   if (sh_stack_state(st) == SH_START) {
-    l->f[0] = sh_scn_ask_num(st, wd->e, k, 0);
+    l->f[0] = sh_scn_ask_num(st, wd->e, k, SH_FOREVER);
     if (!SH_SCN_CHECK(r->sa.s, l->f[0] != NULL, "R: ask failed")) return sh_return(st, NULL);
     return sh_suspend(st, RESUMED);
   }
@@ -343,7 +343,7 @@ static sh_yield m_notice(sh_actor *self, sh_stack *st) {
   if (sh_stack_state(st) == SH_START) {
     storm_timers(m);
     for (uint32_t i = 0; i < FAN; i++) {
-      l->f[i] = sh_scn_ask_num(st, wd->servers[i % STORM_SERVERS], storm_value(m, i), 0);
+      l->f[i] = sh_scn_ask_num(st, wd->servers[i % STORM_SERVERS], storm_value(m, i), SH_FOREVER);
       SH_SCN_CHECK(m->sa.s, l->f[i] != NULL, "M: ask failed");
     }
     return sh_suspend(st, RESUMED);

@@ -227,7 +227,7 @@ sh_yield sh_scn_round_end(sh_stack *st, bool more, atomic_uint *left) {
 }
 
 sh_future *sh_scn_ask_num_as(sh_stack *st, const sh_msg_type *t, const sh_addr *to, uint64_t v,
-                             uint32_t timeout_ms) {
+                             int64_t timeout_ms) {
   assert(t->size == sizeof(sh_scn_num_ask) && t->kind == SH_ASK);
   sh_scn_num_ask *q = (sh_scn_num_ask *)sh_msg_alloc(t);
   if (q == NULL) return NULL;
@@ -235,7 +235,7 @@ sh_future *sh_scn_ask_num_as(sh_stack *st, const sh_msg_type *t, const sh_addr *
   return sh_ask(st, to, &q->hdr, timeout_ms);
 }
 
-sh_future *sh_scn_ask_num(sh_stack *st, const sh_addr *to, uint64_t v, uint32_t timeout_ms) {
+sh_future *sh_scn_ask_num(sh_stack *st, const sh_addr *to, uint64_t v, int64_t timeout_ms) {
   return sh_scn_ask_num_as(st, &sh_scn_num_ask_type, to, v, timeout_ms);
 }
 

@@ -189,9 +189,9 @@ SH_MSG_DECLARE(sh_scn_num);
 /* From a stack: asks `to` the number v; the future, or NULL (see sh_ask).
  * The _as form sends it as type t, an ask type whose struct is a typedef of
  * sh_scn_num_ask (a barrier, or one a filter tells apart). */
-sh_future *sh_scn_ask_num(sh_stack *st, const sh_addr *to, uint64_t v, uint32_t timeout_ms);
+sh_future *sh_scn_ask_num(sh_stack *st, const sh_addr *to, uint64_t v, int64_t timeout_ms);
 sh_future *sh_scn_ask_num_as(sh_stack *st, const sh_msg_type *t, const sh_addr *to, uint64_t v,
-                             uint32_t timeout_ms);
+                             int64_t timeout_ms);
 /* A reply carrying v; NULL when out of memory. */
 sh_msg *sh_scn_num_new(uint64_t v);
 /* Completes an ask stack with the reply v (or -ENOMEM). */

@@ -109,7 +109,7 @@ static bool work_start(worker_actor *w, sh_stack *st, uint32_t seq) {
   if (seq % ASK_EVERY != ASK_EVERY - 1) return false;
   work_locals *l = sh_stack_locals(st);
   l->v = ((uint64_t)w->a.id << 32) | seq;
-  l->f = sh_scn_ask_num(st, next_of(w), l->v, 0);
+  l->f = sh_scn_ask_num(st, next_of(w), l->v, SH_FOREVER);
   return SH_SCN_CHECK(w->a.s, l->f != NULL, "actor %u: ask failed", w->a.id);
 }
 

@@ -199,6 +199,8 @@ struct rig {
   sh_mailbox_stats seen[2]; /* [kind == SH_ASK], read by the driver at its moment */
   misuse_result mis;
 };
+/* A run's timeout as the sends take it: 0 in a run's setup means none. */
+static int64_t b_timeout(const struct rig *r) { return r->timeout_ms > 0 ? (int64_t)r->timeout_ms : SH_FOREVER; }
 
 static rig *rig_new(void) {
   rig *r = calloc(1, sizeof(*r));
@@ -340,8 +342,8 @@ TH_CFG_INIT(producer_init, producer, pcfg);
 static sh_future *p_send(producer *p, sh_stack *st, int k) {
   rig *r = p->cfg.r;
   int i = p->cfg.idx;
-  if (r->op[i] == OP_ASK) return sh_ask(st, r->c, b_ask(i, k), r->timeout_ms);
-  return sh_put(st, r->c, b_notice(i, k), r->timeout_ms);
+  if (r->op[i] == OP_ASK) return sh_ask(st, r->c, b_ask(i, k), b_timeout(r));
+  return sh_put(st, r->c, b_notice(i, k), b_timeout(r));
 }
 
 /* Send k completed: its outcome, and what its future holds. */
@@ -722,8 +724,8 @@ static sh_yield fifo_held(driver *d, sh_stack *st) {
     return sh_return(st, NULL);
   }
   ((b_item *)kept)->seq = B_FILL_MAX + 1; /* ours: write to it, then send it */
-  sh_future *f = r->box == SH_ASK ? sh_ask(st, r->c, kept, r->timeout_ms)
-                                  : sh_put(st, r->c, kept, r->timeout_ms);
+  sh_future *f = r->box == SH_ASK ? sh_ask(st, r->c, kept, b_timeout(r))
+                                  : sh_put(st, r->c, kept, b_timeout(r));
   CHECK(f != NULL);
   r->d_waited = f != NULL && !sh_future_done(f);
   if (f != NULL) d_keep(sh_stack_locals(st), f);

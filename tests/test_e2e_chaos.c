@@ -442,7 +442,8 @@ static int fan_out(chaos_actor *a, sh_stack *st, chaos_locals *l) {
     s->timeout = (uint8_t)(l->barrier || one_in(a, 3) ? 1 + rnd(a, MAX_TIMO_MS) : 0);
     s->seen = false;
     const sh_msg_type *t = one_in(a, 48) ? &chaos_bask_type : &chaos_ask_type;
-    s->f = sh_ask(st, g.addr[s->to], new_msg(t, s->tag, (uint32_t)a->id, s->flags), s->timeout);
+    s->f = sh_ask(st, g.addr[s->to], new_msg(t, s->tag, (uint32_t)a->id, s->flags),
+                  s->timeout > 0 ? s->timeout : SH_FOREVER);
     if (s->f == NULL) {
       BAD("sh_ask returned NULL", s->tag);
       continue;

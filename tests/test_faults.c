@@ -167,7 +167,7 @@ static struct {
 static const sh_addr *tiny_addr;
 
 /* A put whose future failed at once: its error, and its notice back. */
-static int failed_put(sh_stack *st, uint32_t timeout_ms, bool *back) {
+static int failed_put(sh_stack *st, int64_t timeout_ms, bool *back) {
   sh_future *f = sh_put(st, tiny_addr, &sh_msg_new(go)->hdr, timeout_ms);
   sh_msg *m = sh_future_take(f);
   *back = sh_msg_is(m, &go_type);
@@ -189,7 +189,7 @@ static sh_yield full_client(sh_actor *self, sh_stack *st) {
   }
   /* Both full: a send that must wait needs a waiter, which cannot be made. */
   fiu_enable("sh/gate/waiter", 1, NULL, 0);
-  full.put_err = failed_put(st, 0, &full.put_back);
+  full.put_err = failed_put(st, SH_FOREVER, &full.put_back);
   sh_future *f = sh_ask(st, tiny_addr, &sh_msg_new(ping, .n = 8)->hdr, SH_FOREVER);
   full.ask_err = sh_future_done(f) ? sh_future_error(f) : 1;
   fiu_disable("sh/gate/waiter");
