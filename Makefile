@@ -329,6 +329,20 @@ tsan_launcher = launch=; \
 
 summary = echo "$$pass passed, $$fail failed"; [ $$fail -eq 0 ]
 
+# $(call run_check,NAME,LOG,COMMANDS): shell code that runs COMMANDS with
+# their output in LOG, prints `PASS  NAME`, or `FAIL  NAME` and the log, and
+# counts pass or fail.
+define run_check
+if { $(3); } > $(2) 2>&1; then printf 'PASS  %s\n' '$(1)'; pass=$$((pass+1)); \
+else printf 'FAIL  %s (log: %s)\n' '$(1)' '$(2)'; sed 's/^/    | /' $(2); fail=$$((fail+1)); fi
+endef
+
+# The public headers whose API libstackhouse.so exports, for the exports
+# check of `make test` (tools/check_exports.sh): every function and object
+# they declare must be exported, and nothing else. A header of another
+# library (e.g. the simulator's, in libstackhouse-sim.a) stays out of it.
+SO_API_HEADERS := include/stackhouse/stackhouse.h
+
 # ---------------------------------------------------------------- targets ---
 
 .PHONY: deps test sim bench coverage install install-check uninstall clean help FORCE
@@ -338,7 +352,9 @@ deps:
 	@bash tools/deps.sh
 
 # Build (asan from scratch) and run every test under ASan+UBSan, the
-# TSAN_TESTS under TSan, then build `all`. Exit status non-zero on any failure.
+# TSAN_TESTS under TSan, then build `all`, check the installed library, the
+# include layering (tools/check_layers.sh) and the exports of the .so
+# (tools/check_exports.sh, SO_API_HEADERS). Exit status non-zero on any failure.
 test: deps
 	@rm -rf build/asan build/tsan
 	+@pass=0; fail=0; $(tsan_launcher); \
@@ -351,8 +367,11 @@ test: deps
 	echo "== build: release (make all)"; \
 	if ! $(SUBMAKE) all; then printf 'FAIL  release build (make all)\n'; fail=$$((fail+1)); fi; \
 	echo "== install check: a program built with pkg-config against make install"; \
-	if $(SUBMAKE) install-check > build/install-check.log 2>&1; then printf 'PASS  install check\n'; pass=$$((pass+1)); \
-	else printf 'FAIL  install check (log: build/install-check.log)\n'; sed 's/^/    | /' build/install-check.log; fail=$$((fail+1)); fi; \
+	$(call run_check,install check,build/install-check.log,$(SUBMAKE) install-check); \
+	echo "== architecture: include layering; exports of libstackhouse.so against $(SO_API_HEADERS)"; \
+	$(call run_check,layering check,build/check-layers.log,bash tools/check_layers.sh --self-test && bash tools/check_layers.sh); \
+	$(call run_check,exports check,build/check-exports.log,CC='$(CC)' bash tools/check_exports.sh --self-test && \
+	  CC='$(CC)' bash tools/check_exports.sh build/release/libstackhouse.so $(SO_API_HEADERS)); \
 	if [ $$build -ne 0 ] && [ $$fail -eq 0 ]; then printf 'FAIL  test build\n'; fail=$$((fail+1)); fi; \
 	$(summary)
 
