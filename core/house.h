@@ -43,15 +43,8 @@ typedef enum sh_house_state {
   SH_OUTSIDE = 6, /* a bridge's house (bridge.h): never scheduled; a push wakes its thread */
 } sh_house_state;
 
-/* Mailboxes in dispatch order. */
-typedef enum sh_box {
-  SH_BOX_REPLY = 0,
-  SH_BOX_EXCEPTION = 1,
-  SH_BOX_ASK = 2,
-  SH_BOX_NOTICE = 3,
-  SH_BOX_EVENT = 4,
-  SH_BOXES = 5,
-} sh_box;
+/* Mailboxes in dispatch order (a run takes them in this order). */
+typedef enum sh_box { SH_BOX_REPLY, SH_BOX_EXCEPTION, SH_BOX_ASK, SH_BOX_NOTICE, SH_BOX_EVENT, SH_BOXES } sh_box;
 
 /* Priority thresholds (decided at enqueue). */
 #define SH_HIGH_REPLIES 2

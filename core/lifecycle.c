@@ -208,6 +208,17 @@ void sh_system_free(sh_system *sys) {
   free_system(sys);
 }
 
+/* Where each counter goes in sh_stats, in sh_counter order. */
+#define STAT(c, f) [c] = offsetof(sh_stats, f)
+static const size_t stats_field[SH_C_COUNT] = {
+    STAT(SH_C_DELIVERED, delivered), STAT(SH_C_REPLIES_UNKNOWN, replies_unknown),
+    STAT(SH_C_DROPPED_STOPPED, dropped_stopped), STAT(SH_C_ASKS_TIMED_OUT, asks_timed_out),
+    STAT(SH_C_STEALS, steals), STAT(SH_C_RUNS, runs), STAT(SH_C_PARKS, parks),
+    STAT(SH_C_WAKEUPS, wakeups), STAT(SH_C_SENT, sent), STAT(SH_C_ASKS, asks),
+    STAT(SH_C_ASKS_RESOLVED, asks_resolved), STAT(SH_C_DRAIN_OVERRUNS, drain_overruns),
+};
+#undef STAT
+
 void sh_system_stats(const sh_system *sys, sh_stats *out) {
   uint64_t v[SH_C_COUNT];
   for (int k = 0; k < SH_C_COUNT; k++) v[k] = sh_counters_get(&sys->counters, k);
@@ -220,18 +231,7 @@ void sh_system_stats(const sh_system *sys, sh_stats *out) {
     mallocs += atomic_load_explicit(&w->pool.mallocs, memory_order_relaxed);
   }
   memset(out, 0, sizeof(*out));
-  out->delivered = v[SH_C_DELIVERED];
-  out->replies_unknown = v[SH_C_REPLIES_UNKNOWN];
-  out->dropped_stopped = v[SH_C_DROPPED_STOPPED];
-  out->asks_timed_out = v[SH_C_ASKS_TIMED_OUT];
-  out->steals = v[SH_C_STEALS];
-  out->runs = v[SH_C_RUNS];
-  out->parks = v[SH_C_PARKS];
-  out->wakeups = v[SH_C_WAKEUPS];
-  out->sent = v[SH_C_SENT];
-  out->asks = v[SH_C_ASKS];
-  out->asks_resolved = v[SH_C_ASKS_RESOLVED];
-  out->drain_overruns = v[SH_C_DRAIN_OVERRUNS];
+  for (int k = 0; k < SH_C_COUNT; k++) *(uint64_t *)(void *)((char *)out + stats_field[k]) = v[k];
   out->pool_outstanding = outstanding;
   out->pool_mallocs = mallocs;
 }
