@@ -29,7 +29,7 @@
  */
 #include "pool.h"
 
-#include <assert.h>
+#include "check.h"
 #include <fiu-local.h>
 #include <stdlib.h>
 
@@ -120,7 +120,7 @@ static void drain_remote(sh_pool *p, sh_pool_class *c) {
   uint_fast32_t n = 0;
   while (o) {
     sh_pool_obj *next = o->next;
-    assert(o->owner == p && o->state == SH_POOL_FREE);
+    SH_ASSERT(o->owner == p && o->state == SH_POOL_FREE);
     cache_or_free(p, c, o);
     n++;
     o = next;
@@ -199,7 +199,7 @@ void *sh_pool_alloc(sh_pool *p, size_t size) {
     o->cls = cls;
     own_inc(&p->mallocs);
   }
-  assert(o->owner == p && o->cls == cls);
+  SH_ASSERT(o->owner == p && o->cls == cls);
   o->state = SH_POOL_LIVE;
   c->last_use_ns = SH_POOL_TOUCHED;
   own_inc(&p->allocs);
@@ -292,14 +292,14 @@ void sh_pool_flush(sh_pool *p) {
 void sh_pool_free(sh_pool *self, void *obj) {
   if (!obj) return;
   sh_pool_obj *o = obj_of(obj);
-  assert(o->state == SH_POOL_LIVE && "double free, or not a pool object");
+  SH_ASSERT(o->state == SH_POOL_LIVE && "double free, or not a pool object");
   o->state = SH_POOL_FREE;
   if (!o->owner) {
-    assert(o->cls == SH_POOL_PLAIN && "corrupt pool header");
+    SH_ASSERT(o->cls == SH_POOL_PLAIN && "corrupt pool header");
     free(o);
     return;
   }
-  assert(o->cls < SH_POOL_CLASSES && "corrupt pool header");
+  SH_ASSERT(o->cls < SH_POOL_CLASSES && "corrupt pool header");
   if (o->owner == self)
     free_local(self, o);
   else if (self != NULL)
