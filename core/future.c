@@ -196,7 +196,9 @@ void sh_future_fail_all(sh_house *h) {
   sh_dnode *n;
   /* Bounded: each turn ends a future (the stopped house makes no new ones:
    * its sends fail at once) or marks it kept, which pop_any skips. */
+  uint32_t turns = sh_dispatcher_count(&h->futures);
   while ((n = sh_dispatcher_pop_any(&h->futures)) != NULL) {
+    SH_ASSERT(turns-- > 0);
     sh_future *f = sh_future_of_node(n);
     sh_msg *back;
     if (ends_by_return(f, &back)) {

@@ -178,6 +178,7 @@ void sh_pool_destroy(sh_pool *p) {
     sh_pool_class *c = &p->cls[i];
     drain_remote(p, c);
     sh_pool_obj *o;
+    SH_ASSERT(c->nfree <= p->max_cached);
     while ((o = pop_local(c)) != NULL) free(o); /* bounded: nfree <= max_cached */
   }
 }
@@ -317,6 +318,7 @@ uint64_t sh_pool_trim(sh_pool *p, uint64_t now_ns) {
     if (c->last_use_ns == SH_POOL_TOUCHED) {
       c->last_use_ns = now_ns; /* used since the last trim: its idle time starts now */
     } else if (now_ns >= c->last_use_ns && now_ns - c->last_use_ns >= p->idle_ns) {
+      SH_ASSERT(c->nfree <= p->max_cached);
       while (c->nfree > p->keep) free(pop_local(c)); /* bounded: nfree <= max_cached */
     }
     if (c->nfree > p->keep) {
