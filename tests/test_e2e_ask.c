@@ -1,7 +1,7 @@
 /*
  * End-to-end tests of asks on the production backend (epoll, pthreads),
  * through the public API only:
- *   - the three phases of seed 000 (send: a stack asks and suspends;
+ *   - the three phases of the Stack model (send: a stack asks and suspends;
  *     process: the target's ask stack returns a reply; resume: the asker's
  *     stack resumes in its next state with the reply), on one worker and
  *     across workers, and a chain A -> B -> C where B's ask stack asks C;
