@@ -33,7 +33,7 @@
 
 #include "mailbox.h"
 #include "plat.h"
-#include "sim.h"
+#include <stackhouse/sim.h>
 
 #define WATCHDOG_S 120
 #define SEEDS 16u
