@@ -23,8 +23,6 @@ void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len) {
   R.schedule_len = len;
 }
 
-bool sh_simreplay_on(void) { return R.schedule != NULL; }
-
 size_t sh_sim_schedule(const sh_sim_choice **out) {
   *out = R.log;
   return R.log_full ? 0 : R.nlog;

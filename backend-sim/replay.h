@@ -18,8 +18,9 @@
  * one to replay, kept alive by the caller. */
 void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len);
 
-/* Whether a schedule is being replayed. */
-bool sh_simreplay_on(void);
+/* Whether a schedule is being replayed: the run's options name one (the
+ * one sh_simreplay_reset was given). Inline: asked at every scheduling point. */
+static inline bool sh_simreplay_on(void) { return sh_simrun_state.opt.schedule != NULL; }
 
 /* At a scheduling point of step `step`: the fiber the schedule preempts
  * with there, if it names one that can run, else UINT32_MAX. */

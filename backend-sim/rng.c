@@ -11,19 +11,3 @@ static uint64_t splitmix64(uint64_t *x) {
 void sh_simrng_seed(sh_simrng *r, uint64_t *x) {
   for (int i = 0; i < 4; i++) r->s[i] = splitmix64(x);
 }
-
-/* xoshiro256**. */
-uint64_t sh_simrng_next(sh_simrng *r) {
-  uint64_t *s = r->s;
-  uint64_t v = sh_simrng_rotl(s[1] * 5, 7) * 9;
-  uint64_t t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = sh_simrng_rotl(s[3], 45);
-  return v;
-}
-
-uint64_t sh_simrng_below(sh_simrng *r, uint64_t n) { return sh_simrng_next(r) % n; }

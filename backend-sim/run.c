@@ -42,14 +42,6 @@ sh_simrun sh_simrun_state;
 
 static sh_simrun *const S = &sh_simrun_state;
 
-uint64_t sh_simrun_str_hash(const char *s) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  /* Names are short static strings; the bound only guards a missing NUL. */
-  for (int i = 0; s != NULL && s[i] != '\0' && i < 256; i++)
-    h = (h ^ (unsigned char)s[i]) * 0x100000001B3ull;
-  return h;
-}
-
 /* ---- configuration and report ----------------------------------------------- */
 
 void sh_sim_options_default(sh_sim_options *o) {
@@ -96,10 +88,6 @@ void sh_sim_report_get(sh_sim_report *r) {
   r->switches = S->switches;
   r->jumps = S->jumps;
 }
-
-sh_plat *sh_simrun_active(void) { return S->plat != NULL && S->plat->started ? S->plat : NULL; }
-
-uint32_t sh_simrun_cur(void) { return S->plat != NULL ? S->plat->cur : 0; }
 
 /* ---- failures -------------------------------------------------------------- */
 

@@ -88,18 +88,31 @@ static inline void sh_simrun_mix(uint64_t v) {
   s->hash = sh_simrng_rotl((s->hash ^ v) * 0x100000001B3ull, 29) + 0x9E3779B97F4A7C15ull;
 }
 
-/* A name's hash, by content (never by address, which differs between builds). */
-uint64_t sh_simrun_str_hash(const char *s);
+/* A name's hash, by content (never by address, which differs between
+ * builds). Inline: every trace point hashes a name. */
+static inline uint64_t sh_simrun_str_hash(const char *s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  /* Names are short static strings; the bound only guards a missing NUL. */
+  for (int i = 0; s != NULL && s[i] != '\0' && i < 256; i++)
+    h = (h ^ (unsigned char)s[i]) * 0x100000001B3ull;
+  return h;
+}
 
 /* Configures with the default options if nothing configured yet. */
 void sh_simrun_ensure_configured(void);
 
 /* The platform once its workers exist (only then is there anyone to switch
  * to), else NULL. */
-sh_plat *sh_simrun_active(void);
+static inline sh_plat *sh_simrun_active(void) {
+  sh_plat *p = sh_simrun_state.plat;
+  return p != NULL && p->started ? p : NULL;
+}
 
 /* The running fiber's index (0 with no platform). */
-uint32_t sh_simrun_cur(void);
+static inline uint32_t sh_simrun_cur(void) {
+  const sh_simrun *s = &sh_simrun_state;
+  return s->plat != NULL ? s->plat->cur : 0;
+}
 
 /* Finishes the trace file, if one is open. */
 void sh_simrun_trace_close(void);

@@ -19,25 +19,10 @@
 #include <errno.h>
 #include <string.h>
 
-/* PCT change points, at most (pct_depth is clamped to this + 1). */
-#define SH_SIM_MAX_CHANGES 16
+sh_simstrategy sh_simstrategy_state;
 
-/* random: a poll touches nothing another fiber could race with, so where it
- * gives way matters little; it gives way at least this often (permille), as
- * a spinning thread and its producer would both run on a real machine. */
-#define SH_SIM_POLL_SWITCH_PERMILLE 500u
-
-static struct {
-  sh_sim_strategy kind;
-  uint32_t switch_permille;
-  uint32_t pct_depth;
-  uint64_t pct_steps;
-  sh_simrng rng;   /* the schedule's choices */
-  uint64_t points; /* yield points passed (pct's change points count these) */
-  int64_t prio_floor;
-  uint64_t changes[SH_SIM_MAX_CHANGES];
-  uint32_t nchanges, next_change;
-} T;
+/* The one strategy state (strategy.h), by a short name. */
+#define T sh_simstrategy_state
 
 static const char *const strategy_names[] = {"random", "pct", "none"};
 
@@ -70,9 +55,7 @@ static uint64_t rng_below(uint64_t n) { return sh_simrng_below(&T.rng, n); }
 
 /* ---- picking a fiber ------------------------------------------------------- */
 
-/* A runnable fiber other than `skip` (UINT32_MAX: none skipped), uniformly,
- * or UINT32_MAX if there is none. */
-static uint32_t pick_uniform(sh_plat *p, uint32_t skip) {
+uint32_t sh_simstrategy_pick_uniform(sh_plat *p, uint32_t skip) {
   uint32_t cand[SH_SIM_MAX_FIBERS];
   uint32_t n = 0;
   for (uint32_t i = 0; i < p->nfibers; i++)
@@ -80,8 +63,7 @@ static uint32_t pick_uniform(sh_plat *p, uint32_t skip) {
   return n == 0 ? UINT32_MAX : cand[rng_below(n)];
 }
 
-/* The runnable fiber of highest priority (ties: lowest index), or UINT32_MAX. */
-static uint32_t pick_highest(sh_plat *p) {
+uint32_t sh_simstrategy_pick_highest(sh_plat *p) {
   uint32_t best = UINT32_MAX;
   for (uint32_t i = 0; i < p->nfibers; i++) {
     if (p->f[i].state != SH_SIMRUN_RUNNABLE) continue;
@@ -91,29 +73,15 @@ static uint32_t pick_highest(sh_plat *p) {
 }
 
 uint32_t sh_simstrategy_pick(sh_plat *p, uint32_t skip) {
-  if (T.kind != SH_SIM_PCT) return pick_uniform(p, skip);
-  uint32_t b = pick_highest(p);
+  if (T.kind != SH_SIM_PCT) return sh_simstrategy_pick_uniform(p, skip);
+  uint32_t b = sh_simstrategy_pick_highest(p);
   if (b != skip || b == UINT32_MAX) return b;
   /* skip is the highest: the next highest below it. */
   int64_t keep = p->f[skip].prio;
   p->f[skip].prio = INT64_MIN;
-  b = pick_highest(p);
+  b = sh_simstrategy_pick_highest(p);
   p->f[skip].prio = keep;
   return b == skip ? UINT32_MAX : b;
-}
-
-uint32_t sh_simstrategy_preempt(sh_plat *p, bool polling) {
-  uint32_t permille = T.switch_permille;
-  if (polling && permille < SH_SIM_POLL_SWITCH_PERMILLE) permille = SH_SIM_POLL_SWITCH_PERMILLE;
-  switch (T.kind) {
-  case SH_SIM_RANDOM:
-    return rng_below(1000) < permille ? pick_uniform(p, p->cur) : UINT32_MAX;
-  case SH_SIM_PCT:
-    return pick_highest(p);
-  case SH_SIM_NONE:
-    break;
-  }
-  return UINT32_MAX;
 }
 
 /* Whether a fiber other than the running one could run now. */
@@ -130,7 +98,7 @@ bool sh_simstrategy_polls_alone(sh_plat *p) {
   case SH_SIM_NONE:
     return true;
   case SH_SIM_PCT:
-    return pick_highest(p) == p->cur;
+    return sh_simstrategy_pick_highest(p) == p->cur;
   case SH_SIM_RANDOM:
     break;
   }
@@ -167,10 +135,7 @@ void sh_simstrategy_start(sh_plat *p) {
   if (T.kind == SH_SIM_PCT) pct_init(p);
 }
 
-void sh_simstrategy_point(sh_plat *p) {
-  T.points++;
-  if (T.kind != SH_SIM_PCT) return;
-  if (T.next_change >= T.nchanges || T.points != T.changes[T.next_change]) return;
+void sh_simstrategy_change(sh_plat *p) {
   /* Change point i drops the running fiber to priority d - i: below every
    * initial priority, and below the earlier change points. */
   T.next_change++;
