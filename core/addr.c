@@ -1,6 +1,6 @@
 /*
- * Addresses: picking the house a send goes to, stopping what an address
- * names, and reading its mailboxes' figures.
+ * Addresses (addr.h): picking the house a send goes to, stopping what an
+ * address names, and reading its mailboxes' figures.
  */
 #include "addr.h"
 
@@ -10,32 +10,55 @@
 #include "house.h"
 #include "worker.h"
 
-uint32_t sh_addr_count(const sh_addr *a) { return a != NULL ? a->n : 0; }
+uint32_t sh_addr_count(const sh_addr *a) {
+  if (a == NULL) return 0;
+  return sh_addr_is_token(a) ? 1 : a->n;
+}
+
 uint32_t sh_actor_worker(const sh_actor *a) { return a->house->owner; }
 
-sh_house *sh_addr_pick(const sh_addr *a) {
+sh_house *sh_addr_member(const sh_addr *a, uint32_t i, uint32_t *gen) {
+  uintptr_t t = (uintptr_t)a;
+  if (!sh_addr_is_token(a)) {
+    SH_ASSERT(i < a->n);
+    t = a->members[i];
+  }
+  *gen = sh_token_gen(t);
+  return sh_token_house(t);
+}
+
+sh_house *sh_addr_pick_group(const sh_addr *a, uint32_t *gen) {
   SH_ASSERT(a->n >= 1);
-  if (a->kind == SH_ADDR_PLAIN) return a->houses[0];
   if (a->kind == SH_ADDR_PER_WORKER) {
     sh_worker *w = sh_worker_current();
-    if (w != NULL && w->sys == a->houses[0]->sys) return a->houses[w->index];
+    if (w != NULL && w->sys == sh_token_house(a->members[0])->sys)
+      return sh_addr_member(a, w->index, gen);
   }
   sh_addr *m = (sh_addr *)a;
   /* relaxed: round-robin only needs to spread. */
   uint32_t i = (uint32_t)atomic_fetch_add_explicit(&m->robin, 1, memory_order_relaxed);
-  return a->houses[i % a->n];
+  return sh_addr_member(a, i % a->n, gen);
 }
 
 int sh_stop(const sh_addr *a) {
   if (a == NULL) return -EINVAL;
-  for (uint32_t i = 0; i < a->n; i++) sh_house_stop(a->houses[i]);
+  for (uint32_t i = 0; i < sh_addr_count(a); i++) {
+    uint32_t gen;
+    sh_house *h = sh_addr_member(a, i, &gen);
+    sh_house_stop(h, gen);
+  }
   return 0;
 }
 
 int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind, sh_mailbox_stats *out) {
-  if (a == NULL || out == NULL || i >= a->n || (kind != SH_ASK && kind != SH_NOTICE))
+  if (a == NULL || out == NULL || i >= sh_addr_count(a) || (kind != SH_ASK && kind != SH_NOTICE))
     return -EINVAL;
-  const sh_house *h = a->houses[i];
+  uint32_t gen;
+  const sh_house *h = sh_addr_member(a, i, &gen);
+  /* A retired actor's figures stay until its house is taken for another
+   * (acquire: as a sender's look at `life`). */
+  uint32_t life = atomic_load_explicit(&h->life, memory_order_acquire);
+  if (sh_life_gen(life) != gen && life != sh_life(gen + 1, true)) return -ESHUTDOWN;
   sh_box box = kind == SH_ASK ? SH_BOX_ASK : SH_BOX_NOTICE;
   const sh_mailbox *mb = &h->mb[box];
   memset(out, 0, sizeof(*out));
@@ -45,6 +68,7 @@ int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind, sh_mail
                                   (uint32_t)atomic_load_explicit(&mb->taken_seen,
                                                                  memory_order_relaxed));
   out->high_water = atomic_load_explicit(&h->high_water[box], memory_order_relaxed);
-  if (h->gate[box] != NULL) sh_gate_stats(h->gate[box], out);
+  sh_gate *g = sh_house_gate(h, box);
+  if (g != NULL) sh_gate_stats(g, out);
   return 0;
 }

@@ -21,13 +21,14 @@
 
 /* A stack's waiter for m, on its way to mailbox `box` of t for future f;
  * NULL when out of memory. */
-static sh_waiter *waiter_new(sh_future *f, sh_house *t, sh_box box, sh_msg *m) {
+static sh_waiter *waiter_new(sh_future *f, sh_house *t, uint32_t gen, sh_box box, sh_msg *m) {
   fiu_return_on("sh/gate/waiter", NULL);
   sh_waiter *w = (sh_waiter *)(void *)sh_msg_alloc(&sh_waiter_type);
   if (w == NULL) return NULL;
   atomic_init(&w->state, SH_WAITER_IDLE);
   w->msg = m;
   w->target = t;
+  w->gen = gen;
   w->box = box;
   w->sender = f->stack->house;
   w->id = sh_future_id(f);
@@ -37,10 +38,10 @@ static sh_waiter *waiter_new(sh_future *f, sh_house *t, sh_box box, sh_msg *m) {
 /* Sends m (its sender and id set) for future f: 0 when pushed; with
  * `wait`, a full mailbox queues f's waiter (-EINPROGRESS); else -EAGAIN,
  * -ESHUTDOWN or -ENOMEM, and m is still the caller's. */
-static int send_for(sh_future *f, sh_house *t, sh_box box, sh_msg *m, bool wait) {
-  int rc = sh_send_now(t, box, m);
+static int send_for(sh_future *f, sh_house *t, uint32_t gen, sh_box box, sh_msg *m, bool wait) {
+  int rc = sh_send_now(t, gen, box, m);
   if (rc != -EAGAIN || !wait) return rc;
-  sh_waiter *w = waiter_new(f, t, box, m);
+  sh_waiter *w = waiter_new(f, t, gen, box, m);
   if (w == NULL) return -ENOMEM;
   /* From here the gate may pop w on another thread; its return is handled
    * by this house's runner, which is us, after this handler. */
@@ -57,8 +58,8 @@ static int send_for(sh_future *f, sh_house *t, sh_box box, sh_msg *m, bool wait)
 /* A stopping actor fails its own new sends too: its pending futures are
  * being failed and must not be refilled (its own flag it reads in program
  * order, no race). */
-static bool either_stopped(const sh_stack *st, const sh_house *t) {
-  return sh_house_stopped(st->house) || sh_house_stopped(t);
+static bool either_stopped(const sh_stack *st, const sh_house *t, uint32_t gen) {
+  return sh_house_stopped(st->house) || !sh_house_live(t, gen);
 }
 
 /* Arms f's timeout on the calling worker: false when out of memory. */
@@ -77,10 +78,11 @@ static bool arm(sh_future *f, int64_t timeout_ms) {
  * taken and freed). */
 static int ask(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms, bool try_only,
                sh_future **out) {
-  sh_house *h = st->house, *t = sh_addr_pick(to);
+  uint32_t gen;
+  sh_house *h = st->house, *t = sh_addr_pick(to, &gen);
   sh_future *f = sh_future_new(st);
   if (f == NULL) return -ENOMEM;
-  int rc = either_stopped(st, t) ? -ESHUTDOWN : 0;
+  int rc = either_stopped(st, t, gen) ? -ESHUTDOWN : 0;
   /* Armed before the send: the timeout covers the wait for room as well as
    * for the reply. Without its timeout the ask could wait forever. */
   if (rc == 0 && !arm(f, timeout_ms)) rc = -ENOMEM;
@@ -88,7 +90,7 @@ static int ask(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms, b
     m->sender = h;
     m->id = sh_future_id(f);
     SH_TRACE(SH_TRACE_ASK, h->seq, m->type->name, SH_TRACE_FLOW(h->seq, m->id));
-    rc = send_for(f, t, SH_BOX_ASK, m, !try_only);
+    rc = send_for(f, t, gen, SH_BOX_ASK, m, !try_only);
   }
   if (try_only && (rc == -EAGAIN || rc == -ENOMEM)) {
     if (rc == -EAGAIN) sh_send_refused(t, SH_BOX_ASK);
@@ -151,11 +153,12 @@ sh_future *sh_put(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms
     return NULL;
   }
   f->put = true;
-  sh_house *t = sh_addr_pick(to);
+  uint32_t gen;
+  sh_house *t = sh_addr_pick(to, &gen);
   m->sender = NULL;
   m->id = 0;
   bool wait = timeout_ms != SH_NOWAIT;
-  int rc = either_stopped(st, t) ? -ESHUTDOWN : send_for(f, t, SH_BOX_NOTICE, m, wait);
+  int rc = either_stopped(st, t, gen) ? -ESHUTDOWN : send_for(f, t, gen, SH_BOX_NOTICE, m, wait);
   if (rc == -EAGAIN) sh_send_refused(t, SH_BOX_NOTICE);
   if (rc != -EINPROGRESS) {
     /* Done at once: pushed, or refused with the notice handed back. */

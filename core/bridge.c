@@ -61,7 +61,7 @@ static sh_bridge *bridge_take(sh_system *sys, sh_bridge *fresh) {
     return b;
   }
   if (fresh != NULL) {
-    fresh->house.seq = sys->nhouses++;
+    fresh->house.seq = sh_system_next_seq(sys);
     fresh->all_next = sys->bridges;
     sys->bridges = fresh;
   }
@@ -151,10 +151,12 @@ static bool waiter_decided(void *ctx) {
 
 /* The target's bounded mailbox is full: queue the bridge's waiter and sleep
  * until the gate admits or refuses it, or the deadline. */
-static int wait_for_room(sh_bridge *b, sh_house *t, sh_box box, sh_msg *m, uint64_t deadline) {
+static int wait_for_room(sh_bridge *b, sh_house *t, uint32_t gen, sh_box box, sh_msg *m,
+                         uint64_t deadline) {
   sh_waiter *w = &b->w;
   w->msg = m;
   w->target = t;
+  w->gen = gen;
   w->box = box;
   w->sleeper = &b->sleeper;
   w->sender = NULL;
@@ -167,7 +169,7 @@ static int wait_for_room(sh_bridge *b, sh_house *t, sh_box box, sh_msg *m, uint6
     if (s == SH_WAITER_ADMITTED) return 0; /* the gate pushed m for us */
     if (s == SH_WAITER_REFUSED) return -ESHUTDOWN;
     if (sh_sleeper_sleep(&b->sleeper, deadline, waiter_decided, b) != -ETIMEDOUT) continue;
-    if (sh_gate_cancel(t->gate[box], w)) {
+    if (sh_gate_cancel(t->gate_mem[box], w)) {
       sh_send_refused(t, box);
       return -ETIMEDOUT;
     }
@@ -177,14 +179,15 @@ static int wait_for_room(sh_bridge *b, sh_house *t, sh_box box, sh_msg *m, uint6
 }
 
 /* One send through the send path; m stays the caller's on any error. */
-static int bridge_send(sh_bridge *b, sh_house *t, sh_msg *m, sh_box box, int64_t timeout_ms) {
-  int rc = sh_send_now(t, box, m);
+static int bridge_send(sh_bridge *b, sh_house *t, uint32_t gen, sh_msg *m, sh_box box,
+                       int64_t timeout_ms) {
+  int rc = sh_send_now(t, gen, box, m);
   if (rc != -EAGAIN) return rc;
   if (timeout_ms == SH_NOWAIT) {
     sh_send_refused(t, box);
     return -EAGAIN;
   }
-  return wait_for_room(b, t, box, m, deadline_of(timeout_ms));
+  return wait_for_room(b, t, gen, box, m, deadline_of(timeout_ms));
 }
 
 /* A bridge blocks its thread: never a worker's, which runs actors. */
@@ -204,14 +207,15 @@ static int bridge_call(sh_bridge *b, const sh_addr *to, sh_msg *m, sh_msg_kind k
     if (!try_only) sh_msg_free(m);
     return -EINVAL;
   }
-  sh_house *h = &b->house, *t = sh_addr_pick(to);
+  uint32_t gen;
+  sh_house *h = &b->house, *t = sh_addr_pick(to, &gen);
   uint64_t id = 0;
   if (kind == SH_ASK) id = ++h->next_ask_id;
   m->sender = kind == SH_ASK ? h : NULL;
   m->id = id;
   const char *name = m->type->name; /* m may be handled and freed once sent */
   (void)name;                       /* traced in the simulator only */
-  int rc = bridge_send(b, t, m, kind == SH_ASK ? SH_BOX_ASK : SH_BOX_NOTICE, timeout_ms);
+  int rc = bridge_send(b, t, gen, m, kind == SH_ASK ? SH_BOX_ASK : SH_BOX_NOTICE, timeout_ms);
   if (rc != 0) {
     if (try_only) return rc;
     if (rc == -ESHUTDOWN)

@@ -12,6 +12,7 @@
 #include "future.h"
 #include "gate.h"
 #include "house.h"
+#include "hstore.h"
 #include "mem.h"
 #include "msg.h"
 #include "stack.h"
@@ -23,8 +24,12 @@
 
 static bool stopped(const sh_house *h) {
   /* seq_cst: as the settle's look (house.c): the stop handshake. */
-  return atomic_load_explicit(&h->stopped, memory_order_seq_cst);
+  return atomic_load_explicit(&h->life, memory_order_seq_cst) & SH_LIFE_STOPPED;
 }
+
+/* Whether m was sent to an earlier generation of the house (it raced with
+ * the retirement, house.h): it is refused, never handled. */
+static bool stale(const sh_house *h, const sh_msg *m) { return m->internal != sh_house_gen(h); }
 
 static bool is_barrier(const sh_house *h, const sh_msg *m) {
   if (m->type->flags & SH_MSG_BARRIER) return true;
@@ -59,6 +64,12 @@ static void dispatch_single(sh_house *h, sh_msg *m) {
     h->barrier = true;
   }
   sh_stack_run(st);
+}
+
+/* A stopped house answers asks with -ESHUTDOWN and drops notices. */
+static void on_refused(sh_house *h, sh_msg *m) {
+  sh_count(h->sys, SH_C_DROPPED_STOPPED);
+  refuse_msg(h, m, -ESHUTDOWN);
 }
 
 typedef struct batcher {
@@ -110,6 +121,10 @@ static uint32_t drain_requests(sh_house *h, sh_box box, uint32_t budget) {
     sh_msg *m = sh_house_take(h, box);
     if (m == NULL) break;
     n++;
+    if (stale(h, m)) {
+      on_refused(h, m);
+      continue;
+    }
     SH_TRACE(SH_TRACE_DELIVER, h->seq, m->type->name, 0);
     sh_count(h->sys, SH_C_DELIVERED);
     if (batch_add(&b, m)) continue;
@@ -123,11 +138,12 @@ static uint32_t drain_requests(sh_house *h, sh_box box, uint32_t budget) {
 
 static void on_answer(sh_house *h, sh_msg *m) { sh_future_answer(h, m); }
 
-/* A stopped house answers asks with -ESHUTDOWN and drops notices. */
-static void on_refused(sh_house *h, sh_msg *m) {
-  sh_count(h->sys, SH_C_DROPPED_STOPPED);
-  refuse_msg(h, m, -ESHUTDOWN);
+/* An answer or an event for a retired house: nobody waits for it. */
+static void on_late(sh_house *h, sh_msg *m) {
+  if (m->type->kind == SH_REPLY) sh_count(h->sys, SH_C_REPLIES_UNKNOWN);
+  sh_msg_free(m);
 }
+
 
 /* Takes up to `budget` messages of one mailbox and hands each to fn. */
 static uint32_t drain_box(sh_house *h, sh_box box, uint32_t budget,
@@ -191,10 +207,33 @@ static void finish_stop(sh_worker *w, sh_house *h) {
   }
 }
 
+/* Whether a stopped actor is done with: nothing left that could run it
+ * again or that its house would have to keep. */
+static bool done_with(const sh_house *h) {
+  if (!h->stop_done || !sh_list_empty(&h->stacks) || !sh_list_empty(&h->timers) ||
+      sh_dispatcher_count(&h->futures) != 0)
+    return false;
+  for (int b = 0; b < SH_BOXES; b++)
+    if (sh_mailbox_nonempty(&h->mb[b])) return false;
+  return true;
+}
+
+/* A retired house has no actor: what still arrives (a send that raced with
+ * the retirement, a late answer) is refused or dropped. */
+static void run_vacant(sh_house *h) {
+  for (sh_box b = 0; b < SH_BOXES; b++)
+    drain_box(h, b, h->max_per_run, b == SH_BOX_ASK || b == SH_BOX_NOTICE ? on_refused : on_late);
+}
+
 void sh_dispatch_run(sh_worker *w, sh_house *h) {
   SH_ASSERT(atomic_load_explicit(&h->state, memory_order_relaxed) == SH_SCHEDULED);
   /* relaxed: only the runner that took it from a queue writes RUNNING. */
   atomic_store_explicit(&h->state, SH_RUNNING, memory_order_relaxed);
+  if (h->vacant) {
+    run_vacant(h);
+    sh_house_settle(h);
+    return;
+  }
   sh_count(h->sys, SH_C_RUNS);
   if (w->index != h->owner) sh_count(h->sys, SH_C_STEALS);
   SH_TRACE(SH_TRACE_RUN, h->seq, h->cls->name, 0);
@@ -219,6 +258,7 @@ void sh_dispatch_run(sh_worker *w, sh_house *h) {
   bool stop = stopped(h);
   if (stop) finish_stop(w, h);
   SH_TRACE(SH_TRACE_RUN_END, h->seq, h->cls->name, 0);
+  if (stop && done_with(h)) sh_hstore_retire(h);
   sh_house_settle(h);
   /* A run that found a counted message it could not take: a producer was
    * paused between swapping the mailbox's head and linking its message, and

@@ -31,12 +31,13 @@ static void waiter_drop(sh_msg *m) {
 
 const sh_msg_type sh_waiter_type = {"sh_waiter", sizeof(sh_waiter), SH_NOTICE, 0, waiter_drop};
 
-sh_gate *sh_gate_new(uint32_t cap) {
+sh_gate *sh_gate_new(uint32_t cap, uint32_t gen) {
   SH_ASSERT(cap >= 1 && cap <= SH_MAX_CAPACITY);
   sh_gate *g = aligned_alloc(64, (sizeof(sh_gate) + 63) & ~(size_t)63);
   if (g == NULL) return NULL;
   memset(g, 0, sizeof(*g));
-  g->cap = cap;
+  atomic_init(&g->cap, cap);
+  g->gen = gen;
   atomic_init(&g->used, 0);
   atomic_init(&g->nwaiters, 0);
   sh_spin_init(&g->lock);
@@ -54,6 +55,10 @@ void sh_gate_free(sh_gate *g) {
   free(g);
 }
 
+static uint32_t cap_of(const sh_gate *g) {
+  return atomic_load_explicit(&g->cap, memory_order_relaxed); /* see the field */
+}
+
 static void note_high_water(sh_gate *g, uint32_t used) {
   /* relaxed: a metric. Bounded: each failed CAS saw a higher mark. */
   uint32_t hw = atomic_load_explicit(&g->high_water, memory_order_relaxed);
@@ -68,21 +73,44 @@ static void note_high_water(sh_gate *g, uint32_t used) {
  * the actor moved `used` meanwhile. */
 static bool take_slot(sh_gate *g) {
   uint32_t u = atomic_load_explicit(&g->used, memory_order_seq_cst);
-  while (u < g->cap) {
+  uint32_t cap = cap_of(g);
+  while (u < cap) {
     if (atomic_compare_exchange_weak_explicit(&g->used, &u, u + 1, memory_order_seq_cst,
                                               memory_order_seq_cst)) {
       note_high_water(g, u + 1);
       return true;
     }
   }
-  SH_ASSERT(u == g->cap); /* never more slots in use than the capacity */
+  /* Never more slots in use than the capacity, but for slots that messages
+   * of an older generation still hold (sh_gate_reset). */
+  SH_ASSERT(u == cap || g->gen > 0);
   return false;
+}
+
+/* Under the lock, where the flag is written. relaxed: the lock orders it. */
+static bool is_closed_locked(const sh_gate *g) {
+  return atomic_load_explicit(&g->closed, memory_order_relaxed);
 }
 
 static bool is_closed(const sh_gate *g) {
   /* acquire: pairs with the release store in sh_gate_close; a sender woken
    * by the refusal that follows it sees the gate closed. */
   return atomic_load_explicit(&g->closed, memory_order_acquire);
+}
+
+void sh_gate_reset(sh_gate *g, uint32_t cap, uint32_t gen) {
+  SH_ASSERT(cap >= 1 && cap <= SH_MAX_CAPACITY);
+  sh_spin_lock(&g->lock);
+  SH_ASSERT(is_closed_locked(g) && sh_list_empty(&g->fifo));
+  atomic_store_explicit(&g->cap, cap, memory_order_relaxed);
+  g->gen = gen;
+  /* relaxed: metrics of the new generation. */
+  atomic_store_explicit(&g->high_water, 0, memory_order_relaxed);
+  atomic_store_explicit(&g->suspended, 0, memory_order_relaxed);
+  atomic_store_explicit(&g->refused, 0, memory_order_relaxed);
+  /* release: see is_closed; the new actor is published after this. */
+  atomic_store_explicit(&g->closed, false, memory_order_release);
+  sh_spin_unlock(&g->lock);
 }
 
 int sh_gate_try(sh_gate *g) {
@@ -170,16 +198,16 @@ sh_waiter *sh_gate_pop_admitted(sh_gate *g) {
 bool sh_gate_release(sh_gate *g) {
   /* seq_cst: the actor's half of the handshake (file comment). */
   uint32_t was = atomic_fetch_sub_explicit(&g->used, 1, memory_order_seq_cst);
-  SH_ASSERT(was > 0 && was <= g->cap); /* a take gives back a slot its admission took */
+  SH_ASSERT(was > 0); /* a take gives back a slot its admission took */
   SH_YIELD("gate.release");
   return atomic_load_explicit(&g->nwaiters, memory_order_seq_cst) > 0;
 }
 
-void sh_gate_close(sh_gate *g) {
+void sh_gate_close(sh_gate *g, uint32_t gen) {
   sh_spin_lock(&g->lock);
   /* release: see is_closed. Under the lock: enter and pop_admitted decide
-   * on it there. */
-  atomic_store_explicit(&g->closed, true, memory_order_release);
+   * on it there. A stop of an older generation closes nothing. */
+  if (g->gen == gen) atomic_store_explicit(&g->closed, true, memory_order_release);
   sh_spin_unlock(&g->lock);
 }
 
@@ -194,7 +222,7 @@ sh_waiter *sh_gate_pop_refused(sh_gate *g) {
 void sh_gate_stats(const sh_gate *g, sh_mailbox_stats *out) {
   /* acquire: see fifo_append; the others are relaxed, figures for a report. */
   out->waiting = atomic_load_explicit(&g->queued, memory_order_acquire);
-  out->capacity = g->cap;
+  out->capacity = cap_of(g);
   out->depth = atomic_load_explicit(&g->used, memory_order_relaxed);
   uint32_t hw = atomic_load_explicit(&g->high_water, memory_order_relaxed);
   if (hw > out->high_water) out->high_water = hw;

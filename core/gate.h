@@ -57,6 +57,7 @@ typedef struct sh_waiter {
   struct sh_house *sender;      /* stack waiters: whose future waits */
   uint64_t id;                  /* stack waiters: the future's id */
   struct sh_sleeper *sleeper;   /* bridge waiters: the thread to wake; NULL for stacks */
+  uint32_t gen;                 /* the target's generation (house.h) */
   _Atomic int state;            /* sh_waiter_state */
 } sh_waiter;
 
@@ -65,7 +66,11 @@ typedef struct sh_waiter {
 extern const sh_msg_type sh_waiter_type;
 
 typedef struct sh_gate {
-  uint32_t cap;
+  /* Set when the gate's house is spawned (sh_gate_reset), under the lock;
+   * cap is read without it (relaxed: it changes only between generations,
+   * and a sender of an older generation may read either value). */
+  atomic_uint cap;
+  uint32_t gen;                   /* the house generation it admits for */
   /* Contended by every sender and the actor: a line of its own. */
   _Alignas(64) atomic_uint used;  /* admitted and not yet taken */
   atomic_uint nwaiters;           /* queued, or entering the queue */
@@ -80,9 +85,14 @@ typedef struct sh_gate {
   atomic_uint_fast64_t refused;
 } sh_gate;
 
-/* A gate of capacity cap (1..SH_MAX_CAPACITY), or NULL (-ENOMEM). */
-sh_gate *sh_gate_new(uint32_t cap);
+/* A gate of capacity cap (1..SH_MAX_CAPACITY) for generation gen, or NULL
+ * (-ENOMEM). */
+sh_gate *sh_gate_new(uint32_t cap, uint32_t gen);
 void sh_gate_free(sh_gate *g);
+/* Opens a closed gate again for its house's next generation, with capacity
+ * cap; no waiter may be queued. Slots still held by messages of an older
+ * generation stay counted until those are taken. */
+void sh_gate_reset(sh_gate *g, uint32_t cap, uint32_t gen);
 
 /* Takes a slot if one is free and no sender waits ahead: 0, else -EAGAIN;
  * -ESHUTDOWN once the gate is closed. */
@@ -101,10 +111,11 @@ bool sh_gate_release(sh_gate *g);
  * closed. The caller pushes its message and tells its sender. */
 sh_waiter *sh_gate_pop_admitted(sh_gate *g);
 /* Stopping the actor, in two steps around publishing `stopped` (house.c):
- * close admits nobody from then on (a slot freed by the stopped actor's
+ * close (of generation gen: nothing when the gate was reset for a later
+ * one) admits nobody from then on (a slot freed by the stopped actor's
  * drain must not admit a waiter whose message it would then drop); then
  * every waiter is popped with sh_gate_pop_refused and told -ESHUTDOWN. */
-void sh_gate_close(sh_gate *g);
+void sh_gate_close(sh_gate *g, uint32_t gen);
 /* The first waiter of a closed gate (POPPED), or NULL when none is left. */
 sh_waiter *sh_gate_pop_refused(sh_gate *g);
 /* Counts a send refused for want of room. */

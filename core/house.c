@@ -26,7 +26,7 @@ static bool stopped(const sh_house *h) {
    * form a store-load handshake with settle's store of WAITING and its load
    * of `stopped`; with release/acquire both sides could miss each other and
    * leave a stopped house waiting with its stop work undone. */
-  return atomic_load_explicit(&h->stopped, memory_order_seq_cst);
+  return atomic_load_explicit(&h->life, memory_order_seq_cst) & SH_LIFE_STOPPED;
 }
 
 /* What the runner knows of its house, taken while it still owns it: after
@@ -74,7 +74,7 @@ void sh_house_init(sh_house *h, sh_system *sys, const sh_actor_class *c, sh_hous
   atomic_init(&h->state, (int)state);
   /* A new actor has no pending future: high priority. */
   atomic_init(&h->high, true);
-  atomic_init(&h->stopped, false);
+  atomic_init(&h->life, sh_life(0, false));
   for (int b = 0; b < SH_BOXES; b++) {
     sh_mailbox_init(&h->mb[b]);
     atomic_init(&h->high_water[b], 0);
@@ -148,7 +148,8 @@ static void verdict(sh_waiter *w, bool admitted) {
 
 void sh_house_hand_off(sh_gate *g) {
   /* Bounded by the capacity: each turn fills one of `cap` slots, or stops. */
-  for (uint32_t i = 0; i < g->cap; i++) {
+  uint32_t cap = atomic_load_explicit(&g->cap, memory_order_relaxed); /* see the field */
+  for (uint32_t i = 0; i < cap; i++) {
     sh_waiter *w = sh_gate_pop_admitted(g);
     if (w == NULL) return;
     verdict(w, true);
@@ -163,17 +164,23 @@ static void refuse_waiters(sh_gate *g) {
   while ((w = sh_gate_pop_refused(g)) != NULL) verdict(w, false);
 }
 
-void sh_house_stop(sh_house *h) {
-  sh_gate *ask = h->gate[SH_BOX_ASK], *notice = h->gate[SH_BOX_NOTICE];
+void sh_house_stop(sh_house *h, uint32_t gen) {
+  uint32_t live = sh_life(gen, false);
+  /* acquire: the gates of this generation, set before it was published. */
+  if (atomic_load_explicit(&h->life, memory_order_acquire) != live) return;
+  sh_gate *ask = sh_house_gate(h, SH_BOX_ASK), *notice = sh_house_gate(h, SH_BOX_NOTICE);
   /* The gates close before `stopped` is published: a runner that sees it
    * drains the mailboxes, and each take would otherwise hand the freed
    * slot to a waiter, whose push would succeed only for its message to be
-   * dropped. */
-  if (ask != NULL) sh_gate_close(ask);
-  if (notice != NULL) sh_gate_close(notice);
+   * dropped. A gate already reset for a later generation stays open. */
+  if (ask != NULL) sh_gate_close(ask, gen);
+  if (notice != NULL) sh_gate_close(notice, gen);
   /* seq_cst: the store half of the stop handshake with settle (see
-   * stopped()); the poke below is its load half. */
-  atomic_store_explicit(&h->stopped, true, memory_order_seq_cst);
+   * stopped()); the poke below is its load half. A CAS, so that a stop
+   * never reaches a later generation: only one stop of gen wins. */
+  if (!atomic_compare_exchange_strong_explicit(&h->life, &live, live | SH_LIFE_STOPPED,
+                                               memory_order_seq_cst, memory_order_seq_cst))
+    return;
   /* Waiters hear it now, not when the house next runs; after `stopped`,
    * so that a woken sender that tries again is refused at once. */
   if (ask != NULL) refuse_waiters(ask);
@@ -188,6 +195,7 @@ void sh_house_reply(sh_house *to, uint64_t id, sh_msg *reply) {
   }
   reply->id = id;
   reply->sender = NULL;
+  reply->internal = 0; /* a reply may be a message that was sent before */
   sh_house_push(to, SH_BOX_REPLY, reply);
 }
 

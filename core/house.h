@@ -16,6 +16,17 @@
  *                            saw RUNNING did not queue it, so the runner must
  * A bridge's house is OUTSIDE for its whole life: never scheduled, a push
  * to it wakes its thread.
+ *
+ * Generations. A house outlives its actor: when a stopped actor has nothing
+ * left (no message, stack, future or timer), its runner retires the house
+ * (dispatch.c) and it goes back to a worker's free list (hstore.h) for the
+ * next spawn. `life` holds the generation and the stopped bit; an address
+ * names a house and a generation (addr.h). A send checks the generation
+ * (send.h) and tags its message with it, so a message that raced with the
+ * retirement and lands in the house's next life is refused by the runner,
+ * never handled by the newer actor. Houses are memory of their system,
+ * returned to malloc only by sh_system_free, so an old address never
+ * touches freed memory.
  */
 #ifndef SH_HOUSE_H
 #define SH_HOUSE_H
@@ -46,6 +57,20 @@ typedef enum sh_house_state {
 /* Mailboxes in dispatch order (a run takes them in this order). */
 typedef enum sh_box { SH_BOX_REPLY, SH_BOX_EXCEPTION, SH_BOX_ASK, SH_BOX_NOTICE, SH_BOX_EVENT, SH_BOXES } sh_box;
 
+/* `life`: generation << 1 | stopped. A generation fits SH_GEN_BITS (what an
+ * address carries); a house whose generation would pass SH_GEN_MAX is never
+ * reused, so no address ever names two actors. */
+#define SH_GEN_BITS 23
+#define SH_GEN_MAX ((1u << SH_GEN_BITS) - 1)
+#define SH_LIFE_STOPPED 1u
+static inline uint32_t sh_life(uint32_t gen, bool stopped) { return gen << 1 | (stopped ? 1u : 0u); }
+static inline uint32_t sh_life_gen(uint32_t life) { return life >> 1; }
+
+/* A message in an ask or notice mailbox carries, in its `internal` word, the
+ * generation it was sent to and whether it holds a slot of a bounded
+ * mailbox (the take gives the slot back to that gate). */
+#define SH_MSG_SLOT (1u << 31)
+
 /* Priority thresholds (decided at enqueue). */
 #define SH_HIGH_REPLIES 2
 #define SH_HIGH_EVENTS 4
@@ -56,19 +81,27 @@ typedef struct sh_house {
   /* Shared between threads. */
   _Atomic int state;          /* sh_house_state */
   atomic_bool high;           /* queue in the high sub-queue */
-  atomic_bool stopped;
+  _Atomic uint32_t life;      /* generation << 1 | stopped (file comment) */
   sh_hq_link qlink;           /* run queue link, owned by the queue holding it */
   sh_mailbox mb[SH_BOXES];
 
-  /* Immutable after spawn. */
+  /* The bounded ask / notice mailboxes' gates of this generation; NULL:
+   * unbounded. Atomic: a sender that raced with a retirement may read it
+   * while the next spawn sets it (acquire: the gate's contents). */
+  sh_gate *_Atomic gate[SH_BOXES];
+
+  /* Set by the spawn of each generation, before the house is published. */
   uint32_t owner;             /* worker index */
   uint64_t seq;               /* creation number: deterministic ordering */
-  sh_system *sys;
+  sh_system *sys;             /* for the house's whole life, all generations */
   const sh_actor_class *cls;
   sh_actor *actor;
   uint32_t max_per_run, max_batch;
-  struct sh_house *all_next;  /* the system's list of houses */
-  sh_gate *gate[SH_BOXES];    /* bounded ask / notice mailboxes; NULL: unbounded */
+  uint32_t index;             /* place in the system's store (hstore.h) */
+  struct sh_house *free_next; /* in a free list (hstore.h) */
+  /* Gate memory, kept across generations: a slot taken in one generation
+   * is given back to the same object in the next (SH_MSG_SLOT). */
+  sh_gate *gate_mem[SH_BOXES];
   struct sh_sleeper *outside; /* OUTSIDE houses: the bridge thread to wake */
   /* The greatest backlog seen when a run began; the runner writes it,
    * sh_mailbox_stats_get reads it (relaxed: a metric). */
@@ -79,6 +112,7 @@ typedef struct sh_house {
   uint64_t next_ask_id;
   uint64_t next_timer_id;
   bool barrier;               /* a barrier stack is running */
+  bool vacant;                /* retired: no actor; a run refuses what came */
   bool mounted;
   bool stop_done;             /* the stop hook ran */
   uint32_t stop_kept;         /* futures kept past the stop for their waiter's return */
@@ -108,8 +142,11 @@ bool sh_house_has_work(const sh_house *h);
 void sh_house_hand_off(sh_gate *g);
 static inline sh_msg *sh_house_take(sh_house *h, sh_box box) {
   sh_msg *m = sh_mailbox_take(&h->mb[box]);
-  if (m != NULL && h->gate[box] != NULL && sh_gate_release(h->gate[box]))
-    sh_house_hand_off(h->gate[box]);
+  if (m == NULL || box < SH_BOX_ASK || box > SH_BOX_NOTICE || !(m->internal & SH_MSG_SLOT))
+    return m;
+  m->internal &= ~SH_MSG_SLOT;
+  sh_gate *g = h->gate_mem[box];
+  if (sh_gate_release(g)) sh_house_hand_off(g);
   return m;
 }
 /* After a run or a mount: requeue the house, or let it wait (and look once
@@ -121,13 +158,26 @@ void sh_house_mount(sh_house *h);
  * (nobody to answer) frees the reply. */
 void sh_house_reply(sh_house *to, uint64_t id, sh_msg *reply);
 void sh_house_refuse(sh_house *to, uint64_t id, int error);
-/* Marks the house stopped and refuses every sender waiting for room in its
- * bounded mailboxes. Any thread. */
-void sh_house_stop(sh_house *h);
+/* Marks generation `gen` of the house stopped and refuses every sender
+ * waiting for room in its bounded mailboxes; nothing when the house is in
+ * another generation. Any thread. */
+void sh_house_stop(sh_house *h, uint32_t gen);
+/* Whether generation gen lives and is not stopped. acquire: a fast look for
+ * the send path and the handlers; the exact decisions are the gate's
+ * (closed under its lock) and the runner's (the generation tag). */
+static inline bool sh_house_live(const sh_house *h, uint32_t gen) {
+  return atomic_load_explicit(&h->life, memory_order_acquire) == sh_life(gen, false);
+}
 static inline bool sh_house_stopped(const sh_house *h) {
-  /* acquire: a fast look for the send path and the handlers; the exact
-   * decisions are the gate's (closed under its lock) and the runner's. */
-  return atomic_load_explicit(&h->stopped, memory_order_acquire);
+  return atomic_load_explicit(&h->life, memory_order_acquire) & SH_LIFE_STOPPED;
+}
+/* The house's current generation. Its runner, or the spawn that made it. */
+static inline uint32_t sh_house_gen(const sh_house *h) {
+  return sh_life_gen(atomic_load_explicit(&h->life, memory_order_relaxed));
+}
+/* The gate of box in this generation, or NULL. */
+static inline sh_gate *sh_house_gate(const sh_house *h, sh_box box) {
+  return atomic_load_explicit(&h->gate[box], memory_order_acquire);
 }
 
 #endif

@@ -19,7 +19,7 @@
 #include "check.h"
 #include "house.h"
 #include "loop.h"
-#include "spawn.h"
+#include "hstore.h"
 #include "stack.h"
 #include "system.h"
 #include "timer.h"
@@ -76,6 +76,7 @@ int sh_system_new(const sh_config *cfg, sh_system **out) {
   sys->cfg = c;
   sys->nworkers = c.workers;
   sh_spin_init(&sys->reg_lock);
+  sh_spin_init(&sys->store_lock);
   for (int i = 0; i < SH_C_COUNT; i++) atomic_init(&sys->counters.v[i], 0);
   sys->workers = aligned_alloc(64, sizeof(sh_worker) * c.workers);
   rc = sys->workers == NULL ? -ENOMEM : sh_plat_new(c.workers, &sys->plat);
@@ -138,10 +139,15 @@ static bool drain_pass(sh_system *sys) {
   return did;
 }
 
+static void stop_house(sh_house *h, void *arg) {
+  (void)arg;
+  if (!h->vacant) sh_house_stop(h, sh_house_gen(h));
+}
+
 /* Stops every house and runs the queues until nothing moves: 0, or -EBUSY
  * (counted) when work was still moving after SH_SHUTDOWN_MAX_PASSES. */
 static int drain(sh_system *sys) {
-  for (sh_house *h = sys->houses; h != NULL; h = h->all_next) sh_house_stop(h);
+  sh_hstore_each(sys, stop_house, NULL);
   for (int pass = 0; pass < SH_SHUTDOWN_MAX_PASSES; pass++)
     if (!drain_pass(sys)) return 0;
   sh_counters_shared_add(&sys->counters, SH_C_DRAIN_OVERRUNS, 1);
@@ -150,7 +156,8 @@ static int drain(sh_system *sys) {
 
 /* Frees every live stack: a discarded stack cancels its futures' timers,
  * whose nodes must still exist, so this comes before the wheels'. */
-static void discard_stacks(sh_house *h) {
+static void discard_stacks(sh_house *h, void *arg) {
+  (void)arg;
   sh_list *l;
   /* Bounded by the house's live stacks: each turn frees one. */
   while ((l = sh_list_first(&h->stacks)) != NULL)
@@ -169,7 +176,7 @@ int sh_system_shutdown(sh_system *sys) {
   /* Alone now: act as worker 0 so pools and wheels have an owner. */
   sh_worker_enter(&sys->workers[0]);
   int rc = drain(sys);
-  for (sh_house *h = sys->houses; h != NULL; h = h->all_next) discard_stacks(h);
+  sh_hstore_each(sys, discard_stacks, NULL);
   for (uint32_t i = 0; i < sys->nworkers; i++) sh_timer_discard_all(&sys->workers[i]);
   /* Objects on their way back to their pools arrive now: the counts of
    * outstanding objects are exact from here on. */
@@ -187,12 +194,7 @@ void sh_system_free(sh_system *sys) {
   SH_ASSERT(sh_worker_current() == NULL);
   if (!sh_system_is_shut(sys)) sh_system_shutdown(sys);
   sh_worker_enter(&sys->workers[0]);
-  sh_house *h = sys->houses;
-  while (h != NULL) {
-    sh_house *next = h->all_next;
-    sh_spawn_house_free(h);
-    h = next;
-  }
+  sh_hstore_free(sys);
   sh_bridge_destroy_all(sys);
   sh_addr *a = sys->addrs;
   while (a != NULL) {

@@ -6,6 +6,7 @@
 #include <stackhouse/probe.h>
 
 #include "house.h"
+#include "hstore.h"
 #include "plat.h"
 #include "dispatcher.h"
 #include "system.h"
@@ -35,13 +36,15 @@ void sh_actor_probe_get(const sh_actor *self, sh_actor_probe *out) {
   out->ask_load = SH_DISPATCHER_LOAD;
 }
 
+static void count_busy(sh_house *h, void *arg) {
+  /* relaxed: the workers are joined (the caller's contract). */
+  int s = atomic_load_explicit(&h->state, memory_order_relaxed);
+  if (s == SH_READY || s == SH_SCHEDULED || s == SH_RUNNING) (*(uint32_t *)arg)++;
+}
+
 uint32_t sh_system_busy(const sh_system *sys) {
   uint32_t n = 0;
-  for (const sh_house *h = sys->houses; h != NULL; h = h->all_next) {
-    /* relaxed: the workers are joined (the caller's contract). */
-    int s = atomic_load_explicit(&h->state, memory_order_relaxed);
-    if (s == SH_READY || s == SH_SCHEDULED || s == SH_RUNNING) n++;
-  }
+  sh_hstore_each((sh_system *)sys, count_busy, &n);
   return n;
 }
 

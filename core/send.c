@@ -11,15 +11,20 @@
 
 int sh_send_wait(sh_waiter *w) {
   sh_house *t = w->target;
-  sh_gate *g = t->gate[w->box];
-  SH_ASSERT(g != NULL && w->msg != NULL);
+  sh_gate *g = sh_house_gate(t, (sh_box)w->box);
+  /* The gate went with the generation: the target is gone. */
+  if (g == NULL || !sh_house_live(t, w->gen)) return -ESHUTDOWN;
+  SH_ASSERT(w->msg != NULL);
+  /* Admitted now or later, the message holds a slot. */
+  w->msg->internal = w->gen | SH_MSG_SLOT;
   int rc = sh_gate_enter(g, w);
   if (rc == 0) sh_house_push(t, (sh_box)w->box, w->msg);
   return rc;
 }
 
 void sh_send_refused(sh_house *t, sh_box box) {
-  if (t->gate[box] != NULL) sh_gate_refused(t->gate[box]);
+  sh_gate *g = sh_house_gate(t, box);
+  if (g != NULL) sh_gate_refused(g);
 }
 
 void sh_send_drop_stopped(sh_system *sys, sh_msg *m) {
@@ -34,10 +39,11 @@ static bool notice_usable(const sh_addr *to, const sh_msg *m) {
 
 /* A notice that will not wait for room; on an error m is still the caller's. */
 static int notice_now(const sh_addr *to, sh_msg *m, sh_house **t) {
-  *t = sh_addr_pick(to);
+  uint32_t gen;
+  *t = sh_addr_pick(to, &gen);
   m->sender = NULL;
   m->id = 0;
-  int rc = sh_send_now(*t, SH_BOX_NOTICE, m);
+  int rc = sh_send_now(*t, gen, SH_BOX_NOTICE, m);
   if (rc == -EAGAIN) sh_send_refused(*t, SH_BOX_NOTICE);
   return rc;
 }

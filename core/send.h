@@ -3,11 +3,13 @@
  * mailbox. Every send of the API goes through it: sh_notice and
  * sh_notice_try (send.c), sh_ask, sh_ask_try and sh_put (ask.c), and the
  * bridge's sends (bridge.c). In order:
- *   1. the target stopped: -ESHUTDOWN;
+ *   1. the target stopped, or the generation its address names is gone
+ *      (house.h): -ESHUTDOWN;
  *   2. a bounded mailbox: a free slot, or -EAGAIN (no room, or senders
  *      wait ahead of this one); a closed gate (the target is stopping):
  *      -ESHUTDOWN;
- *   3. the message is pushed into the mailbox, which schedules the house.
+ *   3. the message, tagged with the generation (and whether it holds a
+ *      slot), is pushed into the mailbox, which schedules the house.
  * A sender that will wait for room then queues a waiter holding its
  * message (sh_send_wait); the gate hands it a slot in FIFO order.
  * Replies, exceptions and events are not sends: they are pushed directly
@@ -22,22 +24,24 @@
 #include "house.h"
 
 /* Steps 1-3 for message m (sender and id already set) to mailbox `box`
- * (SH_BOX_ASK or SH_BOX_NOTICE) of t: 0 when pushed; -ESHUTDOWN or -EAGAIN
- * leave m the caller's. Inline: an unbounded mailbox, the common case,
- * costs two tests. */
-static inline int sh_send_now(sh_house *t, sh_box box, sh_msg *m) {
-  if (sh_house_stopped(t)) return -ESHUTDOWN;
-  sh_gate *g = t->gate[box];
+ * (SH_BOX_ASK or SH_BOX_NOTICE) of generation gen of t: 0 when pushed;
+ * -ESHUTDOWN or -EAGAIN leave m the caller's. Inline: an unbounded
+ * mailbox, the common case, costs two tests. */
+static inline int sh_send_now(sh_house *t, uint32_t gen, sh_box box, sh_msg *m) {
+  if (!sh_house_live(t, gen)) return -ESHUTDOWN;
+  m->internal = gen;
+  sh_gate *g = sh_house_gate(t, box);
   if (g != NULL) {
     int rc = sh_gate_try(g);
     if (rc != 0) return rc;
+    m->internal |= SH_MSG_SLOT;
   }
   sh_house_push(t, box, m);
   return 0;
 }
 
 /* After sh_send_now's -EAGAIN, for a sender that will wait: w (holding
- * the message, its target and box) is admitted now (0: pushed, w not
+ * the message, its target, generation and box) is admitted now (0: pushed, w not
  * queued), or queued (-EINPROGRESS: the gate will pop it with a verdict),
  * or refused (-ESHUTDOWN: the message is still w's). */
 int sh_send_wait(sh_waiter *w);

@@ -1,10 +1,12 @@
 /*
- * Spawning actors: a class checked, its houses made (with the gates of its
- * bounded mailboxes) and initialised, the address published in the
- * system's registry, and each house sent to its owner's mounting queue.
+ * Spawning actors: a class checked, a house taken from the store for each
+ * instance (hstore.h) and made live in a new generation with the gates of
+ * its bounded mailboxes, and each house sent to its owner's mounting
+ * queue. Placement: one actor spawned by an actor goes on the spawner's
+ * worker (it will most likely talk to it; idle workers steal); from a
+ * thread that is not a worker, or with SH_PLACE_ROUND_ROBIN, workers take
+ * turns.
  */
-#include "spawn.h"
-
 #include <fiu-local.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,58 +15,73 @@
 #include "check.h"
 #include "gate.h"
 #include "house.h"
+#include "hstore.h"
+#include "mem.h"
 #include "msg.h"
 #include "system.h"
 #include "worker.h"
 
-/* Frees a house and what it still holds, when no worker can reach it: a
- * spawn that failed, or the system's end (its stacks discarded first). */
-
-void sh_spawn_house_free(sh_house *h) {
-  /* Bounded by what was pushed: nothing is pushed any more. */
-  for (int b = 0; b < SH_BOXES; b++) {
-    sh_msg *m;
-    while ((m = sh_mailbox_take(&h->mb[b])) != NULL) sh_msg_free(m);
+/* The gate of box for generation gen: the house's gate memory reset, or a
+ * new one; false when out of memory. */
+static bool house_gate(sh_house *h, sh_box box, uint32_t cap, uint32_t gen) {
+  sh_gate *g = NULL;
+  if (cap > 0) {
+    g = h->gate_mem[box];
+    if (g != NULL)
+      sh_gate_reset(g, cap, gen);
+    else if ((g = h->gate_mem[box] = sh_gate_new(cap, gen)) == NULL)
+      return false;
   }
-  sh_gate_free(h->gate[SH_BOX_ASK]);
-  sh_gate_free(h->gate[SH_BOX_NOTICE]);
-  sh_dispatcher_destroy(&h->futures);
-  free(h->actor);
-  free(h);
+  /* release: the gate's state before a sender that loads it (acquire). */
+  atomic_store_explicit(&h->gate[box], g, memory_order_release);
+  return true;
 }
 
-/* The gates of the class's bounded mailboxes; false when out of memory. */
-static bool house_gates(sh_house *h, const sh_actor_class *c) {
-  if (c->ask_capacity > 0 && (h->gate[SH_BOX_ASK] = sh_gate_new(c->ask_capacity)) == NULL)
+/* Fills the house (from sh_hstore_take) for an actor of class c; false
+ * when out of memory. Its life starts later (make_live). */
+static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner) {
+  sh_system *sys = h->sys;
+  uint32_t gen = sh_house_gen(h);
+  if (h->futures.buckets == NULL && sh_dispatcher_init(&h->futures, SH_DISPATCHER_INITIAL) != 0)
     return false;
-  if (c->notice_capacity > 0 &&
-      (h->gate[SH_BOX_NOTICE] = sh_gate_new(c->notice_capacity)) == NULL)
+  if (!house_gate(h, SH_BOX_ASK, c->ask_capacity, gen) ||
+      !house_gate(h, SH_BOX_NOTICE, c->notice_capacity, gen))
     return false;
+  h->actor = sh_mem_alloc(c->size);
+  if (h->actor == NULL) return false;
+  memset(h->actor, 0, c->size);
+  h->cls = c;
+  h->owner = owner;
+  h->seq = sh_system_next_seq(sys);
+  h->max_per_run = c->max_per_run != 0 ? c->max_per_run : sys->cfg.max_per_run;
+  h->max_batch = c->max_batch != 0 ? c->max_batch : sys->cfg.max_batch;
+  /* relaxed: a hint; a new actor has no pending future, so high. */
+  atomic_store_explicit(&h->high, true, memory_order_relaxed);
+  for (int b = 0; b < SH_BOXES; b++) atomic_store_explicit(&h->high_water[b], 0, memory_order_relaxed);
+  h->vacant = false;
+  h->actor->house = h;
+  h->actor->sys = sys;
   return true;
 }
 
 static sh_house *house_new(sh_system *sys, const sh_actor_class *c, uint32_t owner) {
   fiu_return_on("sh/system/house", NULL);
-  sh_house *h = aligned_alloc(64, (sizeof(sh_house) + 63) & ~(size_t)63);
+  sh_house *h = sh_hstore_take(sys);
   if (h == NULL) return NULL;
-  memset(h, 0, sizeof(*h));
-  h->actor = calloc(1, c->size);
-  if (h->actor == NULL || sh_dispatcher_init(&h->futures, SH_DISPATCHER_INITIAL) != 0) {
-    free(h->actor);
-    free(h);
+  if (!house_fill(h, c, owner)) {
+    sh_mem_free(h->actor);
+    h->actor = NULL;
+    sh_hstore_untake(h);
     return NULL;
   }
-  if (!house_gates(h, c)) {
-    sh_spawn_house_free(h);
-    return NULL;
-  }
-  sh_house_init(h, sys, c, SH_CREATED);
-  h->owner = owner;
-  h->max_per_run = c->max_per_run != 0 ? c->max_per_run : sys->cfg.max_per_run;
-  h->max_batch = c->max_batch != 0 ? c->max_batch : sys->cfg.max_batch;
-  h->actor->house = h;
-  h->actor->sys = sys;
   return h;
+}
+
+/* The actor's generation begins: sends to its address are admitted. After
+ * the init hook, which may not be sent to yet (seq_cst: as every write of
+ * `life`, part of the stop handshake's order). */
+static void make_live(sh_house *h) {
+  atomic_store_explicit(&h->life, sh_life(sh_house_gen(h), false), memory_order_seq_cst);
 }
 
 static int check_class(const sh_actor_class *c) {
@@ -75,48 +92,111 @@ static int check_class(const sh_actor_class *c) {
   return 0;
 }
 
-static uint32_t owner_for(sh_system *sys, sh_addr_kind kind, uint32_t i) {
-  if (kind == SH_ADDR_PER_WORKER) return i;
+static uint32_t round_robin(sh_system *sys) {
   /* relaxed: placement only needs to spread, not to order. */
   return (uint32_t)(atomic_fetch_add_explicit(&sys->next_worker, 1, memory_order_relaxed) %
                     sys->nworkers);
 }
 
-/* Undoes a spawn that failed: the first `inited` actors' init succeeded, so
- * their stop hook runs (init and stop always come in pairs); `made` houses
- * are freed. */
-static void addr_free(sh_addr *a, uint32_t made, uint32_t inited) {
-  for (uint32_t i = 0; i < made; i++) {
-    sh_house *h = a->houses[i];
-    if (i < inited && h->cls->stop != NULL) h->cls->stop(h->actor);
-    sh_spawn_house_free(h);
-  }
-  free(a);
+/* Where a single actor goes: near its spawner, unless told otherwise. */
+static uint32_t owner_of_one(sh_system *sys) {
+  sh_worker *w = sh_worker_current();
+  if (w != NULL && w->sys == sys && sys->cfg.placement == SH_PLACE_LOCAL) return w->index;
+  return round_robin(sys);
 }
 
-/* Registers the houses (creation order = ordering for shutdown) and sends
- * them to their owners' mounting queues. -ESHUTDOWN when shutdown began:
- * under the lock, so every published house is seen by shutdown's walk. */
-static int addr_publish(sh_system *sys, sh_addr *a) {
+/* Undoes an instance whose init hook ran (rc 0: its stop hook runs too,
+ * init and stop come in pairs) or failed. */
+static void instance_undo(sh_house *h, bool inited) {
+  if (inited && h->cls->stop != NULL) h->cls->stop(h->actor);
+  sh_mem_free(h->actor);
+  h->actor = NULL;
+  sh_hstore_untake(h);
+}
+
+/* Makes one instance on `owner`; its token in *token. */
+static int instance_new(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t owner,
+                        const sh_addr *self, uintptr_t *token) {
+  sh_house *h = house_new(sys, c, owner);
+  if (h == NULL) return -ENOMEM;
+  *token = sh_token(h, sh_house_gen(h));
+  h->actor->self = self != NULL ? self : (const sh_addr *)*token;
+  int rc = c->init != NULL ? c->init(h->actor, arg) : 0;
+  if (rc != 0) {
+    instance_undo(h, false);
+    return rc > 0 ? -rc : rc;
+  }
+  return 0;
+}
+
+/* Sends the houses to their owners' mounting queues, live. Outside a
+ * worker, under the store lock with a last look at shutdown: a spawn from
+ * another thread is published before shutdown walks the houses, or fails.
+ * (On a worker no lock is needed: shutdown joins the workers first.) */
+static int publish(sh_system *sys, const uintptr_t *tokens, uint32_t n) {
+  bool outside = sh_worker_current() == NULL;
+  if (outside) sh_spin_lock(&sys->store_lock);
+  int rc = sh_system_is_shut(sys) ? -ESHUTDOWN : 0;
+  for (uint32_t i = 0; rc == 0 && i < n; i++) {
+    sh_house *h = sh_token_house(tokens[i]);
+    make_live(h);
+    sh_worker_enqueue_mount(sys, h->owner, &h->qlink);
+  }
+  if (outside) sh_spin_unlock(&sys->store_lock);
+  return rc;
+}
+
+static void undo_all(const uintptr_t *tokens, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) instance_undo(sh_token_house(tokens[i]), true);
+}
+
+static int spawn_one(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t owner,
+                     const sh_addr **out) {
+  uintptr_t t;
+  int rc = instance_new(sys, c, arg, owner, NULL, &t);
+  if (rc != 0) return rc;
+  rc = publish(sys, &t, 1);
+  if (rc != 0) {
+    undo_all(&t, 1);
+    return rc;
+  }
+  *out = (const sh_addr *)t;
+  return 0;
+}
+
+/* Registers a group so that sh_system_free frees it. */
+static void group_register(sh_system *sys, sh_addr *a) {
   sh_spin_lock(&sys->reg_lock);
-  if (sh_system_is_shut(sys)) {
-    sh_spin_unlock(&sys->reg_lock);
-    return -ESHUTDOWN;
-  }
-  for (uint32_t i = 0; i < a->n; i++) {
-    sh_house *h = a->houses[i];
-    h->seq = sys->nhouses++;
-    if (sys->houses_tail != NULL)
-      sys->houses_tail->all_next = h;
-    else
-      sys->houses = h;
-    sys->houses_tail = h;
-  }
   a->all_next = sys->addrs;
   sys->addrs = a;
   sh_spin_unlock(&sys->reg_lock);
-  for (uint32_t i = 0; i < a->n; i++)
-    sh_worker_enqueue_mount(sys, a->houses[i]->owner, &a->houses[i]->qlink);
+}
+
+static int spawn_group(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
+                       const sh_addr **out) {
+  sh_addr_kind kind = instances == SH_SPAWN_PER_WORKER ? SH_ADDR_PER_WORKER : SH_ADDR_ROBIN;
+  uint32_t n = kind == SH_ADDR_PER_WORKER ? sys->nworkers : instances;
+  if (n > 1u << 20) return -EINVAL;
+  sh_addr *a = calloc(1, sizeof(*a) + n * sizeof(uintptr_t));
+  if (a == NULL) return -ENOMEM;
+  a->kind = kind;
+  a->n = n;
+  atomic_init(&a->robin, 0);
+  int rc = 0;
+  uint32_t made = 0;
+  for (; made < n && rc == 0; made++) {
+    uint32_t owner = kind == SH_ADDR_PER_WORKER ? made : round_robin(sys);
+    rc = instance_new(sys, c, arg, owner, a, &a->members[made]);
+  }
+  if (rc != 0) made--; /* the last one undid itself */
+  if (rc == 0) rc = publish(sys, a->members, n);
+  if (rc != 0) {
+    undo_all(a->members, made);
+    free(a);
+    return rc;
+  }
+  group_register(sys, a);
+  *out = a;
   return 0;
 }
 
@@ -125,40 +205,12 @@ static int spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t in
                  int64_t pin, const sh_addr **out) {
   if (sys == NULL || out == NULL || instances == 0 || check_class(c) != 0) return -EINVAL;
   /* acquire: pairs with sh_system_exit's CAS; a spawn racing with the exit
-   * is decided again under the registry lock (addr_publish). */
-  if (sh_system_is_shut(sys) || atomic_load_explicit(&sys->exiting, memory_order_acquire)) return -ESHUTDOWN;
-  sh_addr_kind kind = instances == 1                     ? SH_ADDR_PLAIN
-                      : instances == SH_SPAWN_PER_WORKER ? SH_ADDR_PER_WORKER
-                                                         : SH_ADDR_ROBIN;
-  uint32_t n = kind == SH_ADDR_PER_WORKER ? sys->nworkers : instances;
-  if (n > 1u << 20) return -EINVAL;
-  sh_addr *a = calloc(1, sizeof(*a) + n * sizeof(sh_house *));
-  if (a == NULL) return -ENOMEM;
-  a->kind = kind;
-  a->n = n;
-  atomic_init(&a->robin, 0);
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t owner = pin >= 0 ? (uint32_t)pin : owner_for(sys, kind, i);
-    sh_house *h = house_new(sys, c, owner);
-    if (h == NULL) {
-      addr_free(a, i, i);
-      return -ENOMEM;
-    }
-    a->houses[i] = h;
-    h->actor->self = a;
-    int rc = c->init != NULL ? c->init(h->actor, arg) : 0;
-    if (rc != 0) {
-      addr_free(a, i + 1, i);
-      return rc > 0 ? -rc : rc;
-    }
-  }
-  int rc = addr_publish(sys, a);
-  if (rc != 0) {
-    addr_free(a, n, n);
-    return rc;
-  }
-  *out = a;
-  return 0;
+   * is decided again when it is published. */
+  if (sh_system_is_shut(sys) || atomic_load_explicit(&sys->exiting, memory_order_acquire))
+    return -ESHUTDOWN;
+  if (instances == 1)
+    return spawn_one(sys, c, arg, pin >= 0 ? (uint32_t)pin : owner_of_one(sys), out);
+  return spawn_group(sys, c, arg, instances, out);
 }
 
 int sh_spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
@@ -171,4 +223,3 @@ int sh_spawn_on(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t wor
   if (sys == NULL || worker >= sys->nworkers) return -EINVAL;
   return spawn(sys, c, arg, 1, worker, out);
 }
-

@@ -16,12 +16,14 @@
 #include <stackhouse/stackhouse.h>
 
 #include "counters.h"
+#include "hfree.h"
 #include "plat.h"
 #include "spinlock.h"
 
 struct sh_worker;
 struct sh_house;
 struct sh_bridge;
+struct sh_hslab;
 
 struct sh_system {
   sh_config cfg;
@@ -35,16 +37,27 @@ struct sh_system {
   atomic_bool shut;                 /* shutdown began: no more spawns */
   atomic_uint_fast32_t next_worker; /* placement of single actors */
 
+  atomic_uint_fast64_t nhouses;     /* houses spawned: the next one's seq */
+  /* Where houses live (hstore.h): the slabs, and retired houses no worker
+   * keeps. A lock taken once per slab and per batch of houses. */
+  sh_spin store_lock;
+  struct sh_hslab *slabs, *slabs_tail; /* store_lock; in the order made */
+  sh_hfree spare;                   /* store_lock */
+
   sh_spin reg_lock;                 /* guards the lists below */
-  struct sh_house *houses, *houses_tail;
-  sh_addr *addrs;
-  uint64_t nhouses;
+  sh_addr *addrs;                   /* groups of instances (addr.h) */
   struct sh_bridge *bridges;        /* every bridge, open or closed */
   struct sh_bridge *bridge_free;    /* closed bridges, for reuse */
   atomic_bool drained;              /* shutdown finished its drain */
 
   sh_counters counters;             /* counts by threads that are not workers */
 };
+
+/* The creation number of the next house (relaxed: unique is all it needs;
+ * in the simulator, one thread makes it deterministic). */
+static inline uint64_t sh_system_next_seq(sh_system *sys) {
+  return atomic_fetch_add_explicit(&sys->nhouses, 1, memory_order_relaxed);
+}
 
 static inline bool sh_system_is_shut(const sh_system *sys) {
   /* acquire: pairs with the release store in sh_system_shutdown. */

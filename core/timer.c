@@ -138,7 +138,7 @@ static sh_timer *find(sh_house *h, uint64_t id) {
 static void call_timeout(sh_house *h, uint64_t id, void *arg) {
   /* acquire: a stop seen here also shows what the stopper wrote before it;
    * a stop not yet seen costs one last timeout call before the stop work. */
-  if (h->cls->timeout != NULL && !atomic_load_explicit(&h->stopped, memory_order_acquire))
+  if (h->cls->timeout != NULL && !sh_house_stopped(h))
     h->cls->timeout(h->actor, id, arg);
 }
 
@@ -168,7 +168,7 @@ int sh_timer_start(sh_actor *self, int64_t delay_ms, int64_t period_ms, void *ar
   if (h->cls->timeout == NULL) return -EINVAL;
   /* acquire: as in call_timeout; a timer started just as the stop lands is
    * cancelled by the stop work (sh_timer_cancel_all) anyway. */
-  if (atomic_load_explicit(&h->stopped, memory_order_acquire)) return -ESHUTDOWN;
+  if (sh_house_stopped(h)) return -ESHUTDOWN;
   uint64_t id = ++h->next_timer_id;
   sh_timer *t = timer_new(w, h, SH_TIMER_ACTOR, id, sh_timeout_ns(delay_ms),
                          sh_timeout_ns(period_ms), arg);

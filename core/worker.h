@@ -17,6 +17,7 @@
 #include <stackhouse/stackhouse.h>
 
 #include "counters.h"
+#include "hfree.h"
 #include "housequeue.h"
 #include "mem.h"
 #include "pool.h"
@@ -33,6 +34,7 @@ typedef struct sh_worker {
   uint64_t idle_count;              /* loop turns in a row that found nothing */
   bool poll_yielded;                /* this idle stretch gave the CPU away once */
   sh_pool pool;
+  sh_hfree houses;                  /* retired houses for this worker's spawns */
   sh_wheel wheel;
   sh_counters counters;
 } sh_worker;

@@ -81,7 +81,10 @@ static sh_msg *make_note(const sh_msg_type *t, int tag, int count) {
   return sh_msg_fill(sh_msg_alloc(t), &(note){.tag = tag, .count = count}, sizeof(note));
 }
 
-static sh_house *house_of(const sh_addr *a) { return a->houses[0]; }
+static sh_house *house_of(const sh_addr *a) {
+  uint32_t gen;
+  return sh_addr_member(a, 0, &gen);
+}
 static int state_of(const sh_house *h) { return atomic_load(&h->state); }
 
 static uint32_t queued_on(uint32_t i) {
@@ -384,11 +387,12 @@ static void test_barrier_predicate(void **state) {
   assert_false(has_work_with(h, SH_BOX_ASK, true));
   assert_false(has_work_with(h, SH_BOX_NOTICE, true));
   /* A stopped house no longer holds anything back: it must refuse them. */
-  atomic_store(&h->stopped, true);
+  uint32_t live = atomic_load(&h->life);
+  atomic_store(&h->life, live | SH_LIFE_STOPPED);
   h->stop_done = true;
   assert_true(has_work_with(h, SH_BOX_ASK, true));
   assert_true(has_work_with(h, SH_BOX_NOTICE, true));
-  atomic_store(&h->stopped, false);
+  atomic_store(&h->life, live);
 }
 
 /* A barrier stack waiting on its reply holds a later ask and notice back;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "house.h"
+#include "hstore.h"
 #include "msg.h"
 #include "plat.h"
 #include "support/manual.h"
@@ -36,6 +37,16 @@
 typedef struct note { sh_msg hdr; int a; long b; char c[24]; } note;
 typedef struct owned { sh_msg hdr; int *counter; } owned;
 SH_MSG_DEFINE(note, SH_NOTICE, 0);
+static sh_house *house_at(const sh_addr *a, uint32_t i) {
+  uint32_t gen;
+  return sh_addr_member(a, i, &gen);
+}
+
+static sh_house *pick(const sh_addr *a) {
+  uint32_t gen;
+  return sh_addr_pick(a, &gen);
+}
+
 static void owned_drop(sh_msg *m) { (*((owned *)m)->counter)++; }
 SH_MSG_DEFINE_DROP(owned, SH_NOTICE, 0, owned_drop);
 
@@ -184,11 +195,11 @@ static void test_spawn_validates(void **state) {
   assert_int_equal(sh_spawn_on(th_sys, &plain_class, NULL, 2, &a), -EINVAL);
   assert_null(a);
   assert_int_equal(inits, 0);
-  assert_null(th_sys->houses);
+  assert_int_equal(sh_hstore_count(th_sys), 0);
 
   assert_int_equal(sh_spawn(th_sys, &both, NULL, 1, &a), 0);
   assert_int_equal(sh_spawn_on(th_sys, &plain_class, NULL, 1, &a), 0);
-  assert_int_equal(a->houses[0]->owner, 1);
+  assert_int_equal(house_at(a, 0)->owner, 1);
 }
 
 /* The third of four instances fails its init: the spawn fails, nothing is
@@ -201,8 +212,8 @@ static void check_init_failure(int rc, int want) {
   assert_int_equal(sh_spawn(th_sys, &plain_class, NULL, 4, &a), want);
   assert_null(a);
   assert_int_equal(inits, 3);
-  assert_null(th_sys->houses);
-  assert_int_equal(th_sys->nhouses, 0);
+  /* Every house made went back to the store, vacant. */
+  assert_int_equal(th_sys->spare.n, sh_hstore_count(th_sys));
   assert_int_equal(sh_hq_count(&th_worker(0)->mounting) + sh_hq_count(&th_worker(1)->mounting), 0);
 }
 
@@ -217,7 +228,7 @@ static void test_init_failure_fails_spawn(void **state) {
   assert_int_equal(sh_spawn(th_sys, &plain_class, NULL, 1, &a), -7);
   fail_at = 0;
   assert_int_equal(sh_spawn(th_sys, &plain_class, NULL, 1, &a), 0);
-  assert_int_equal(th_sys->nhouses, 1);
+  assert_int_equal(th_sys->spare.n, sh_hstore_count(th_sys) - 1);
 }
 
 static void test_address_kinds(void **state) {
@@ -231,32 +242,32 @@ static void test_address_kinds(void **state) {
   assert_int_equal(sh_addr_count(three), 3);
   assert_int_equal(sh_addr_count(each), 2);
   assert_int_equal(sh_addr_count(NULL), 0);
-  assert_int_equal(one->kind, SH_ADDR_PLAIN);
+  assert_true(sh_addr_is_token(one));
   assert_int_equal(three->kind, SH_ADDR_ROBIN);
   assert_int_equal(each->kind, SH_ADDR_PER_WORKER);
 
   /* Every house knows its address; a per-worker address has one per worker. */
-  for (uint32_t i = 0; i < 3; i++) assert_ptr_equal(sh_self(three->houses[i]->actor), three);
+  for (uint32_t i = 0; i < 3; i++) assert_ptr_equal(sh_self(house_at(three, i)->actor), three);
   for (uint32_t i = 0; i < 2; i++) {
-    assert_ptr_equal(sh_self(each->houses[i]->actor), each);
-    assert_int_equal(sh_actor_worker(each->houses[i]->actor), i);
+    assert_ptr_equal(sh_self(house_at(each, i)->actor), each);
+    assert_int_equal(sh_actor_worker(house_at(each, i)->actor), i);
   }
 
   /* Plain: always the one house. Robin: each in turn. */
-  for (int i = 0; i < 3; i++) assert_ptr_equal(sh_addr_pick(one), one->houses[0]);
-  sh_house *first = sh_addr_pick(three);
+  for (int i = 0; i < 3; i++) assert_ptr_equal(pick(one), house_at(one, 0));
+  sh_house *first = pick(three);
   uint32_t k = 0;
-  while (three->houses[k] != first) k++;
-  for (uint32_t i = 1; i <= 6; i++) assert_ptr_equal(sh_addr_pick(three), three->houses[(k + i) % 3]);
+  while (house_at(three, k) != first) k++;
+  for (uint32_t i = 1; i <= 6; i++) assert_ptr_equal(pick(three), house_at(three, (k + i) % 3));
   /* Per worker: the caller's own worker's instance. */
   for (uint32_t w = 0; w < 2; w++) {
     th_act_as(w);
-    for (int i = 0; i < 3; i++) assert_ptr_equal(sh_addr_pick(each), each->houses[w]);
+    for (int i = 0; i < 3; i++) assert_ptr_equal(pick(each), house_at(each, w));
   }
   sh_worker_enter(NULL);
   /* Off-worker it still picks one of them. */
-  sh_house *h = sh_addr_pick(each);
-  assert_true(h == each->houses[0] || h == each->houses[1]);
+  sh_house *h = pick(each);
+  assert_true(h == house_at(each, 0) || h == house_at(each, 1));
 }
 
 static void test_creation_order(void **state) {
@@ -264,18 +275,13 @@ static void test_creation_order(void **state) {
   const sh_addr *as[4];
   const uint32_t counts[] = {2, 1, SH_SPAWN_PER_WORKER, 3};
   for (int i = 0; i < 4; i++) assert_int_equal(sh_spawn(th_sys, &plain_class, NULL, counts[i], &as[i]), 0);
-  sh_house *h = th_sys->houses;
+  /* Creation numbers follow the spawns, instance by instance. */
   uint64_t seq = 0;
-  for (int i = 0; i < 4; i++) {
-    for (uint32_t j = 0; j < sh_addr_count(as[i]); j++) {
-      assert_ptr_equal(h, as[i]->houses[j]);
-      assert_int_equal(h->seq, seq++);
-      h = h->all_next;
-    }
-  }
-  assert_null(h);
-  assert_ptr_equal(th_sys->houses_tail, as[3]->houses[2]);
-  assert_int_equal(th_sys->nhouses, seq);
+  for (int i = 0; i < 4; i++)
+    for (uint32_t j = 0; j < sh_addr_count(as[i]); j++) assert_int_equal(house_at(as[i], j)->seq, seq++);
+  assert_int_equal(atomic_load(&th_sys->nhouses), seq);
+  /* The store made one slab for them. */
+  assert_int_equal(sh_hstore_count(th_sys), SH_SLAB_HOUSES);
 }
 
 static void test_spawn_after_shutdown(void **state) {

@@ -94,7 +94,10 @@ static const sh_actor_class responder_class = {.name = "responder", .size = size
 
 /* ---- harness ------------------------------------------------------------- */
 
-static sh_house *house(void) { return timed->houses[0]; }
+static sh_house *house(void) {
+  uint32_t gen;
+  return sh_addr_member(timed, 0, &gen);
+}
 static sh_actor *actor(void) { return house()->actor; }
 static uint64_t in_wheel(void) { return sh_wheel_count(&th_worker(0)->wheel); }
 static uint32_t events(void) { return sh_mailbox_size(&house()->mb[SH_BOX_EVENT]); }

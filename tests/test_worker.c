@@ -99,7 +99,8 @@ static void sys_new(uint64_t spin_ns) {
 }
 
 static sh_house *spawn_on(const sh_actor_class *c, uint32_t w) {
-  return th_spawn(c, w)->houses[0];
+  uint32_t gen;
+  return sh_addr_member(th_spawn(c, w), 0, &gen);
 }
 
 static void notify(sh_house *h) {

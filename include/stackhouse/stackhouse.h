@@ -208,7 +208,15 @@ struct sh_actor_class {
  * Spawns `instances` actors of class c (1: a plain address; SH_SPAWN_PER_WORKER:
  * one per worker behind a load-balanced address; K: K instances behind a
  * round-robin address). Callable before or after sh_system_start, from any
- * thread or actor. The address lives as long as the system.
+ * thread or actor. A single actor spawned by an actor runs on the
+ * spawner's worker (idle workers steal), from any other thread on the
+ * workers in turn (sh_config.placement changes this).
+ *
+ * An address stays a safe handle for the system's life: once its actor
+ * stopped and was reclaimed, sends to it fail with -ESHUTDOWN and never
+ * reach an actor spawned later in the same memory. The address of a single
+ * actor costs no memory of its own; an address of several instances is
+ * freed with the system, so spawn groups at setup, not per request.
  */
 SH_API int sh_spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
              const sh_addr **out);
@@ -409,6 +417,12 @@ SH_API uint32_t sh_bridge_pending(const sh_bridge *b);
 /* The system                                                          */
 /* ------------------------------------------------------------------ */
 
+/* Where sh_spawn places a single actor (sh_config.placement). */
+typedef enum sh_placement {
+  SH_PLACE_LOCAL = 0,       /* spawned by an actor: on the spawner's worker; else round robin */
+  SH_PLACE_ROUND_ROBIN = 1, /* workers take turns, whoever spawns */
+} sh_placement;
+
 typedef struct sh_config {
   uint32_t workers;          /* 0: one per CPU */
   uint32_t max_per_run;      /* messages an actor handles per scheduling (64) */
@@ -420,6 +434,7 @@ typedef struct sh_config {
   uint32_t pool_max_cached;  /* objects each pool size class keeps (4096) */
   uint32_t pool_keep;        /* what an idle-trimmed class keeps (16) */
   uint64_t pool_idle_ns;     /* a class untouched this long is trimmed (30 s) */
+  sh_placement placement;    /* of single actors (SH_PLACE_LOCAL) */
 } sh_config;
 
 SH_API void sh_config_default(sh_config *cfg);
