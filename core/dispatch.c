@@ -144,7 +144,6 @@ static void on_late(sh_house *h, sh_msg *m) {
   sh_msg_free(m);
 }
 
-
 /* Takes up to `budget` messages of one mailbox and hands each to fn. */
 static uint32_t drain_box(sh_house *h, sh_box box, uint32_t budget,
                           void (*fn)(sh_house *h, sh_msg *m)) {
@@ -169,8 +168,10 @@ static void on_event(sh_house *h, sh_msg *m) {
     /* An ask's timeout: its future, if the answer did not come first. */
     sh_timer *t = (sh_timer *)m;
     sh_future *f = sh_future_find(h, t->id);
-    if (f != NULL) {
-      SH_ASSERT(f->timer == t);
+    /* Not f's timer any more: the answer came first, or f was kept past a
+     * stop for its waiter's return (future.c), which decides its outcome;
+     * the timer had fired already and could not be cancelled. */
+    if (f != NULL && f->timer == t) {
       f->timer = NULL; /* this node is the event; it is freed below, not cancelled */
       sh_future_time_out(h, f);
     }

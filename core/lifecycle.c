@@ -19,6 +19,7 @@
 #include "check.h"
 #include "house.h"
 #include "loop.h"
+#include "send.h"
 #include "hstore.h"
 #include "stack.h"
 #include "system.h"
@@ -77,6 +78,7 @@ int sh_system_new(const sh_config *cfg, sh_system **out) {
   sys->nworkers = c.workers;
   sh_spin_init(&sys->reg_lock);
   sh_spin_init(&sys->store_lock);
+  atomic_init(&sys->outside_sends, 0);
   for (int i = 0; i < SH_C_COUNT; i++) atomic_init(&sys->counters.v[i], 0);
   sys->workers = aligned_alloc(64, sizeof(sh_worker) * c.workers);
   rc = sys->workers == NULL ? -ENOMEM : sh_plat_new(c.workers, &sys->plat);
@@ -167,12 +169,14 @@ static void discard_stacks(sh_house *h, void *arg) {
 int sh_system_shutdown(sh_system *sys) {
   if (sys == NULL || sh_worker_current() != NULL) return -EINVAL;
   if (sh_system_is_shut(sys)) return 0;
-  /* Under the registry lock: a spawn publishes before this or fails. release:
-   * pairs with is_shut's acquire. */
-  sh_spin_lock(&sys->reg_lock);
-  atomic_store_explicit(&sys->shut, true, memory_order_release);
-  sh_spin_unlock(&sys->reg_lock);
+  /* Under the store lock: a spawn from another thread publishes before this
+   * or fails (spawn.c). seq_cst: the store half of the outside senders'
+   * handshake (send.c); it also pairs with is_shut's acquire. */
+  sh_spin_lock(&sys->store_lock);
+  atomic_store_explicit(&sys->shut, true, memory_order_seq_cst);
+  sh_spin_unlock(&sys->store_lock);
   if (sys->started) stop_workers(sys);
+  sh_send_outside_quiesce(sys);
   /* Alone now: act as worker 0 so pools and wheels have an owner. */
   sh_worker_enter(&sys->workers[0]);
   int rc = drain(sys);

@@ -7,6 +7,8 @@
 #include "addr.h"
 #include "check.h"
 #include "msg.h"
+#include "plat.h"
+#include "system.h"
 #include "worker.h"
 
 int sh_send_wait(sh_waiter *w) {
@@ -33,6 +35,28 @@ void sh_send_drop_stopped(sh_system *sys, sh_msg *m) {
   sh_msg_free(m);
 }
 
+/* The handshake with shutdown: a sender counts itself (seq_cst) and then
+ * reads `shut` (seq_cst); shutdown stores `shut` (seq_cst) and then reads
+ * the count. One sees the other: the sender backs off, or shutdown waits
+ * for it. */
+bool sh_send_outside_begin(sh_system *sys) {
+  atomic_fetch_add_explicit(&sys->outside_sends, 1, memory_order_seq_cst);
+  if (!atomic_load_explicit(&sys->shut, memory_order_seq_cst)) return true;
+  sh_send_outside_end(sys);
+  return false;
+}
+
+void sh_send_outside_end(sh_system *sys) {
+  /* release: the push before it is seen by shutdown's acquire load. */
+  atomic_fetch_sub_explicit(&sys->outside_sends, 1, memory_order_release);
+}
+
+void sh_send_outside_quiesce(sh_system *sys) {
+  /* Bounded by the sends in flight when `shut` was stored: new ones back
+   * off; each ends after a few steps. */
+  while (atomic_load_explicit(&sys->outside_sends, memory_order_acquire) != 0) sh_plat_yield_cpu();
+}
+
 static bool notice_usable(const sh_addr *to, const sh_msg *m) {
   return to != NULL && m != NULL && m->type->kind == SH_NOTICE;
 }
@@ -43,7 +67,10 @@ static int notice_now(const sh_addr *to, sh_msg *m, sh_house **t) {
   *t = sh_addr_pick(to, &gen);
   m->sender = NULL;
   m->id = 0;
+  bool outside = sh_worker_current() == NULL;
+  if (outside && !sh_send_outside_begin((*t)->sys)) return -ESHUTDOWN;
   int rc = sh_send_now(*t, gen, SH_BOX_NOTICE, m);
+  if (outside) sh_send_outside_end((*t)->sys);
   if (rc == -EAGAIN) sh_send_refused(*t, SH_BOX_NOTICE);
   return rc;
 }

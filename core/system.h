@@ -35,6 +35,7 @@ struct sh_system {
   atomic_bool exiting;
   bool started;
   atomic_bool shut;                 /* shutdown began: no more spawns */
+  atomic_uint outside_sends;        /* sends in flight from threads that are not workers */
   atomic_uint_fast32_t next_worker; /* placement of single actors */
 
   atomic_uint_fast64_t nhouses;     /* houses spawned: the next one's seq */
