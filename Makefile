@@ -55,6 +55,10 @@ ALL_TESTS         := $(sort $(basename $(notdir $(wildcard tests/test_*.c))))
 TEST_SUPPORT_SRCS := $(wildcard tests/support/*.c)
 BENCH_NAMES       := $(sort $(basename $(notdir $(wildcard bench/*.c))))
 BENCH_COMMON_SRCS := $(wildcard bench/common/*.c)
+# The Savina suite (bench/savina/): one program per benchmark, release only,
+# with its harness (bench/savina/common/) and the malloc counter.
+SAVINA_NAMES      := $(sort $(basename $(notdir $(wildcard bench/savina/*.c))))
+SAVINA_COMMON_SRCS := $(wildcard bench/savina/common/*.c) bench/common/malloc_count.c
 EXAMPLE_NAMES     := $(sort $(basename $(notdir $(wildcard examples/*.c))))
 # Scenarios (scenarios/*.c): linked into shsim, shrun and the scenario tests.
 SCENARIO_SRCS     := $(wildcard scenarios/*.c)
@@ -254,7 +258,21 @@ else
 all: lib benches examples tools
 lib: release-lib
 endif
-benches: $(addprefix build/release/bench/,$(BENCH_NAMES))
+benches: $(addprefix build/release/bench/,$(BENCH_NAMES)) \
+         $(addprefix build/release/bench/savina/,$(SAVINA_NAMES))
+
+# The malloc counter's definitions must be exported for libc (and a C++
+# runtime) to call them: -fvisibility=hidden would keep them to the program.
+# private: the .flags stamp it depends on must not see this.
+build/release/obj/bench/common/malloc_count.o: private CFLAGS += -fvisibility=default
+
+# A shorter stem than build/release/bench/%'s: this rule wins for them.
+build/release/bench/savina/%: build/release/obj/bench/savina/%.o \
+    $(SAVINA_COMMON_SRCS:%.c=build/release/obj/%.o) build/release/libstackhouse.a
+	@mkdir -p $(@D)
+	$(call say,LD release,$@)
+	$(Q)$(CC) $(release_ALL_LDFLAGS) $(BENCH_LDFLAGS) -o $@ $(filter %.o,$^) \
+	    build/release/libstackhouse.a $(BENCH_LDLIBS) -lm -lpthread $(LDLIBS)
 examples: $(addprefix build/release/examples/,$(EXAMPLE_NAMES))
 
 # ------------------------------------------------------------------ tools ---
@@ -345,7 +363,7 @@ SO_API_HEADERS := include/stackhouse/stackhouse.h include/stackhouse/probe.h
 
 # ---------------------------------------------------------------- targets ---
 
-.PHONY: deps test sim bench coverage install install-check uninstall clean help FORCE
+.PHONY: deps test sim bench savina coverage install install-check uninstall clean help FORCE
 FORCE:
 
 deps:
@@ -391,6 +409,11 @@ bench:
 	  echo "== bench $$b"; \
 	  build/release/bench/$$b || { echo "bench $$b: FAILED (exit status $$?)"; status=1; }; \
 	done; exit $$status
+
+# The Savina suite against CAF, Erlang and Go (bench/compare_savina.sh, which
+# installs the peers on demand): SAVINA_ARGS="--quick", "--only fib", ...
+savina:
+	@bash bench/compare_savina.sh $(SAVINA_ARGS)
 
 # Line coverage of the tests (gcc: gcov; clang: llvm-cov gcov).
 LCOV := lcov --quiet --config-file coverage/lcovrc
@@ -464,6 +487,7 @@ help:
 	@echo "                TSAN_TESTS under TSan; then make all. TESTS=\"...\" runs a subset"
 	@echo "make sim        every scenario under the simulator: SIM_SEEDS (1..1000) x SIM_SWEEPS"
 	@echo "make bench      build and run every bench/*.c"
+	@echo "make savina     the Savina suite against CAF, Erlang, Go (SAVINA_ARGS=--quick)"
 	@echo "make coverage   tests in build/cov, lcov report in build/coverage/html"
 	@echo "make tools      build/bin: shsim (simulator runner), shrun (epoll runner), tools/*.c"
 	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall"
