@@ -3,8 +3,12 @@
  * exception, ask, notice, event) up to the house's budget and hands each
  * to what handles it: a new stack (or a batch stack) for an ask or a
  * notice, the future it answers for a reply or an exception, the timer or
- * the waiter it carries for an event. A barrier holds asks and notices
- * back; a stopped house refuses them. Then the house settles (house.c).
+ * the waiter it carries for an event. The order holds for every take, not
+ * only for what was there when the run began: before each take the run
+ * looks whether a mailbox above has a message (one that came while a
+ * handler ran) and goes back up for it. A barrier holds asks and notices
+ * back; once the house is stopped, seen before each take, it refuses them,
+ * and a batch not started yet with them. Then the house settles (house.c).
  */
 #include "dispatch.h"
 
@@ -22,8 +26,13 @@
 /* Events handled per run even when the budget is spent. */
 #define SH_EVENT_SHARE 16u
 
+/* Looked at before every take of an ask or a notice, not once per run: a
+ * stop that lands while a handler runs lets that handler finish, but
+ * nothing queued may start after it (sh_stop), and a run can go on for
+ * many handlers. seq_cst: as the settle's look (house.c), the stop
+ * handshake; the run's last look decides its stop work. One load each,
+ * with no write: cheap next to a take. */
 static bool stopped(const sh_house *h) {
-  /* seq_cst: as the settle's look (house.c): the stop handshake. */
   return atomic_load_explicit(&h->life, memory_order_seq_cst) & SH_LIFE_STOPPED;
 }
 
@@ -80,10 +89,38 @@ typedef struct batcher {
   sh_stack *st;
 } batcher;
 
+/* The batcher of a request mailbox (none for the others: fn is NULL). */
+static batcher batcher_for(sh_house *h, sh_box box) {
+  if (box == SH_BOX_ASK)
+    return (batcher){h, SH_STACK_BATCH_ASK, h->cls->batch_ask, h->cls->batch_ask_filter, NULL};
+  if (box == SH_BOX_NOTICE)
+    return (batcher){h, SH_STACK_BATCH_NOTICE, h->cls->batch_notice, h->cls->batch_notice_filter,
+                     NULL};
+  return (batcher){h, SH_STACK_NOTICE, NULL, NULL, NULL};
+}
+
+/* A batch that never started, once its house stopped: refused as the
+ * messages would have been had they been taken after the stop. Counted
+ * dropped, not delivered: its handler never saw them. */
+static void batch_refuse(sh_house *h, sh_stack *st) {
+  sh_count_n(h->sys, SH_C_DROPPED_STOPPED, st->nbatch);
+  for (uint32_t i = 0; i < st->nbatch; i++) {
+    sh_batch_entry *e = &st->batch[i];
+    if (e->msg->type->kind == SH_ASK) sh_house_refuse(e->reply_to, e->ask_id, -ESHUTDOWN);
+  }
+  sh_stack_discard(st); /* frees the messages */
+}
+
 static void batch_flush(batcher *b) {
   sh_stack *st = b->st;
   if (st == NULL) return;
   b->st = NULL;
+  if (stopped(b->h)) {
+    batch_refuse(b->h, st);
+    return;
+  }
+  /* Counted when handed over, not when taken into the batch. */
+  sh_count_n(b->h->sys, SH_C_DELIVERED, st->nbatch);
   sh_stack_run(st);
 }
 
@@ -95,6 +132,7 @@ static bool batch_add(batcher *b, sh_msg *m) {
   if (b->st == NULL) {
     b->st = sh_stack_new(h, b->kind, h->max_batch);
     if (b->st == NULL) {
+      sh_count(h->sys, SH_C_DELIVERED);
       refuse_msg(h, m, -ENOMEM); /* it belongs to a batch: never to the single handler */
       return true;
     }
@@ -110,30 +148,13 @@ static bool batch_add(batcher *b, sh_msg *m) {
   return true;
 }
 
-/* Asks or notices, in order, up to the budget; stops at a barrier. */
-static uint32_t drain_requests(sh_house *h, sh_box box, uint32_t budget) {
-  bool ask = box == SH_BOX_ASK;
-  batcher b = {h, ask ? SH_STACK_BATCH_ASK : SH_STACK_BATCH_NOTICE,
-               ask ? h->cls->batch_ask : h->cls->batch_notice,
-               ask ? h->cls->batch_ask_filter : h->cls->batch_notice_filter, NULL};
-  uint32_t n = 0;
-  while (n < budget && !h->barrier) {
-    sh_msg *m = sh_house_take(h, box);
-    if (m == NULL) break;
-    n++;
-    if (stale(h, m)) {
-      on_refused(h, m);
-      continue;
-    }
-    SH_TRACE(SH_TRACE_DELIVER, h->seq, m->type->name, 0);
-    sh_count(h->sys, SH_C_DELIVERED);
-    if (batch_add(&b, m)) continue;
-    /* Keep arrival order: what was batched before this message goes first. */
-    batch_flush(&b);
-    dispatch_single(h, m);
-  }
-  batch_flush(&b);
-  return n;
+/* An ask or a notice to its handler: into the batch being built, or alone
+ * once that batch went first (arrival order). */
+static void deliver(batcher *b, sh_msg *m) {
+  if (batch_add(b, m)) return;
+  batch_flush(b);
+  sh_count(b->h->sys, SH_C_DELIVERED);
+  dispatch_single(b->h, m);
 }
 
 static void on_answer(sh_house *h, sh_msg *m) { sh_future_answer(h, m); }
@@ -144,17 +165,86 @@ static void on_late(sh_house *h, sh_msg *m) {
   sh_msg_free(m);
 }
 
-/* Takes up to `budget` messages of one mailbox and hands each to fn. */
-static uint32_t drain_box(sh_house *h, sh_box box, uint32_t budget,
-                          void (*fn)(sh_house *h, sh_msg *m)) {
-  uint32_t n = 0;
-  while (n < budget) {
-    sh_msg *m = sh_house_take(h, box);
-    if (m == NULL) break;
-    n++;
-    SH_TRACE(SH_TRACE_DELIVER, h->seq, m->type->name, 0);
-    fn(h, m);
+/* Where a run is in the mailboxes reply..notice. */
+typedef struct walk {
+  sh_house *h;
+  sh_box box;     /* the mailbox the next take is from */
+  unsigned stuck; /* mailboxes whose counted message a take could not reach */
+  bool ready_ran; /* deferred stacks had their turn */
+  batcher b;      /* the batch being built from box */
+} walk;
+
+/* The first mailbox above the walk's with a message waiting; the walk's own
+ * when none. The runner is the mailboxes' only consumer, so a look at their
+ * counts is cheap and what it sees stays there. relaxed: a message pushed
+ * before the running handler returned is seen (the handler's return is
+ * ordered after it); one pushed concurrently is seen a take later at
+ * worst, and no order tells those apart. A stuck mailbox is not looked at
+ * again this run: the walk would bounce on it. */
+static sh_box higher_waiting(const walk *w) {
+  for (sh_box b = SH_BOX_REPLY; b < w->box; b++)
+    if (!(w->stuck & 1u << b) && sh_mailbox_size(&w->h->mb[b]) > 0) return b;
+  return w->box;
+}
+
+/* The batch being built goes first: its messages were taken before
+ * whatever the walk moves for. */
+static void walk_to(walk *w, sh_box box) {
+  batch_flush(&w->b);
+  w->box = box;
+  w->b = batcher_for(w->h, box);
+}
+
+static bool is_request(sh_box box) { return box == SH_BOX_ASK || box == SH_BOX_NOTICE; }
+
+/* One step of the walk: takes a message from the highest mailbox that has
+ * one and hands it on (1), or moves (0). */
+static uint32_t walk_step(walk *w) {
+  sh_house *h = w->h;
+  sh_box up = higher_waiting(w);
+  if (up != w->box) {
+    walk_to(w, up);
+    return 0;
   }
+  bool request = is_request(w->box), stop = request && stopped(h);
+  if (request && !stop && h->barrier) {
+    walk_to(w, SH_BOX_EVENT); /* a barrier holds both request mailboxes */
+    return 0;
+  }
+  sh_msg *m = sh_house_take(h, w->box);
+  if (m == NULL) {
+    /* Counted but not linked yet (a producer half-way, mailbox.c). */
+    if (sh_mailbox_size(&h->mb[w->box]) > 0) w->stuck |= 1u << w->box;
+    walk_to(w, w->box + 1);
+    return 0;
+  }
+  SH_TRACE(SH_TRACE_DELIVER, h->seq, m->type->name, 0);
+  if (!request)
+    on_answer(h, m);
+  else if (stop || stale(h, m))
+    on_refused(h, m);
+  else
+    deliver(&w->b, m);
+  return 1;
+}
+
+/* Replies, exceptions, asks and notices up to the budget, each take from
+ * the highest mailbox that has a message: what arrives during the run goes
+ * ahead of the lower mailboxes, as what was there when it began does. */
+static uint32_t drain_in_order(sh_house *h, uint32_t budget) {
+  walk w = {.h = h, .box = SH_BOX_REPLY, .b = batcher_for(h, SH_BOX_REPLY)};
+  uint32_t n = 0;
+  while (w.box < SH_BOX_EVENT && n < budget) {
+    if (w.box == SH_BOX_ASK && !w.ready_ran) {
+      /* Continuations before new work, as replies are; once a run: a stack
+       * deferred during the run waits for the next. */
+      w.ready_ran = true;
+      if (!sh_list_empty(&h->ready)) n += sh_stack_run_ready(h, budget - n);
+      continue;
+    }
+    n += walk_step(&w);
+  }
+  batch_flush(&w.b);
   return n;
 }
 
@@ -179,6 +269,19 @@ static void on_event(sh_house *h, sh_msg *m) {
     return;
   }
   sh_timer_event(h, m);
+}
+
+/* Takes up to `limit` events and handles each. */
+static uint32_t drain_events(sh_house *h, uint32_t limit) {
+  uint32_t n = 0;
+  while (n < limit) {
+    sh_msg *m = sh_house_take(h, SH_BOX_EVENT);
+    if (m == NULL) break;
+    n++;
+    SH_TRACE(SH_TRACE_DELIVER, h->seq, m->type->name, 0);
+    on_event(h, m);
+  }
+  return n;
 }
 
 /* The greatest backlog of the request mailboxes, seen as a run begins (the
@@ -221,9 +324,15 @@ static bool done_with(const sh_house *h) {
 
 /* A retired house has no actor: what still arrives (a send that raced with
  * the retirement, a late answer) is refused or dropped. */
-static void run_vacant(sh_house *h) {
-  for (sh_box b = 0; b < SH_BOXES; b++)
-    drain_box(h, b, h->max_per_run, b == SH_BOX_ASK || b == SH_BOX_NOTICE ? on_refused : on_late);
+static uint32_t run_vacant(sh_house *h) {
+  uint32_t taken = 0;
+  for (sh_box b = 0; b < SH_BOXES; b++) {
+    sh_msg *m;
+    /* Bounded by the budget; settle runs it again for the rest. */
+    for (uint32_t n = 0; n < h->max_per_run && (m = sh_house_take(h, b)) != NULL; n++, taken++)
+      (is_request(b) ? on_refused : on_late)(h, m);
+  }
+  return taken;
 }
 
 void sh_dispatch_run(sh_worker *w, sh_house *h) {
@@ -231,8 +340,9 @@ void sh_dispatch_run(sh_worker *w, sh_house *h) {
   /* relaxed: only the runner that took it from a queue writes RUNNING. */
   atomic_store_explicit(&h->state, SH_RUNNING, memory_order_relaxed);
   if (h->vacant) {
-    run_vacant(h);
+    uint32_t n = run_vacant(h);
     sh_house_settle(h);
+    if (n == 0) sh_plat_yield_cpu(); /* a producer half-way: see below */
     return;
   }
   sh_count(h->sys, SH_C_RUNS);
@@ -241,21 +351,11 @@ void sh_dispatch_run(sh_worker *w, sh_house *h) {
   note_high_water(h);
 
   uint32_t budget = h->max_per_run;
-  uint32_t n = drain_box(h, SH_BOX_REPLY, budget, on_answer);
-  n += drain_box(h, SH_BOX_EXCEPTION, budget - n, on_answer);
-  /* Continuations before new work, as replies are. */
-  if (!sh_list_empty(&h->ready)) n += sh_stack_run_ready(h, budget - n);
-  if (stopped(h)) {
-    n += drain_box(h, SH_BOX_ASK, budget - n, on_refused);
-    n += drain_box(h, SH_BOX_NOTICE, budget - n, on_refused);
-  } else {
-    n += drain_requests(h, SH_BOX_ASK, budget - n);
-    n += drain_requests(h, SH_BOX_NOTICE, budget - n);
-  }
+  uint32_t n = drain_in_order(h, budget);
   /* Events come last in the order but always get a share, so a flood of
    * asks or notices cannot hold back the actor's timers and timeouts. */
   uint32_t left = budget - n;
-  n += drain_box(h, SH_BOX_EVENT, left > SH_EVENT_SHARE ? left : SH_EVENT_SHARE, on_event);
+  n += drain_events(h, left > SH_EVENT_SHARE ? left : SH_EVENT_SHARE);
   bool stop = stopped(h);
   if (stop) finish_stop(w, h);
   SH_TRACE(SH_TRACE_RUN_END, h->seq, h->cls->name, 0);

@@ -88,7 +88,8 @@ uint32_t sh_stack_run_ready(struct sh_house *h, uint32_t budget);
  * not running, done or deferred already). */
 void sh_stack_wake(sh_stack *st);
 /* Frees a stack that will never run again, answering nobody (the system is
- * being destroyed). */
+ * being destroyed, or a batch is refused before it started: its caller
+ * answers). */
 void sh_stack_discard(sh_stack *st);
 
 #endif

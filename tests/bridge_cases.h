@@ -59,10 +59,10 @@
 #define BUSY_BURN 500   /* xorshift steps per token: a microsecond or so */
 #define BUSY_STEAL_FLOOR 8
 /* Replies nobody waits for that a lock's release makes, once the lock
- * holds: the stopped lock refuses its own queued self-ask (th_hold) in the
- * run that also fails that ask's future, so the refusal comes back to no
- * one. */
-#define LOCK_RELEASE_UNKNOWN 1
+ * holds: none. The stopped lock refuses its own queued self-ask (th_hold),
+ * and the run takes that refusal back from its exception mailbox ahead of
+ * the rest and of its stop work, so it still finds the ask's future. */
+#define LOCK_RELEASE_UNKNOWN 0
 
 /* ---- what handlers saw ----------------------------------------------------- */
 

@@ -13,64 +13,40 @@
 #define _POSIX_C_SOURCE 200809L /* alarm */
 #endif
 
-#include <stdio.h>
-#include <unistd.h>
-
-#include <stackhouse/sim.h>
-
 #define WATCHDOG_S 240
-#define SEEDS 8u
-#define NSTRATEGIES 3u
-#define BOUNDED_RUNS (SEEDS * NSTRATEGIES)
+#define SIM_SEEDS 8u
 /* A case is done in well under a virtual second; far more means a hang. */
 #define VTIME_LIMIT_NS (600ull * 1000000000ull)
 
-static const sh_sim_strategy strategies[NSTRATEGIES] = {SH_SIM_RANDOM, SH_SIM_PCT, SH_SIM_NONE};
+#include "sim_runs.h"
 
-static uint64_t run_seed(unsigned run) { return 1 + run / NSTRATEGIES; }
-static sh_sim_strategy run_strategy(unsigned run) { return strategies[run % NSTRATEGIES]; }
+#define BOUNDED_RUNS SIM_RUNS
 
-static void sim_configure(uint64_t seed, sh_sim_strategy strategy) {
-  sh_sim_options o;
-  sh_sim_options_default(&o);
-  o.seed = seed;
-  o.strategy = strategy;
-  o.vtime_limit_ns = VTIME_LIMIT_NS;
-  sh_sim_configure(&o);
+static void bounded_configure(unsigned run) {
+  sim_configure(sim_run_seed(run), sim_run_strategy(run), VTIME_LIMIT_NS);
 }
-
-static void bounded_configure(unsigned run) { sim_configure(run_seed(run), run_strategy(run)); }
-
-static const char *bounded_run_name(unsigned run) {
-  static char name[64];
-  snprintf(name, sizeof(name), "seed %llu, strategy %s", (unsigned long long)run_seed(run),
-           sh_sim_strategy_name(run_strategy(run)));
-  return name;
-}
+static const char *bounded_run_name(unsigned run) { return sim_run_name(run); }
 
 #include "bounded_cases.h"
 
 static void sim_failed(const char *kind, const char *detail) {
-  fprintf(stderr, "simulation failed: %s: %s (run %u: %s)\n", kind, detail, bounded_current_run,
-          bounded_run_name(bounded_current_run));
-  fflush(NULL);
-  _exit(1);
+  sim_run_failed(kind, detail, bounded_current_run);
 }
 
 /* ---- determinism ------------------------------------------------------------ */
 
 static void run_once(void (*body)(void), uint64_t seed, sh_sim_strategy strategy,
                      sh_sim_report *rep) {
-  sim_configure(seed, strategy);
+  sim_configure(seed, strategy, VTIME_LIMIT_NS);
   body();
   sh_sim_report_get(rep);
 }
 
 static void assert_same_twice(void (*body)(void)) {
-  for (unsigned s = 0; s < NSTRATEGIES; s++) {
+  for (unsigned s = 0; s < SIM_NSTRATEGIES; s++) {
     sh_sim_report a, b;
-    run_once(body, 7, strategies[s], &a);
-    run_once(body, 7, strategies[s], &b);
+    run_once(body, 7, sim_strategies[s], &a);
+    run_once(body, 7, sim_strategies[s], &b);
     assert_true(a.hash == b.hash);
     assert_true(a.steps == b.steps);
     assert_true(a.vtime_ns == b.vtime_ns);
