@@ -86,7 +86,21 @@ void sh_house_init(sh_house *h, sh_system *sys, const sh_actor_class *c, sh_hous
   h->cls = c;
 }
 
+/* A house readied by a send on another worker moves to that worker: the
+ * two actors talk, and a message between workers costs a wakeup, or a
+ * wait for a peer the operating system has descheduled; idle workers
+ * steal to spread the load again. Only the one that made the house READY
+ * (or its runner, settling it) enqueues it, so `owner` has one writer at a
+ * time, ordered before the runner by the run queue's lock. */
+static void follow(sh_house *h) {
+  sh_worker *w = sh_worker_current();
+  if (w != NULL && w->sys == h->sys && w->index != h->owner && !h->pinned &&
+      h->sys->cfg.affinity == SH_AFFINITY_FOLLOW && h->cls->kind != SH_IO_ACTOR)
+    h->owner = w->index;
+}
+
 static void enqueue(sh_house *h) {
+  follow(h);
   /* relaxed: priority is a hint decided at enqueue; a stale value costs
    * order, not correctness. */
   bool high = atomic_load_explicit(&h->high, memory_order_relaxed);

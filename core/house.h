@@ -97,7 +97,7 @@ typedef struct sh_house {
   const sh_actor_class *cls;
   sh_actor *actor;
   uint32_t max_per_run, max_batch;
-  uint32_t index;             /* place in the system's store (hstore.h) */
+  bool pinned;                /* placed by sh_spawn_on: never follows (house.c) */
   struct sh_house *free_next; /* in a free list (hstore.h) */
   /* Gate memory, kept across generations: a slot taken in one generation
    * is given back to the same object in the next (SH_MSG_SLOT). */

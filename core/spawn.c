@@ -5,7 +5,8 @@
  * queue. Placement: one actor spawned by an actor goes on the spawner's
  * worker (it will most likely talk to it; idle workers steal); from a
  * thread that is not a worker, or with SH_PLACE_ROUND_ROBIN, workers take
- * turns.
+ * turns. Such an actor then follows whoever readies it (house.c); one
+ * placed by sh_spawn_on, and the instances of a group, are pinned.
  */
 #include <fiu-local.h>
 #include <stdlib.h>
@@ -39,7 +40,7 @@ static bool house_gate(sh_house *h, sh_box box, uint32_t cap, uint32_t gen) {
 
 /* Fills the house (from sh_hstore_take) for an actor of class c; false
  * when out of memory. Its life starts later (make_live). */
-static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner) {
+static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner, bool pinned) {
   sh_system *sys = h->sys;
   uint32_t gen = sh_house_gen(h);
   if (h->futures.buckets == NULL && sh_dispatcher_init(&h->futures, SH_DISPATCHER_INITIAL) != 0)
@@ -52,6 +53,7 @@ static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner) {
   memset(h->actor, 0, c->size);
   h->cls = c;
   h->owner = owner;
+  h->pinned = pinned;
   h->seq = sh_system_next_seq(sys);
   h->max_per_run = c->max_per_run != 0 ? c->max_per_run : sys->cfg.max_per_run;
   h->max_batch = c->max_batch != 0 ? c->max_batch : sys->cfg.max_batch;
@@ -64,11 +66,12 @@ static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner) {
   return true;
 }
 
-static sh_house *house_new(sh_system *sys, const sh_actor_class *c, uint32_t owner) {
+static sh_house *house_new(sh_system *sys, const sh_actor_class *c, uint32_t owner,
+                           bool pinned) {
   fiu_return_on("sh/system/house", NULL);
   sh_house *h = sh_hstore_take(sys);
   if (h == NULL) return NULL;
-  if (!house_fill(h, c, owner)) {
+  if (!house_fill(h, c, owner, pinned)) {
     sh_mem_free(h->actor);
     h->actor = NULL;
     sh_hstore_untake(h);
@@ -116,8 +119,8 @@ static void instance_undo(sh_house *h, bool inited) {
 
 /* Makes one instance on `owner`; its token in *token. */
 static int instance_new(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t owner,
-                        const sh_addr *self, uintptr_t *token) {
-  sh_house *h = house_new(sys, c, owner);
+                        bool pinned, const sh_addr *self, uintptr_t *token) {
+  sh_house *h = house_new(sys, c, owner, pinned);
   if (h == NULL) return -ENOMEM;
   *token = sh_token(h, sh_house_gen(h));
   h->actor->self = self != NULL ? self : (const sh_addr *)*token;
@@ -151,9 +154,9 @@ static void undo_all(const uintptr_t *tokens, uint32_t n) {
 }
 
 static int spawn_one(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t owner,
-                     const sh_addr **out) {
+                     bool pinned, const sh_addr **out) {
   uintptr_t t;
-  int rc = instance_new(sys, c, arg, owner, NULL, &t);
+  int rc = instance_new(sys, c, arg, owner, pinned, NULL, &t);
   if (rc != 0) return rc;
   rc = publish(sys, &t, 1);
   if (rc != 0) {
@@ -186,7 +189,8 @@ static int spawn_group(sh_system *sys, const sh_actor_class *c, void *arg, uint3
   uint32_t made = 0;
   for (; made < n && rc == 0; made++) {
     uint32_t owner = kind == SH_ADDR_PER_WORKER ? made : round_robin(sys);
-    rc = instance_new(sys, c, arg, owner, a, &a->members[made]);
+    /* Instances stay where they were placed: they are there to spread. */
+    rc = instance_new(sys, c, arg, owner, true, a, &a->members[made]);
   }
   if (rc != 0) made--; /* the last one undid itself */
   if (rc == 0) rc = publish(sys, a->members, n);
@@ -209,7 +213,7 @@ static int spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t in
   if (sh_system_is_shut(sys) || atomic_load_explicit(&sys->exiting, memory_order_acquire))
     return -ESHUTDOWN;
   if (instances == 1)
-    return spawn_one(sys, c, arg, pin >= 0 ? (uint32_t)pin : owner_of_one(sys), out);
+    return spawn_one(sys, c, arg, pin >= 0 ? (uint32_t)pin : owner_of_one(sys), pin >= 0, out);
   return spawn_group(sys, c, arg, instances, out);
 }
 

@@ -208,9 +208,12 @@ struct sh_actor_class {
  * Spawns `instances` actors of class c (1: a plain address; SH_SPAWN_PER_WORKER:
  * one per worker behind a load-balanced address; K: K instances behind a
  * round-robin address). Callable before or after sh_system_start, from any
- * thread or actor. A single actor spawned by an actor runs on the
- * spawner's worker (idle workers steal), from any other thread on the
- * workers in turn (sh_config.placement changes this).
+ * thread or actor. A single actor spawned by an actor starts on the
+ * spawner's worker, from any other thread on the workers in turn
+ * (sh_config.placement); then it runs on the worker whose send made it
+ * ready (sh_config.affinity), so actors that talk end up together, and idle
+ * workers steal to spread the load. The instances of K or
+ * SH_SPAWN_PER_WORKER stay on their workers.
  *
  * An address stays a safe handle for the system's life: once its actor
  * stopped and was reclaimed, sends to it fail with -ESHUTDOWN and never
@@ -221,9 +224,10 @@ struct sh_actor_class {
 SH_API int sh_spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
              const sh_addr **out);
 
-/* Spawns one actor on a chosen worker (0 <= worker < sh_system_workers):
- * for actors that talk mostly to each other, and for tests of placement.
- * -EINVAL for a worker out of range. */
+/* Spawns one actor on a chosen worker (0 <= worker < sh_system_workers),
+ * pinned there: it runs on that worker whoever sends to it (an idle worker
+ * may still steal a run). For tests of placement, and for actors that must
+ * stay apart. -EINVAL for a worker out of range. */
 SH_API int sh_spawn_on(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t worker,
                 const sh_addr **out);
 
@@ -425,6 +429,12 @@ typedef enum sh_placement {
   SH_PLACE_ROUND_ROBIN = 1, /* workers take turns, whoever spawns */
 } sh_placement;
 
+/* Where a house runs once a message makes it ready (sh_config.affinity). */
+typedef enum sh_affinity {
+  SH_AFFINITY_FOLLOW = 0, /* on the worker whose send readied it: it becomes the owner */
+  SH_AFFINITY_HOME = 1,   /* always on its owner (idle workers may still steal a run) */
+} sh_affinity;
+
 typedef struct sh_config {
   uint32_t workers;          /* 0: one per CPU */
   uint32_t max_per_run;      /* messages an actor handles per scheduling (64) */
@@ -437,6 +447,7 @@ typedef struct sh_config {
   uint32_t pool_keep;        /* what an idle-trimmed class keeps (16) */
   uint64_t pool_idle_ns;     /* a class untouched this long is trimmed (30 s) */
   sh_placement placement;    /* of single actors (SH_PLACE_LOCAL) */
+  sh_affinity affinity;      /* of ready houses (SH_AFFINITY_FOLLOW) */
 } sh_config;
 
 SH_API void sh_config_default(sh_config *cfg);
