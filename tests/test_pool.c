@@ -21,6 +21,18 @@
 
 #include "pool.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
+
+#ifdef TEST_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 /* Largest body of each class: class size minus the 16-byte header. */
 #define BODY(cls) (((size_t)64 << (cls)) - 16)
 
@@ -530,6 +542,29 @@ static void test_trim_drains_remote(void **state) {
   sh_pool_destroy(&p);
 }
 
+/* Objects side by side in a slab: ASan still sees a caller's overflow past
+ * the size it asked for and a use after free (skipped without ASan). */
+static void test_asan_sees_into_slabs(void **state) {
+  (void)state;
+#ifdef TEST_ASAN
+  sh_pool p;
+  sh_pool_init(&p, 64, 2, 100);
+  char *a = sh_pool_alloc(&p, 40); /* class 0: a 48-byte body */
+  char *b = sh_pool_alloc(&p, 40);
+  assert_null(__asan_region_is_poisoned(a, 40));
+  assert_true(__asan_address_is_poisoned(a + 40));
+  sh_pool_free(&p, a);
+  assert_true(__asan_address_is_poisoned(a + 8)); /* past the free-list link */
+  a = sh_pool_alloc(&p, BODY(0));                 /* the same object, all of it */
+  assert_null(__asan_region_is_poisoned(a, BODY(0)));
+  sh_pool_free(&p, a);
+  sh_pool_free(&p, b);
+  sh_pool_destroy(&p);
+#else
+  skip();
+#endif
+}
+
 /* ---- destroy ---- */
 
 static void test_destroy_frees_everything(void **state) {
@@ -720,6 +755,7 @@ int main(void) {
       cmocka_unit_test(test_trim_idle_classes),
       cmocka_unit_test(test_trim_keeps_live_slabs),
       cmocka_unit_test(test_trim_drains_remote),
+      cmocka_unit_test(test_asan_sees_into_slabs),
       cmocka_unit_test(test_destroy_frees_everything),
       cmocka_unit_test(test_stress_remote_frees),
   };
