@@ -51,8 +51,8 @@ typedef struct sh_pool_class {
 
 struct sh_pool {
   sh_pool_class cls[SH_POOL_CLASSES];
-  uint32_t max_cached;        /* a free slab is kept only below this many free objects */
-  uint32_t keep;              /* trimming gives free slabs back while the class has more free objects */
+  uint32_t max_cached;        /* a free slab goes once its class has this many other free objects */
+  uint32_t keep;              /* a trim frees slabs while its class has more free objects */
   uint64_t idle_ns;           /* a class untouched this long is trimmed */
   /* Counters. allocs/mallocs/slab_frees/local_frees have one writer, the
    * owner (a relaxed load + store: no locked instruction), and are atomic
