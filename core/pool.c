@@ -1,24 +1,43 @@
 /*
  * Per-worker, creator-affine, bounded object pools (interface in pool.h).
  *
- * Object layout. Every object starts with a 16-byte hidden header (its owner
- * pool and size class) and the caller gets the address just past it, so the
- * caller's pointer keeps malloc's 16-byte alignment. The header never changes
- * after the object is first taken from malloc: an object belongs to the pool
- * that created it for its whole life. While an object is free, its first body
- * bytes hold the free-list link (the body of the smallest class is 48 bytes).
- * Objects from a NULL pool or too large for a class carry owner NULL and go
- * straight back to free().
+ * Object layout. Every object starts with a 16-byte hidden header (its slab
+ * and size class) and the caller gets the address just past it, so the
+ * caller's pointer keeps the 16-byte alignment. The header never changes
+ * after the slab is made: an object belongs to the pool that created its
+ * slab for its whole life. While an object is free, its first body bytes hold
+ * the free-list link (the body of the smallest class is 48 bytes). Objects
+ * from a NULL pool or too large for a class have no slab and go straight
+ * back to free().
  *
- * Lists. Each class has two lists: `free`, touched only by the owner, and
- * `remote`, a Treiber stack onto which other threads push the objects they
- * free. The owner never pops single objects from `remote`: it takes the whole
- * stack at once (atomic exchange) and walks it privately.
+ * Slabs. A class grows by one malloc'd slab of SH_POOL_SLAB_BYTES at a time,
+ * so a flood past the cache costs one malloc per slab, not per object. It
+ * also makes ping-pong between workers reach a true steady state: the owner
+ * needs as many objects as are in flight plus those a peer holds in its
+ * outbox (up to SH_POOL_OUTBOX), and grown one object at a time it came up
+ * one short whenever a full outbox met one message more in flight than ever
+ * before, a coincidence that kept coming, rarely, long after warm-up. A slab
+ * gives far more than that at once. A slab's header starts with what freeing
+ * threads read (owner, class), never written after the slab is made; the
+ * owner's bookkeeping (its free list, its links) is on the next cache line.
  *
- * Bounds. `free` never holds more than max_cached objects; `remote` holds at
- * most max_cached plus one batch (a pusher reserves room in nremote before
- * pushing and frees to malloc when none is left); an outbox holds at most
- * SH_POOL_OUTBOX. Every loop over a list is bounded by those.
+ * Lists. Each slab has a free list; a class links the slabs that have a free
+ * object (`partial`, doubly linked, owner only) and allocation takes from the
+ * first. Other threads push the objects they free onto the class's `remote`
+ * Treiber stack; the owner never pops single objects from it: it takes the
+ * whole stack at once (atomic exchange) and walks it privately.
+ *
+ * Returning memory. A slab goes back to malloc when its last object comes
+ * back while the class holds max_cached other free objects (so a flood's
+ * slabs go as it drains, with one slab of hysteresis), and when an idle
+ * class is trimmed (every free slab, while the class holds more than `keep`
+ * free objects). A slab with one live object stays: memory after a flood is
+ * bounded by the slabs that still hold live objects plus max_cached free
+ * objects plus one slab per class.
+ *
+ * Bounds. Every loop walks a slab (its objects), a class's slabs (nslabs) or
+ * a taken return stack (at most the objects of the pool's slabs), or an
+ * outbox (at most SH_POOL_OUTBOX).
  *
  * Idle tracking. The pool has no clock: sh_pool_alloc and an owner's
  * sh_pool_free only mark the class "touched" (last_use_ns = SH_POOL_TOUCHED),
@@ -35,27 +54,61 @@
 
 #include "plat.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SH_POOL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SH_POOL_ASAN 1
+#endif
+#endif
+
+#ifdef SH_POOL_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 #define SH_POOL_MIN_CLASS 64u                /* smallest class, object + header */
 #define SH_POOL_PLAIN SH_POOL_CLASSES        /* class index of a plain malloc object */
 #define SH_POOL_TOUCHED UINT64_MAX           /* last_use_ns: used since the last trim */
 #define SH_POOL_LIVE 0x5ca1ab1eu             /* state: handed out to a caller */
 #define SH_POOL_FREE 0xf7eef7eeu             /* state: cached, or being returned */
+/* A slab's size: 510 objects of 64 B, 3 of 8 KiB. Large enough that in the
+ * classes messages use its objects far outnumber what a peer's outbox
+ * (SH_POOL_OUTBOX) and the messages in flight hold, small enough that a
+ * class in light use holds little. */
+#define SH_POOL_SLAB_BYTES 32768u
+#define SH_POOL_LINE 64u
 
 struct sh_pool_obj {
-  sh_pool *owner;  /* creating pool; NULL for a plain malloc object */
-  uint32_t cls;    /* size class; SH_POOL_PLAIN for a plain malloc object */
-  uint32_t state;  /* SH_POOL_LIVE / SH_POOL_FREE: catches double and stray frees */
+  sh_pool_slab *slab; /* creating slab; NULL for a plain malloc object */
+  uint32_t cls;       /* size class; SH_POOL_PLAIN for a plain malloc object */
+  uint32_t state;     /* SH_POOL_LIVE / SH_POOL_FREE: catches double and stray frees */
   /* Free-list link. It overlays the first bytes of the caller's body, so it is
    * only meaningful while the object is free. _Alignas pins it (and with it
    * the body) at offset 16 on every ABI. */
   _Alignas(16) sh_pool_obj *next;
 };
 
+struct sh_pool_slab {
+  /* Read by every thread that frees one of the slab's objects. */
+  sh_pool *owner;
+  uint32_t cls;
+  uint32_t nobj;
+  /* The owner's, on a line of its own (the slab is line-aligned). */
+  _Alignas(SH_POOL_LINE) sh_pool_obj *free;
+  uint32_t nfree;                /* length of free */
+  sh_pool_slab *prev, *next;     /* in the class's partial list while nfree > 0 */
+};
+
 #define SH_POOL_HDR offsetof(sh_pool_obj, next)
+/* The objects follow the slab header, each at a multiple of its class size. */
+#define SH_POOL_SLAB_HDR sizeof(sh_pool_slab)
 
 _Static_assert(SH_POOL_HDR == 16, "the header must keep the body 16-byte aligned");
+_Static_assert(SH_POOL_SLAB_HDR % SH_POOL_LINE == 0, "objects must start line-aligned");
 _Static_assert((SH_POOL_MIN_CLASS << (SH_POOL_CLASSES - 1)) == SH_POOL_MAX_SIZE,
                "SH_POOL_CLASSES doubling classes from 64 must end at SH_POOL_MAX_SIZE");
+_Static_assert(SH_POOL_SLAB_BYTES >= SH_POOL_SLAB_HDR + 2 * SH_POOL_MAX_SIZE,
+               "a slab of the largest class must hold more than one object");
 
 /* An owner-only counter: relaxed load and store, no read-modify-write. */
 static void own_inc(atomic_uint_fast64_t *c) {
@@ -63,6 +116,10 @@ static void own_inc(atomic_uint_fast64_t *c) {
 }
 
 static size_t class_size(uint32_t cls) { return (size_t)SH_POOL_MIN_CLASS << cls; }
+
+uint32_t sh_pool_slab_objects(uint32_t cls) {
+  return (uint32_t)((SH_POOL_SLAB_BYTES - SH_POOL_SLAB_HDR) / class_size(cls));
+}
 
 /* The smallest class whose objects hold size bytes plus the header, or
  * SH_POOL_PLAIN when none does. */
@@ -77,34 +134,128 @@ static uint32_t class_of(size_t size) {
 static void *body_of(sh_pool_obj *o) { return (char *)o + SH_POOL_HDR; }
 static sh_pool_obj *obj_of(void *body) { return (sh_pool_obj *)((char *)body - SH_POOL_HDR); }
 
-/* Owner-only free list: plain pushes and pops. */
-static void push_local(sh_pool_class *c, sh_pool_obj *o) {
-  o->next = c->free;
-  c->free = o;
-  c->nfree++;
+/*
+ * Under ASan, what no caller may touch is poisoned: a free object's body past
+ * its link, a live object's bytes past the size asked for. One malloc per
+ * object let ASan see overflows and uses after free; objects side by side in
+ * a slab would hide them otherwise. Elsewhere these do nothing.
+ */
+static void poison_free(sh_pool_obj *o) {
+#ifdef SH_POOL_ASAN
+  size_t link_end = SH_POOL_HDR + sizeof o->next;
+  ASAN_POISON_MEMORY_REGION((char *)o + link_end, class_size(o->cls) - link_end);
+#else
+  (void)o;
+#endif
 }
 
-static sh_pool_obj *pop_local(sh_pool_class *c) {
-  sh_pool_obj *o = c->free;
-  if (o) {
-    c->free = o->next;
-    c->nfree--;
+static void unpoison_live(sh_pool_obj *o, size_t size) {
+#ifdef SH_POOL_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(body_of(o), size);
+#else
+  (void)o;
+  (void)size;
+#endif
+}
+
+/* The partial list: slabs with a free object, the most recently refilled first. */
+static void link_slab(sh_pool_class *c, sh_pool_slab *s) {
+  s->prev = NULL;
+  s->next = c->partial;
+  if (c->partial) c->partial->prev = s;
+  c->partial = s;
+}
+
+static void unlink_slab(sh_pool_class *c, sh_pool_slab *s) {
+  if (s->prev)
+    s->prev->next = s->next;
+  else
+    c->partial = s->next;
+  if (s->next) s->next->prev = s->prev;
+}
+
+/* A new slab for class cls, all its objects free, first in the partial list. */
+static bool grow(sh_pool *p, uint32_t cls) {
+  sh_pool_class *c = &p->cls[cls];
+  uint32_t n = sh_pool_slab_objects(cls);
+  size_t size = class_size(cls);
+  sh_pool_slab *s = aligned_alloc(SH_POOL_LINE, SH_POOL_SLAB_HDR + n * size);
+  if (!s) return false;
+  s->owner = p;
+  s->cls = cls;
+  s->nobj = n;
+  s->free = NULL;
+  /* Highest address first, so the list hands out the slab in address order. */
+  for (uint32_t i = n; i-- > 0;) {
+    sh_pool_obj *o = (sh_pool_obj *)((char *)s + SH_POOL_SLAB_HDR + i * size);
+    o->slab = s;
+    o->cls = cls;
+    o->state = SH_POOL_FREE;
+    o->next = s->free;
+    s->free = o;
+    poison_free(o);
   }
+  s->nfree = n;
+  link_slab(c, s);
+  c->nfree += n;
+  c->nslabs++;
+  c->nspare++;
+  own_inc(&p->mallocs);
+  return true;
+}
+
+/* Gives slab s (all its objects free) back to malloc. */
+static void release(sh_pool *p, sh_pool_class *c, sh_pool_slab *s) {
+  SH_ASSERT(s->nfree == s->nobj);
+  unlink_slab(c, s);
+  c->nfree -= s->nobj;
+  c->nslabs--;
+  c->nspare--;
+  own_inc(&p->slab_frees);
+  free(s);
+}
+
+/* Owner only: an object of the first partial slab (there must be one). */
+static sh_pool_obj *take(sh_pool_class *c) {
+  sh_pool_slab *s = c->partial;
+  sh_pool_obj *o = s->free;
+  if (s->nfree == s->nobj) c->nspare--;
+  s->free = o->next;
+  s->nfree--;
+  c->nfree--;
+  if (s->nfree == 0) unlink_slab(c, s);
   return o;
 }
 
-/* Caches o on its owner's free list, or gives it back to malloc at the bound. */
-static void cache_or_free(const sh_pool *p, sh_pool_class *c, sh_pool_obj *o) {
-  if (c->nfree < p->max_cached)
-    push_local(c, o);
-  else
-    free(o);
+/* Owner only: o back on its slab; the slab back to malloc once all its
+ * objects are free and the class has max_cached others. */
+static void give(sh_pool *p, sh_pool_class *c, sh_pool_obj *o) {
+  sh_pool_slab *s = o->slab;
+  o->next = s->free;
+  s->free = o;
+  s->nfree++;
+  c->nfree++;
+  if (s->nfree == 1) link_slab(c, s);
+  if (s->nfree < s->nobj) return;
+  c->nspare++;
+  if (c->nfree - s->nobj >= p->max_cached) release(p, c, s);
+}
+
+/* Owner only: gives back every slab of c whose objects are all free, while
+ * c holds more than `keep` free objects. Bounded by the class's slabs. */
+static void release_free_slabs(sh_pool *p, sh_pool_class *c, uint32_t keep) {
+  sh_pool_slab *s = c->partial;
+  while (s && c->nfree > keep) {
+    sh_pool_slab *next = s->next;
+    if (s->nfree == s->nobj) release(p, c, s);
+    s = next;
+  }
 }
 
 /*
- * Owner only: moves everything other threads returned to class c onto its free
- * list (the excess over max_cached goes back to malloc). Bounded by the stack
- * it takes, which holds at most max_cached objects.
+ * Owner only: moves everything other threads returned to class c back onto
+ * its slabs. Bounded by the stack it takes, which holds only objects of this
+ * pool's slabs.
  */
 static void drain_remote(sh_pool *p, sh_pool_class *c) {
   /* relaxed: only a hint that spares the exchange (a write to a shared cache
@@ -117,21 +268,15 @@ static void drain_remote(sh_pool *p, sh_pool_class *c) {
    * ours needs publishing (pushers never read through the head), so no release. */
   SH_YIELD("pool.remote.take");
   sh_pool_obj *o = atomic_exchange_explicit(&c->remote, NULL, memory_order_acquire);
-  uint_fast32_t n = 0;
   while (o) {
     sh_pool_obj *next = o->next;
-    SH_ASSERT(o->owner == p && o->state == SH_POOL_FREE);
-    cache_or_free(p, c, o);
-    n++;
+    SH_ASSERT(o->slab->owner == p && o->state == SH_POOL_FREE);
+    give(p, c, o);
     o = next;
   }
-  /* relaxed: nremote is only a bound and publishes nothing. It cannot wrap:
-   * each pusher incremented it before its release push, and our acquire
-   * exchange read those pushes, so all n increments precede this decrement. */
-  atomic_fetch_sub_explicit(&c->nremote, n, memory_order_relaxed);
 }
 
-/* A caller-visible object that malloc alone manages (owner NULL). */
+/* A caller-visible object that malloc alone manages (no slab). */
 static void *alloc_plain(size_t size) {
   if (size > SIZE_MAX - SH_POOL_HDR) return NULL;
   size_t n = SH_POOL_HDR + size;
@@ -139,7 +284,7 @@ static void *alloc_plain(size_t size) {
   if (n < sizeof(sh_pool_obj)) n = sizeof(sh_pool_obj);
   sh_pool_obj *o = malloc(n);
   if (!o) return NULL;
-  o->owner = NULL;
+  o->slab = NULL;
   o->cls = SH_POOL_PLAIN;
   o->state = SH_POOL_LIVE;
   return body_of(o);
@@ -148,28 +293,30 @@ static void *alloc_plain(size_t size) {
 void sh_pool_init(sh_pool *p, uint32_t max_cached, uint32_t keep, uint64_t idle_ns) {
   for (uint32_t i = 0; i < SH_POOL_CLASSES; i++) {
     sh_pool_class *c = &p->cls[i];
-    c->free = NULL;
+    c->partial = NULL;
     c->nfree = 0;
+    c->nslabs = 0;
+    c->nspare = 0;
     /* 0: a class nobody has used counts as idle (it holds nothing anyway). */
     c->last_use_ns = 0;
     atomic_init(&c->nout, 0);
     c->out_owner = NULL;
     c->out_head = c->out_tail = NULL;
     atomic_init(&c->remote, NULL);
-    atomic_init(&c->nremote, 0);
   }
   p->max_cached = max_cached;
   p->keep = keep;
   p->idle_ns = idle_ns;
   atomic_init(&p->allocs, 0);
   atomic_init(&p->mallocs, 0);
+  atomic_init(&p->slab_frees, 0);
   atomic_init(&p->local_frees, 0);
   atomic_init(&p->remote_frees, 0);
 }
 
 /*
- * Frees every cached object and leaves p empty but valid, counters kept: a
- * late sh_pool_free of an outstanding object followed by another destroy is
+ * Frees every free slab and leaves p valid, counters kept: a late
+ * sh_pool_free of an outstanding object followed by another destroy is
  * still clean.
  */
 void sh_pool_destroy(sh_pool *p) {
@@ -177,9 +324,7 @@ void sh_pool_destroy(sh_pool *p) {
   for (uint32_t i = 0; i < SH_POOL_CLASSES; i++) {
     sh_pool_class *c = &p->cls[i];
     drain_remote(p, c);
-    sh_pool_obj *o;
-    SH_ASSERT(c->nfree <= p->max_cached);
-    while ((o = pop_local(c)) != NULL) free(o); /* bounded: nfree <= max_cached */
+    release_free_slabs(p, c, 0);
   }
 }
 
@@ -190,18 +335,13 @@ void *sh_pool_alloc(sh_pool *p, size_t size) {
   if (!p || cls == SH_POOL_PLAIN) return alloc_plain(size);
 
   sh_pool_class *c = &p->cls[cls];
-  /* Local list first; only when it is empty pay for the shared remote stack. */
-  if (!c->free) drain_remote(p, c);
-  sh_pool_obj *o = pop_local(c);
-  if (!o) {
-    o = malloc(class_size(cls));
-    if (!o) return NULL;
-    o->owner = p;
-    o->cls = cls;
-    own_inc(&p->mallocs);
-  }
-  SH_ASSERT(o->owner == p && o->cls == cls);
+  /* Own slabs first; only when they are all taken pay for the shared remote stack. */
+  if (!c->partial) drain_remote(p, c);
+  if (!c->partial && !grow(p, cls)) return NULL;
+  sh_pool_obj *o = take(c);
+  SH_ASSERT(o->slab->owner == p && o->cls == cls && o->state == SH_POOL_FREE);
   o->state = SH_POOL_LIVE;
+  unpoison_live(o, size);
   c->last_use_ns = SH_POOL_TOUCHED;
   own_inc(&p->allocs);
   return body_of(o);
@@ -212,7 +352,7 @@ static void free_local(sh_pool *p, sh_pool_obj *o) {
   sh_pool_class *c = &p->cls[o->cls];
   own_inc(&p->local_frees);
   c->last_use_ns = SH_POOL_TOUCHED;
-  cache_or_free(p, c, o);
+  give(p, c, o);
 }
 
 /*
@@ -221,28 +361,15 @@ static void free_local(sh_pool *p, sh_pool_obj *o) {
  * thread and a take-all exchange by its single owner; no thread ever pops
  * one node or reads through the head it sees, so there is no ABA problem: a
  * CAS that succeeds links the chain to whatever is the head at that instant,
- * which is exactly right even if that head was taken and pushed again.
+ * which is exactly right even if that head was taken and pushed again. The
+ * stack needs no bound of its own: it holds objects of the owner's slabs,
+ * which exist anyway, and the owner gives their slabs back once it drains.
  */
 static void push_remote(sh_pool *owner, uint32_t cls, sh_pool_obj *head, sh_pool_obj *tail,
                         uint32_t n) {
   sh_pool_class *c = &owner->cls[cls];
   /* relaxed: a statistic, exact once the freeing threads are joined. */
   atomic_fetch_add_explicit(&owner->remote_frees, n, memory_order_relaxed);
-  /* Reserve before pushing, so the stack stays bounded (max_cached plus one
-   * batch) and the owner's decrement never runs ahead of our increment.
-   * relaxed: only a bound, it publishes nothing (the push below does). */
-  if (atomic_fetch_add_explicit(&c->nremote, n, memory_order_relaxed) >= owner->max_cached) {
-    /* relaxed: undoes our own reservation (same reasoning). */
-    atomic_fetch_sub_explicit(&c->nremote, n, memory_order_relaxed);
-    /* Bounded memory: the owner has enough coming back. The chain is at
-     * most one outbox long. */
-    for (uint32_t i = 0; i < n; i++) {
-      sh_pool_obj *next = head->next; /* the tail's link is not set: never followed */
-      free(head);
-      head = next;
-    }
-    return;
-  }
   /* relaxed: we only store the head as our link, never read through it. */
   sh_pool_obj *top = atomic_load_explicit(&c->remote, memory_order_relaxed);
   do {
@@ -255,7 +382,6 @@ static void push_remote(sh_pool *owner, uint32_t cls, sh_pool_obj *head, sh_pool
   } while (!atomic_compare_exchange_weak_explicit(&c->remote, &top, head, memory_order_release,
                                                   memory_order_relaxed));
 }
-
 /* nout has one writer, the pool's owner: a relaxed load and store. */
 static uint32_t nout(const sh_pool_class *c) {
   return (uint32_t)atomic_load_explicit(&c->nout, memory_order_relaxed);
@@ -276,8 +402,9 @@ static void flush_class(sh_pool_class *c, uint32_t cls) {
  * the owner's shared line is touched once per SH_POOL_OUTBOX objects. */
 static void free_foreign(sh_pool *self, sh_pool_obj *o) {
   sh_pool_class *c = &self->cls[o->cls];
-  if (nout(c) > 0 && c->out_owner != o->owner) flush_class(c, o->cls);
-  c->out_owner = o->owner;
+  sh_pool *owner = o->slab->owner;
+  if (nout(c) > 0 && c->out_owner != owner) flush_class(c, o->cls);
+  c->out_owner = owner;
   o->next = c->out_head;
   if (c->out_head == NULL) c->out_tail = o;
   c->out_head = o;
@@ -295,18 +422,27 @@ void sh_pool_free(sh_pool *self, void *obj) {
   sh_pool_obj *o = obj_of(obj);
   SH_ASSERT(o->state == SH_POOL_LIVE && "double free, or not a pool object");
   o->state = SH_POOL_FREE;
-  if (!o->owner) {
+  if (!o->slab) {
     SH_ASSERT(o->cls == SH_POOL_PLAIN && "corrupt pool header");
     free(o);
     return;
   }
   SH_ASSERT(o->cls < SH_POOL_CLASSES && "corrupt pool header");
-  if (o->owner == self)
+  poison_free(o);
+  sh_pool *owner = o->slab->owner;
+  if (owner == self)
     free_local(self, o);
   else if (self != NULL)
     free_foreign(self, o);
   else
-    push_remote(o->owner, o->cls, o, o, 1); /* a thread with no pool: no outbox */
+    push_remote(owner, o->cls, o, o, 1); /* a thread with no pool: no outbox */
+}
+
+/* Whether trimming class c would give memory back: a slab of it is free
+ * and the class holds more than `keep` free objects. (Free objects in slabs
+ * that also hold live ones cannot go back; waking up for them would spin.) */
+static bool trimmable(const sh_pool *p, const sh_pool_class *c) {
+  return c->nspare > 0 && c->nfree > p->keep;
 }
 
 uint64_t sh_pool_trim(sh_pool *p, uint64_t now_ns) {
@@ -317,11 +453,11 @@ uint64_t sh_pool_trim(sh_pool *p, uint64_t now_ns) {
     drain_remote(p, c);
     if (c->last_use_ns == SH_POOL_TOUCHED) {
       c->last_use_ns = now_ns; /* used since the last trim: its idle time starts now */
-    } else if (now_ns >= c->last_use_ns && now_ns - c->last_use_ns >= p->idle_ns) {
-      SH_ASSERT(c->nfree <= p->max_cached);
-      while (c->nfree > p->keep) free(pop_local(c)); /* bounded: nfree <= max_cached */
+    } else if (now_ns >= c->last_use_ns && now_ns - c->last_use_ns >= p->idle_ns &&
+               trimmable(p, c)) {
+      release_free_slabs(p, c, p->keep);
     }
-    if (c->nfree > p->keep) {
+    if (trimmable(p, c)) {
       uint64_t due = c->last_use_ns + p->idle_ns;
       if (due < c->last_use_ns) due = UINT64_MAX; /* overflow: never */
       if (due < next) next = due;

@@ -1,8 +1,9 @@
 /*
  * Tests for core/pool.c: reuse and malloc counts, size classes and alignment,
- * the plain-malloc paths, the local and remote bounds, cross-thread returns,
- * idle trimming and destroy. Run it under ASan (leaks: destroy must free every
- * cached object) and under TSan (the concurrent tests).
+ * the plain-malloc paths, slab refills and what goes back to malloc,
+ * cross-thread returns and their steady state, idle trimming and destroy.
+ * Run it under ASan (leaks: destroy must free every free slab) and under TSan
+ * (the concurrent tests).
  *
  * Threads never call cmocka asserts (they longjmp): they record what they saw
  * and the main thread checks it after the join.
@@ -20,14 +21,30 @@
 
 #include "pool.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
+
+#ifdef TEST_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 /* Largest body of each class: class size minus the 16-byte header. */
 #define BODY(cls) (((size_t)64 << (cls)) - 16)
 
 static uint64_t cached(const sh_pool *p, int cls) { return p->cls[cls].nfree; }
 
-static uint64_t remote_count(sh_pool *p, int cls) {
-  return atomic_load_explicit(&p->cls[cls].nremote, memory_order_relaxed);
-}
+/* Objects per slab of class cls. */
+static uint64_t per_slab(int cls) { return sh_pool_slab_objects((uint32_t)cls); }
+
+/* Slabs p holds now: every malloc it made minus those it gave back. */
+static uint64_t slabs(const sh_pool *p) { return p->mallocs - p->slab_frees; }
+
+static bool remote_empty(sh_pool *p, int cls) { return atomic_load(&p->cls[cls].remote) == NULL; }
 
 static void test_reuse_same_pointer(void **state) {
   (void)state;
@@ -65,7 +82,7 @@ static void test_steady_state_one_malloc_per_class(void **state) {
   assert_int_equal(p.mallocs, SH_POOL_CLASSES);
   assert_int_equal(p.allocs, 10000 * SH_POOL_CLASSES);
   assert_int_equal(sh_pool_outstanding(&p), 0);
-  for (int cls = 0; cls < SH_POOL_CLASSES; cls++) assert_int_equal(cached(&p, cls), 1);
+  for (int cls = 0; cls < SH_POOL_CLASSES; cls++) assert_int_equal(cached(&p, cls), per_slab(cls));
   sh_pool_destroy(&p);
 }
 
@@ -80,7 +97,7 @@ static void test_class_boundaries(void **state) {
       void *o = sh_pool_alloc(&p, sizes[k]);
       assert_non_null(o);
       sh_pool_free(&p, o);
-      assert_int_equal(cached(&p, cls), 1);
+      assert_int_equal(cached(&p, cls), per_slab(cls));
     }
   }
   assert_int_equal(p.mallocs, SH_POOL_CLASSES);
@@ -155,62 +172,76 @@ static void test_large_object(void **state) {
   sh_pool_destroy(&other);
 }
 
-/* The owner caches at most max_cached per class; the rest goes back to malloc. */
-static void test_local_bound(void **state) {
+/*
+ * Past the cache a class grows by whole slabs: N allocations cost N / slab
+ * mallocs, not N. As they come back, a slab whose objects are all free goes
+ * back to malloc once the class holds max_cached other free objects.
+ */
+static void test_slab_refill(void **state) {
   (void)state;
-  enum { MAX = 8, N = 20 };
+  enum { MAX = 8 };
+  const int n = (int)(3 * per_slab(1) + 5);
   sh_pool p;
   sh_pool_init(&p, MAX, 2, 1000);
-  void *objs[N];
-  for (int i = 0; i < N; i++) objs[i] = sh_pool_alloc(&p, 100);
-  assert_int_equal(p.mallocs, N);
-  for (int i = 0; i < N; i++) sh_pool_free(&p, objs[i]);
-  assert_int_equal(cached(&p, 1), MAX);
+  void **objs = calloc((size_t)n, sizeof *objs);
+  assert_non_null(objs);
+  for (int i = 0; i < n; i++) assert_non_null(objs[i] = sh_pool_alloc(&p, 100));
+  assert_int_equal(p.mallocs, 4);
+  assert_int_equal(cached(&p, 1), 4 * per_slab(1) - (uint64_t)n);
+  for (int i = 0; i < n; i++) sh_pool_free(&p, objs[i]);
+  /* The first slab to empty stays (the class had no other free object), the
+   * next ones go: one slab is left. */
+  assert_int_equal(slabs(&p), 1);
+  assert_int_equal(cached(&p, 1), per_slab(1));
   assert_int_equal(sh_pool_outstanding(&p), 0);
-  /* Only MAX come back from the cache. */
-  for (int i = 0; i < N; i++) objs[i] = sh_pool_alloc(&p, 100);
-  assert_int_equal(p.mallocs, N + (N - MAX));
-  assert_int_equal(sh_pool_outstanding(&p), N);
-  for (int i = 0; i < N; i++) sh_pool_free(&p, objs[i]);
+  /* Growing again costs slabs again, not objects. */
+  for (int i = 0; i < n; i++) objs[i] = sh_pool_alloc(&p, 100);
+  assert_int_equal(p.mallocs, 4 + 3);
+  assert_int_equal(sh_pool_outstanding(&p), (uint64_t)n);
+  for (int i = 0; i < n; i++) sh_pool_free(&p, objs[i]);
   sh_pool_destroy(&p);
+  assert_int_equal(slabs(&p), 0);
+  free(objs);
 }
 
 /*
  * Frees by a foreign pool or a non-worker (self NULL) go to the owner's remote
- * stack, bounded by max_cached, and never into the freeing pool.
+ * stack, never into the freeing pool, and the owner takes them back when its
+ * slabs run out, without malloc.
  */
-static void test_remote_free_bound(void **state) {
+static void test_remote_frees_come_back(void **state) {
   (void)state;
-  enum { MAX = 8, N = 20 };
+  const int n = (int)per_slab(1);
   sh_pool p, other;
-  sh_pool_init(&p, MAX, 2, 1000);
-  sh_pool_init(&other, MAX, 2, 1000);
-  void *objs[N];
-  for (int i = 0; i < N; i++) objs[i] = sh_pool_alloc(&p, 100);
-  for (int i = 0; i < N; i++) sh_pool_free(i % 2 ? &other : NULL, objs[i]);
+  sh_pool_init(&p, 8, 2, 1000);
+  sh_pool_init(&other, 8, 2, 1000);
+  void **objs = calloc((size_t)n, sizeof *objs);
+  assert_non_null(objs);
+  for (int i = 0; i < n; i++) objs[i] = sh_pool_alloc(&p, 100);
+  assert_int_equal(cached(&p, 1), 0);
+  for (int i = 0; i < n; i++) sh_pool_free(i % 2 ? &other : NULL, objs[i]);
   /* A worker's frees wait in its outbox until a batch is full or flushed. */
-  assert_int_equal(sh_pool_in_outboxes(&other), N / 2);
+  assert_int_equal(sh_pool_in_outboxes(&other), (n / 2) % SH_POOL_OUTBOX);
   sh_pool_flush(&other);
   assert_int_equal(sh_pool_in_outboxes(&other), 0);
-  assert_int_equal(remote_count(&p, 1), MAX);
+  assert_false(remote_empty(&p, 1));
   assert_int_equal(cached(&p, 1), 0);
-  assert_int_equal(atomic_load(&p.remote_frees), N);
+  assert_int_equal(atomic_load(&p.remote_frees), n);
   assert_int_equal(p.local_frees, 0);
-  /* Remote frees that went to malloc still count as frees. */
   assert_int_equal(sh_pool_outstanding(&p), 0);
   assert_int_equal(other.allocs + other.mallocs + other.local_frees, 0);
   assert_int_equal(atomic_load(&other.remote_frees), 0);
   for (int cls = 0; cls < SH_POOL_CLASSES; cls++) assert_int_equal(cached(&other, cls), 0);
 
-  /* The owner takes the whole stack on an empty local list. */
-  for (int i = 0; i < N; i++) objs[i] = sh_pool_alloc(&p, 100);
-  assert_int_equal(p.mallocs, N + (N - MAX));
-  assert_int_equal(remote_count(&p, 1), 0);
-  assert_null(atomic_load(&p.cls[1].remote));
-  for (int i = 0; i < N; i++) sh_pool_free(&p, objs[i]);
+  /* The owner takes the whole stack when its slab is used up. */
+  for (int i = 0; i < n; i++) objs[i] = sh_pool_alloc(&p, 100);
+  assert_int_equal(p.mallocs, 1);
+  assert_true(remote_empty(&p, 1));
+  for (int i = 0; i < n; i++) sh_pool_free(&p, objs[i]);
   assert_int_equal(sh_pool_outstanding(&p), 0);
   sh_pool_destroy(&p);
   sh_pool_destroy(&other);
+  free(objs);
 }
 
 /* A worker's foreign frees go back in batches: a full outbox or a change of
@@ -226,18 +257,18 @@ static void test_outbox_batches(void **state) {
   for (int i = 0; i < N; i++) fa[i] = sh_pool_alloc(&a, 100);
   for (int i = 0; i < 2; i++) fb[i] = sh_pool_alloc(&b, 100);
   for (int i = 0; i < SH_POOL_OUTBOX - 1; i++) sh_pool_free(&w, fa[i]);
-  assert_int_equal(remote_count(&a, 1), 0); /* held back */
+  assert_true(remote_empty(&a, 1)); /* held back */
   sh_pool_free(&w, fa[SH_POOL_OUTBOX - 1]);
-  assert_int_equal(remote_count(&a, 1), SH_POOL_OUTBOX); /* a full batch went */
+  assert_int_equal(atomic_load(&a.remote_frees), SH_POOL_OUTBOX); /* a full batch went */
   assert_int_equal(sh_pool_in_outboxes(&w), 0);
   for (int i = SH_POOL_OUTBOX; i < N; i++) sh_pool_free(&w, fa[i]);
   sh_pool_free(&w, fb[0]); /* another owner: a's partial batch goes first */
-  assert_int_equal(remote_count(&a, 1), N);
+  assert_int_equal(atomic_load(&a.remote_frees), N);
   assert_int_equal(sh_pool_in_outboxes(&w), 1);
   sh_pool_free(&w, fb[1]);
-  assert_int_equal(remote_count(&b, 1), 0);
+  assert_true(remote_empty(&b, 1));
   sh_pool_trim(&w, 0); /* trimming (an idle worker) flushes */
-  assert_int_equal(remote_count(&b, 1), 2);
+  assert_int_equal(atomic_load(&b.remote_frees), 2);
   assert_int_equal(sh_pool_outstanding(&a), 0);
   assert_int_equal(sh_pool_outstanding(&b), 0);
   /* Nothing entered the freeing pool, and the owners reuse without malloc. */
@@ -251,23 +282,69 @@ static void test_outbox_batches(void **state) {
   sh_pool_destroy(&b);
 }
 
-/* Taking the remote stack onto a full free list gives the excess to malloc. */
-static void test_drain_keeps_bound(void **state) {
+/*
+ * A flood's objects coming back through the remote stack give their slabs
+ * back as the owner takes them, down to max_cached free objects (plus the
+ * slab that reached it); an idle trim then gives back the rest.
+ */
+static void test_flood_memory_bounded(void **state) {
   (void)state;
-  enum { MAX = 8 };
-  sh_pool p;
-  sh_pool_init(&p, MAX, 2, 1000);
-  void *objs[2 * MAX];
-  for (int i = 0; i < 2 * MAX; i++) objs[i] = sh_pool_alloc(&p, 100);
-  for (int i = 0; i < MAX; i++) sh_pool_free(&p, objs[i]);
-  for (int i = MAX; i < 2 * MAX; i++) sh_pool_free(NULL, objs[i]);
-  assert_int_equal(cached(&p, 1), MAX);
-  assert_int_equal(remote_count(&p, 1), MAX);
-  sh_pool_trim(&p, 0);
-  assert_int_equal(cached(&p, 1), MAX);
-  assert_int_equal(remote_count(&p, 1), 0);
+  enum { MAX = 64, SLABS = 20 };
+  const int n = (int)(SLABS * per_slab(0));
+  sh_pool p, w;
+  sh_pool_init(&p, MAX, 2, 100);
+  sh_pool_init(&w, MAX, 2, 100);
+  void **objs = calloc((size_t)n, sizeof *objs);
+  assert_non_null(objs);
+  for (int i = 0; i < n; i++) assert_non_null(objs[i] = sh_pool_alloc(&p, 40));
+  assert_int_equal(p.mallocs, SLABS);
+  for (int i = 0; i < n; i++) sh_pool_free(&w, objs[i]); /* another worker */
+  sh_pool_flush(&w);
+  sh_pool_trim(&p, 1000); /* the class was used: taken back, not trimmed */
   assert_int_equal(sh_pool_outstanding(&p), 0);
+  assert_true(remote_empty(&p, 0));
+  assert_int_equal(slabs(&p), 1);
+  /* Idle for idle_ns: the last free slab goes too, and nothing is left to
+   * wake up for. */
+  assert_int_equal(sh_pool_trim(&p, 1100), UINT64_MAX);
+  assert_int_equal(slabs(&p), 0);
+  assert_int_equal(cached(&p, 0), 0);
   sh_pool_destroy(&p);
+  sh_pool_destroy(&w);
+  free(objs);
+}
+
+/*
+ * Steady state between two workers. A allocates every message, B frees it
+ * (into its outbox, back to A by 32). A pool that grows by one object finds
+ * itself one short each time B's outbox is full while one more message than
+ * ever before is in flight: a coincidence that keeps coming, rarely, long
+ * after warm-up (cross-worker ping-pong mallocked 0-2 times per million
+ * messages so). Slabs give A far more than a peer's outbox and the messages
+ * in flight can hold: after warm-up, no malloc at all.
+ */
+static void test_cross_worker_steady_state(void **state) {
+  (void)state;
+  enum { WARM = 10000, ROUNDS = 1000000, MAX_FLIGHT = 4 };
+  sh_pool a, b;
+  sh_pool_init(&a, 4096, 16, 1000);
+  sh_pool_init(&b, 4096, 16, 1000);
+  void *flight[MAX_FLIGHT];
+  uint32_t rng = 1, warm_mallocs = 0;
+  for (int r = 0; r < WARM + ROUNDS; r++) {
+    if (r == WARM) warm_mallocs = (uint32_t)a.mallocs;
+    /* Mostly one message in flight, now and then a few at once. */
+    rng = rng * 1103515245u + 12345u;
+    int k = (rng >> 16) % 1024 == 0 ? 1 + (int)((rng >> 8) % MAX_FLIGHT) : 1;
+    for (int i = 0; i < k; i++) assert_non_null(flight[i] = sh_pool_alloc(&a, 40));
+    for (int i = 0; i < k; i++) sh_pool_free(&b, flight[i]);
+  }
+  assert_true(warm_mallocs > 0);
+  assert_int_equal(a.mallocs, warm_mallocs);
+  sh_pool_flush(&b);
+  assert_int_equal(sh_pool_outstanding(&a), 0);
+  sh_pool_destroy(&a);
+  sh_pool_destroy(&b);
 }
 
 /* ---- cross-thread: A allocates, B frees with its own pool, A reuses ---- */
@@ -352,14 +429,16 @@ static void test_cross_thread_reuse(void **state) {
 
   assert_int_equal(x->alloc_failures, 0);
   assert_int_equal(x->bad_contents, 0);
-  assert_int_equal(x->mallocs_first, XN);
-  assert_int_equal(x->mallocs_again, XN);
+  /* Slabs: XN objects cost XN / slab mallocs, and coming back none. */
+  uint64_t xslabs = (XN + per_slab(2) - 1) / per_slab(2);
+  assert_int_equal(x->mallocs_first, xslabs);
+  assert_int_equal(x->mallocs_again, xslabs);
   assert_int_equal(x->pa.allocs, 2 * XN);
   assert_int_equal(x->pa.local_frees, XN);
   assert_int_equal(atomic_load(&x->pa.remote_frees), XN);
   assert_int_equal(sh_pool_outstanding(&x->pa), 0);
-  assert_int_equal(cached(&x->pa, 2), XN);
-  assert_int_equal(remote_count(&x->pa, 2), 0);
+  assert_int_equal(cached(&x->pa, 2), xslabs * per_slab(2));
+  assert_true(remote_empty(&x->pa, 2));
   /* Nothing entered B's pool. */
   assert_int_equal(x->pb.allocs + x->pb.mallocs + x->pb.local_frees, 0);
   assert_int_equal(atomic_load(&x->pb.remote_frees), 0);
@@ -389,35 +468,53 @@ static void test_trim_idle_classes(void **state) {
   sh_pool_init(&p, 64, 2, 100);
   fill(&p, 40, 10);  /* class 0 */
   fill(&p, 100, 10); /* class 1 */
-  assert_int_equal(cached(&p, 0), 10);
-  assert_int_equal(cached(&p, 1), 10);
+  assert_int_equal(cached(&p, 0), per_slab(0));
+  assert_int_equal(cached(&p, 1), per_slab(1));
 
   /* Both were used since the last trim: their idle time starts now, and the
    * trim says when to come back (a sleeping owner wakes up for it). */
   assert_int_equal(sh_pool_trim(&p, 1000), 1100);
-  assert_int_equal(cached(&p, 0), 10);
-  assert_int_equal(cached(&p, 1), 10);
   assert_int_equal(sh_pool_trim(&p, 1099), 1100);
-  assert_int_equal(cached(&p, 0), 10);
-  assert_int_equal(cached(&p, 1), 10);
+  assert_int_equal(slabs(&p), 2);
 
-  /* Class 1 used again; class 0 has now been idle for idle_ns. */
+  /* Class 1 used again; class 0 has now been idle for idle_ns: its free
+   * slab goes back to malloc. */
   sh_pool_free(&p, sh_pool_alloc(&p, 100));
   assert_int_equal(sh_pool_trim(&p, 1100), 1200);
-  assert_int_equal(cached(&p, 0), 2);
-  assert_int_equal(cached(&p, 1), 10);
+  assert_int_equal(cached(&p, 0), 0);
+  assert_int_equal(cached(&p, 1), per_slab(1));
   assert_int_equal(sh_pool_trim(&p, 1199), 1200);
-  assert_int_equal(cached(&p, 1), 10);
-  /* Everything at its floor: nothing left to wake up for. */
+  assert_int_equal(cached(&p, 1), per_slab(1));
+  /* Everything trimmed: nothing left to wake up for. */
   assert_int_equal(sh_pool_trim(&p, 1200), UINT64_MAX);
-  assert_int_equal(cached(&p, 0), 2);
-  assert_int_equal(cached(&p, 1), 2);
+  assert_int_equal(cached(&p, 1), 0);
+  assert_int_equal(slabs(&p), 0);
 
-  /* The freed objects really went back to malloc. */
+  /* The slabs really went back to malloc. */
   uint64_t before = p.mallocs;
   fill(&p, 40, 10);
-  assert_int_equal(p.mallocs, before + 8);
+  assert_int_equal(p.mallocs, before + 1);
   assert_int_equal(sh_pool_outstanding(&p), 0);
+  sh_pool_destroy(&p);
+}
+
+/* A slab that still holds a live object stays, and a trim that can give
+ * nothing back does not ask its owner to wake up for it again. */
+static void test_trim_keeps_live_slabs(void **state) {
+  (void)state;
+  sh_pool p;
+  sh_pool_init(&p, 64, 2, 100);
+  void *live = sh_pool_alloc(&p, 40);
+  fill(&p, 40, 10);
+  assert_int_equal(sh_pool_trim(&p, 1000), UINT64_MAX);
+  assert_int_equal(sh_pool_trim(&p, 2000), UINT64_MAX);
+  assert_int_equal(slabs(&p), 1);
+  assert_int_equal(cached(&p, 0), per_slab(0) - 1);
+  sh_pool_free(&p, live);
+  /* Now free, but freed by the owner, which is use: idle time starts again. */
+  assert_int_equal(sh_pool_trim(&p, 3000), 3100);
+  assert_int_equal(sh_pool_trim(&p, 3100), UINT64_MAX);
+  assert_int_equal(slabs(&p), 0);
   sh_pool_destroy(&p);
 }
 
@@ -428,20 +525,44 @@ static void test_trim_drains_remote(void **state) {
   void *objs[10];
   for (int i = 0; i < 10; i++) objs[i] = sh_pool_alloc(&p, 40);
   for (int i = 0; i < 10; i++) sh_pool_free(NULL, objs[i]);
-  assert_int_equal(remote_count(&p, 0), 10);
+  assert_false(remote_empty(&p, 0));
+  assert_int_equal(cached(&p, 0), per_slab(0) - 10);
   sh_pool_trim(&p, 1000); /* class used since the last trim: drained, not trimmed */
-  assert_int_equal(remote_count(&p, 0), 0);
-  assert_null(atomic_load(&p.cls[0].remote));
-  assert_int_equal(cached(&p, 0), 10);
+  assert_true(remote_empty(&p, 0));
+  assert_int_equal(cached(&p, 0), per_slab(0));
   /* Returns from other threads are not use: the class goes idle. */
   for (int i = 0; i < 10; i++) objs[i] = sh_pool_alloc(&p, 40);
   sh_pool_trim(&p, 2000);
   for (int i = 0; i < 10; i++) sh_pool_free(NULL, objs[i]);
   sh_pool_trim(&p, 2100);
-  assert_int_equal(cached(&p, 0), 2);
-  assert_int_equal(remote_count(&p, 0), 0);
+  assert_int_equal(cached(&p, 0), 0);
+  assert_int_equal(slabs(&p), 0);
+  assert_true(remote_empty(&p, 0));
   assert_int_equal(sh_pool_outstanding(&p), 0);
   sh_pool_destroy(&p);
+}
+
+/* Objects side by side in a slab: ASan still sees a caller's overflow past
+ * the size it asked for and a use after free (skipped without ASan). */
+static void test_asan_sees_into_slabs(void **state) {
+  (void)state;
+#ifdef TEST_ASAN
+  sh_pool p;
+  sh_pool_init(&p, 64, 2, 100);
+  char *a = sh_pool_alloc(&p, 40); /* class 0: a 48-byte body */
+  char *b = sh_pool_alloc(&p, 40);
+  assert_null(__asan_region_is_poisoned(a, 40));
+  assert_true(__asan_address_is_poisoned(a + 40));
+  sh_pool_free(&p, a);
+  assert_true(__asan_address_is_poisoned(a + 8)); /* past the free-list link */
+  a = sh_pool_alloc(&p, BODY(0));                 /* the same object, all of it */
+  assert_null(__asan_region_is_poisoned(a, BODY(0)));
+  sh_pool_free(&p, a);
+  sh_pool_free(&p, b);
+  sh_pool_destroy(&p);
+#else
+  skip();
+#endif
 }
 
 /* ---- destroy ---- */
@@ -459,11 +580,12 @@ static void test_destroy_frees_everything(void **state) {
       if (cls != 3 || i != 0) sh_pool_free(i % 2 ? NULL : &p, objs[cls][i]);
   assert_int_equal(sh_pool_outstanding(&p), 1);
   sh_pool_destroy(&p);
+  /* Only the slab of the outstanding object is left. */
+  assert_int_equal(slabs(&p), 1);
   for (int cls = 0; cls < SH_POOL_CLASSES; cls++) {
-    assert_int_equal(cached(&p, cls), 0);
-    assert_null(p.cls[cls].free);
-    assert_null(atomic_load(&p.cls[cls].remote));
-    assert_int_equal(remote_count(&p, cls), 0);
+    assert_int_equal(cached(&p, cls), cls == 3 ? per_slab(3) - 1 : 0);
+    if (cls != 3) assert_null(p.cls[cls].partial);
+    assert_true(remote_empty(&p, cls));
   }
   /* Outstanding objects survive destroy and are still counted... */
   assert_int_equal(sh_pool_outstanding(&p), 1);
@@ -473,6 +595,7 @@ static void test_destroy_frees_everything(void **state) {
   assert_int_equal(sh_pool_outstanding(&p), 0);
   sh_pool_destroy(&p);
   assert_int_equal(cached(&p, 3), 0);
+  assert_int_equal(slabs(&p), 0);
 }
 
 /* ---- stress: two threads free into a third's pool while it allocates ---- */
@@ -582,18 +705,24 @@ static void test_stress_remote_frees(void **state) {
   assert_int_equal(atomic_load(&s->owner.remote_frees), STOTAL);
   assert_int_equal(sh_pool_outstanding(&s->owner), 0);
   /*
-   * Reuse under concurrency: the owner mallocs only when both its lists are
-   * empty, i.e. when every object of the class is in the ring, in a freer's
-   * batch (at most SQ each) or in a freer's outbox (at most SH_POOL_OUTBOX
-   * each), so a class never holds more than 3 * SQ + 1 plus the outboxes.
+   * Reuse under concurrency: the owner mallocs only when its slabs and its
+   * remote stack are empty, i.e. when every object of the class is in the
+   * ring, in a freer's batch (at most SQ each) or in a freer's outbox (at
+   * most SH_POOL_OUTBOX each), so a class never needs more than 3 * SQ + 1
+   * plus the outboxes, in slabs.
    */
-  assert_true(s->owner.mallocs <= 2 * (3 * SQ + 1 + SFREERS * SH_POOL_OUTBOX));
-  /* No object was lost or went to a freer's pool: all are cached again. */
+  const uint64_t need = 3 * SQ + 1 + SFREERS * SH_POOL_OUTBOX;
+  const int c40 = 0, c300 = 3; /* the classes of 40 and 300 bytes */
+  assert_true(s->owner.mallocs <= (need + per_slab(c40) - 1) / per_slab(c40) +
+                                      (need + per_slab(c300) - 1) / per_slab(c300));
+  /* No object was lost or went to a freer's pool: all are free again (and
+   * max_cached is high enough that no slab went back). */
   sh_pool_trim(&s->owner, 0);
   uint64_t all = 0;
   for (int cls = 0; cls < SH_POOL_CLASSES; cls++) {
-    all += cached(&s->owner, cls);
-    assert_int_equal(remote_count(&s->owner, cls), 0);
+    all += cached(&s->owner, cls) / per_slab(cls);
+    assert_int_equal(cached(&s->owner, cls) % per_slab(cls), 0);
+    assert_true(remote_empty(&s->owner, cls));
   }
   assert_int_equal(all, s->owner.mallocs);
   for (int k = 0; k < SFREERS; k++) {
@@ -617,13 +746,16 @@ int main(void) {
       cmocka_unit_test(test_alignment),
       cmocka_unit_test(test_null_pool),
       cmocka_unit_test(test_large_object),
-      cmocka_unit_test(test_local_bound),
-      cmocka_unit_test(test_remote_free_bound),
+      cmocka_unit_test(test_slab_refill),
+      cmocka_unit_test(test_remote_frees_come_back),
       cmocka_unit_test(test_outbox_batches),
-      cmocka_unit_test(test_drain_keeps_bound),
+      cmocka_unit_test(test_flood_memory_bounded),
+      cmocka_unit_test(test_cross_worker_steady_state),
       cmocka_unit_test(test_cross_thread_reuse),
       cmocka_unit_test(test_trim_idle_classes),
+      cmocka_unit_test(test_trim_keeps_live_slabs),
       cmocka_unit_test(test_trim_drains_remote),
+      cmocka_unit_test(test_asan_sees_into_slabs),
       cmocka_unit_test(test_destroy_frees_everything),
       cmocka_unit_test(test_stress_remote_frees),
   };

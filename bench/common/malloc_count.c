@@ -12,6 +12,11 @@
  * No function here may allocate: the slot index is a thread-local integer
  * in the executable's static TLS block, which needs no malloc.
  *
+ * The definitions are exported explicitly (MC_EXPORT): the project builds
+ * with -fvisibility=hidden, and a hidden malloc binds only the executable's
+ * own calls, not libc's, so the self-check below failed and the figures
+ * missed what libc allocates for us.
+ *
  * valloc and pvalloc (obsolete) are not interposed: they still work, from
  * glibc, uncounted. Under a sanitizer (which owns malloc) nothing is
  * interposed and
@@ -44,6 +49,7 @@ extern void __libc_free(void *p);
 #endif
 
 #define SLOTS 64u
+#define MC_EXPORT __attribute__((visibility("default")))
 
 typedef struct slot {
   alignas(64) atomic_uint_fast64_t allocs;
@@ -70,32 +76,32 @@ static void count_alloc(void) {
   atomic_fetch_add_explicit(&this_slot()->allocs, 1, memory_order_relaxed);
 }
 
-void *malloc(size_t size) {
+MC_EXPORT void *malloc(size_t size) {
   count_alloc();
   return __libc_malloc(size);
 }
 
-void *calloc(size_t n, size_t size) {
+MC_EXPORT void *calloc(size_t n, size_t size) {
   count_alloc();
   return __libc_calloc(n, size);
 }
 
-void *realloc(void *p, size_t size) {
+MC_EXPORT void *realloc(void *p, size_t size) {
   count_alloc();
   return __libc_realloc(p, size);
 }
 
-void *memalign(size_t align, size_t size) {
+MC_EXPORT void *memalign(size_t align, size_t size) {
   count_alloc();
   return __libc_memalign(align, size);
 }
 
-void *aligned_alloc(size_t align, size_t size) {
+MC_EXPORT void *aligned_alloc(size_t align, size_t size) {
   count_alloc();
   return __libc_memalign(align, size);
 }
 
-int posix_memalign(void **out, size_t align, size_t size) {
+MC_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
   /* POSIX: a power of two and a multiple of sizeof(void *). */
   if (align < sizeof(void *) || (align & (align - 1)) != 0) return EINVAL;
   count_alloc();
@@ -105,7 +111,7 @@ int posix_memalign(void **out, size_t align, size_t size) {
   return 0;
 }
 
-void free(void *p) {
+MC_EXPORT void free(void *p) {
   if (p == NULL) return;
   atomic_fetch_add_explicit(&this_slot()->frees, 1, memory_order_relaxed);
   __libc_free(p);

@@ -443,8 +443,8 @@ typedef struct sh_config {
   uint32_t steal_aggression; /* steal when idle_count * backlog >= this (128) */
   uint32_t io_ratio;         /* percent of a loop for IO vs actors (50) */
   uint64_t spin_ns;          /* how long an idle worker polls before it parks (50 us) */
-  uint32_t pool_max_cached;  /* objects each pool size class keeps (4096) */
-  uint32_t pool_keep;        /* what an idle-trimmed class keeps (16) */
+  uint32_t pool_max_cached;  /* free objects a size class keeps before free slabs go (4096) */
+  uint32_t pool_keep;        /* an idle class frees slabs while it has more free objects (16) */
   uint64_t pool_idle_ns;     /* a class untouched this long is trimmed (30 s) */
   sh_placement placement;    /* of single actors (SH_PLACE_LOCAL) */
   sh_affinity affinity;      /* of ready houses (SH_AFFINITY_FOLLOW) */
