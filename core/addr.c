@@ -59,7 +59,9 @@ int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind, sh_mail
    * (acquire: as a sender's look at `life`). */
   uint32_t life = atomic_load_explicit(&h->life, memory_order_acquire);
   if (sh_life_gen(life) != gen && life != sh_life(gen + 1, true)) return -ESHUTDOWN;
-  sh_box box = kind == SH_ASK ? SH_BOX_ASK : SH_BOX_NOTICE;
+  /* An ordered class has one request mailbox (the ask one), reported for
+   * either kind. Its class stays until the house is taken for another. */
+  sh_box box = kind == SH_ASK || h->cls->ordered ? SH_BOX_ASK : SH_BOX_NOTICE;
   const sh_mailbox *mb = &h->mb[box];
   memset(out, 0, sizeof(*out));
   /* relaxed: figures for a report. Unbounded: the takes as last published

@@ -158,8 +158,9 @@ sh_future *sh_put(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms
   m->sender = NULL;
   m->id = 0;
   bool wait = timeout_ms != SH_NOWAIT;
-  int rc = either_stopped(st, t, gen) ? -ESHUTDOWN : send_for(f, t, gen, SH_BOX_NOTICE, m, wait);
-  if (rc == -EAGAIN) sh_send_refused(t, SH_BOX_NOTICE);
+  sh_box box = sh_send_box(t, gen, SH_NOTICE);
+  int rc = either_stopped(st, t, gen) ? -ESHUTDOWN : send_for(f, t, gen, box, m, wait);
+  if (rc == -EAGAIN) sh_send_refused(t, box);
   if (rc != -EINPROGRESS) {
     /* Done at once: pushed, or refused with the notice handed back. */
     sh_future_end_now(f, rc == 0 ? NULL : m, rc);

@@ -9,6 +9,8 @@
  * handler ran) and goes back up for it. A barrier holds asks and notices
  * back; once the house is stopped, seen before each take, it refuses them,
  * and a batch not started yet with them. Then the house settles (house.c).
+ * An ordered class's notices come in its ask mailbox (send.h): each message
+ * taken there goes to the handler of its kind, in the order taken.
  */
 #include "dispatch.h"
 
@@ -87,16 +89,24 @@ typedef struct batcher {
   sh_stack_fn fn;
   sh_filter_fn filter;
   sh_stack *st;
+  sh_msg_kind takes; /* the kind it batches (0: none) */
+  bool mixed;        /* an ordered class's ask mailbox: notices come too */
 } batcher;
+
+/* The batcher of asks or notices. */
+static batcher batcher_of(sh_house *h, sh_msg_kind kind, bool mixed) {
+  const sh_actor_class *c = h->cls;
+  if (kind == SH_ASK)
+    return (batcher){h, SH_STACK_BATCH_ASK, c->batch_ask, c->batch_ask_filter, NULL, kind, mixed};
+  return (batcher){h, SH_STACK_BATCH_NOTICE, c->batch_notice, c->batch_notice_filter, NULL, kind,
+                   mixed};
+}
 
 /* The batcher of a request mailbox (none for the others: fn is NULL). */
 static batcher batcher_for(sh_house *h, sh_box box) {
-  if (box == SH_BOX_ASK)
-    return (batcher){h, SH_STACK_BATCH_ASK, h->cls->batch_ask, h->cls->batch_ask_filter, NULL};
-  if (box == SH_BOX_NOTICE)
-    return (batcher){h, SH_STACK_BATCH_NOTICE, h->cls->batch_notice, h->cls->batch_notice_filter,
-                     NULL};
-  return (batcher){h, SH_STACK_NOTICE, NULL, NULL, NULL};
+  if (box == SH_BOX_ASK) return batcher_of(h, SH_ASK, h->cls->ordered);
+  if (box == SH_BOX_NOTICE) return batcher_of(h, SH_NOTICE, false);
+  return (batcher){h, SH_STACK_NOTICE, NULL, NULL, NULL, 0, false};
 }
 
 /* A batch that never started, once its house stopped: refused as the
@@ -149,8 +159,15 @@ static bool batch_add(batcher *b, sh_msg *m) {
 }
 
 /* An ask or a notice to its handler: into the batch being built, or alone
- * once that batch went first (arrival order). */
+ * once that batch went first (arrival order). An ordered class's asks and
+ * notices come mixed, in the order sent: a message of the other kind ends
+ * the batch being built, which goes first, and batches of its own kind
+ * begin. */
 static void deliver(batcher *b, sh_msg *m) {
+  if (b->mixed && m->type->kind != b->takes) {
+    batch_flush(b);
+    *b = batcher_of(b->h, m->type->kind, true);
+  }
   if (batch_add(b, m)) return;
   batch_flush(b);
   sh_count(b->h->sys, SH_C_DELIVERED);

@@ -12,6 +12,7 @@
  *      slot), is pushed into the mailbox, which schedules the house.
  * A sender that will wait for room then queues a waiter holding its
  * message (sh_send_wait); the gate hands it a slot in FIFO order.
+ * An ordered class's notices go to its ask mailbox (sh_send_box).
  * Replies, exceptions and events are not sends: they are pushed directly
  * (house.h), never refused.
  */
@@ -38,6 +39,16 @@ static inline int sh_send_now(sh_house *t, uint32_t gen, sh_box box, sh_msg *m) 
   }
   sh_house_push(t, box, m);
   return 0;
+}
+
+/* The mailbox a send of `kind` to generation gen of t goes to: an
+ * ordered class (sh_actor_class.ordered) takes notices into the ask
+ * mailbox, whose one FIFO keeps each sender's asks and notices in the
+ * order sent. The class is read only of a live generation: it was set
+ * before that generation's life began (spawn.c). */
+static inline sh_box sh_send_box(const sh_house *t, uint32_t gen, sh_msg_kind kind) {
+  if (kind == SH_ASK || (sh_house_live(t, gen) && t->cls->ordered)) return SH_BOX_ASK;
+  return SH_BOX_NOTICE;
 }
 
 /* After sh_send_now's -EAGAIN, for a sender that will wait: w (holding

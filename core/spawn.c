@@ -92,6 +92,8 @@ static int check_class(const sh_actor_class *c) {
   if ((c->batch_ask != NULL) != (c->batch_ask_filter != NULL)) return -EINVAL;
   if ((c->batch_notice != NULL) != (c->batch_notice_filter != NULL)) return -EINVAL;
   if (c->ask_capacity > SH_MAX_CAPACITY || c->notice_capacity > SH_MAX_CAPACITY) return -EINVAL;
+  /* An ordered class's notices share the ask mailbox and its bound. */
+  if (c->ordered && c->notice_capacity != 0) return -EINVAL;
   return 0;
 }
 

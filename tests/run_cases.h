@@ -6,12 +6,13 @@
  *   - Mailbox order holds for every message a run takes: replies, then
  *     exceptions, asks, notices. Messages that arrive while the actor is
  *     busy in a handler are taken in that order after it, as they are when
- *     they queue while it is idle (order_*).
+ *     they queue while it is idle (order_*). An ordered class takes one
+ *     sender's notice and ask in the order sent (ordered_*).
  *   - sh_stop while the actor is busy in a handler: that handler finishes,
  *     but nothing queued starts after the stop. Queued asks are answered
  *     -ESHUTDOWN and queued notices dropped (counted), on an unbounded or a
  *     bounded mailbox, and a batch that was being built when the stop came
- *     never starts (stop_*).
+ *     never starts (stop_*), for an ordered class too (stop_ordered_*).
  *
  * The rig. X, on worker 0, is the actor under test; Y, on worker 1, its
  * peer. X's busy handler (for a notice, or for an ask from Y) sends Y a go
@@ -183,9 +184,16 @@ static void x_stop(sh_actor *self) {
 static const sh_actor_class x_class = X_CLASS("run_x");
 static const sh_actor_class x_bounded_class =
     X_CLASS("run_x_bounded", .notice_capacity = 4, .ask_capacity = 2);
-static const sh_actor_class x_batch_class =
-    X_CLASS("run_x_batch", .batch_notice = x_batch, .batch_notice_filter = x_note_filter,
-            .batch_ask = x_batch, .batch_ask_filter = x_ask_filter);
+#define X_BATCH_CLASS(nm, ...)                                                             \
+  X_CLASS(nm, .batch_notice = x_batch, .batch_notice_filter = x_note_filter,               \
+          .batch_ask = x_batch, .batch_ask_filter = x_ask_filter, __VA_ARGS__)
+static const sh_actor_class x_batch_class = X_BATCH_CLASS("run_x_batch");
+/* Ordered (per-sender order): Y's notices and asks share one mailbox. */
+static const sh_actor_class x_ordered_class = X_CLASS("run_x_ordered", .ordered = true);
+static const sh_actor_class x_ordered_bounded_class =
+    X_CLASS("run_x_ordered_bounded", .ordered = true, .ask_capacity = 4);
+static const sh_actor_class x_ordered_batch_class =
+    X_BATCH_CLASS("run_x_ordered_batch", .ordered = true);
 
 /* ---- Y --------------------------------------------------------------------- */
 
@@ -287,11 +295,13 @@ static void assert_log(const int *want, int n) {
 }
 
 /* Busy while a notice, an ask, an exception and a reply arrive: then
- * reply, exception, ask, notice. */
-static void case_order(bool busy_ask) {
-  sh_stats st = run_case_once(CASE_ORDER, busy_ask, &x_class);
+ * reply, exception, ask, notice; for an ordered class Y's notice and ask
+ * in the order Y sent them, notice first. */
+static void case_order(bool busy_ask, const sh_actor_class *xc) {
+  sh_stats st = run_case_once(CASE_ORDER, busy_ask, xc);
   static const int want[] = {L_REPLY, L_EXCEPTION, L_ASK, L_NOTICE};
-  assert_log(want, 4);
+  static const int want_ordered[] = {L_REPLY, L_EXCEPTION, L_NOTICE, L_ASK};
+  assert_log(xc->ordered ? want_ordered : want, 4);
   assert_int_equal(R.nplain, 1);
   assert_int_equal(R.plain_err[0], 0);
   assert_int_equal(R.busy_err, 0);
@@ -309,8 +319,10 @@ static void case_stopped(run_case kind, bool busy_ask, const sh_actor_class *xc,
   assert_int_equal(st.dropped_stopped, dropped);
 }
 
-static void case_order_busy_notice(void) { case_order(false); }
-static void case_order_busy_ask(void) { case_order(true); }
+static void case_order_busy_notice(void) { case_order(false, &x_class); }
+static void case_order_busy_ask(void) { case_order(true, &x_class); }
+static void case_ordered_busy_notice(void) { case_order(false, &x_ordered_class); }
+static void case_ordered_busy_ask(void) { case_order(true, &x_ordered_class); }
 static void case_stop_busy_notice(void) { case_stopped(CASE_STOP, false, &x_class, 3); }
 static void case_stop_busy_ask(void) { case_stopped(CASE_STOP, true, &x_class, 3); }
 static void case_stop_bounded(void) { case_stopped(CASE_STOP, false, &x_bounded_class, 3); }
@@ -319,6 +331,16 @@ static void case_stop_batch_notices(void) {
 }
 static void case_stop_batch_asks(void) {
   case_stopped(CASE_BATCH_ASKS, false, &x_batch_class, RUN_ASKS);
+}
+static void case_stop_ordered(void) { case_stopped(CASE_STOP, true, &x_ordered_class, 3); }
+static void case_stop_ordered_bounded(void) {
+  case_stopped(CASE_STOP, false, &x_ordered_bounded_class, 3);
+}
+static void case_stop_ordered_batch_notices(void) {
+  case_stopped(CASE_BATCH_NOTES, false, &x_ordered_batch_class, RUN_NOTES);
+}
+static void case_stop_ordered_batch_asks(void) {
+  case_stopped(CASE_BATCH_ASKS, false, &x_ordered_batch_class, RUN_ASKS);
 }
 
 #define RUN_TEST(name)                                  \
@@ -338,11 +360,21 @@ RUN_TEST(stop_busy_ask)
 RUN_TEST(stop_bounded)
 RUN_TEST(stop_batch_notices)
 RUN_TEST(stop_batch_asks)
+RUN_TEST(ordered_busy_notice)
+RUN_TEST(ordered_busy_ask)
+RUN_TEST(stop_ordered)
+RUN_TEST(stop_ordered_bounded)
+RUN_TEST(stop_ordered_batch_notices)
+RUN_TEST(stop_ordered_batch_asks)
 
 #define RUN_CASES                                                                   \
   cmocka_unit_test(test_order_busy_notice), cmocka_unit_test(test_order_busy_ask),  \
       cmocka_unit_test(test_stop_busy_notice), cmocka_unit_test(test_stop_busy_ask), \
       cmocka_unit_test(test_stop_bounded), cmocka_unit_test(test_stop_batch_notices), \
-      cmocka_unit_test(test_stop_batch_asks)
+      cmocka_unit_test(test_stop_batch_asks), cmocka_unit_test(test_ordered_busy_notice),    \
+      cmocka_unit_test(test_ordered_busy_ask), cmocka_unit_test(test_stop_ordered),           \
+      cmocka_unit_test(test_stop_ordered_bounded),                                            \
+      cmocka_unit_test(test_stop_ordered_batch_notices),                                      \
+      cmocka_unit_test(test_stop_ordered_batch_asks)
 
 #endif

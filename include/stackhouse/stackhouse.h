@@ -197,6 +197,13 @@ struct sh_actor_class {
    * FIFO order. Replies and events are never bounded. At most SH_MAX_CAPACITY. */
   uint32_t ask_capacity;
   uint32_t notice_capacity;
+
+  /* Per-sender order: one sender's asks and notices are handled in the
+   * order sent (by default an ask goes ahead of notices queued before it;
+   * replies and events keep their priority). Both share the ask mailbox:
+   * ask_capacity bounds them, notice_capacity must be 0 (-EINVAL at spawn),
+   * and sh_mailbox_stats_get reports that mailbox for either kind. */
+  bool ordered;
 };
 
 #define SH_MAX_CAPACITY (1u << 30)
