@@ -83,7 +83,7 @@ typedef struct sh_house {
   atomic_bool high;           /* queue in the high sub-queue */
   _Atomic uint32_t life;      /* generation << 1 | stopped (file comment) */
   sh_hq_link qlink;           /* run queue link, owned by the queue holding it */
-  sh_mailbox mb[SH_BOXES];
+  sh_mailboxes mb;            /* one queue per sh_box (mailbox.h) */
 
   /* The bounded ask / notice mailboxes' gates of this generation; NULL:
    * unbounded. Atomic: a sender that raced with a retirement may read it
@@ -121,6 +121,8 @@ typedef struct sh_house {
   sh_list timers;             /* live actor timers (sh_timer.actor_link), cancel by id */
 } sh_house;
 
+_Static_assert(SH_BOXES == SH_MAILBOXES, "one mailbox queue per sh_box");
+
 static inline sh_house *sh_house_of_link(sh_hq_link *l) {
   return (sh_house *)(void *)((char *)l - offsetof(sh_house, qlink));
 }
@@ -141,7 +143,7 @@ bool sh_house_has_work(const sh_house *h);
  * every message's path. */
 void sh_house_hand_off(sh_gate *g);
 static inline sh_msg *sh_house_take(sh_house *h, sh_box box) {
-  sh_msg *m = sh_mailbox_take(&h->mb[box]);
+  sh_msg *m = sh_mailbox_take(&h->mb, box);
   if (m == NULL || box < SH_BOX_ASK || box > SH_BOX_NOTICE || !(m->internal & SH_MSG_SLOT))
     return m;
   m->internal &= ~SH_MSG_SLOT;
