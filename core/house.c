@@ -76,6 +76,7 @@ void sh_house_init(sh_house *h, sh_system *sys, const sh_actor_class *c, sh_hous
   atomic_init(&h->high, true);
   atomic_init(&h->life, sh_life(0, false));
   sh_mailbox_init(&h->mb);
+  sh_dispatcher_init(&h->futures, SH_DISPATCHER_INITIAL);
   for (int b = 0; b < SH_BOXES; b++) atomic_init(&h->high_water[b], 0);
   sh_list_init(&h->stacks);
   sh_list_init(&h->ready);

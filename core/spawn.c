@@ -42,8 +42,6 @@ static bool house_gate(sh_house *h, sh_box box, uint32_t cap, uint32_t gen) {
 static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner) {
   sh_system *sys = h->sys;
   uint32_t gen = sh_house_gen(h);
-  if (h->futures.buckets == NULL && sh_dispatcher_init(&h->futures, SH_DISPATCHER_INITIAL) != 0)
-    return false;
   if (!house_gate(h, SH_BOX_ASK, c->ask_capacity, gen) ||
       !house_gate(h, SH_BOX_NOTICE, c->notice_capacity, gen))
     return false;
