@@ -62,13 +62,12 @@ int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind, sh_mail
   /* An ordered class has one request mailbox (the ask one), reported for
    * either kind. Its class stays until the house is taken for another. */
   sh_box box = kind == SH_ASK || h->cls->ordered ? SH_BOX_ASK : SH_BOX_NOTICE;
-  const sh_mailbox *mb = &h->mb[box];
+  const sh_mailboxes *mb = &h->mb;
   memset(out, 0, sizeof(*out));
   /* relaxed: figures for a report. Unbounded: the takes as last published
    * by the actor's runner (once a run). */
-  out->depth = sh_mailbox_backlog((uint32_t)atomic_load_explicit(&mb->pushed, memory_order_relaxed),
-                                  (uint32_t)atomic_load_explicit(&mb->taken_seen,
-                                                                 memory_order_relaxed));
+  out->depth = sh_mailbox_backlog(atomic_load_explicit(&mb->pushed[box], memory_order_relaxed),
+                                  atomic_load_explicit(&mb->taken_seen[box], memory_order_relaxed));
   out->high_water = atomic_load_explicit(&h->high_water[box], memory_order_relaxed);
   sh_gate *g = sh_house_gate(h, box);
   if (g != NULL) sh_gate_stats(g, out);

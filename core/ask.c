@@ -158,7 +158,7 @@ sh_future *sh_put(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms
   m->sender = NULL;
   m->id = 0;
   bool wait = timeout_ms != SH_NOWAIT;
-  sh_box box = sh_send_box(t, gen, SH_NOTICE);
+  sh_box box = sh_send_box(t, SH_NOTICE);
   int rc = either_stopped(st, t, gen) ? -ESHUTDOWN : send_for(f, t, gen, box, m, wait);
   if (rc == -EAGAIN) sh_send_refused(t, box);
   if (rc != -EINPROGRESS) {

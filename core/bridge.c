@@ -36,7 +36,7 @@ static sh_bridge *bridge_alloc(sh_system *sys) {
 static void bridge_destroy(sh_bridge *b) {
   for (int i = 0; i < SH_BOXES; i++) {
     sh_msg *m;
-    while ((m = sh_mailbox_take(&b->house.mb[i])) != NULL) sh_msg_free(m);
+    while ((m = sh_mailbox_take(&b->house.mb, i)) != NULL) sh_msg_free(m);
   }
   sh_sleeper_destroy(&b->sleeper);
   free(b);
@@ -113,7 +113,7 @@ static void drop_answer(sh_bridge *b, sh_msg *m) {
 static void drop_all(sh_bridge *b) {
   for (int box = SH_BOX_REPLY; box <= SH_BOX_EXCEPTION; box++) {
     sh_msg *m;
-    while ((m = sh_mailbox_take(&b->house.mb[box])) != NULL) drop_answer(b, m);
+    while ((m = sh_mailbox_take(&b->house.mb, box)) != NULL) drop_answer(b, m);
   }
 }
 
@@ -219,7 +219,7 @@ static int bridge_call(sh_bridge *b, const sh_addr *to, sh_msg *m, sh_msg_kind k
   m->id = id;
   const char *name = m->type->name; /* m may be handled and freed once sent */
   (void)name;                       /* traced in the simulator only */
-  int rc = bridge_send(b, t, gen, m, sh_send_box(t, gen, kind), timeout_ms);
+  int rc = bridge_send(b, t, gen, m, sh_send_box(t, kind), timeout_ms);
   if (rc != 0) {
     if (try_only) return rc;
     if (rc == -ESHUTDOWN)
@@ -260,8 +260,8 @@ static bool answer_ready(void *ctx) {
   sh_bridge *b = ctx;
   /* seq_cst (both): the load half of the thread's side of the sleeper's
    * handshake. */
-  return sh_mailbox_nonempty(&b->house.mb[SH_BOX_REPLY]) ||
-         sh_mailbox_nonempty(&b->house.mb[SH_BOX_EXCEPTION]) ||
+  return sh_mailbox_nonempty(&b->house.mb, SH_BOX_REPLY) ||
+         sh_mailbox_nonempty(&b->house.mb, SH_BOX_EXCEPTION) ||
          atomic_load_explicit(&b->house.sys->drained, memory_order_seq_cst);
 }
 
@@ -269,8 +269,8 @@ static bool answer_ready(void *ctx) {
  * stale answer dropped is one fewer in the mailboxes. */
 static sh_msg *take_answer(sh_bridge *b) {
   for (;;) {
-    sh_msg *m = sh_mailbox_take(&b->house.mb[SH_BOX_REPLY]);
-    if (m == NULL) m = sh_mailbox_take(&b->house.mb[SH_BOX_EXCEPTION]);
+    sh_msg *m = sh_mailbox_take(&b->house.mb, SH_BOX_REPLY);
+    if (m == NULL) m = sh_mailbox_take(&b->house.mb, SH_BOX_EXCEPTION);
     if (m == NULL || m->id > b->id_floor) return m;
     drop_answer(b, m);
   }

@@ -200,7 +200,7 @@ typedef struct walk {
  * again this run: the walk would bounce on it. */
 static sh_box higher_waiting(const walk *w) {
   for (sh_box b = SH_BOX_REPLY; b < w->box; b++)
-    if (!(w->stuck & 1u << b) && sh_mailbox_size(&w->h->mb[b]) > 0) return b;
+    if (!(w->stuck & 1u << b) && sh_mailbox_size(&w->h->mb, b) > 0) return b;
   return w->box;
 }
 
@@ -231,7 +231,7 @@ static uint32_t walk_step(walk *w) {
   sh_msg *m = sh_house_take(h, w->box);
   if (m == NULL) {
     /* Counted but not linked yet (a producer half-way, mailbox.c). */
-    if (sh_mailbox_size(&h->mb[w->box]) > 0) w->stuck |= 1u << w->box;
+    if (sh_mailbox_size(&h->mb, w->box) > 0) w->stuck |= 1u << w->box;
     walk_to(w, w->box + 1);
     return 0;
   }
@@ -305,7 +305,7 @@ static uint32_t drain_events(sh_house *h, uint32_t limit) {
  * runner is their only writer). relaxed: a metric. */
 static void note_high_water(sh_house *h) {
   for (int b = SH_BOX_ASK; b <= SH_BOX_NOTICE; b++) {
-    uint32_t n = sh_mailbox_size(&h->mb[b]);
+    uint32_t n = sh_mailbox_size(&h->mb, b);
     if (n > atomic_load_explicit(&h->high_water[b], memory_order_relaxed))
       atomic_store_explicit(&h->high_water[b], n, memory_order_relaxed);
   }
@@ -335,7 +335,7 @@ static bool done_with(const sh_house *h) {
       sh_dispatcher_count(&h->futures) != 0)
     return false;
   for (int b = 0; b < SH_BOXES; b++)
-    if (sh_mailbox_nonempty(&h->mb[b])) return false;
+    if (sh_mailbox_nonempty(&h->mb, b)) return false;
   return true;
 }
 

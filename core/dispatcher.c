@@ -11,14 +11,19 @@
 
 #include "check.h"
 
-int sh_dispatcher_init(sh_dispatcher *d, uint32_t initial) {
+void sh_dispatcher_init(sh_dispatcher *d, uint32_t initial) {
   SH_ASSERT(initial >= 1 && (initial & (initial - 1)) == 0);
-  d->buckets = calloc(initial, sizeof(*d->buckets));
-  if (d->buckets == NULL) return -ENOMEM;
+  d->buckets = NULL;
   d->mask = initial - 1;
   d->count = 0;
   d->initial = initial;
-  return 0;
+}
+
+int sh_dispatcher_alloc(sh_dispatcher *d) {
+  SH_ASSERT(d->buckets == NULL);
+  fiu_return_on("sh/dispatcher/alloc", -ENOMEM);
+  d->buckets = calloc(d->mask + 1, sizeof(*d->buckets));
+  return d->buckets != NULL ? 0 : -ENOMEM;
 }
 
 void sh_dispatcher_destroy(sh_dispatcher *d) {
@@ -48,6 +53,7 @@ static void rehash(sh_dispatcher *d, uint32_t cap) {
 }
 
 void sh_dispatcher_push(sh_dispatcher *d, sh_dnode *f) {
+  SH_ASSERT(d->buckets != NULL);
   uint32_t cap = d->mask + 1;
   if (d->count + 1 >= cap * SH_DISPATCHER_LOAD && cap < (1u << 30)) rehash(d, cap * 2);
   sh_dnode **slot = &d->buckets[f->id & d->mask];
@@ -75,6 +81,7 @@ static sh_dnode *unlink_from(sh_dispatcher *d, sh_dnode **slot) {
 }
 
 sh_dnode *sh_dispatcher_find(const sh_dispatcher *d, uint64_t id) {
+  if (d->count == 0) return NULL; /* also: no buckets yet */
   uint32_t steps = 0;
   for (sh_dnode *f = d->buckets[id & d->mask]; f != NULL; f = f->hnext) {
     SH_ASSERT(++steps <= d->count); /* a chain holds distinct entries */
@@ -84,6 +91,7 @@ sh_dnode *sh_dispatcher_find(const sh_dispatcher *d, uint64_t id) {
 }
 
 sh_dnode *sh_dispatcher_pop(sh_dispatcher *d, uint64_t id) {
+  if (d->count == 0) return NULL; /* also: no buckets yet */
   uint32_t steps = 0;
   for (sh_dnode **slot = &d->buckets[id & d->mask]; *slot != NULL; slot = &(*slot)->hnext) {
     SH_ASSERT(++steps <= d->count); /* a chain holds distinct entries */

@@ -4,11 +4,14 @@
  * nothing besides the pooled future. The table keeps an exact count (it
  * feeds the "no pending future" priority rule), grows at load factor 2 and
  * shrinks when mostly empty. It knows nothing of futures but their node.
+ * Its buckets are allocated on the first entry, not before: most actors
+ * never ask, and keep no table.
  */
 #ifndef SH_DISPATCHER_H
 #define SH_DISPATCHER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* A table entry, embedded in what the table holds. */
@@ -19,7 +22,7 @@ typedef struct sh_dnode {
 } sh_dnode;
 
 typedef struct sh_dispatcher {
-  sh_dnode **buckets;
+  sh_dnode **buckets; /* NULL until the first sh_dispatcher_reserve */
   uint32_t mask;      /* buckets - 1, a power of two minus one */
   uint32_t count;     /* entries in the table: exact */
   uint32_t initial;   /* the capacity it starts with and never shrinks below */
@@ -28,10 +31,18 @@ typedef struct sh_dispatcher {
 #define SH_DISPATCHER_INITIAL 8
 #define SH_DISPATCHER_LOAD 2
 
-int sh_dispatcher_init(sh_dispatcher *d, uint32_t initial);
+/* An empty table of capacity `initial` that allocates nothing yet. */
+void sh_dispatcher_init(sh_dispatcher *d, uint32_t initial);
 void sh_dispatcher_destroy(sh_dispatcher *d);
-/* Adds n (keyed by n->id). Growing may fail to allocate: the table then
- * stays as it is (longer chains), never loses n. */
+int sh_dispatcher_alloc(sh_dispatcher *d);
+/* Makes sure the buckets exist, before a push (the one step that can fail
+ * for want of memory, so that a push never has to); -ENOMEM when out of
+ * memory. Inline: on every ask's path. */
+static inline int sh_dispatcher_reserve(sh_dispatcher *d) {
+  return d->buckets != NULL ? 0 : sh_dispatcher_alloc(d);
+}
+/* Adds n (keyed by n->id), after a reserve. Growing may fail to allocate:
+ * the table then stays as it is (longer chains), never loses n. */
 void sh_dispatcher_push(sh_dispatcher *d, sh_dnode *n);
 /* The entry for id, left in the table; NULL when unknown. */
 sh_dnode *sh_dispatcher_find(const sh_dispatcher *d, uint64_t id);

@@ -22,6 +22,8 @@
 #include "worker.h"
 
 sh_future *sh_future_new(sh_stack *st) {
+  /* The house's table gets its buckets with its first ask (dispatcher.h). */
+  if (sh_dispatcher_reserve(&st->house->futures) != 0) return NULL;
   sh_future *f = sh_mem_alloc(sizeof(*f));
   if (f == NULL) return NULL;
   memset(f, 0, sizeof(*f));

@@ -41,7 +41,7 @@ typedef struct work_view {
 
 static work_view view_of(const sh_house *h) {
   work_view v;
-  for (int b = 0; b < SH_BOXES; b++) v.taken[b] = h->mb[b].taken;
+  for (int b = 0; b < SH_BOXES; b++) v.taken[b] = h->mb.taken[b];
   v.held = h->barrier;
   v.ready = !sh_list_empty(&h->ready);
   /* Stop work: futures to fail, or the hook once every future ended. Futures
@@ -58,7 +58,7 @@ static bool view_has_work(const sh_house *h, const work_view *v) {
   for (int b = 0; b < SH_BOXES; b++) {
     if (v->held && !stop && (b == SH_BOX_ASK || b == SH_BOX_NOTICE)) continue;
     /* seq_cst: the load half of the push/settle handshake (file comment). */
-    if (sh_mailbox_backlog((uint32_t)atomic_load_explicit(&h->mb[b].pushed, memory_order_seq_cst),
+    if (sh_mailbox_backlog((uint32_t)atomic_load_explicit(&h->mb.pushed[b], memory_order_seq_cst),
                            v->taken[b]) > 0)
       return true;
   }
@@ -74,11 +74,11 @@ void sh_house_init(sh_house *h, sh_system *sys, const sh_actor_class *c, sh_hous
   atomic_init(&h->state, (int)state);
   /* A new actor has no pending future: high priority. */
   atomic_init(&h->high, true);
+  atomic_init(&h->notice_box, SH_BOX_NOTICE);
   atomic_init(&h->life, sh_life(0, false));
-  for (int b = 0; b < SH_BOXES; b++) {
-    sh_mailbox_init(&h->mb[b]);
-    atomic_init(&h->high_water[b], 0);
-  }
+  sh_mailbox_init(&h->mb);
+  sh_dispatcher_init(&h->futures, SH_DISPATCHER_INITIAL);
+  for (int b = 0; b < SH_BOXES; b++) atomic_init(&h->high_water[b], 0);
   sh_list_init(&h->stacks);
   sh_list_init(&h->ready);
   sh_list_init(&h->timers);
@@ -125,7 +125,7 @@ void sh_house_poke(sh_house *h) {
 
 void sh_house_push(sh_house *h, sh_box box, sh_msg *m) {
   if (box != SH_BOX_EVENT) sh_count(h->sys, SH_C_SENT);
-  uint32_t n = sh_mailbox_push(&h->mb[box], m);
+  uint32_t n = sh_mailbox_push(&h->mb, box, m);
   /* Priority is decided at enqueue: a producer may raise it, only the owner
    * lowers it (settle). relaxed: a hint read when the house is queued. */
   if ((box == SH_BOX_REPLY && n > SH_HIGH_REPLIES) || (box == SH_BOX_EVENT && n > SH_HIGH_EVENTS))
@@ -225,9 +225,9 @@ void sh_house_refuse(sh_house *to, uint64_t id, int error) {
 }
 
 static void update_priority(sh_house *h) {
-  for (int b = 0; b < SH_BOXES; b++) sh_mailbox_publish(&h->mb[b]);
-  bool high = sh_mailbox_size(&h->mb[SH_BOX_REPLY]) > SH_HIGH_REPLIES ||
-              sh_mailbox_size(&h->mb[SH_BOX_EVENT]) > SH_HIGH_EVENTS ||
+  for (int b = 0; b < SH_BOXES; b++) sh_mailbox_publish(&h->mb, b);
+  bool high = sh_mailbox_size(&h->mb, SH_BOX_REPLY) > SH_HIGH_REPLIES ||
+              sh_mailbox_size(&h->mb, SH_BOX_EVENT) > SH_HIGH_EVENTS ||
               sh_dispatcher_count(&h->futures) == 0;
   atomic_store_explicit(&h->high, high, memory_order_relaxed);
 }

@@ -78,13 +78,20 @@ static inline uint32_t sh_life_gen(uint32_t life) { return life >> 1; }
 struct sh_sleeper;
 
 typedef struct sh_house {
-  /* Shared between threads. */
-  _Atomic int state;          /* sh_house_state */
+  /* Three cache lines (mailbox.h): producers', the runner's, and both. */
+  sh_mailboxes mb;
+
+  /* Shared between threads: read by every send, written now and then (a
+   * state change, a spawn, a stop). A line of its own, with the gates: the
+   * runner's writes to the fields below never make a sender miss here. */
+  _Alignas(64) _Atomic int state; /* sh_house_state */
   atomic_bool high;           /* queue in the high sub-queue */
+  /* Where this generation's notices go: SH_BOX_ASK for an ordered class.
+   * Atomic: a sender that raced with a retirement may read it while the
+   * next spawn sets it (its message is then refused anyway). */
+  _Atomic uint8_t notice_box;
   _Atomic uint32_t life;      /* generation << 1 | stopped (file comment) */
   sh_hq_link qlink;           /* run queue link, owned by the queue holding it */
-  sh_mailbox mb[SH_BOXES];
-
   /* The bounded ask / notice mailboxes' gates of this generation; NULL:
    * unbounded. Atomic: a sender that raced with a retirement may read it
    * while the next spawn sets it (acquire: the gate's contents). */
@@ -92,6 +99,7 @@ typedef struct sh_house {
 
   /* Set by the spawn of each generation, before the house is published. */
   uint32_t owner;             /* worker index */
+  uint32_t index;             /* place in the system's store (hstore.h) */
   uint64_t seq;               /* creation number: deterministic ordering */
   sh_system *sys;             /* for the house's whole life, all generations */
   const sh_actor_class *cls;
@@ -121,6 +129,12 @@ typedef struct sh_house {
   sh_list timers;             /* live actor timers (sh_timer.actor_link), cancel by id */
 } sh_house;
 
+/* The runtime's memory per idle actor, beyond the user's struct: houses sit
+ * in slabs at a stride of whole SH_HOUSE_ALIGN units (hstore.c), and the
+ * budget is two of them. A new field must fit the padding that is left. */
+_Static_assert(sizeof(sh_house) <= 512, "sh_house outgrew its 512-byte stride");
+_Static_assert(SH_BOXES == SH_MAILBOXES, "one mailbox per sh_box");
+
 static inline sh_house *sh_house_of_link(sh_hq_link *l) {
   return (sh_house *)(void *)((char *)l - offsetof(sh_house, qlink));
 }
@@ -141,7 +155,7 @@ bool sh_house_has_work(const sh_house *h);
  * every message's path. */
 void sh_house_hand_off(sh_gate *g);
 static inline sh_msg *sh_house_take(sh_house *h, sh_box box) {
-  sh_msg *m = sh_mailbox_take(&h->mb[box]);
+  sh_msg *m = sh_mailbox_take(&h->mb, box);
   if (m == NULL || box < SH_BOX_ASK || box > SH_BOX_NOTICE || !(m->internal & SH_MSG_SLOT))
     return m;
   m->internal &= ~SH_MSG_SLOT;

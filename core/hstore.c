@@ -213,7 +213,7 @@ static void house_release(sh_house *h, void *arg) {
   /* Bounded by what was pushed: nothing is pushed any more. */
   for (int b = 0; b < SH_BOXES; b++) {
     sh_msg *m;
-    while ((m = sh_mailbox_take(&h->mb[b])) != NULL) sh_msg_free(m);
+    while ((m = sh_mailbox_take(&h->mb, b)) != NULL) sh_msg_free(m);
   }
   sh_gate_free(h->gate_mem[SH_BOX_ASK]);
   sh_gate_free(h->gate_mem[SH_BOX_NOTICE]);

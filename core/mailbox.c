@@ -4,6 +4,10 @@
  * consumer walks from the tail. The sentinel node is re-inserted when the last
  * message is taken so the consumer never has to race a producer on the
  * message it is about to hand out.
+ *
+ * The queue works on links (mailbox.h): a message is found from its link only
+ * when it is handed out, and a link's content goes back to a link by the
+ * conversion that stored it.
  */
 #include "mailbox.h"
 
@@ -12,29 +16,43 @@
 
 #include "plat.h"
 
-void sh_mailbox_init(sh_mailbox *mb) {
-  atomic_init(&mb->sentinel.next, NULL);
-  atomic_init(&mb->head, &mb->sentinel);
-  mb->tail = &mb->sentinel;
-  atomic_init(&mb->pushed, 0);
-  mb->taken = 0;
-  atomic_init(&mb->taken_seen, 0);
+static sh_mlink *link_of(sh_msg *m) { return &m->next; }
+
+static sh_msg *msg_of(sh_mlink *l) {
+  return (sh_msg *)(void *)((char *)l - offsetof(sh_msg, next));
 }
 
-static void link_last(sh_mailbox *mb, sh_msg *m) {
-  atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
-  /* acq_rel: release publishes m's contents (and next = NULL) to whoever
-   * links after us; acquire orders our store into prev->next after the
-   * previous producer's initialisation of prev. */
-  sh_msg *prev = atomic_exchange_explicit(&mb->head, m, memory_order_acq_rel);
+/* The node after l, or NULL. acquire: pairs with the producer's release
+ * store of the link, so the node is seen complete. */
+static sh_mlink *next_of(sh_mlink *l) {
+  return (sh_mlink *)(void *)atomic_load_explicit(l, memory_order_acquire);
+}
+
+void sh_mailbox_init(sh_mailboxes *mb) {
+  for (unsigned i = 0; i < SH_MAILBOXES; i++) {
+    atomic_init(&mb->sentinel[i], NULL);
+    atomic_init(&mb->head[i], &mb->sentinel[i]);
+    mb->tail[i] = &mb->sentinel[i];
+    atomic_init(&mb->pushed[i], 0);
+    mb->taken[i] = 0;
+    atomic_init(&mb->taken_seen[i], 0);
+  }
+}
+
+static void link_last(sh_mailboxes *mb, unsigned i, sh_mlink *l) {
+  atomic_store_explicit(l, NULL, memory_order_relaxed);
+  /* acq_rel: release publishes the node's contents (and its NULL link) to
+   * whoever links after us; acquire orders our store into the previous link
+   * after the previous producer's initialisation of it. */
+  sh_mlink *prev = atomic_exchange_explicit(&mb->head[i], l, memory_order_acq_rel);
   SH_YIELD("mailbox.push.link");
-  /* release: the consumer's acquire load of prev->next sees m complete. */
-  atomic_store_explicit(&prev->next, m, memory_order_release);
+  /* release: the consumer's acquire load of the previous link sees the node complete. */
+  atomic_store_explicit(prev, (sh_msg *)(void *)l, memory_order_release);
 }
 
-uint32_t sh_mailbox_push(sh_mailbox *mb, sh_msg *m) {
-  SH_ASSERT(m != NULL && m != &mb->sentinel);
-  link_last(mb, m);
+uint32_t sh_mailbox_push(sh_mailboxes *mb, unsigned i, sh_msg *m) {
+  SH_ASSERT(m != NULL && i < SH_MAILBOXES);
+  link_last(mb, i, link_of(m));
   SH_YIELD("mailbox.push");
   /* seq_cst: the count is what the house's ready check reads (the store-load
    * handshake with the runner, house.c). After the link, so that a counted
@@ -43,44 +61,43 @@ uint32_t sh_mailbox_push(sh_mailbox *mb, sh_msg *m) {
    * spin on the house until the producer ran again. A message taken before
    * it is counted makes the count run behind for a moment (nonempty() reads
    * that as empty; the count then arrives and the house is poked again). */
-  uint32_t n = (uint32_t)atomic_fetch_add_explicit(&mb->pushed, 1, memory_order_seq_cst) + 1;
+  uint32_t n = atomic_fetch_add_explicit(&mb->pushed[i], 1, memory_order_seq_cst) + 1;
   /* relaxed: an estimate; the consumer publishes its takes now and then. It
    * may have published takes of messages pushed after ours: backlog clamps. */
-  return sh_mailbox_backlog(n, (uint32_t)atomic_load_explicit(&mb->taken_seen, memory_order_relaxed));
+  return sh_mailbox_backlog(n, atomic_load_explicit(&mb->taken_seen[i], memory_order_relaxed));
 }
 
-static sh_msg *pop(sh_mailbox *mb, sh_msg *tail, sh_msg *next) {
-  mb->tail = next;
-  mb->taken++;
-  return tail;
+static sh_msg *pop(sh_mailboxes *mb, unsigned i, sh_mlink *tail, sh_mlink *next) {
+  mb->tail[i] = next;
+  mb->taken[i]++;
+  return msg_of(tail);
 }
 
-sh_msg *sh_mailbox_take(sh_mailbox *mb) {
-  sh_msg *tail = mb->tail;
-  /* acquire: pairs with the producer's release store of the link. */
-  sh_msg *next = atomic_load_explicit(&tail->next, memory_order_acquire);
-  if (tail == &mb->sentinel) {
+sh_msg *sh_mailbox_take(sh_mailboxes *mb, unsigned i) {
+  sh_mlink *tail = mb->tail[i];
+  sh_mlink *next = next_of(tail);
+  if (tail == &mb->sentinel[i]) {
     if (next == NULL) return NULL;
-    mb->tail = next;
+    mb->tail[i] = next;
     tail = next;
-    next = atomic_load_explicit(&next->next, memory_order_acquire);
+    next = next_of(next);
   }
-  if (next != NULL) return pop(mb, tail, next);
+  if (next != NULL) return pop(mb, i, tail, next);
   /* tail is the last linked message. If a producer already swapped head
    * past it but has not linked yet, wait for a later look. */
-  if (tail != atomic_load_explicit(&mb->head, memory_order_acquire)) return NULL;
-  link_last(mb, &mb->sentinel);
-  next = atomic_load_explicit(&tail->next, memory_order_acquire);
-  if (next != NULL) return pop(mb, tail, next);
+  if (tail != atomic_load_explicit(&mb->head[i], memory_order_acquire)) return NULL;
+  link_last(mb, i, &mb->sentinel[i]);
+  next = next_of(tail);
+  if (next != NULL) return pop(mb, i, tail, next);
   return NULL;
 }
 
-void sh_mailbox_push_head(sh_mailbox *mb, sh_msg *m) {
-  SH_ASSERT(m != NULL && m != &mb->sentinel);
+void sh_mailbox_push_head(sh_mailboxes *mb, unsigned i, sh_msg *m) {
+  SH_ASSERT(m != NULL && i < SH_MAILBOXES);
   /* Only the consumer touches tail, so this is a plain list push. It must
    * work on an empty mailbox too (tail == sentinel): the old design forgot the
    * tail there and lost the message. */
-  atomic_store_explicit(&m->next, mb->tail, memory_order_relaxed);
-  mb->tail = m;
-  mb->taken--;
+  atomic_store_explicit(link_of(m), (sh_msg *)(void *)mb->tail[i], memory_order_relaxed);
+  mb->tail[i] = link_of(m);
+  mb->taken[i]--;
 }

@@ -69,7 +69,7 @@ static int notice_now(const sh_addr *to, sh_msg *m, sh_house **t) {
   m->id = 0;
   bool outside = sh_worker_current() == NULL;
   if (outside && !sh_send_outside_begin((*t)->sys)) return -ESHUTDOWN;
-  sh_box box = sh_send_box(*t, gen, SH_NOTICE);
+  sh_box box = sh_send_box(*t, SH_NOTICE);
   int rc = sh_send_now(*t, gen, box, m);
   if (outside) sh_send_outside_end((*t)->sys);
   if (rc == -EAGAIN) sh_send_refused(*t, box);

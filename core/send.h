@@ -41,14 +41,14 @@ static inline int sh_send_now(sh_house *t, uint32_t gen, sh_box box, sh_msg *m) 
   return 0;
 }
 
-/* The mailbox a send of `kind` to generation gen of t goes to: an
- * ordered class (sh_actor_class.ordered) takes notices into the ask
- * mailbox, whose one FIFO keeps each sender's asks and notices in the
- * order sent. The class is read only of a live generation: it was set
- * before that generation's life began (spawn.c). */
-static inline sh_box sh_send_box(const sh_house *t, uint32_t gen, sh_msg_kind kind) {
-  if (kind == SH_ASK || (sh_house_live(t, gen) && t->cls->ordered)) return SH_BOX_ASK;
-  return SH_BOX_NOTICE;
+/* The mailbox a send of `kind` to t goes to: an ordered class
+ * (sh_actor_class.ordered) takes notices into the ask mailbox, whose one
+ * FIFO keeps each sender's asks and notices in the order sent. */
+static inline sh_box sh_send_box(const sh_house *t, sh_msg_kind kind) {
+  if (kind == SH_ASK) return SH_BOX_ASK;
+  /* relaxed: set before the generation's life began (spawn.c); a stale
+   * value only misroutes a message its generation tag refuses. */
+  return (sh_box)atomic_load_explicit(&t->notice_box, memory_order_relaxed);
 }
 
 /* After sh_send_now's -EAGAIN, for a sender that will wait: w (holding

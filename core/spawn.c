@@ -43,8 +43,6 @@ static bool house_gate(sh_house *h, sh_box box, uint32_t cap, uint32_t gen) {
 static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner, bool pinned) {
   sh_system *sys = h->sys;
   uint32_t gen = sh_house_gen(h);
-  if (h->futures.buckets == NULL && sh_dispatcher_init(&h->futures, SH_DISPATCHER_INITIAL) != 0)
-    return false;
   if (!house_gate(h, SH_BOX_ASK, c->ask_capacity, gen) ||
       !house_gate(h, SH_BOX_NOTICE, c->notice_capacity, gen))
     return false;
@@ -53,6 +51,8 @@ static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner, boo
   memset(h->actor, 0, c->size);
   h->cls = c;
   h->owner = owner;
+  atomic_store_explicit(&h->notice_box, c->ordered ? SH_BOX_ASK : SH_BOX_NOTICE,
+                        memory_order_relaxed); /* published by make_live */
   h->pinned = pinned;
   h->seq = sh_system_next_seq(sys);
   h->max_per_run = c->max_per_run != 0 ? c->max_per_run : sys->cfg.max_per_run;

@@ -28,7 +28,7 @@ SH_MSG_DEFINE(ping, SH_ASK, 0);
 SH_MSG_DEFINE(pong, SH_REPLY, 0);
 SH_MSG_DEFINE(go, SH_NOTICE, 0);
 
-enum { MODE_ASK_NOMEM = 1, MODE_STACK_NOMEM, MODE_NO_REHASH };
+enum { MODE_ASK_NOMEM = 1, MODE_ASK_NO_TABLE, MODE_STACK_NOMEM, MODE_NO_REHASH };
 #define FANOUT 100
 
 static const sh_addr *echo_addr;
@@ -51,11 +51,13 @@ static void finish(sh_actor *self, int r) {
 
 static sh_yield start(sh_actor *self, sh_stack *st, int mode) {
   client_locals *l = sh_stack_locals(st);
-  if (mode == MODE_ASK_NOMEM) {
+  if (mode == MODE_ASK_NOMEM || mode == MODE_ASK_NO_TABLE) {
+    /* The promise, or the table its first ask needs, cannot be made. */
+    const char *fault = mode == MODE_ASK_NOMEM ? "sh/pool/alloc" : "sh/dispatcher/alloc";
     ping *p = sh_msg_new(ping, .n = 1);
-    fiu_enable("sh/pool/alloc", 1, NULL, 0);
-    sh_future *f = sh_ask(st, echo_addr, &p->hdr, SH_FOREVER); /* the promise cannot be made */
-    fiu_disable("sh/pool/alloc");
+    fiu_enable(fault, 1, NULL, 0);
+    sh_future *f = sh_ask(st, echo_addr, &p->hdr, SH_FOREVER);
+    fiu_disable(fault);
     finish(self, f == NULL ? -ENOMEM : 0);
     return sh_return(st, NULL);
   }
@@ -128,6 +130,13 @@ static void test_spawn_fails_with_enomem(void **state) {
 static void test_ask_without_memory_returns_null(void **state) {
   (void)state;
   assert_int_equal(run_mode(MODE_ASK_NOMEM, NULL), -ENOMEM);
+}
+
+/* The actor's first ask cannot allocate its future table (allocated with
+ * the first ask, not at the spawn): that ask fails, nothing leaks. */
+static void test_first_ask_without_table_returns_null(void **state) {
+  (void)state;
+  assert_int_equal(run_mode(MODE_ASK_NO_TABLE, NULL), -ENOMEM);
 }
 
 /* The answering side cannot allocate a stack: the asker hears -ENOMEM. */
@@ -237,6 +246,7 @@ int main(void) {
       cmocka_unit_test(test_msg_alloc_fails),
       cmocka_unit_test(test_spawn_fails_with_enomem),
       cmocka_unit_test(test_ask_without_memory_returns_null),
+      cmocka_unit_test(test_first_ask_without_table_returns_null),
       cmocka_unit_test(test_stack_alloc_failure_refuses_the_ask),
       cmocka_unit_test(test_dispatcher_without_rehash_loses_nothing),
       cmocka_unit_test(test_bounded_send_without_memory),

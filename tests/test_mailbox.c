@@ -5,7 +5,9 @@
  * mailbox whole, so later puts queue behind it and nothing is lost), a
  * randomized put/put_head/take run checked against a deque model, and
  * multi-producer stress runs (also built under TSan) that check every
- * message arrives exactly once and in per-producer order.
+ * message arrives exactly once and in per-producer order, into one queue
+ * and into neighbouring queues of one set. The queues of a set are
+ * independent, and the sentinel is re-linked whenever a queue runs empty.
  *
  * Threads never call cmocka asserts (they longjmp): they record what they saw
  * and the main thread checks it after the join.
@@ -44,15 +46,21 @@ static tmsg *msg_new(uint32_t producer, uint32_t seq) {
   return m;
 }
 
-static void put_seq(sh_mailbox *mb, uint32_t seq) { sh_mailbox_push(mb, &msg_new(0, seq)->hdr); }
+/* The queue of the set that the single-queue tests use: one in the middle,
+ * with neighbours on each side in every line of the set. */
+#define Q 2u
 
-static void put_head_seq(sh_mailbox *mb, uint32_t seq) {
-  sh_mailbox_push_head(mb, &msg_new(0, seq)->hdr);
+static void put_seq(sh_mailboxes *mb, uint32_t seq) {
+  sh_mailbox_push(mb, Q, &msg_new(0, seq)->hdr);
+}
+
+static void put_head_seq(sh_mailboxes *mb, uint32_t seq) {
+  sh_mailbox_push_head(mb, Q, &msg_new(0, seq)->hdr);
 }
 
 /* Takes one message, checks it is `seq` and frees it. */
-static void expect_take(sh_mailbox *mb, uint32_t seq) {
-  sh_msg *m = sh_mailbox_take(mb);
+static void expect_take(sh_mailboxes *mb, uint32_t seq) {
+  sh_msg *m = sh_mailbox_take(mb, Q);
   assert_non_null(m);
   assert_ptr_equal(m->type, &tmsg_type);
   assert_int_equal(((tmsg *)m)->seq, seq);
@@ -60,36 +68,36 @@ static void expect_take(sh_mailbox *mb, uint32_t seq) {
 }
 
 /* Takes n messages, checking they are first, first+1, ... */
-static void expect_run(sh_mailbox *mb, uint32_t first, uint32_t n) {
+static void expect_run(sh_mailboxes *mb, uint32_t first, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) expect_take(mb, first + i);
 }
 
-static void expect_empty(sh_mailbox *mb) {
-  assert_int_equal(sh_mailbox_size(mb), 0);
-  assert_false(sh_mailbox_nonempty(mb));
-  assert_null(sh_mailbox_take(mb));
+static void expect_empty(sh_mailboxes *mb) {
+  assert_int_equal(sh_mailbox_size(mb, Q), 0);
+  assert_false(sh_mailbox_nonempty(mb, Q));
+  assert_null(sh_mailbox_take(mb, Q));
   /* A second look must not invent anything either (the sentinel is not a message). */
-  assert_null(sh_mailbox_take(mb));
-  assert_int_equal(sh_mailbox_size(mb), 0);
+  assert_null(sh_mailbox_take(mb, Q));
+  assert_int_equal(sh_mailbox_size(mb, Q), 0);
 }
 
 /* ------------------------------------------------------ single thread --- */
 
 static void test_take_empty_returns_null(void **state) {
   (void)state;
-  sh_mailbox mb;
+  sh_mailboxes mb;
   sh_mailbox_init(&mb);
   expect_empty(&mb);
   /* Empty again after a round trip, when the sentinel has been re-linked. */
   put_seq(&mb, 1);
-  assert_true(sh_mailbox_nonempty(&mb));
+  assert_true(sh_mailbox_nonempty(&mb, Q));
   expect_take(&mb, 1);
   expect_empty(&mb);
 }
 
 static void test_fifo_order(void **state) {
   (void)state;
-  sh_mailbox mb;
+  sh_mailboxes mb;
   sh_mailbox_init(&mb);
   for (uint32_t i = 0; i < 100; i++) put_seq(&mb, i);
   expect_run(&mb, 0, 100);
@@ -102,25 +110,25 @@ static void test_fifo_order(void **state) {
 
 static void test_size_exact(void **state) {
   (void)state;
-  sh_mailbox mb;
+  sh_mailboxes mb;
   sh_mailbox_init(&mb);
   for (uint32_t i = 1; i <= 50; i++) {
-    assert_int_equal(sh_mailbox_push(&mb, &msg_new(0, i)->hdr), i);
-    assert_int_equal(sh_mailbox_size(&mb), i);
+    assert_int_equal(sh_mailbox_push(&mb, Q, &msg_new(0, i)->hdr), i);
+    assert_int_equal(sh_mailbox_size(&mb, Q), i);
   }
   for (uint32_t i = 1; i <= 20; i++) {
     expect_take(&mb, i);
-    assert_int_equal(sh_mailbox_size(&mb), 50 - i);
+    assert_int_equal(sh_mailbox_size(&mb, Q), 50 - i);
   }
   put_head_seq(&mb, 20);
-  assert_int_equal(sh_mailbox_size(&mb), 31);
+  assert_int_equal(sh_mailbox_size(&mb, Q), 31);
   /* put returns an estimate of the size after it that counts takes as of
    * the consumer's last publish: never below the true size (32 here)... */
-  assert_true(sh_mailbox_push(&mb, &msg_new(0, 51)->hdr) >= 32);
+  assert_true(sh_mailbox_push(&mb, Q, &msg_new(0, 51)->hdr) >= 32);
   /* ...and exact once the consumer published (put_head included). */
   expect_take(&mb, 20);
-  sh_mailbox_publish(&mb);
-  assert_int_equal(sh_mailbox_push(&mb, &msg_new(0, 52)->hdr), 32);
+  sh_mailbox_publish(&mb, Q);
+  assert_int_equal(sh_mailbox_push(&mb, Q, &msg_new(0, 52)->hdr), 32);
   put_head_seq(&mb, 20);
   expect_run(&mb, 20, 33);
   expect_empty(&mb);
@@ -128,11 +136,11 @@ static void test_size_exact(void **state) {
 
 static void test_put_head_goes_first(void **state) {
   (void)state;
-  sh_mailbox mb;
+  sh_mailboxes mb;
   sh_mailbox_init(&mb);
   for (uint32_t i = 1; i <= 3; i++) put_seq(&mb, i);
   put_head_seq(&mb, 0);
-  assert_int_equal(sh_mailbox_size(&mb), 4);
+  assert_int_equal(sh_mailbox_size(&mb, Q), 4);
   expect_run(&mb, 0, 4);
   expect_empty(&mb);
 }
@@ -141,7 +149,7 @@ static void test_put_head_goes_first(void **state) {
  * message first, then every put in order, nothing lost. `drained` runs it on
  * a mailbox that has already been used and emptied (the sentinel re-linked). */
 static void check_put_head_on_empty(bool drained) {
-  sh_mailbox mb;
+  sh_mailboxes mb;
   sh_mailbox_init(&mb);
   if (drained) {
     put_seq(&mb, 100);
@@ -150,10 +158,11 @@ static void check_put_head_on_empty(bool drained) {
     expect_empty(&mb);
   }
   put_head_seq(&mb, 0);
-  assert_int_equal(sh_mailbox_size(&mb), 1);
-  assert_true(sh_mailbox_nonempty(&mb));
-  sh_mailbox_publish(&mb);
-  for (uint32_t i = 1; i <= 5; i++) assert_int_equal(sh_mailbox_push(&mb, &msg_new(0, i)->hdr), i + 1);
+  assert_int_equal(sh_mailbox_size(&mb, Q), 1);
+  assert_true(sh_mailbox_nonempty(&mb, Q));
+  sh_mailbox_publish(&mb, Q);
+  for (uint32_t i = 1; i <= 5; i++)
+    assert_int_equal(sh_mailbox_push(&mb, Q, &msg_new(0, i)->hdr), i + 1);
   expect_run(&mb, 0, 6);
   expect_empty(&mb);
   /* The mailbox is still sound afterwards. */
@@ -177,13 +186,13 @@ static void test_put_head_on_drained_then_put(void **state) {
  * later puts still queue behind both. */
 static void test_put_head_twice_on_empty(void **state) {
   (void)state;
-  sh_mailbox mb;
+  sh_mailboxes mb;
   sh_mailbox_init(&mb);
   put_head_seq(&mb, 1);
   put_head_seq(&mb, 0);
   put_seq(&mb, 2);
   put_seq(&mb, 3);
-  assert_int_equal(sh_mailbox_size(&mb), 4);
+  assert_int_equal(sh_mailbox_size(&mb, Q), 4);
   expect_run(&mb, 0, 4);
   expect_empty(&mb);
 }
@@ -192,19 +201,82 @@ static void test_put_head_twice_on_empty(void **state) {
  * in the middle of the queue and when only the last linked message is left. */
 static void test_put_head_after_partial_drain(void **state) {
   (void)state;
-  sh_mailbox mb;
+  sh_mailboxes mb;
   sh_mailbox_init(&mb);
   for (uint32_t i = 1; i <= 5; i++) put_seq(&mb, i);
-  sh_msg *m = sh_mailbox_take(&mb);
+  sh_msg *m = sh_mailbox_take(&mb, Q);
   assert_non_null(m);
   assert_int_equal(((tmsg *)m)->seq, 1);
-  sh_mailbox_push_head(&mb, m); /* the very message taken goes back */
+  sh_mailbox_push_head(&mb, Q, m); /* the very message taken goes back */
   expect_run(&mb, 1, 4);       /* 1..4: only 5 (the last linked) is left */
   put_head_seq(&mb, 4);
   put_seq(&mb, 6);
-  assert_int_equal(sh_mailbox_size(&mb), 3);
+  assert_int_equal(sh_mailbox_size(&mb, Q), 3);
   expect_run(&mb, 4, 3);
   expect_empty(&mb);
+}
+
+/* The sentinel path, link by link: a new or drained queue holds only its
+ * sentinel; a push links behind it; taking the last message links it back. */
+static void test_sentinel_relinked_when_drained(void **state) {
+  (void)state;
+  sh_mailboxes mb;
+  sh_mailbox_init(&mb);
+  for (int round = 0; round < 3; round++) {
+    assert_ptr_equal(mb.tail[Q], &mb.sentinel[Q]);
+    assert_ptr_equal(atomic_load(&mb.head[Q]), &mb.sentinel[Q]);
+    assert_null(atomic_load(&mb.sentinel[Q]));
+    tmsg *m = msg_new(0, (uint32_t)round);
+    sh_mailbox_push(&mb, Q, &m->hdr);
+    assert_ptr_equal(atomic_load(&mb.head[Q]), &m->hdr.next);
+    assert_non_null(atomic_load(&mb.sentinel[Q]));
+    /* The last message is handed out whole; the sentinel goes behind it. */
+    assert_ptr_equal(sh_mailbox_take(&mb, Q), &m->hdr);
+    assert_ptr_equal(atomic_load(&mb.head[Q]), &mb.sentinel[Q]);
+    assert_ptr_equal(mb.tail[Q], &mb.sentinel[Q]);
+    free(m);
+    expect_empty(&mb);
+  }
+}
+
+/* The queues of one set share lines but nothing else: interleaved pushes,
+ * put_heads and takes, each queue running empty (its sentinel re-linked)
+ * while its neighbours are busy. */
+static void test_queues_independent(void **state) {
+  (void)state;
+  sh_mailboxes mb;
+  sh_mailbox_init(&mb);
+  uint32_t next[SH_MAILBOXES] = {0}, want[SH_MAILBOXES] = {0};
+  for (uint32_t step = 0; step < 2000; step++) {
+    unsigned i = step * 7 % SH_MAILBOXES;
+    unsigned burst = step % 4; /* 0: this look drains queue i */
+    for (unsigned k = 0; k < burst; k++) sh_mailbox_push(&mb, i, &msg_new(i, next[i]++)->hdr);
+    if (burst == 0) {
+      sh_msg *m;
+      while ((m = sh_mailbox_take(&mb, i)) != NULL) {
+        assert_int_equal(((tmsg *)m)->producer, i);
+        assert_int_equal(((tmsg *)m)->seq, want[i]++);
+        if (want[i] % 5 == 0) {
+          sh_mailbox_push_head(&mb, i, m); /* back in front: out again next */
+          assert_ptr_equal(sh_mailbox_take(&mb, i), m);
+        }
+        free(m);
+      }
+      assert_ptr_equal(mb.tail[i], &mb.sentinel[i]);
+      sh_mailbox_publish(&mb, i);
+    }
+    for (unsigned j = 0; j < SH_MAILBOXES; j++)
+      assert_int_equal(sh_mailbox_size(&mb, j), next[j] - want[j]);
+  }
+  for (unsigned j = 0; j < SH_MAILBOXES; j++) {
+    while (want[j] < next[j]) {
+      sh_msg *m = sh_mailbox_take(&mb, j);
+      assert_non_null(m);
+      assert_int_equal(((tmsg *)m)->seq, want[j]++);
+      free(m);
+    }
+    assert_null(sh_mailbox_take(&mb, j));
+  }
 }
 
 /* Random puts, put_heads and takes against a deque model: order and size
@@ -236,7 +308,7 @@ static void test_interleaving_matches_model(void **state) {
   (void)state;
   static deque model;
   model.first = model.n = 0;
-  sh_mailbox mb;
+  sh_mailboxes mb;
   sh_mailbox_init(&mb);
   uint64_t rng = 0x5eed0001; /* fixed seed: every run checks the same interleavings */
   uint32_t next_seq = 0;
@@ -249,11 +321,11 @@ static void test_interleaving_matches_model(void **state) {
       dq_push_front(&model, next_seq);
       put_head_seq(&mb, next_seq++);
     } else if (model.n == 0) {
-      assert_null(sh_mailbox_take(&mb));
+      assert_null(sh_mailbox_take(&mb, Q));
     } else {
       expect_take(&mb, dq_pop_front(&model));
     }
-    assert_int_equal(sh_mailbox_size(&mb), model.n);
+    assert_int_equal(sh_mailbox_size(&mb, Q), model.n);
   }
   while (model.n > 0) expect_take(&mb, dq_pop_front(&model));
   expect_empty(&mb);
@@ -268,9 +340,10 @@ static void test_interleaving_matches_model(void **state) {
 #define PUT_BACK_EVERY 7
 
 typedef struct stress {
-  sh_mailbox mb;
+  sh_mailboxes mb;
   pthread_barrier_t start;
   bool put_back; /* the consumer also exercises put_head */
+  bool spread;   /* producers two by two into neighbouring queues, not all into Q */
   /* Written by the consumer, read by main after the join. */
   uint32_t next_seq[PRODUCERS];
   uint64_t taken;
@@ -284,19 +357,44 @@ typedef struct producer_arg {
   uint32_t id;
 } producer_arg;
 
+/* The queue producer p pushes into. Spread, the producers of different
+ * queues write one cache line (mailbox.h): still every message exactly once. */
+static unsigned queue_of(const stress *s, uint32_t producer) {
+  return s->spread ? Q - 1 + producer % 2 : Q;
+}
+
 static void *producer_main(void *arg) {
   producer_arg *a = arg;
+  unsigned q = queue_of(a->s, a->id);
   pthread_barrier_wait(&a->s->start);
-  for (uint32_t i = 0; i < PER_PRODUCER; i++) sh_mailbox_push(&a->s->mb, &msg_new(a->id, i)->hdr);
+  for (uint32_t i = 0; i < PER_PRODUCER; i++)
+    sh_mailbox_push(&a->s->mb, q, &msg_new(a->id, i)->hdr);
   return NULL;
 }
 
-/* Takes, waiting out the window where a producer swapped the head but has
- * not linked yet (take returns NULL then). */
-static sh_msg *take_wait(sh_mailbox *mb) {
+/* Takes from queue q, waiting out the window where a producer swapped the
+ * head but has not linked yet (take returns NULL then). */
+static sh_msg *take_wait(sh_mailboxes *mb, unsigned q) {
   sh_msg *m;
-  while ((m = sh_mailbox_take(mb)) == NULL) sched_yield();
+  while ((m = sh_mailbox_take(mb, q)) == NULL) sched_yield();
   return m;
+}
+
+/* Takes from the producers' queues in turn, from *q on, waiting when all
+ * are empty; *q becomes the queue it took from. */
+static sh_msg *take_any(stress *s, unsigned *q) {
+  if (!s->spread) return take_wait(&s->mb, *q);
+  for (;;) {
+    for (unsigned k = 0; k < 2; k++) {
+      unsigned at = Q - 1 + (*q + 1 + k) % 2;
+      sh_msg *m = sh_mailbox_take(&s->mb, at);
+      if (m != NULL) {
+        *q = at;
+        return m;
+      }
+    }
+    sched_yield();
+  }
 }
 
 static void check_message(stress *s, const tmsg *t) {
@@ -312,13 +410,14 @@ static void check_message(stress *s, const tmsg *t) {
 static void *consumer_main(void *arg) {
   stress *s = arg;
   pthread_barrier_wait(&s->start);
+  unsigned q = Q;
   while (s->taken < TOTAL) {
-    sh_msg *m = take_wait(&s->mb);
+    sh_msg *m = take_any(s, &q);
     if (s->put_back && s->taken % PUT_BACK_EVERY == 0) {
       /* Producers keep putting meanwhile: the message put back must still be
        * the next one out. */
-      sh_mailbox_push_head(&s->mb, m);
-      sh_msg *again = take_wait(&s->mb);
+      sh_mailbox_push_head(&s->mb, q, m);
+      sh_msg *again = take_wait(&s->mb, q);
       if (again != m) s->bad_put_back++;
       m = again;
     }
@@ -329,11 +428,12 @@ static void *consumer_main(void *arg) {
   return NULL;
 }
 
-static void run_stress(bool put_back) {
+static void run_stress(bool put_back, bool spread) {
   stress *s = calloc(1, sizeof(*s));
   assert_non_null(s);
   sh_mailbox_init(&s->mb);
   s->put_back = put_back;
+  s->spread = spread;
   assert_int_equal(pthread_barrier_init(&s->start, NULL, PRODUCERS + 1), 0);
   pthread_t prod[PRODUCERS], cons;
   producer_arg args[PRODUCERS];
@@ -350,6 +450,7 @@ static void run_stress(bool put_back) {
   assert_int_equal(s->bad_order, 0);
   assert_int_equal(s->bad_put_back, 0);
   for (int p = 0; p < PRODUCERS; p++) assert_int_equal(s->next_seq[p], PER_PRODUCER);
+  for (unsigned q = 0; q < SH_MAILBOXES; q++) assert_null(sh_mailbox_take(&s->mb, q));
   expect_empty(&s->mb);
   pthread_barrier_destroy(&s->start);
   free(s);
@@ -357,12 +458,17 @@ static void run_stress(bool put_back) {
 
 static void test_multi_producer_stress(void **state) {
   (void)state;
-  run_stress(false);
+  run_stress(false, false);
 }
 
 static void test_multi_producer_stress_with_put_head(void **state) {
   (void)state;
-  run_stress(true);
+  run_stress(true, false);
+}
+
+static void test_neighbour_queues_stress(void **state) {
+  (void)state;
+  run_stress(true, true);
 }
 
 int main(void) {
@@ -377,9 +483,12 @@ int main(void) {
       cmocka_unit_test(test_put_head_on_drained_then_put),
       cmocka_unit_test(test_put_head_twice_on_empty),
       cmocka_unit_test(test_put_head_after_partial_drain),
+      cmocka_unit_test(test_sentinel_relinked_when_drained),
+      cmocka_unit_test(test_queues_independent),
       cmocka_unit_test(test_interleaving_matches_model),
       cmocka_unit_test(test_multi_producer_stress),
       cmocka_unit_test(test_multi_producer_stress_with_put_head),
+      cmocka_unit_test(test_neighbour_queues_stress),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,8 +30,16 @@ static sh_future *futures_new(size_t n, uint64_t first) {
 }
 
 static void dispatcher_init(sh_dispatcher *d, uint32_t initial) {
-  assert_int_equal(sh_dispatcher_init(d, initial), 0);
+  sh_dispatcher_init(d, initial);
   assert_int_equal(sh_dispatcher_count(d), 0);
+  assert_int_equal(sh_dispatcher_capacity(d), initial);
+  /* Nothing allocated yet, and nothing found; then the buckets. */
+  assert_null(d->buckets);
+  assert_null(sh_dispatcher_find(d, 1));
+  assert_null(sh_dispatcher_pop(d, 1));
+  assert_null(sh_dispatcher_pop_any(d));
+  assert_int_equal(sh_dispatcher_reserve(d), 0);
+  assert_non_null(d->buckets);
   assert_int_equal(sh_dispatcher_capacity(d), initial);
 }
 

@@ -55,7 +55,7 @@ static const sh_msg_type item_type = {"item", sizeof(item), SH_NOTICE, 0, NULL};
 
 /* One run: the mailbox, what the producers did and what the consumer saw. */
 typedef struct run {
-  sh_mailbox box;
+  sh_mailboxes box;
   uint32_t finished; /* producers past their last put (fibers: one OS thread) */
   uint32_t next_seq[PRODUCERS];
   uint32_t handled, out_of_order, drains, deferred_empty, deferred_busy;
@@ -76,7 +76,7 @@ static void produce(void *arg) {
       break;
     }
     *it = (item){.hdr = {.type = &item_type}, .producer = p->id, .seq = seq};
-    sh_mailbox_push(&p->r->box, &it->hdr);
+    sh_mailbox_push(&p->r->box, 0, &it->hdr);
     /* In chunks, so that the consumer empties the mailbox again and again. */
     if (seq % CHUNK == CHUNK - 1) sh_plat_yield_cpu();
   }
@@ -109,23 +109,23 @@ static void put_back(run *r, item *cur, sh_msg *next) {
    * put back. */
   SH_YIELD("test.put_back");
   if (next != NULL) {
-    sh_mailbox_push_head(&r->box, next);
+    sh_mailbox_push_head(&r->box, 0, next);
     r->deferred_busy++;
-  } else if (r->box.tail == &r->box.sentinel) {
+  } else if (r->box.tail[0] == &r->box.sentinel[0]) {
     r->deferred_empty++; /* the case the original design lost */
   }
-  sh_mailbox_push_head(&r->box, &cur->hdr);
+  sh_mailbox_push_head(&r->box, 0, &cur->hdr);
   cur->deferred = true;
 }
 
 /* Takes and handles items until the mailbox looks empty or one is put
  * back; whether it took any. */
 static bool drain(run *r) {
-  sh_msg *cur = sh_mailbox_take(&r->box);
+  sh_msg *cur = sh_mailbox_take(&r->box, 0);
   if (cur == NULL) return false;
   r->drains++;
   while (cur != NULL) {
-    sh_msg *next = sh_mailbox_take(&r->box);
+    sh_msg *next = sh_mailbox_take(&r->box, 0);
     item *it = (item *)cur;
     if (defer(r, it, next)) {
       put_back(r, it, next);
@@ -191,7 +191,7 @@ static void check_run(run *r, uint64_t seed, sh_sim_strategy strategy) {
   assert_int_equal(r->out_of_order, 0);
   assert_int_equal(r->handled, TOTAL);
   assert_true(r->deferred_empty > 0);
-  assert_null(sh_mailbox_take(&r->box));
+  assert_null(sh_mailbox_take(&r->box, 0));
 }
 
 static void test_put_head_on_empty_loses_nothing(void **state) {

@@ -100,7 +100,7 @@ static sh_house *house(void) {
 }
 static sh_actor *actor(void) { return house()->actor; }
 static uint64_t in_wheel(void) { return sh_wheel_count(&th_worker(0)->wheel); }
-static uint32_t events(void) { return sh_mailbox_size(&house()->mb[SH_BOX_EVENT]); }
+static uint32_t events(void) { return sh_mailbox_size(&house()->mb, SH_BOX_EVENT); }
 static int state_of(const sh_timer *t) { return atomic_load(&t->state); }
 
 /* Moves worker 0's wheel to `ahead` past the real clock: every timer
