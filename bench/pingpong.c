@@ -6,10 +6,12 @@
  * A pair is a pinger and a ponger. The pinger runs one long notice stack that
  * asks the ponger, suspends on the future, counts the round trip and asks
  * again, until the main thread raises the stop flag. The ponger answers
- * every ask with a reply. Cases: 1 pair and N pairs, with both actors of a
- * pair on the same worker (sh_spawn_on the same index) or on different
- * workers (pinger on i % K, ponger on (i + 1) % K). Pairs are spread over
- * the workers round-robin.
+ * every ask with a reply. Cases: 1 pair and N pairs, spawned the way a user
+ * would (sh_spawn from the main thread: default placement), or pinned with
+ * both actors of a pair on the same worker (sh_spawn_on the same index) or
+ * on different workers (pinger on i % K, ponger on (i + 1) % K). Pinned
+ * pairs are spread over the workers round-robin. --burn N runs N
+ * CPU-burning threads beside the workers, as on a busy machine.
  *
  * Each case runs --reps times on a fresh system; the table shows the median,
  * min and max rate, mallocs per message (2 messages per round trip) over the
@@ -55,7 +57,7 @@ typedef struct pair_stat {
 typedef struct run {
   uint32_t pairs;
   uint32_t workers;
-  bool same;            /* both actors of a pair on the same worker */
+  int where;            /* placement of a pair's actors */
   uint64_t warm_rounds; /* per pair, before the measured phase */
   pair_stat *stat;
   uint64_t *mark[2]; /* each pair's rounds at the start and end of the phase */
@@ -177,19 +179,28 @@ typedef struct params {
 } params;
 
 /* One case: the placement of its pairs. */
+typedef enum placement { PLACE_SAME, PLACE_CROSS, PLACE_DEFAULT } placement;
+
 typedef struct case_arg {
   const params *pp;
-  bool same;
+  placement where;
 } case_arg;
+
+/* One actor of a pair: pinned to worker w, or where sh_spawn puts it. */
+static int spawn_at(const run *r, const sh_actor_class *c, void *arg, uint32_t w,
+                    const sh_addr **out) {
+  if (r->where == PLACE_DEFAULT) return sh_spawn(r->sys, c, arg, 1, out);
+  return sh_spawn_on(r->sys, c, arg, w, out);
+}
 
 static int spawn_pairs(void *ctx) {
   run *r = ctx;
   for (uint32_t i = 0; i < r->pairs; i++) {
-    uint32_t wa = i % r->workers, wb = r->same ? wa : (i + 1) % r->workers;
+    uint32_t wa = i % r->workers, wb = r->where == PLACE_SAME ? wa : (i + 1) % r->workers;
     const sh_addr *ponger, *pinger_addr;
-    int rc = sh_spawn_on(r->sys, &ponger_class, NULL, wb, &ponger);
+    int rc = spawn_at(r, &ponger_class, NULL, wb, &ponger);
     pinger_arg arg = {r, i, ponger};
-    if (rc == 0) rc = sh_spawn_on(r->sys, &pinger_class, &arg, wa, &pinger_addr);
+    if (rc == 0) rc = spawn_at(r, &pinger_class, &arg, wa, &pinger_addr);
     go_notice *g = rc == 0 ? sh_msg_new(go_notice) : NULL;
     if (rc == 0) rc = g == NULL ? -ENOMEM : sh_notice(pinger_addr, &g->hdr);
     if (rc != 0) return rc;
@@ -212,7 +223,7 @@ static int run_once(void *ctx, uint32_t pairs, bench_sample *s, double extra[BEN
   memset(&r, 0, sizeof r);
   r.pairs = pairs;
   r.workers = (uint32_t)bp->workers;
-  r.same = c->same;
+  r.where = c->where;
   r.warm_rounds = bench_warm_ops(bp, pairs, 1000);
   r.stat = aligned_alloc(64, sizeof(pair_stat) * pairs);
   r.mark[0] = calloc(pairs, sizeof(uint64_t));
@@ -241,11 +252,11 @@ static int run_once(void *ctx, uint32_t pairs, bench_sample *s, double extra[BEN
   return rc;
 }
 
-static int run_case(const params *pp, const char *id, uint32_t pairs, bool same) {
-  case_arg c = {pp, same};
+static int run_case(const params *pp, const char *id, uint32_t pairs, placement where) {
+  static const char *const how[] = {"same worker", "across workers", "default placement"};
+  case_arg c = {pp, where};
   char desc[64];
-  snprintf(desc, sizeof desc, "%u pair%s, %s", pairs, pairs == 1 ? "" : "s",
-           same ? "same worker" : "across workers");
+  snprintf(desc, sizeof desc, "%u pair%s, %s", pairs, pairs == 1 ? "" : "s", how[where]);
   return bench_run_case(&pp->b, id, desc, pairs, 2.0, run_once, &c);
 }
 
@@ -263,9 +274,11 @@ int main(int argc, char **argv) {
   bench_begin(&p.b, "stackhouse", NULL, NULL);
   uint32_t n = (uint32_t)p.b.actors;
   int status = 0;
-  status |= run_case(&p, "1pair-same", 1, true);
-  status |= run_case(&p, "1pair-cross", 1, false);
-  status |= run_case(&p, "Npairs-same", n, true);
-  status |= run_case(&p, "Npairs-cross", n, false);
+  status |= run_case(&p, "1pair", 1, PLACE_DEFAULT);
+  status |= run_case(&p, "1pair-same", 1, PLACE_SAME);
+  status |= run_case(&p, "1pair-cross", 1, PLACE_CROSS);
+  status |= run_case(&p, "Npairs", n, PLACE_DEFAULT);
+  status |= run_case(&p, "Npairs-same", n, PLACE_SAME);
+  status |= run_case(&p, "Npairs-cross", n, PLACE_CROSS);
   return bench_end(status);
 }

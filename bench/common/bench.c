@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,8 +146,10 @@ void bench_setup(const bench_spec *s, const bench_opt *own, size_t nown, int arg
        BENCH_MAX_REPS},
       {"max-ms", "cap on a measured phase in ms (default 10000)", &p->max_ms, NULL, NULL, 0,
        UINT64_MAX},
+      {"burn", "threads that burn CPU beside the runtime's, as a busy machine (default 0)",
+       &p->burners, NULL, NULL, 0, 64},
   };
-  size_t n = 5;
+  size_t n = 6;
   for (size_t i = 0; i < nown && i < MAX_OWN_OPTS; i++) opts[n++] = own[i];
   const bench_opt tail[] = {
       {"case", "run only the case with this id (a table row id)", NULL, NULL, &p->only, 0, 0},
@@ -363,6 +367,34 @@ static void note_mallocs(const char *id, const bench_case *c) {
          c->frees == 0 ? ": pool growth to a new high-water mark" : "");
 }
 
+/* ---- a busy machine ----------------------------------------------------- */
+
+#define MAX_BURNERS 64
+static pthread_t burners[MAX_BURNERS];
+static size_t nburners;
+static atomic_bool burn_stop;
+
+/* Spins until told to stop: a process beside the runtime that wants the
+ * CPUs as much as it does. relaxed: a flag polled in a loop. */
+static void *burn(void *arg) {
+  (void)arg;
+  volatile uint64_t x = 0;
+  while (!atomic_load_explicit(&burn_stop, memory_order_relaxed)) x = x * 6364136223846793005ull + 1;
+  return NULL;
+}
+
+static void burn_start(uint64_t n) {
+  atomic_store(&burn_stop, false);
+  for (nburners = 0; nburners < n && nburners < MAX_BURNERS; nburners++)
+    if (pthread_create(&burners[nburners], NULL, burn, NULL) != 0) break;
+}
+
+static void burn_end(void) {
+  atomic_store(&burn_stop, true);
+  for (size_t i = 0; i < nburners; i++) pthread_join(burners[i], NULL);
+  nburners = 0;
+}
+
 void bench_begin(const bench_params *p, const char *runtime, const char *detail, const char *note) {
   const bench_workload *w = p->spec->workload;
   printf("%s %s: %" PRIu64 " %s on %u CPUs, %" PRIu64 " %s measured per run%s, median of %" PRIu64
@@ -370,12 +402,15 @@ void bench_begin(const bench_params *p, const char *runtime, const char *detail,
          runtime, w->name, p->workers, p->spec->threads, cpus(), p->rounds, w->unit,
          detail != NULL ? detail : "", p->reps);
   if (note != NULL) printf("%s\n", note);
+  if (p->burners > 0) printf("beside %" PRIu64 " CPU-burning thread(s)\n", p->burners);
+  burn_start(p->burners);
   print_load("start");
   check_malloc_count();
   table_header(&w->table);
 }
 
 int bench_end(int status) {
+  burn_end();
   print_load("end");
   return status;
 }

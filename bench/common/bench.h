@@ -82,6 +82,7 @@ typedef struct bench_params {
   uint64_t reps;    /* runs per case (default 5) */
   uint64_t max_ms;  /* cap on a measured phase (default 10000) */
   const char *only; /* --case: run only this case; NULL: all */
+  uint64_t burners; /* --burn: threads that burn CPU beside the runtime's */
   bool quick, verbose;
   const bench_spec *spec;
 } bench_params;
