@@ -34,6 +34,7 @@
 #define RC_CHURN 600u      /* live actors a churner spawns: more than a worker keeps free */
 #define RC_REUSE 1100u     /* spawn + stop cycles per reuse driver (two of them) */
 #define RC_REUSE_STEP 16u  /* of them per run of the driver */
+#define RC_REUSE_LIVE 64u  /* actors a reuse driver leaves alive */
 #define RC_SENDERS 4u
 #define RC_BURST 8u        /* notices per round of a sender, and one ask */
 #define RC_STOP_AT 200u    /* messages the target of stop_sending takes before it stops */
@@ -133,7 +134,7 @@ typedef struct rc_cfg {
   uint64_t id;
   uint32_t stop_at;     /* stops itself after this many messages (0: never) */
   const sh_addr *gate;  /* asks it first, with its id, on each message */
-  bool counted;         /* counts down `left` when that ask ends */
+  bool counted;         /* counts down `left` when its notice is done */
 } rc_cfg;
 typedef struct vic { sh_actor base; rc_cfg cfg; uint32_t seen; } vic;
 typedef struct vic_locals { sh_future *f; } vic_locals;
@@ -161,13 +162,13 @@ static bool vic_gated(sh_actor *self, sh_stack *st) {
     return true;
   }
   rc_answered(l->f, v->cfg.id);
-  if (v->cfg.counted) rc_done();
   return false;
 }
 
 static sh_yield vic_notice(sh_actor *self, sh_stack *st) {
   if (sh_stack_state(st) == SH_START) vic_take(self, st);
   if (vic_gated(self, st)) return sh_suspend(st, 1);
+  if (((vic *)self)->cfg.counted) rc_done();
   return sh_return(st, NULL);
 }
 
@@ -256,9 +257,10 @@ static void drv_send_all_refused(sh_stack *st, const sh_addr *to, uint64_t id) {
 }
 
 /* Spawns n live victims (on this worker) into the freed houses, each sent
- * a message of its own; a gate makes them wait on it. */
-static void drv_churn(drv *d, uint32_t n) {
-  rc_cfg cfg = {.gate = d->cfg.target, .counted = d->cfg.target != NULL};
+ * a message of its own; a gate makes them wait on it. Counted: each
+ * counts down `left` once it is done with that message. */
+static void drv_churn(drv *d, uint32_t n, bool counted) {
+  rc_cfg cfg = {.gate = d->cfg.target, .counted = counted};
   for (uint32_t i = 0; i < n; i++) {
     uint64_t id;
     const sh_addr *a = rc_spawn(sh_actor_system(&d->base), cfg, &id);
@@ -285,7 +287,7 @@ static void drv_reuse(drv *d, sh_stack *st) {
     rc_kick(sh_self(&d->base), 0);
     return;
   }
-  drv_churn(d, 4 * RC_REUSE_STEP); /* live actors in reused houses */
+  drv_churn(d, RC_REUSE_LIVE, true); /* live actors in reused houses */
   for (uint32_t k = base; k < base + RC_REUSE; k++) {
     rc_refused(sh_notice(G.old[k], rc_note_new(G.old_id[k])));
     if (k % 8 == 0) {
@@ -374,7 +376,7 @@ static sh_yield drv_notice(sh_actor *self, sh_stack *st) {
   drv *d = (drv *)self;
   switch (d->cfg.role) {
   case ROLE_CHURN:
-    drv_churn(d, RC_CHURN);
+    drv_churn(d, RC_CHURN, d->cfg.target != NULL);
     if (d->cfg.target == NULL) drv_send_all_refused(st, G.victim, G.victim_id);
     rc_done();
     return sh_return(st, NULL);

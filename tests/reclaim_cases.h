@@ -164,7 +164,7 @@ static void case_reuse(void) {
   const sh_addr *reuse[2];
   rc_drivers(sys, (drv_cfg){.role = ROLE_REUSE}, 2, reuse);
   sh_bridge *b = rc_start(sys);
-  atomic_store(&G.left, 2);
+  atomic_store(&G.left, 2 * (1 + RC_REUSE_LIVE));
   rc_kick_all(reuse, 2, 0);
   rc_wait_left();
   for (uint32_t k = 0; k < 2 * RC_REUSE; k++) {
