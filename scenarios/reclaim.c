@@ -35,6 +35,7 @@
 #define BURST 4u        /* notices per round of a sender, and one ask */
 #define AFTER 16u       /* rounds after the refusal */
 #define MAX_ROUNDS 10000u
+#define MAX_STREAM 10000000u /* notices of the outside thread: a bound, never reached */
 #define ASKERS 3u
 #define CHURN 80u       /* newcomers per churner: more than a slab */
 #define CYCLES 300u     /* spawn + stop per reuse driver */
@@ -88,8 +89,10 @@ static int sent(world *wd, int rc) {
   if (rc == -ESHUTDOWN) atomic_fetch_add(&wd->refused, 1);
   return rc;
 }
-static void refused(world *wd, int rc) {
-  SH_SCN_CHECK(wd->s, sent(wd, rc) == -ESHUTDOWN, "a send to a stopped actor: %d", rc);
+/* A notice to an actor known to be stopped: `who` sends it. */
+static void refused(world *wd, const sh_addr *to, uint32_t id, const char *who) {
+  int rc = sh_notice(to, rec_new(wd, &rec_note_type, id));
+  SH_SCN_CHECK(wd->s, sent(wd, rc) == -ESHUTDOWN, "%s: a send to a stopped actor: %d", who, rc);
 }
 static int notice_to(world *wd, const sh_addr *to, uint32_t id) {
   return sent(wd, sh_notice(to, rec_new(wd, &rec_note_type, id)));
@@ -258,7 +261,7 @@ static void send_after(world *wd, drv *d, sh_stack *st, drv_locals *l) {
   if (d->newcomer != NULL) sh_stop(d->newcomer);
   d->newcomer = spawn_new(wd, d->after < AFTER ? &vic_class : &live_class, &id);
   notice_to(wd, d->newcomer, id);
-  refused(wd, sh_notice(wd->target, rec_new(wd, &rec_note_type, wd->target_id)));
+  refused(wd, wd->target, wd->target_id, "a sender, after the refusal");
   l->f = ask_to(wd, st, wd->target, wd->target_id);
   SH_SCN_CHECK(wd->s, l->f == NULL || sh_future_error(l->f) == -ESHUTDOWN,
                "an ask to a stopped actor: %d", l->f ? sh_future_error(l->f) : 0);
@@ -291,12 +294,15 @@ static int sending_setup(sh_scn *s, sh_system *sys) {
   wd->target = spawn_new(wd, &target_class, &wd->target_id);
   int rc = sh_scn_spawn_each(s, sys, &sender_class, SENDERS,
                              SH_SCN_EACH_PINNED | SH_SCN_EACH_KICK, NULL);
-  /* The outside thread's stream, until the target refuses. */
-  for (uint32_t i = 0; rc == 0 && i < MAX_ROUNDS * BURST; i++) {
-    if (notice_to(wd, wd->target, wd->target_id) != 0) break;
-    sh_yield_point("reclaim.stream");
+  /* The outside thread's stream, until the target refuses: the workers get
+   * the CPU between bursts, else the stream could outrun them all. */
+  int sent_rc = 0;
+  for (uint32_t i = 0; rc == 0 && sent_rc == 0 && i < MAX_STREAM; i++) {
+    sent_rc = notice_to(wd, wd->target, wd->target_id);
+    if (i % BURST == 0) sh_yield_cpu();
   }
-  refused(wd, sh_notice(wd->target, rec_new(wd, &rec_note_type, wd->target_id)));
+  SH_SCN_CHECK(s, rc != 0 || sent_rc == -ESHUTDOWN, "the stream's target never stopped");
+  refused(wd, wd->target, wd->target_id, "the outside thread, after the refusal");
   one_done(wd);
   return rc;
 }
@@ -400,7 +406,7 @@ static void reuse_step(world *wd, drv *d, uint32_t base) {
     notice_to(wd, wd->old[k], id);
     sh_stop(wd->old[k]);
     k = base + (uint32_t)(sh_scn_rand(wd->s) % (d->cycles + 1));
-    refused(wd, sh_notice(wd->old[k], rec_new(wd, &rec_note_type, wd->old_id[k])));
+    refused(wd, wd->old[k], wd->old_id[k], "a reuse driver, on the way");
   }
 }
 
@@ -412,7 +418,7 @@ static void reuse_end(world *wd, sh_stack *st, uint32_t base) {
     notice_to(wd, a, id);
   }
   for (uint32_t k = base; k < base + CYCLES; k++) {
-    refused(wd, sh_notice(wd->old[k], rec_new(wd, &rec_note_type, wd->old_id[k])));
+    refused(wd, wd->old[k], wd->old_id[k], "a reuse driver, at the end");
     if (k % 8 != 0) continue;
     sh_future *f = ask_to(wd, st, wd->old[k], wd->old_id[k]);
     SH_SCN_CHECK(wd->s, f == NULL || sh_future_error(f) == -ESHUTDOWN,

@@ -49,6 +49,7 @@
 #include "reclaim_actors.h"
 
 #define RC_SETTLE_STEPS 100
+#define RC_MAX_STREAM 10000000u
 /* Slack for what a wave's end leaves in flight: its last children, stacks. */
 #define RC_MEM_SLACK (4 * RC_LANES)
 /* A house takes about 1.5 KiB: a wave that leaked its houses would grow
@@ -180,15 +181,18 @@ static void case_reuse(void) {
 /* ---- stop while sending -------------------------------------------------------- */
 
 /* The outside thread's part: notices and asks until the target refuses,
- * then every kind of send, refused. */
+ * then every kind of send, refused. The workers get the CPU between
+ * bursts, else the stream could outrun them all (the bound is never met). */
 static void rc_bridge_stream(sh_bridge *b, const sh_addr *to, uint64_t id) {
   uint32_t asks = 0;
-  for (uint32_t i = 0; i < RC_MAX_ROUNDS; i++) {
-    if (rc_sent(sh_bridge_notice(b, to, rc_note_new(id), SH_FOREVER)) != 0) break;
-    if (i % RC_BURST == 0 &&
-        rc_sent(sh_bridge_ask(b, to, rc_ask_new(id), SH_FOREVER, NULL)) == 0)
-      asks++;
+  int rc = 0;
+  for (uint32_t i = 0; rc == 0 && i < RC_MAX_STREAM; i++) {
+    rc = rc_sent(sh_bridge_notice(b, to, rc_note_new(id), SH_FOREVER));
+    if (rc != 0 || i % RC_BURST != 0) continue;
+    if (rc_sent(sh_bridge_ask(b, to, rc_ask_new(id), SH_FOREVER, NULL)) == 0) asks++;
+    sh_yield_cpu();
   }
+  assert_int_equal(rc, -ESHUTDOWN);
   rc_bridge_refused(b, to, id);
   for (uint32_t i = 0; i < asks; i++) rc_bridge_answered(b, id);
   assert_int_equal(sh_bridge_pending(b), 0);
