@@ -471,10 +471,13 @@ static void asked_verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
   world *wd = sh_scn_state(s);
   verify_messages(s);
   /* The askers' asks and its own failed; the gate's answer to it found
-   * nobody (not the newcomer in its house); each newcomer got its own. */
+   * nobody (not the newcomer in its house); each newcomer got its own. The
+   * lock may add one: stopped while it runs (the gate's asks keep it busy),
+   * it gives up its self-ask before that ask's refusal comes back. */
   SH_SCN_CHECK_EQ(s, atomic_load(&wd->asks_failed), ASKERS + 1, "failed asks");
   SH_SCN_CHECK_EQ(s, atomic_load(&wd->asks_ok), 2 * CHURN, "answered asks");
-  SH_SCN_CHECK_EQ(s, st->replies_unknown, 1, "replies nobody waited for");
+  SH_SCN_CHECK(s, st->replies_unknown == 1 || st->replies_unknown == 2,
+               "%llu replies nobody waited for", (unsigned long long)st->replies_unknown);
 }
 
 static void reuse_verify(sh_scn *s, sh_system *sys, const sh_stats *st) {

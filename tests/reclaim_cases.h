@@ -50,6 +50,7 @@
 
 #define RC_SETTLE_STEPS 100
 #define RC_MAX_STREAM 10000000u
+#define RC_LOCK_UNKNOWN 1 /* see case_stop_asked */
 /* Slack for what a wave's end leaves in flight: its last children, stacks. */
 #define RC_MEM_SLACK (4 * RC_LANES)
 /* A house takes about 1.5 KiB: a wave that leaked its houses would grow
@@ -245,10 +246,12 @@ static void case_stop_asked(void) {
   rc_wait_left();
   sh_stats st = rc_finish(sys, b);
   /* The askers' asks, and its own to the gate, failed; the gate's answer to
-   * it found nobody; every newcomer got its own. */
+   * it found nobody; every newcomer got its own. The lock may add one: a
+   * stop that lands while it runs (the gate's asks keep it busy) gives up
+   * its self-ask before that ask's refusal comes back to it. */
   assert_int_equal(atomic_load(&G.asks_failed), RC_ASKERS + 1);
   assert_int_equal(atomic_load(&G.asks_ok), RC_WORKERS * RC_CHURN);
-  assert_int_equal(st.replies_unknown, 1);
+  assert_true(st.replies_unknown == 1 || st.replies_unknown == 1 + RC_LOCK_UNKNOWN);
 }
 
 /* ---- memory -------------------------------------------------------------------- */
