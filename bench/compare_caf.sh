@@ -4,7 +4,7 @@
 # prints the figures side by side: medians of --reps runs and the ratio
 # stackhouse / CAF.
 #
-#   bash bench/compare_caf.sh [--quick] [--verbose] [--workers K] [--reps R]
+#   bash bench/compare_caf.sh [--quick] [--verbose] [--workers K] [--reps R] [--burn N]
 #                             [--pairs N] [--senders N] [--rounds R]
 #                             [--producers N] [--consumers N] [--buffer B]
 #                             [--prod-cost C] [--cons-cost C] [--only BENCH]
@@ -32,7 +32,7 @@ benches=(pingpong notice bounded_buffer)
 while (($#)); do
   case $1 in
     --quick|--verbose) common+=("$1"); shift ;;
-    --workers|--reps|--rounds|--max-ms) common+=("$1" "$2"); shift 2 ;;
+    --workers|--reps|--rounds|--max-ms|--burn) common+=("$1" "$2"); shift 2 ;;
     --pairs) pp_only+=("$1" "$2"); shift 2 ;;
     --senders) nt_only+=("$1" "$2"); shift 2 ;;
     --producers|--consumers|--buffer|--prod-cost|--cons-cost) bb_only+=("$1" "$2"); shift 2 ;;
@@ -152,8 +152,10 @@ echo "== side by side: medians; ratio = stackhouse / CAF. CAF cannot pin actors:
 echo "   its figure per pair count is set against both of our placements."
 if selected pingpong; then
   header "pingpong (round trips/s)"
+  side "1 pair, default placement" sh_pingpong 1pair caf_pingpong 1pair
   side "1 pair, same worker" sh_pingpong 1pair-same caf_pingpong 1pair
   side "1 pair, across workers" sh_pingpong 1pair-cross caf_pingpong 1pair
+  side "N pairs, default placement" sh_pingpong Npairs caf_pingpong Npairs
   side "N pairs, same worker" sh_pingpong Npairs-same caf_pingpong Npairs
   side "N pairs, across workers" sh_pingpong Npairs-cross caf_pingpong Npairs
 fi
