@@ -185,60 +185,55 @@ static void on_late(sh_house *h, sh_msg *m) {
 /* Where a run is in the mailboxes reply..notice. */
 typedef struct walk {
   sh_house *h;
-  sh_box box;     /* the mailbox the next take is from */
+  sh_box box;     /* the mailbox of the last take (its batch is being built) */
   unsigned stuck; /* mailboxes whose counted message a take could not reach */
   bool ready_ran; /* deferred stacks had their turn */
   batcher b;      /* the batch being built from box */
 } walk;
 
-/* The first mailbox above the walk's with a message waiting; the walk's own
- * when none. The runner is the mailboxes' only consumer, so a look at their
- * counts is cheap and what it sees stays there. relaxed: a message pushed
- * before the running handler returned is seen (the handler's return is
- * ordered after it); one pushed concurrently is seen a take later at
- * worst, and no order tells those apart. A stuck mailbox is not looked at
- * again this run: the walk would bounce on it. */
-static sh_box higher_waiting(const walk *w) {
-  for (sh_box b = SH_BOX_REPLY; b < w->box; b++)
-    if (!(w->stuck & 1u << b) && sh_mailbox_size(&w->h->mb, b) > 0) return b;
-  return w->box;
+static bool is_request(sh_box box) { return box == SH_BOX_ASK || box == SH_BOX_NOTICE; }
+
+/* The highest mailbox, reply..notice, with a message to take now, or
+ * SH_BOX_EVENT when there is none. A barrier holds both request mailboxes
+ * back (not once the actor stopped: they are refused then). The runner is
+ * the mailboxes' only consumer, so a look at their counts is cheap and what
+ * it sees stays there. relaxed: a message pushed before the running handler
+ * returned is seen (the handler's return is ordered after it); one pushed
+ * concurrently is seen a take later at worst, and no order tells those
+ * apart. A stuck mailbox is not looked at again this run: the run would
+ * bounce on it. */
+static sh_box next_box(const walk *w) {
+  const sh_house *h = w->h;
+  sh_box end = h->barrier && !stopped(h) ? SH_BOX_ASK : SH_BOX_EVENT;
+  for (sh_box b = SH_BOX_REPLY; b < end; b++)
+    if (!(w->stuck & 1u << b) && sh_mailbox_size(&h->mb, b) > 0) return b;
+  return SH_BOX_EVENT;
 }
 
-/* The batch being built goes first: its messages were taken before
- * whatever the walk moves for. */
+/* Takes from `box` next. A batch being built from another mailbox goes
+ * first: its messages were taken before whatever the run moves for. */
 static void walk_to(walk *w, sh_box box) {
+  if (box == w->box) return;
   batch_flush(&w->b);
   w->box = box;
   w->b = batcher_for(w->h, box);
 }
 
-static bool is_request(sh_box box) { return box == SH_BOX_ASK || box == SH_BOX_NOTICE; }
-
-/* One step of the walk: takes a message from the highest mailbox that has
- * one and hands it on (1), or moves (0). */
-static uint32_t walk_step(walk *w) {
+/* Takes a message of box and hands it on: 1, or 0 when a take could not
+ * reach the counted message. */
+static uint32_t take_from(walk *w, sh_box box) {
   sh_house *h = w->h;
-  sh_box up = higher_waiting(w);
-  if (up != w->box) {
-    walk_to(w, up);
-    return 0;
-  }
-  bool request = is_request(w->box), stop = request && stopped(h);
-  if (request && !stop && h->barrier) {
-    walk_to(w, SH_BOX_EVENT); /* a barrier holds both request mailboxes */
-    return 0;
-  }
-  sh_msg *m = sh_house_take(h, w->box);
+  walk_to(w, box);
+  sh_msg *m = sh_house_take(h, box);
   if (m == NULL) {
     /* Counted but not linked yet (a producer half-way, mailbox.c). */
-    if (sh_mailbox_size(&h->mb, w->box) > 0) w->stuck |= 1u << w->box;
-    walk_to(w, w->box + 1);
+    w->stuck |= 1u << box;
     return 0;
   }
   SH_TRACE(SH_TRACE_DELIVER, h->seq, m->type->name, 0);
-  if (!request)
+  if (!is_request(box))
     on_answer(h, m);
-  else if (stop || stale(h, m))
+  else if (stopped(h) || stale(h, m))
     on_refused(h, m);
   else
     deliver(&w->b, m);
@@ -247,19 +242,26 @@ static uint32_t walk_step(walk *w) {
 
 /* Replies, exceptions, asks and notices up to the budget, each take from
  * the highest mailbox that has a message: what arrives during the run goes
- * ahead of the lower mailboxes, as what was there when it began does. */
+ * ahead of the lower mailboxes, as what was there when it began does.
+ * Deferred stacks run once, before the first request (continuations before
+ * new work, as replies are); a stack deferred during the run waits for the
+ * next. Bounded: each turn takes a message, runs the ready stacks once, or
+ * marks a mailbox stuck (at most four times). */
 static uint32_t drain_in_order(sh_house *h, uint32_t budget) {
   walk w = {.h = h, .box = SH_BOX_REPLY, .b = batcher_for(h, SH_BOX_REPLY)};
   uint32_t n = 0;
-  while (w.box < SH_BOX_EVENT && n < budget) {
-    if (w.box == SH_BOX_ASK && !w.ready_ran) {
-      /* Continuations before new work, as replies are; once a run: a stack
-       * deferred during the run waits for the next. */
+  while (n < budget) {
+    sh_box box = next_box(&w);
+    if (box >= SH_BOX_ASK && !w.ready_ran) {
       w.ready_ran = true;
-      if (!sh_list_empty(&h->ready)) n += sh_stack_run_ready(h, budget - n);
-      continue;
+      if (!sh_list_empty(&h->ready)) {
+        walk_to(&w, SH_BOX_EVENT);
+        n += sh_stack_run_ready(h, budget - n);
+        continue;
+      }
     }
-    n += walk_step(&w);
+    if (box == SH_BOX_EVENT) break;
+    n += take_from(&w, box);
   }
   batch_flush(&w.b);
   return n;
