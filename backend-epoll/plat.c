@@ -66,7 +66,7 @@ struct sh_plat_thread {
   void *arg;
 };
 
-static _Thread_local void *sh_plat_tls_local;
+_Thread_local void *sh_plat_tls_local; /* plat.h reads it inline */
 static _Thread_local uint32_t sh_plat_tls_worker = SH_PLAT_NOT_A_WORKER;
 static _Thread_local uint64_t sh_plat_tls_rng;
 static _Thread_local bool sh_plat_tls_rng_seeded;
@@ -171,7 +171,6 @@ void sh_plat_join(sh_plat *p) {
   }
 }
 
-void *sh_plat_local(void) { return sh_plat_tls_local; }
 
 void sh_plat_set_local(void *ctx) { sh_plat_tls_local = ctx; }
 

@@ -31,8 +31,15 @@ int sh_plat_start(sh_plat *p, sh_plat_entry entry, void *ctx);
 void sh_plat_join(sh_plat *p);
 
 /* The current thread's (fiber's) context pointer: the core stores its worker
- * there. NULL on a thread the core has not claimed. */
+ * there. NULL on a thread the core has not claimed. Read several times per
+ * message (pools, counters): on threads it is a thread-local the core reads
+ * inline; the simulator's, one per fiber, is behind a call. */
+#ifdef SH_SIM
 void *sh_plat_local(void);
+#else
+extern _Thread_local void *sh_plat_tls_local;
+static inline void *sh_plat_local(void) { return sh_plat_tls_local; }
+#endif
 void sh_plat_set_local(void *ctx);
 
 /* Processors available to this process (>= 1): the default worker count. */
