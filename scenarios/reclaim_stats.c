@@ -1,11 +1,13 @@
 /*
  * reclaim_stats_reuse: the figures of a reclaimed actor's address. A
- * driver spawns and stops actors in rounds, so that later ones live in the
- * houses of earlier ones; the classes take turns among three notice
- * capacities. Each actor, in its stop hook (stopped, not yet reclaimed),
- * reads the notice mailbox figures of every address made before its own:
- * an address must report its own actor's mailbox (its class's capacity)
- * or -ESHUTDOWN, never the mailbox of a newer actor living in its house.
+ * driver spawns and stops actors in rounds (the next round begins once the
+ * last of this one stopped), so that later ones live in the houses of
+ * earlier ones; the classes alternate between two notice capacities (a
+ * house is taken again 63 spawns later here: an odd distance). Each
+ * actor, in its stop hook (stopped, not yet reclaimed), reads the notice
+ * mailbox figures of every address made before its own: an address must
+ * report its own actor's mailbox (its class's capacity) or -ESHUTDOWN,
+ * never the mailbox of a newer actor living in its house.
  */
 #include <errno.h>
 #include <stdatomic.h>
