@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "house.h"
+#include "system.h"
 #include "worker.h"
 
 uint32_t sh_addr_count(const sh_addr *a) {
@@ -42,11 +43,17 @@ sh_house *sh_addr_pick_group(const sh_addr *a, uint32_t *gen) {
 
 int sh_stop(const sh_addr *a) {
   if (a == NULL) return -EINVAL;
+  uint32_t gen;
+  sh_system *sys = sh_addr_member(a, 0, &gen)->sys;
+  /* From another thread, as a send: shutdown waits for it (send.h); once
+   * shutdown began, it stops every actor itself. */
+  bool outside = sh_worker_current() == NULL;
+  if (outside && !sh_system_outside_begin(sys)) return 0;
   for (uint32_t i = 0; i < sh_addr_count(a); i++) {
-    uint32_t gen;
     sh_house *h = sh_addr_member(a, i, &gen);
     sh_house_stop(h, gen);
   }
+  if (outside) sh_system_outside_end(sys);
   return 0;
 }
 
@@ -55,21 +62,29 @@ int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind, sh_mail
     return -EINVAL;
   uint32_t gen;
   const sh_house *h = sh_addr_member(a, i, &gen);
-  /* A retired actor's figures stay until its house is taken for another
-   * (acquire: as a sender's look at `life`). */
+  /* A stopped actor's figures stay until its house is taken by another
+   * spawn (and after shutdown until the system is freed). acquire: as a
+   * sender's look at `life`. */
   uint32_t life = atomic_load_explicit(&h->life, memory_order_acquire);
-  if (sh_life_gen(life) != gen && life != sh_life(gen + 1, true)) return -ESHUTDOWN;
+  bool vacant = life == (sh_life(gen + 1, true) | SH_LIFE_VACANT);
+  if (sh_life_gen(life) != gen && !vacant) return -ESHUTDOWN;
   /* An ordered class has one request mailbox (the ask one), reported for
-   * either kind. Its class stays until the house is taken for another. */
-  sh_box box = kind == SH_ASK || h->cls->ordered ? SH_BOX_ASK : SH_BOX_NOTICE;
+   * either kind. */
+  sh_box box = kind == SH_ASK ? SH_BOX_ASK
+                              : (sh_box)atomic_load_explicit(&h->notice_box, memory_order_relaxed);
   const sh_mailboxes *mb = &h->mb;
   memset(out, 0, sizeof(*out));
   /* relaxed: figures for a report. Unbounded: the takes as last published
    * by the actor's runner (once a run). */
   out->depth = sh_mailbox_backlog(atomic_load_explicit(&mb->pushed[box], memory_order_relaxed),
                                   atomic_load_explicit(&mb->taken_seen[box], memory_order_relaxed));
-  out->high_water = atomic_load_explicit(&h->high_water[box], memory_order_relaxed);
+  /* acquire: a reset by a spawn that took the house (spawn.c). */
+  out->high_water = atomic_load_explicit(&h->high_water[box], memory_order_acquire);
   sh_gate *g = sh_house_gate(h, box);
   if (g != NULL) sh_gate_stats(g, out);
+  /* A spawn that took the house meanwhile may have reset what was read;
+   * if a figure read was a reset (acquire), its store of `life` before
+   * the resets is seen here. */
+  if (vacant && atomic_load_explicit(&h->life, memory_order_relaxed) != life) return -ESHUTDOWN;
   return 0;
 }

@@ -160,9 +160,9 @@ static int wait_for_room(sh_bridge *b, sh_house *t, uint32_t gen, sh_box box, sh
   w->box = box;
   w->sleeper = &b->sleeper;
   w->sender = NULL;
-  if (!sh_send_outside_begin(t->sys)) return -ESHUTDOWN;
+  if (!sh_system_outside_begin(t->sys)) return -ESHUTDOWN;
   int rc = sh_send_wait(w);
-  sh_send_outside_end(t->sys);
+  sh_system_outside_end(t->sys);
   if (rc != -EINPROGRESS) return rc;
   /* Bounded by the deadline, then by the gate carrying out a verdict it
    * already took (a few instructions): each turn sleeps or finds it. */
@@ -183,9 +183,9 @@ static int wait_for_room(sh_bridge *b, sh_house *t, uint32_t gen, sh_box box, sh
 /* One send through the send path; m stays the caller's on any error. */
 static int bridge_send(sh_bridge *b, sh_house *t, uint32_t gen, sh_msg *m, sh_box box,
                        int64_t timeout_ms) {
-  if (!sh_send_outside_begin(t->sys)) return -ESHUTDOWN;
+  if (!sh_system_outside_begin(t->sys)) return -ESHUTDOWN;
   int rc = sh_send_now(t, gen, box, m);
-  sh_send_outside_end(t->sys);
+  sh_system_outside_end(t->sys);
   if (rc != -EAGAIN) return rc;
   if (timeout_ms == SH_NOWAIT) {
     sh_send_refused(t, box);

@@ -22,6 +22,7 @@
 #include "mem.h"
 #include "msg.h"
 #include "stack.h"
+#include "system.h"
 #include "timer.h"
 #include "worker.h"
 
@@ -338,7 +339,8 @@ static bool done_with(const sh_house *h) {
     return false;
   for (int b = 0; b < SH_BOXES; b++)
     if (sh_mailbox_nonempty(&h->mb, b)) return false;
-  return true;
+  /* A stop may still be refusing waiters at the gates: it pokes us after. */
+  return sh_house_gates_empty(h);
 }
 
 /* A retired house has no actor: what still arrives (a send that raced with
@@ -378,7 +380,7 @@ void sh_dispatch_run(sh_worker *w, sh_house *h) {
   bool stop = stopped(h);
   if (stop) finish_stop(w, h);
   SH_TRACE(SH_TRACE_RUN_END, h->seq, h->cls->name, 0);
-  if (stop && done_with(h)) sh_hstore_retire(h);
+  if (stop && done_with(h)) sh_hstore_retire(h, !sh_system_is_shut(h->sys));
   sh_house_settle(h);
   /* A run that found a counted message it could not take: a producer was
    * paused between swapping the mailbox's head and linking its message, and

@@ -81,9 +81,8 @@ static bool take_slot(sh_gate *g) {
       return true;
     }
   }
-  /* Never more slots in use than the capacity, but for slots that messages
-   * of an older generation still hold (sh_gate_reset). */
-  SH_ASSERT(u == cap || g->gen > 0);
+  /* u > cap only for slots that messages of an older generation still
+   * hold after a reset lowered the capacity (sh_gate_reset). */
   return false;
 }
 
@@ -102,12 +101,13 @@ void sh_gate_reset(sh_gate *g, uint32_t cap, uint32_t gen) {
   SH_ASSERT(cap >= 1 && cap <= SH_MAX_CAPACITY);
   sh_spin_lock(&g->lock);
   SH_ASSERT(is_closed_locked(g) && sh_list_empty(&g->fifo));
-  atomic_store_explicit(&g->cap, cap, memory_order_relaxed);
   g->gen = gen;
-  /* relaxed: metrics of the new generation. */
-  atomic_store_explicit(&g->high_water, 0, memory_order_relaxed);
-  atomic_store_explicit(&g->suspended, 0, memory_order_relaxed);
-  atomic_store_explicit(&g->refused, 0, memory_order_relaxed);
+  /* release: metrics of the new generation; a reader of the last one's
+   * that loads one of these (acquire) knows its house was taken (addr.c). */
+  atomic_store_explicit(&g->cap, cap, memory_order_release);
+  atomic_store_explicit(&g->high_water, 0, memory_order_release);
+  atomic_store_explicit(&g->suspended, 0, memory_order_release);
+  atomic_store_explicit(&g->refused, 0, memory_order_release);
   /* release: see is_closed; the new actor is published after this. */
   atomic_store_explicit(&g->closed, false, memory_order_release);
   sh_spin_unlock(&g->lock);
@@ -211,21 +211,28 @@ void sh_gate_close(sh_gate *g, uint32_t gen) {
   sh_spin_unlock(&g->lock);
 }
 
-sh_waiter *sh_gate_pop_refused(sh_gate *g) {
-  SH_ASSERT(is_closed(g));
+sh_waiter *sh_gate_pop_refused(sh_gate *g, uint32_t gen) {
   sh_spin_lock(&g->lock);
-  sh_waiter *w = sh_list_empty(&g->fifo) ? NULL : pop_first(g);
+  sh_waiter *w = NULL;
+  if (g->gen == gen) {
+    SH_ASSERT(is_closed_locked(g));
+    if (!sh_list_empty(&g->fifo)) w = pop_first(g);
+  }
   sh_spin_unlock(&g->lock);
   return w;
 }
 
+uint32_t sh_gate_queued(const sh_gate *g) {
+  return atomic_load_explicit(&g->queued, memory_order_relaxed);
+}
+
 void sh_gate_stats(const sh_gate *g, sh_mailbox_stats *out) {
-  /* acquire: see fifo_append; the others are relaxed, figures for a report. */
+  /* acquire: see fifo_append, and for the metrics sh_gate_reset. */
   out->waiting = atomic_load_explicit(&g->queued, memory_order_acquire);
-  out->capacity = cap_of(g);
+  out->capacity = atomic_load_explicit(&g->cap, memory_order_acquire);
   out->depth = atomic_load_explicit(&g->used, memory_order_relaxed);
-  uint32_t hw = atomic_load_explicit(&g->high_water, memory_order_relaxed);
+  uint32_t hw = atomic_load_explicit(&g->high_water, memory_order_acquire);
   if (hw > out->high_water) out->high_water = hw;
-  out->suspended = atomic_load_explicit(&g->suspended, memory_order_relaxed);
-  out->refused = atomic_load_explicit(&g->refused, memory_order_relaxed);
+  out->suspended = atomic_load_explicit(&g->suspended, memory_order_acquire);
+  out->refused = atomic_load_explicit(&g->refused, memory_order_acquire);
 }

@@ -116,8 +116,11 @@ sh_waiter *sh_gate_pop_admitted(sh_gate *g);
  * drain must not admit a waiter whose message it would then drop); then
  * every waiter is popped with sh_gate_pop_refused and told -ESHUTDOWN. */
 void sh_gate_close(sh_gate *g, uint32_t gen);
-/* The first waiter of a closed gate (POPPED), or NULL when none is left. */
-sh_waiter *sh_gate_pop_refused(sh_gate *g);
+/* The first waiter of a gate closed for generation gen (POPPED), or NULL
+ * when none is left or the gate was reset for a later generation. */
+sh_waiter *sh_gate_pop_refused(sh_gate *g, uint32_t gen);
+/* Senders queued (relaxed: a look; after a close only pops change it). */
+uint32_t sh_gate_queued(const sh_gate *g);
 /* Counts a send refused for want of room. */
 void sh_gate_refused(sh_gate *g);
 /* Fills the gate's part of *out (capacity, depth, waiting, counters). */

@@ -170,12 +170,28 @@ void sh_house_hand_off(sh_gate *g) {
   }
 }
 
-/* Refuses every waiter of a closed gate. Bounded: a closed gate queues no
- * new waiter, so this ends with the ones queued when it began. One at a
+/* Refuses every waiter of a gate closed for gen. Bounded: a closed gate
+ * queues no new waiter, so this ends with the ones queued when it began
+ * (or at once, once the gate is reset for a later generation). One at a
  * time: a refused bridge waiter may be reused the moment it is told. */
-static void refuse_waiters(sh_gate *g) {
+static void refuse_waiters(sh_gate *g, uint32_t gen) {
   sh_waiter *w;
-  while ((w = sh_gate_pop_refused(g)) != NULL) verdict(w, false);
+  while ((w = sh_gate_pop_refused(g, gen)) != NULL) verdict(w, false);
+}
+
+void sh_house_close_gates(sh_house *h, uint32_t gen) {
+  for (sh_box b = SH_BOX_ASK; b <= SH_BOX_NOTICE; b++) {
+    sh_gate *g = sh_house_gate(h, b);
+    if (g == NULL) continue;
+    sh_gate_close(g, gen);
+    refuse_waiters(g, gen);
+  }
+}
+
+bool sh_house_gates_empty(const sh_house *h) {
+  for (sh_box b = SH_BOX_ASK; b <= SH_BOX_NOTICE; b++)
+    if (h->gate_mem[b] != NULL && sh_gate_queued(h->gate_mem[b]) > 0) return false;
+  return true;
 }
 
 void sh_house_stop(sh_house *h, uint32_t gen) {
@@ -196,9 +212,11 @@ void sh_house_stop(sh_house *h, uint32_t gen) {
                                                memory_order_seq_cst, memory_order_seq_cst))
     return;
   /* Waiters hear it now, not when the house next runs; after `stopped`,
-   * so that a woken sender that tries again is refused at once. */
-  if (ask != NULL) refuse_waiters(ask);
-  if (notice != NULL) refuse_waiters(notice);
+   * so that a woken sender that tries again is refused at once. The house
+   * is not retired while one is queued (dispatch.c), and the poke after the
+   * last one lets it be. */
+  if (ask != NULL) refuse_waiters(ask, gen);
+  if (notice != NULL) refuse_waiters(notice, gen);
   sh_house_poke(h);
 }
 

@@ -57,14 +57,17 @@ typedef enum sh_house_state {
 /* Mailboxes in dispatch order (a run takes them in this order). */
 typedef enum sh_box { SH_BOX_REPLY, SH_BOX_EXCEPTION, SH_BOX_ASK, SH_BOX_NOTICE, SH_BOX_EVENT, SH_BOXES } sh_box;
 
-/* `life`: generation << 1 | stopped. A generation fits SH_GEN_BITS (what an
- * address carries); a house whose generation would pass SH_GEN_MAX is never
- * reused, so no address ever names two actors. */
+/* `life`: generation << 2 | vacant << 1 | stopped. Vacant: retired and
+ * not yet taken by a spawn (the last actor's figures are still there). A
+ * generation fits SH_GEN_BITS (what an address carries); a house whose
+ * generation would pass SH_GEN_MAX is never reused, so no address ever
+ * names two actors. */
 #define SH_GEN_BITS 23
 #define SH_GEN_MAX ((1u << SH_GEN_BITS) - 1)
 #define SH_LIFE_STOPPED 1u
-static inline uint32_t sh_life(uint32_t gen, bool stopped) { return gen << 1 | (stopped ? 1u : 0u); }
-static inline uint32_t sh_life_gen(uint32_t life) { return life >> 1; }
+#define SH_LIFE_VACANT 2u
+static inline uint32_t sh_life(uint32_t gen, bool stopped) { return gen << 2 | (stopped ? 1u : 0u); }
+static inline uint32_t sh_life_gen(uint32_t life) { return life >> 2; }
 
 /* A message in an ask or notice mailbox carries, in its `internal` word, the
  * generation it was sent to and whether it holds a slot of a bounded
@@ -90,7 +93,7 @@ typedef struct sh_house {
    * Atomic: a sender that raced with a retirement may read it while the
    * next spawn sets it (its message is then refused anyway). */
   _Atomic uint8_t notice_box;
-  _Atomic uint32_t life;      /* generation << 1 | stopped (file comment) */
+  _Atomic uint32_t life;      /* generation, vacant, stopped (file comment) */
   sh_hq_link qlink;           /* run queue link, owned by the queue holding it */
   /* The bounded ask / notice mailboxes' gates of this generation; NULL:
    * unbounded. Atomic: a sender that raced with a retirement may read it
@@ -176,6 +179,11 @@ void sh_house_refuse(sh_house *to, uint64_t id, int error);
  * waiting for room in its bounded mailboxes; nothing when the house is in
  * another generation. Any thread. */
 void sh_house_stop(sh_house *h, uint32_t gen);
+/* Closes the gates of generation gen and refuses their waiters (a spawn
+ * that failed after its gates opened). */
+void sh_house_close_gates(sh_house *h, uint32_t gen);
+/* Whether no sender waits at either gate. */
+bool sh_house_gates_empty(const sh_house *h);
 /* Whether generation gen lives and is not stopped. acquire: a fast look for
  * the send path and the handlers; the exact decisions are the gate's
  * (closed under its lock) and the runner's (the generation tag). */

@@ -85,7 +85,8 @@ static bool slab_new(sh_system *sys, sh_hfree *to) {
     sh_house *h = slab_house(s, i);
     SH_ASSERT(((uintptr_t)h & ~(uintptr_t)SH_TOKEN_HOUSE_MASK) == 0); /* fits a token */
     sh_house_init(h, sys, NULL, SH_WAITING);
-    atomic_store_explicit(&h->life, sh_life(0, true), memory_order_relaxed); /* not yet live */
+    /* not yet live */
+    atomic_store_explicit(&h->life, sh_life(0, true) | SH_LIFE_VACANT, memory_order_relaxed);
     h->vacant = true;
     fifo_push(to, h);
   }
@@ -164,12 +165,15 @@ static void give(sh_house *h) {
 static bool next_generation(sh_house *h) {
   uint32_t gen = sh_house_gen(h);
   if (gen >= SH_GEN_MAX) return false;
-  atomic_store_explicit(&h->life, sh_life(gen + 1, true), memory_order_release);
+  atomic_store_explicit(&h->life, sh_life(gen + 1, true) | SH_LIFE_VACANT, memory_order_release);
   return true;
 }
 
 void sh_hstore_untake(sh_house *h) {
   SH_ASSERT(atomic_load_explicit(&h->state, memory_order_relaxed) == SH_CREATED);
+  /* The spawn may have opened its gates, and a sender of an older
+   * generation may even wait at one. */
+  sh_house_close_gates(h, sh_house_gen(h));
   h->vacant = true;
   bool reuse = next_generation(h);
   /* seq_cst: a late push that saw CREATED did not queue it; from WAITING
@@ -179,7 +183,7 @@ void sh_hstore_untake(sh_house *h) {
   if (reuse) give(h);
 }
 
-void sh_hstore_retire(sh_house *h) {
+void sh_hstore_retire(sh_house *h, bool reuse) {
   SH_ASSERT(sh_house_stopped(h) && h->mounted && h->stop_done && !h->vacant);
   SH_ASSERT(sh_list_empty(&h->stacks) && sh_list_empty(&h->ready) && sh_list_empty(&h->timers));
   SH_ASSERT(sh_dispatcher_count(&h->futures) == 0 && h->stop_kept == 0);
@@ -189,7 +193,7 @@ void sh_hstore_retire(sh_house *h) {
   h->mounted = false;
   h->stop_done = false;
   h->barrier = false;
-  if (next_generation(h)) give(h);
+  if (reuse && next_generation(h)) give(h);
 }
 
 /* ---- walking and freeing ------------------------------------------------- */

@@ -32,9 +32,12 @@ sh_house *sh_hstore_take(sh_system *sys);
 /* A house from sh_hstore_take that was never published goes back. */
 void sh_hstore_untake(sh_house *h);
 /* Its runner retires h: stopped, mounted and done with, nothing left in
- * it. The generation moves on; the actor's memory is freed; the house goes
- * to the current worker's free list (unless its generations are used up). */
-void sh_hstore_retire(sh_house *h);
+ * it. The actor's memory is freed. With `reuse`, the generation moves on
+ * and the house goes to the current worker's free list (unless its
+ * generations are used up); without (shutdown's drain: nothing will be
+ * spawned again), it keeps its generation, so that the actor's figures
+ * stay readable until the system is freed. */
+void sh_hstore_retire(sh_house *h, bool reuse);
 /* fn on every house of sys ever made, in the order they were made (in the
  * simulator: the same order every run). The workers are stopped. */
 void sh_hstore_each(sh_system *sys, void (*fn)(sh_house *h, void *arg), void *arg);

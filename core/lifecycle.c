@@ -19,7 +19,6 @@
 #include "check.h"
 #include "house.h"
 #include "loop.h"
-#include "send.h"
 #include "hstore.h"
 #include "stack.h"
 #include "system.h"
@@ -166,6 +165,13 @@ static void discard_stacks(sh_house *h, void *arg) {
     sh_stack_discard((sh_stack *)(void *)((char *)l - offsetof(sh_stack, link)));
 }
 
+/* Waits for the calls from other threads in flight when `shut` was stored
+ * (system.h). Bounded by those: new ones back off; each ends after a few
+ * steps (a push, queueing a waiter, a spawn). */
+static void quiesce_outside(sh_system *sys) {
+  while (atomic_load_explicit(&sys->outside_sends, memory_order_acquire) != 0) sh_plat_yield_cpu();
+}
+
 int sh_system_shutdown(sh_system *sys) {
   if (sys == NULL || sh_worker_current() != NULL) return -EINVAL;
   if (sh_system_is_shut(sys)) return 0;
@@ -176,7 +182,7 @@ int sh_system_shutdown(sh_system *sys) {
   atomic_store_explicit(&sys->shut, true, memory_order_seq_cst);
   sh_spin_unlock(&sys->store_lock);
   if (sys->started) stop_workers(sys);
-  sh_send_outside_quiesce(sys);
+  quiesce_outside(sys);
   /* Alone now: act as worker 0 so pools and wheels have an owner. */
   sh_worker_enter(&sys->workers[0]);
   int rc = drain(sys);

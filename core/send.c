@@ -7,7 +7,6 @@
 #include "addr.h"
 #include "check.h"
 #include "msg.h"
-#include "plat.h"
 #include "system.h"
 #include "worker.h"
 
@@ -35,28 +34,6 @@ void sh_send_drop_stopped(sh_system *sys, sh_msg *m) {
   sh_msg_free(m);
 }
 
-/* The handshake with shutdown: a sender counts itself (seq_cst) and then
- * reads `shut` (seq_cst); shutdown stores `shut` (seq_cst) and then reads
- * the count. One sees the other: the sender backs off, or shutdown waits
- * for it. */
-bool sh_send_outside_begin(sh_system *sys) {
-  atomic_fetch_add_explicit(&sys->outside_sends, 1, memory_order_seq_cst);
-  if (!atomic_load_explicit(&sys->shut, memory_order_seq_cst)) return true;
-  sh_send_outside_end(sys);
-  return false;
-}
-
-void sh_send_outside_end(sh_system *sys) {
-  /* release: the push before it is seen by shutdown's acquire load. */
-  atomic_fetch_sub_explicit(&sys->outside_sends, 1, memory_order_release);
-}
-
-void sh_send_outside_quiesce(sh_system *sys) {
-  /* Bounded by the sends in flight when `shut` was stored: new ones back
-   * off; each ends after a few steps. */
-  while (atomic_load_explicit(&sys->outside_sends, memory_order_acquire) != 0) sh_plat_yield_cpu();
-}
-
 static bool notice_usable(const sh_addr *to, const sh_msg *m) {
   return to != NULL && m != NULL && m->type->kind == SH_NOTICE;
 }
@@ -68,10 +45,10 @@ static int notice_now(const sh_addr *to, sh_msg *m, sh_house **t) {
   m->sender = NULL;
   m->id = 0;
   bool outside = sh_worker_current() == NULL;
-  if (outside && !sh_send_outside_begin((*t)->sys)) return -ESHUTDOWN;
+  if (outside && !sh_system_outside_begin((*t)->sys)) return -ESHUTDOWN;
   sh_box box = sh_send_box(*t, SH_NOTICE);
   int rc = sh_send_now(*t, gen, box, m);
-  if (outside) sh_send_outside_end((*t)->sys);
+  if (outside) sh_system_outside_end((*t)->sys);
   if (rc == -EAGAIN) sh_send_refused(*t, box);
   return rc;
 }

@@ -56,16 +56,6 @@ static inline sh_box sh_send_box(const sh_house *t, sh_msg_kind kind) {
  * queued), or queued (-EINPROGRESS: the gate will pop it with a verdict),
  * or refused (-ESHUTDOWN: the message is still w's). */
 int sh_send_wait(sh_waiter *w);
-/* A send from a thread that is not a worker runs between these two, so
- * that shutdown, which cannot join such threads as it joins the workers,
- * waits for it before its final drain: begin is false (-ESHUTDOWN) once
- * shutdown began. */
-bool sh_send_outside_begin(sh_system *sys);
-void sh_send_outside_end(sh_system *sys);
-/* Shutdown, after marking the system shut: waits for the outside sends in
- * flight (each a few steps: a push, or queueing a waiter). */
-void sh_send_outside_quiesce(sh_system *sys);
-
 /* A sender gave up for want of room (-EAGAIN to its caller, or a timeout
  * while it waited): counted in the mailbox's metrics. */
 void sh_send_refused(sh_house *t, sh_box box);

@@ -43,6 +43,10 @@ static bool house_gate(sh_house *h, sh_box box, uint32_t cap, uint32_t gen) {
 static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner, bool pinned) {
   sh_system *sys = h->sys;
   uint32_t gen = sh_house_gen(h);
+  /* No longer vacant, before anything of the last actor's is reset: the
+   * resets are release stores, so a reader of the old figures that loads a
+   * reset value (acquire) then sees this store too (addr.c). */
+  atomic_store_explicit(&h->life, sh_life(gen, true), memory_order_relaxed);
   if (!house_gate(h, SH_BOX_ASK, c->ask_capacity, gen) ||
       !house_gate(h, SH_BOX_NOTICE, c->notice_capacity, gen))
     return false;
@@ -59,7 +63,7 @@ static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner, boo
   h->max_batch = c->max_batch != 0 ? c->max_batch : sys->cfg.max_batch;
   /* relaxed: a hint; a new actor has no pending future, so high. */
   atomic_store_explicit(&h->high, true, memory_order_relaxed);
-  for (int b = 0; b < SH_BOXES; b++) atomic_store_explicit(&h->high_water[b], 0, memory_order_relaxed);
+  for (int b = 0; b < SH_BOXES; b++) atomic_store_explicit(&h->high_water[b], 0, memory_order_release);
   h->vacant = false;
   h->actor->house = h;
   h->actor->sys = sys;
@@ -134,21 +138,16 @@ static int instance_new(sh_system *sys, const sh_actor_class *c, void *arg, uint
   return 0;
 }
 
-/* Sends the houses to their owners' mounting queues, live. Outside a
- * worker, under the store lock with a last look at shutdown: a spawn from
- * another thread is published before shutdown walks the houses, or fails.
- * (On a worker no lock is needed: shutdown joins the workers first.) */
-static int publish(sh_system *sys, const uintptr_t *tokens, uint32_t n) {
-  bool outside = sh_worker_current() == NULL;
-  if (outside) sh_spin_lock(&sys->store_lock);
-  int rc = sh_system_is_shut(sys) ? -ESHUTDOWN : 0;
-  for (uint32_t i = 0; rc == 0 && i < n; i++) {
+/* Sends the houses to their owners' mounting queues, live. A spawn is
+ * never cut in two by shutdown: on a worker, shutdown joins the workers
+ * before it walks the houses; from another thread, the spawn counts as an
+ * outside send (spawn), which shutdown waits for. */
+static void publish(sh_system *sys, const uintptr_t *tokens, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
     sh_house *h = sh_token_house(tokens[i]);
     make_live(h);
     sh_worker_enqueue_mount(sys, h->owner, &h->qlink);
   }
-  if (outside) sh_spin_unlock(&sys->store_lock);
-  return rc;
 }
 
 static void undo_all(const uintptr_t *tokens, uint32_t n) {
@@ -160,11 +159,7 @@ static int spawn_one(sh_system *sys, const sh_actor_class *c, void *arg, uint32_
   uintptr_t t;
   int rc = instance_new(sys, c, arg, owner, pinned, NULL, &t);
   if (rc != 0) return rc;
-  rc = publish(sys, &t, 1);
-  if (rc != 0) {
-    undo_all(&t, 1);
-    return rc;
-  }
+  publish(sys, &t, 1);
   *out = (const sh_addr *)t;
   return 0;
 }
@@ -195,7 +190,7 @@ static int spawn_group(sh_system *sys, const sh_actor_class *c, void *arg, uint3
     rc = instance_new(sys, c, arg, owner, true, a, &a->members[made]);
   }
   if (rc != 0) made--; /* the last one undid itself */
-  if (rc == 0) rc = publish(sys, a->members, n);
+  if (rc == 0) publish(sys, a->members, n);
   if (rc != 0) {
     undo_all(a->members, made);
     free(a);
@@ -207,16 +202,26 @@ static int spawn_group(sh_system *sys, const sh_actor_class *c, void *arg, uint3
 }
 
 /* `pin` >= 0 places the single instance on that worker. */
-static int spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
-                 int64_t pin, const sh_addr **out) {
-  if (sys == NULL || out == NULL || instances == 0 || check_class(c) != 0) return -EINVAL;
-  /* acquire: pairs with sh_system_exit's CAS; a spawn racing with the exit
-   * is decided again when it is published. */
-  if (sh_system_is_shut(sys) || atomic_load_explicit(&sys->exiting, memory_order_acquire))
-    return -ESHUTDOWN;
+static int spawn_now(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
+                     int64_t pin, const sh_addr **out) {
   if (instances == 1)
     return spawn_one(sys, c, arg, pin >= 0 ? (uint32_t)pin : owner_of_one(sys), pin >= 0, out);
   return spawn_group(sys, c, arg, instances, out);
+}
+
+static int spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
+                 int64_t pin, const sh_addr **out) {
+  if (sys == NULL || out == NULL || instances == 0 || check_class(c) != 0) return -EINVAL;
+  /* acquire: pairs with sh_system_exit's CAS. */
+  if (sh_system_is_shut(sys) || atomic_load_explicit(&sys->exiting, memory_order_acquire))
+    return -ESHUTDOWN;
+  /* From a thread that is not a worker, shutdown waits for the whole spawn
+   * (send.h): it begins before shutdown, or fails. */
+  if (sh_worker_current() != NULL) return spawn_now(sys, c, arg, instances, pin, out);
+  if (!sh_system_outside_begin(sys)) return -ESHUTDOWN;
+  int rc = spawn_now(sys, c, arg, instances, pin, out);
+  sh_system_outside_end(sys);
+  return rc;
 }
 
 int sh_spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,

@@ -65,4 +65,21 @@ static inline bool sh_system_is_shut(const sh_system *sys) {
   return atomic_load_explicit(&sys->shut, memory_order_acquire);
 }
 
+/* A send, spawn or stop from a thread that is not a worker runs between
+ * these two, so that shutdown, which cannot join such threads as it joins
+ * the workers, waits for it before its final drain (lifecycle.c): begin is
+ * false once shutdown began. The handshake: the caller counts itself
+ * (seq_cst) and then reads `shut` (seq_cst); shutdown stores `shut`
+ * (seq_cst) and then reads the count. One sees the other. */
+static inline void sh_system_outside_end(sh_system *sys) {
+  /* release: what the call did is seen by shutdown's acquire load. */
+  atomic_fetch_sub_explicit(&sys->outside_sends, 1, memory_order_release);
+}
+static inline bool sh_system_outside_begin(sh_system *sys) {
+  atomic_fetch_add_explicit(&sys->outside_sends, 1, memory_order_seq_cst);
+  if (!atomic_load_explicit(&sys->shut, memory_order_seq_cst)) return true;
+  sh_system_outside_end(sys);
+  return false;
+}
+
 #endif
