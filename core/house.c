@@ -86,6 +86,10 @@ void sh_house_init(sh_house *h, sh_system *sys, const sh_actor_class *c, sh_hous
   h->cls = c;
 }
 
+/* A worker with this many houses ready keeps no more that others ready:
+ * a fan-out (one actor readying many) would gather everything on it. */
+#define SH_FOLLOW_MAX_READY 2u
+
 /* A house readied by a send on another worker moves to that worker: the
  * two actors talk, and a message between workers costs a wakeup, or a
  * wait for a peer the operating system has descheduled; idle workers
@@ -95,7 +99,8 @@ void sh_house_init(sh_house *h, sh_system *sys, const sh_actor_class *c, sh_hous
 static void follow(sh_house *h) {
   sh_worker *w = sh_worker_current();
   if (w != NULL && w->sys == h->sys && w->index != h->owner && !h->pinned &&
-      h->sys->cfg.affinity == SH_AFFINITY_FOLLOW && h->cls->kind != SH_IO_ACTOR)
+      h->sys->cfg.affinity == SH_AFFINITY_FOLLOW && h->cls->kind != SH_IO_ACTOR &&
+      sh_hq_count(&w->state) < SH_FOLLOW_MAX_READY)
     h->owner = w->index;
 }
 
