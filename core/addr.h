@@ -57,10 +57,6 @@ static inline sh_house *sh_token_house(uintptr_t t) {
 static inline uint32_t sh_token_gen(uintptr_t t) {
   return (uint32_t)((t >> 1) & 0x7f) | (uint32_t)(t >> 48) << 7;
 }
-/* The address of one actor: house h in generation gen. */
-static inline const sh_addr *sh_addr_of(const sh_house *h, uint32_t gen) {
-  return (const sh_addr *)sh_token(h, gen);
-}
 
 /* Instance i of an address (0 for a token): its house and, in *gen, the
  * generation the address names. i < sh_addr_count(a). */
