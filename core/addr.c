@@ -79,7 +79,7 @@ int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind, sh_mail
   out->depth = sh_mailbox_backlog(atomic_load_explicit(&mb->pushed[box], memory_order_relaxed),
                                   atomic_load_explicit(&mb->taken_seen[box], memory_order_relaxed));
   /* acquire: a reset by a spawn that took the house (spawn.c). */
-  out->high_water = atomic_load_explicit(&h->high_water[box], memory_order_acquire);
+  out->high_water = atomic_load_explicit(&h->high_water[sh_req(box)], memory_order_acquire);
   sh_gate *g = sh_house_gate(h, box);
   if (g != NULL) sh_gate_stats(g, out);
   /* A spawn that took the house meanwhile may have reset what was read;

@@ -171,7 +171,7 @@ static int wait_for_room(sh_bridge *b, sh_house *t, uint32_t gen, sh_box box, sh
     if (s == SH_WAITER_ADMITTED) return 0; /* the gate pushed m for us */
     if (s == SH_WAITER_REFUSED) return -ESHUTDOWN;
     if (sh_sleeper_sleep(&b->sleeper, deadline, waiter_decided, b) != -ETIMEDOUT) continue;
-    if (sh_gate_cancel(t->gate_mem[box], w)) {
+    if (sh_gate_cancel(t->gate_mem[sh_req(box)], w)) {
       sh_send_refused(t, box);
       return -ETIMEDOUT;
     }

@@ -309,8 +309,8 @@ static uint32_t drain_events(sh_house *h, uint32_t limit) {
 static void note_high_water(sh_house *h) {
   for (int b = SH_BOX_ASK; b <= SH_BOX_NOTICE; b++) {
     uint32_t n = sh_mailbox_size(&h->mb, b);
-    if (n > atomic_load_explicit(&h->high_water[b], memory_order_relaxed))
-      atomic_store_explicit(&h->high_water[b], n, memory_order_relaxed);
+    if (n > atomic_load_explicit(&h->high_water[sh_req(b)], memory_order_relaxed))
+      atomic_store_explicit(&h->high_water[sh_req(b)], n, memory_order_relaxed);
   }
 }
 

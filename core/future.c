@@ -63,7 +63,7 @@ sh_msg *sh_future_reclaim(sh_future *f) {
   if (w == NULL) return NULL;
   f->waiter = NULL;
   sh_house *t = w->target;
-  if (!sh_gate_cancel(t->gate_mem[w->box], w)) return NULL;
+  if (!sh_gate_cancel(t->gate_mem[sh_req((sh_box)w->box)], w)) return NULL;
   sh_msg *m = w->msg;
   w->msg = NULL;
   sh_msg_free(&w->hdr);

@@ -78,7 +78,7 @@ void sh_house_init(sh_house *h, sh_system *sys, const sh_actor_class *c, sh_hous
   atomic_init(&h->life, sh_life(0, false));
   sh_mailbox_init(&h->mb);
   sh_dispatcher_init(&h->futures, SH_DISPATCHER_INITIAL);
-  for (int b = 0; b < SH_BOXES; b++) atomic_init(&h->high_water[b], 0);
+  for (int i = 0; i < SH_REQ_BOXES; i++) atomic_init(&h->high_water[i], 0);
   sh_list_init(&h->stacks);
   sh_list_init(&h->ready);
   sh_list_init(&h->timers);
@@ -195,7 +195,7 @@ void sh_house_close_gates(sh_house *h, uint32_t gen) {
 
 bool sh_house_gates_empty(const sh_house *h) {
   for (sh_box b = SH_BOX_ASK; b <= SH_BOX_NOTICE; b++)
-    if (h->gate_mem[b] != NULL && sh_gate_queued(h->gate_mem[b]) > 0) return false;
+    if (h->gate_mem[sh_req(b)] != NULL && sh_gate_queued(h->gate_mem[sh_req(b)]) > 0) return false;
   return true;
 }
 

@@ -74,11 +74,19 @@ static inline uint32_t sh_life_gen(uint32_t life) { return life >> 2; }
  * mailbox (the take gives the slot back to that gate). */
 #define SH_MSG_SLOT (1u << 31)
 
+/* The ask and notice mailboxes are the only ones with gates and figures:
+ * their per-house arrays are indexed by sh_req(box). */
+#define SH_REQ_BOXES 2
+static inline unsigned sh_req(sh_box box) { return (unsigned)box - SH_BOX_ASK; }
+
 /* Priority thresholds (decided at enqueue). */
 #define SH_HIGH_REPLIES 2
 #define SH_HIGH_EVENTS 4
 
 struct sh_sleeper;
+
+/* Bytes of actor struct a house holds itself (see small_actor). */
+#define SH_HOUSE_SMALL_ACTOR 80u
 
 typedef struct sh_house {
   /* Three cache lines (mailbox.h): producers', the runner's, and both. */
@@ -98,11 +106,10 @@ typedef struct sh_house {
   /* The bounded ask / notice mailboxes' gates of this generation; NULL:
    * unbounded. Atomic: a sender that raced with a retirement may read it
    * while the next spawn sets it (acquire: the gate's contents). */
-  sh_gate *_Atomic gate[SH_BOXES];
+  sh_gate *_Atomic gate[SH_REQ_BOXES];
 
   /* Set by the spawn of each generation, before the house is published. */
   uint32_t owner;             /* worker index */
-  uint32_t index;             /* place in the system's store (hstore.h) */
   uint64_t seq;               /* creation number: deterministic ordering */
   sh_system *sys;             /* for the house's whole life, all generations */
   const sh_actor_class *cls;
@@ -112,11 +119,11 @@ typedef struct sh_house {
   struct sh_house *free_next; /* in a free list (hstore.h) */
   /* Gate memory, kept across generations: a slot taken in one generation
    * is given back to the same object in the next (SH_MSG_SLOT). */
-  sh_gate *gate_mem[SH_BOXES];
+  sh_gate *gate_mem[SH_REQ_BOXES];
   struct sh_sleeper *outside; /* OUTSIDE houses: the bridge thread to wake */
   /* The greatest backlog seen when a run began; the runner writes it,
    * sh_mailbox_stats_get reads it (relaxed: a metric). */
-  atomic_uint high_water[SH_BOXES];
+  atomic_uint high_water[SH_REQ_BOXES];
 
   /* Only the current runner touches these. */
   sh_dispatcher futures;      /* pending futures by ask id (future.h) */
@@ -130,12 +137,16 @@ typedef struct sh_house {
   sh_list stacks;             /* live stacks (sh_stack.link), for shutdown */
   sh_list ready;              /* deferred stacks, ready to run again (stack.h) */
   sh_list timers;             /* live actor timers (sh_timer.actor_link), cancel by id */
+
+  /* The rest of the stride: an actor whose struct fits lives here, with no
+   * allocation of its own (hstore.h). */
+  _Alignas(16) unsigned char small_actor[SH_HOUSE_SMALL_ACTOR];
 } sh_house;
 
 /* The runtime's memory per idle actor, beyond the user's struct: houses sit
  * in slabs at a stride of whole SH_HOUSE_ALIGN units (hstore.c), and the
- * budget is two of them. A new field must fit the padding that is left. */
-_Static_assert(sizeof(sh_house) <= 512, "sh_house outgrew its 512-byte stride");
+ * budget is two of them. A new field takes room from small_actor. */
+_Static_assert(sizeof(sh_house) == 512, "sh_house must fill its 512-byte stride exactly");
 _Static_assert(SH_BOXES == SH_MAILBOXES, "one mailbox per sh_box");
 
 static inline sh_house *sh_house_of_link(sh_hq_link *l) {
@@ -162,7 +173,7 @@ static inline sh_msg *sh_house_take(sh_house *h, sh_box box) {
   if (m == NULL || box < SH_BOX_ASK || box > SH_BOX_NOTICE || !(m->internal & SH_MSG_SLOT))
     return m;
   m->internal &= ~SH_MSG_SLOT;
-  sh_gate *g = h->gate_mem[box];
+  sh_gate *g = h->gate_mem[sh_req(box)];
   if (sh_gate_release(g)) sh_house_hand_off(g);
   return m;
 }
@@ -199,7 +210,7 @@ static inline uint32_t sh_house_gen(const sh_house *h) {
 }
 /* The gate of box in this generation, or NULL. */
 static inline sh_gate *sh_house_gate(const sh_house *h, sh_box box) {
-  return atomic_load_explicit(&h->gate[box], memory_order_acquire);
+  return atomic_load_explicit(&h->gate[sh_req(box)], memory_order_acquire);
 }
 
 #endif

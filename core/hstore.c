@@ -169,6 +169,17 @@ static bool next_generation(sh_house *h) {
   return true;
 }
 
+sh_actor *sh_hstore_actor_new(sh_house *h, size_t size) {
+  sh_actor *a = size <= SH_HOUSE_SMALL_ACTOR ? (sh_actor *)(void *)h->small_actor : sh_mem_alloc(size);
+  if (a != NULL) memset(a, 0, size);
+  return a;
+}
+
+void sh_hstore_actor_free(sh_house *h) {
+  if ((void *)h->actor != (void *)h->small_actor) sh_mem_free(h->actor);
+  h->actor = NULL;
+}
+
 void sh_hstore_untake(sh_house *h) {
   SH_ASSERT(atomic_load_explicit(&h->state, memory_order_relaxed) == SH_CREATED);
   /* The spawn may have opened its gates, and a sender of an older
@@ -187,8 +198,7 @@ void sh_hstore_retire(sh_house *h, bool reuse) {
   SH_ASSERT(sh_house_stopped(h) && h->mounted && h->stop_done && !h->vacant);
   SH_ASSERT(sh_list_empty(&h->stacks) && sh_list_empty(&h->ready) && sh_list_empty(&h->timers));
   SH_ASSERT(sh_dispatcher_count(&h->futures) == 0 && h->stop_kept == 0);
-  sh_mem_free(h->actor);
-  h->actor = NULL;
+  sh_hstore_actor_free(h);
   h->vacant = true;
   h->mounted = false;
   h->stop_done = false;
@@ -219,10 +229,9 @@ static void house_release(sh_house *h, void *arg) {
     sh_msg *m;
     while ((m = sh_mailbox_take(&h->mb, b)) != NULL) sh_msg_free(m);
   }
-  sh_gate_free(h->gate_mem[SH_BOX_ASK]);
-  sh_gate_free(h->gate_mem[SH_BOX_NOTICE]);
+  for (int i = 0; i < SH_REQ_BOXES; i++) sh_gate_free(h->gate_mem[i]);
   sh_dispatcher_destroy(&h->futures);
-  if (!h->vacant) sh_mem_free(h->actor);
+  if (!h->vacant) sh_hstore_actor_free(h);
 }
 
 void sh_hstore_free(sh_system *sys) {

@@ -29,6 +29,11 @@
  * (the spawn sets it live); NULL when out of memory. On a worker of sys,
  * from that worker's free list; elsewhere from the spare list. */
 sh_house *sh_hstore_take(sh_system *sys);
+/* The memory of an actor of class size `size` for house h: inside the
+ * house when it fits, else from the worker's pool; NULL when out of
+ * memory. sh_hstore_actor_free gives it back (NULL actor: nothing). */
+sh_actor *sh_hstore_actor_new(sh_house *h, size_t size);
+void sh_hstore_actor_free(sh_house *h);
 /* A house from sh_hstore_take that was never published goes back. */
 void sh_hstore_untake(sh_house *h);
 /* Its runner retires h: stopped, mounted and done with, nothing left in

@@ -27,14 +27,14 @@
 static bool house_gate(sh_house *h, sh_box box, uint32_t cap, uint32_t gen) {
   sh_gate *g = NULL;
   if (cap > 0) {
-    g = h->gate_mem[box];
+    g = h->gate_mem[sh_req(box)];
     if (g != NULL)
       sh_gate_reset(g, cap, gen);
-    else if ((g = h->gate_mem[box] = sh_gate_new(cap, gen)) == NULL)
+    else if ((g = h->gate_mem[sh_req(box)] = sh_gate_new(cap, gen)) == NULL)
       return false;
   }
   /* release: the gate's state before a sender that loads it (acquire). */
-  atomic_store_explicit(&h->gate[box], g, memory_order_release);
+  atomic_store_explicit(&h->gate[sh_req(box)], g, memory_order_release);
   return true;
 }
 
@@ -50,9 +50,8 @@ static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner, boo
   if (!house_gate(h, SH_BOX_ASK, c->ask_capacity, gen) ||
       !house_gate(h, SH_BOX_NOTICE, c->notice_capacity, gen))
     return false;
-  h->actor = sh_mem_alloc(c->size);
+  h->actor = sh_hstore_actor_new(h, c->size);
   if (h->actor == NULL) return false;
-  memset(h->actor, 0, c->size);
   h->cls = c;
   h->owner = owner;
   atomic_store_explicit(&h->notice_box, c->ordered ? SH_BOX_ASK : SH_BOX_NOTICE,
@@ -63,7 +62,7 @@ static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner, boo
   h->max_batch = c->max_batch != 0 ? c->max_batch : sys->cfg.max_batch;
   /* relaxed: a hint; a new actor has no pending future, so high. */
   atomic_store_explicit(&h->high, true, memory_order_relaxed);
-  for (int b = 0; b < SH_BOXES; b++) atomic_store_explicit(&h->high_water[b], 0, memory_order_release);
+  for (int i = 0; i < SH_REQ_BOXES; i++) atomic_store_explicit(&h->high_water[i], 0, memory_order_release);
   h->vacant = false;
   h->actor->house = h;
   h->actor->sys = sys;
@@ -76,8 +75,7 @@ static sh_house *house_new(sh_system *sys, const sh_actor_class *c, uint32_t own
   sh_house *h = sh_hstore_take(sys);
   if (h == NULL) return NULL;
   if (!house_fill(h, c, owner, pinned)) {
-    sh_mem_free(h->actor);
-    h->actor = NULL;
+    sh_hstore_actor_free(h);
     sh_hstore_untake(h);
     return NULL;
   }
@@ -118,8 +116,7 @@ static uint32_t owner_of_one(sh_system *sys) {
  * init and stop come in pairs) or failed. */
 static void instance_undo(sh_house *h, bool inited) {
   if (inited && h->cls->stop != NULL) h->cls->stop(h->actor);
-  sh_mem_free(h->actor);
-  h->actor = NULL;
+  sh_hstore_actor_free(h);
   sh_hstore_untake(h);
 }
 
