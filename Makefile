@@ -363,7 +363,7 @@ SO_API_HEADERS := include/stackhouse/stackhouse.h include/stackhouse/probe.h
 
 # ---------------------------------------------------------------- targets ---
 
-.PHONY: deps test sim bench savina coverage install install-check uninstall clean help FORCE
+.PHONY: deps test sim bench savina coverage profile install install-check uninstall clean help FORCE
 FORCE:
 
 deps:
@@ -438,6 +438,16 @@ coverage: deps
 	if [ $$build -ne 0 ] && [ $$fail -eq 0 ]; then fail=$$((fail+1)); fi; \
 	$(summary)
 
+# `make profile BENCH=pingpong ARGS="--case 1pair --quick"`: one benchmark
+# under the gperftools CPU profiler, its top functions printed
+# (tools/profile.sh; BENCH may be savina/NAME).
+BENCH ?=
+ARGS ?=
+profile: deps
+	@[ -n "$(BENCH)" ] || { echo 'make profile: say which, e.g. BENCH=pingpong or BENCH=savina/fib'; exit 2; }
+	+@$(SUBMAKE) build/release/bench/$(BENCH)
+	@bash tools/profile.sh $(BENCH) $(ARGS)
+
 # ---------------------------------------------------------------- install ---
 
 PREFIX       ?= /usr/local
@@ -489,6 +499,7 @@ help:
 	@echo "make bench      build and run every bench/*.c"
 	@echo "make savina     the Savina suite against CAF, Erlang, Go (SAVINA_ARGS=--quick)"
 	@echo "make coverage   tests in build/cov, lcov report in build/coverage/html"
+	@echo "make profile    BENCH=NAME [ARGS=...]: a benchmark under the CPU profiler, top functions"
 	@echo "make tools      build/bin: shsim (simulator runner), shrun (epoll runner), tools/*.c"
 	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall"
 	@echo "make clean      rm -rf build"
