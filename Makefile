@@ -39,16 +39,22 @@ endif
 
 # ---------------------------------------------------------------- sources ---
 
-# The simulator's control interface (include/stackhouse/sim.h) is public to
-# the project's programs but not installed yet: no simulation library is.
-SIM_HEADER        := include/stackhouse/sim.h
-PUBLIC_HEADERS    := $(filter-out $(SIM_HEADER),$(wildcard include/stackhouse/*.h))
+# The simulator's headers: its control interface (sim.h, sim_cmocka.h) and
+# the scenario framework's (scenario.h). They belong to the simulation
+# library (libstackhouse-sim.a), not to libstackhouse, and install with it.
+SIM_HEADERS       := $(addprefix include/stackhouse/,sim.h sim_cmocka.h scenario.h)
+PUBLIC_HEADERS    := $(filter-out $(SIM_HEADERS),$(wildcard include/stackhouse/*.h))
 CORE_SRCS         := $(wildcard core/*.c)
 EPOLL_SRCS        := $(wildcard backend-epoll/*.c)
 SIM_SRCS          := $(wildcard backend-sim/*.c)
 LIB_SRCS          := $(CORE_SRCS) $(EPOLL_SRCS)
-# libstackhouse-sim.a (core + simulator backend, -DSH_SIM) only once backend-sim/ has sources.
-SIMLIB_SRCS       := $(if $(SIM_SRCS),$(CORE_SRCS) $(SIM_SRCS))
+# The scenario framework (registry, runs, shared invariants): in the
+# simulation library, so that users' scenarios get it; linked as an object
+# with the scenarios on the epoll backend.
+SCN_FRAMEWORK_SRC := scenarios/scenario.c
+# libstackhouse-sim.a (core + simulator backend + scenario framework,
+# -DSH_SIM) only once backend-sim/ has sources.
+SIMLIB_SRCS       := $(if $(SIM_SRCS),$(CORE_SRCS) $(SIM_SRCS) $(SCN_FRAMEWORK_SRC))
 
 ALL_TESTS         := $(sort $(basename $(notdir $(wildcard tests/test_*.c))))
 # Shared test plumbing (tests/support/*.c), linked into every test program.
@@ -61,8 +67,10 @@ SAVINA_NAMES      := $(sort $(basename $(notdir $(wildcard bench/savina/*.c))))
 SAVINA_COMMON_SRCS := $(wildcard bench/savina/common/*.c) bench/common/malloc_count.c
 EXAMPLE_NAMES     := $(sort $(basename $(notdir $(wildcard examples/*.c))))
 # Scenarios (scenarios/*.c): linked into shsim, shrun and the scenario tests.
-SCENARIO_SRCS     := $(wildcard scenarios/*.c)
-# shsim, the simulator's runner: a folder of its own (not a one-file tool).
+SCENARIO_SRCS     := $(filter-out $(SCN_FRAMEWORK_SRC),$(wildcard scenarios/*.c))
+# shsim, the simulator's runner: a folder of its own (not a one-file tool),
+# built into libstackhouse-shsim.a, main included: linked with scenario
+# objects and the simulation library, it makes a shsim of those scenarios.
 SHSIM_SRCS        := $(wildcard tools/shsim/*.c)
 
 # ------------------------------------------------------------------ tests ---
@@ -127,10 +135,10 @@ cov_LDFLAGS     := --coverage
 # benches their own headers and the scenarios'); tests may include the
 # simulator's internals too (trace.h).
 INC_DEFAULT  := -Iinclude -Icore
-INC_tests    := -Icore -Iinclude -Iscenarios -Ibackend-sim
-INC_tools    := -Iscenarios -Iinclude -Icore
-INC_scenarios := -Iscenarios -Iinclude
-INC_bench    := -Ibench/common -Iscenarios -Iinclude
+INC_tests    := -Icore -Iinclude -Ibackend-sim
+INC_tools    := -Iinclude -Icore
+INC_scenarios := -Iinclude
+INC_bench    := -Ibench/common -Iinclude
 INC_examples := -Iinclude
 incs = $(or $(INC_$(firstword $(subst /, ,$(1)))),$(INC_DEFAULT))
 
@@ -146,7 +154,7 @@ $(1)_BENCH_COMMON_OBJS := $$(BENCH_COMMON_SRCS:%.c=build/$(1)/obj/%.o)
 $(1)_BENCH_COMMON_SIM_OBJS := $$(BENCH_COMMON_SRCS:%.c=build/$(1)/obj-sim/%.o)
 $(1)_TEST_SUPPORT_OBJS := $$(TEST_SUPPORT_SRCS:%.c=build/$(1)/obj/%.o)
 $(1)_TEST_SUPPORT_SIM_OBJS := $$(TEST_SUPPORT_SRCS:%.c=build/$(1)/obj-sim/%.o)
-$(1)_SCN_OBJS     := $$(SCENARIO_SRCS:%.c=build/$(1)/obj/%.o)
+$(1)_SCN_OBJS     := $$(SCENARIO_SRCS:%.c=build/$(1)/obj/%.o) $$(SCN_FRAMEWORK_SRC:%.c=build/$(1)/obj/%.o)
 $(1)_SCN_SIM_OBJS := $$(SCENARIO_SRCS:%.c=build/$(1)/obj-sim/%.o)
 
 # Rewritten only when the compiler or flags change; every object depends on it.
@@ -173,6 +181,10 @@ build/$(1)/libstackhouse-sim.a: $$($(1)_SIMLIB_OBJS)
 	$$(call say,AR $(1),$$@)
 	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
 
+build/$(1)/libstackhouse-shsim.a: $$(SHSIM_SRCS:%.c=build/$(1)/obj-sim/%.o)
+	$$(call say,AR $(1),$$@)
+	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
+
 build/$(1)/tests/%: build/$(1)/obj/tests/%.o $$($(1)_TEST_SUPPORT_OBJS) build/$(1)/libstackhouse.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1),$$@)
@@ -196,11 +208,14 @@ build/$(1)/tests/test_sim_%: build/$(1)/obj-sim/tests/test_sim_%.o $$($(1)_TEST_
 	    $$(LDLIBS_test_sim_$$*) $$(TEST_LDLIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
 
 # The scenario runners: shsim (simulator) and shrun (epoll), in build/<cfg>/bin.
-build/$(1)/bin/shsim: $$(SHSIM_SRCS:%.c=build/$(1)/obj-sim/%.o) $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-sim.a
+# shsim is built as a user builds theirs: scenario objects (the registration
+# does not pull objects out of archives), then the runner's library (main
+# included), then the simulation library.
+build/$(1)/bin/shsim: $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-shsim.a build/$(1)/libstackhouse-sim.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1)-sim,$$@)
-	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-sim.a \
-	    $$($(1)_LIBS) -lpthread $$(LDLIBS)
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-shsim.a \
+	    build/$(1)/libstackhouse-sim.a $$($(1)_LIBS) -lpthread $$(LDLIBS)
 
 build/$(1)/bin/shrun: build/$(1)/obj/tools/shrun.o $$($(1)_SCN_OBJS) build/$(1)/libstackhouse.a
 	@mkdir -p $$(@D)
