@@ -198,13 +198,15 @@ build/$(1)/tests/test_scn_%: build/$(1)/obj/tests/test_scn_%.o $$($(1)_TEST_SUPP
 	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
 	    $$(LDLIBS_test_scn_$$*) $$(TEST_LDLIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
 
-# test_sim_*: tests of the simulator, built with -DSH_SIM against libstackhouse-sim.a.
+# test_sim_*: tests of the simulator, built with -DSH_SIM against libstackhouse-sim.a,
+# and libstackhouse-shsim.a for sh_sim_run (its main stays out: the test has one).
 # test_sim_shsim runs the shsim of its configuration (build/<cfg>/bin/shsim).
 build/$(1)/tests/test_sim_shsim: build/$(1)/bin/shsim
-build/$(1)/tests/test_sim_%: build/$(1)/obj-sim/tests/test_sim_%.o $$($(1)_TEST_SUPPORT_SIM_OBJS) $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-sim.a
+build/$(1)/tests/test_sim_%: build/$(1)/obj-sim/tests/test_sim_%.o $$($(1)_TEST_SUPPORT_SIM_OBJS) $$($(1)_SCN_SIM_OBJS) \
+    build/$(1)/libstackhouse-shsim.a build/$(1)/libstackhouse-sim.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1)-sim,$$@)
-	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-sim.a \
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-shsim.a build/$(1)/libstackhouse-sim.a \
 	    $$(LDLIBS_test_sim_$$*) $$(TEST_LDLIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
 
 # The scenario runners: shsim (simulator) and shrun (epoll), in build/<cfg>/bin.
