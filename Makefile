@@ -461,21 +461,34 @@ PREFIX       ?= /usr/local
 LIBDIR       ?= $(PREFIX)/lib
 INCLUDEDIR   ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+BINDIR       ?= $(PREFIX)/bin
 INSTALL      ?= install
-# libdir/includedir in stackhouse.pc, relative to ${prefix} when under it.
+# libdir/includedir in the .pc files, relative to ${prefix} when under it.
 pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+# The simulator's part of an install: its libraries (release build), its
+# headers, stackhouse-sim.pc, and the tree's shsim.
+SIM_INSTALL_LIBS := build/release/libstackhouse-sim.a build/release/libstackhouse-shsim.a
+PC_FILES         := stackhouse $(if $(SIMLIB_SRCS),stackhouse-sim)
 
-install: lib
+install: lib $(if $(SIMLIB_SRCS),$(SIM_INSTALL_LIBS) build/release/bin/shsim)
 	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/stackhouse $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	$(INSTALL) -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCLUDEDIR)/stackhouse/
 	$(INSTALL) -m 644 build/release/libstackhouse.a $(DESTDIR)$(LIBDIR)/
 	$(INSTALL) -m 755 build/release/$(SO_REAL) $(DESTDIR)$(LIBDIR)/
 	ln -sfn $(SO_REAL) $(DESTDIR)$(LIBDIR)/$(SO_NAME)
 	ln -sfn $(SO_NAME) $(DESTDIR)$(LIBDIR)/libstackhouse.so
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(call pc_dir,$(LIBDIR))|g' \
-	    -e 's|@INCLUDEDIR@|$(call pc_dir,$(INCLUDEDIR))|g' -e 's|@VERSION@|$(VERSION)|g' \
-	    stackhouse.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/stackhouse.pc
-	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/stackhouse.pc
+ifneq ($(SIMLIB_SRCS),)
+	$(INSTALL) -d $(DESTDIR)$(BINDIR)
+	$(INSTALL) -m 644 $(SIM_HEADERS) $(DESTDIR)$(INCLUDEDIR)/stackhouse/
+	$(INSTALL) -m 644 $(SIM_INSTALL_LIBS) $(DESTDIR)$(LIBDIR)/
+	$(INSTALL) -m 755 build/release/bin/shsim $(DESTDIR)$(BINDIR)/
+endif
+	for pc in $(PC_FILES); do \
+	  sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(call pc_dir,$(LIBDIR))|g' \
+	      -e 's|@INCLUDEDIR@|$(call pc_dir,$(INCLUDEDIR))|g' -e 's|@VERSION@|$(VERSION)|g' \
+	      $$pc.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/$$pc.pc && \
+	  chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/$$pc.pc || exit 1; \
+	done
 
 # Installs into build/install-check, builds examples/adder.c with nothing but
 # `pkg-config --cflags --libs stackhouse`, and runs it (it exits with 55).
@@ -491,8 +504,9 @@ install-check: lib
 
 uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/stackhouse
-	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libstackhouse.a $(SO_REAL) $(SO_NAME) libstackhouse.so) \
-	      $(DESTDIR)$(PKGCONFIGDIR)/stackhouse.pc
+	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libstackhouse.a $(SO_REAL) $(SO_NAME) libstackhouse.so \
+	        libstackhouse-sim.a libstackhouse-shsim.a) \
+	      $(addprefix $(DESTDIR)$(PKGCONFIGDIR)/,stackhouse.pc stackhouse-sim.pc) $(DESTDIR)$(BINDIR)/shsim
 
 clean:
 	rm -rf build
@@ -507,7 +521,8 @@ help:
 	@echo "make savina     the Savina suite against CAF, Erlang, Go (SAVINA_ARGS=--quick)"
 	@echo "make coverage   tests in build/cov, lcov report in build/coverage/html"
 	@echo "make tools      build/bin: shsim (simulator runner), shrun (epoll runner), tools/*.c"
-	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall"
+	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall (libraries, headers,"
+	@echo "                stackhouse.pc, stackhouse-sim.pc, bin/shsim)"
 	@echo "make clean      rm -rf build"
 	@echo "single programs: make build/<release|asan|tsan|cov>/tests/<test_x> (also bench/, examples/)"
 	@echo "variables: CC, CFLAGS, LDFLAGS, LDLIBS, LDLIBS_<prog>, TEST_LDLIBS, TEST_TIMEOUT, V=1"
