@@ -491,7 +491,10 @@ endif
 	done
 
 # Installs into build/install-check, builds examples/adder.c with nothing but
-# `pkg-config --cflags --libs stackhouse`, and runs it (it exits with 55).
+# `pkg-config --cflags --libs stackhouse`, and runs it (it exits with 55);
+# then, with the simulator, builds a copy of examples/sim-project/ (its own
+# Makefile: pkg-config stackhouse-sim) and runs its check (shsim sweeps and
+# its cmocka test), and the installed shsim.
 IC_PREFIX := $(abspath build/install-check/usr)
 install-check: lib
 	@rm -rf build/install-check
@@ -501,6 +504,12 @@ install-check: lib
 	    -o build/install-check/adder
 	LD_LIBRARY_PATH=$(IC_PREFIX)/lib build/install-check/adder; rc=$$?; \
 	if [ $$rc -ne 55 ]; then echo "install-check: adder exited $$rc, expected 55"; exit 1; fi
+ifneq ($(SIMLIB_SRCS),)
+	cp -r examples/sim-project build/install-check/sim-project
+	PKG_CONFIG_PATH=$(IC_PREFIX)/lib/pkgconfig $(MAKE) --no-print-directory -C build/install-check/sim-project \
+	    CC='$(CC)' check
+	$(IC_PREFIX)/bin/shsim run ask_reply --seed 1 | grep -q 'result=ok'
+endif
 
 uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/stackhouse
