@@ -39,16 +39,22 @@ endif
 
 # ---------------------------------------------------------------- sources ---
 
-# The simulator's control interface (include/stackhouse/sim.h) is public to
-# the project's programs but not installed yet: no simulation library is.
-SIM_HEADER        := include/stackhouse/sim.h
-PUBLIC_HEADERS    := $(filter-out $(SIM_HEADER),$(wildcard include/stackhouse/*.h))
+# The simulator's headers: its control interface (sim.h, sim_cmocka.h) and
+# the scenario framework's (scenario.h). They belong to the simulation
+# library (libstackhouse-sim.a), not to libstackhouse, and install with it.
+SIM_HEADERS       := $(addprefix include/stackhouse/,sim.h sim_cmocka.h scenario.h)
+PUBLIC_HEADERS    := $(filter-out $(SIM_HEADERS),$(wildcard include/stackhouse/*.h))
 CORE_SRCS         := $(wildcard core/*.c)
 EPOLL_SRCS        := $(wildcard backend-epoll/*.c)
 SIM_SRCS          := $(wildcard backend-sim/*.c)
 LIB_SRCS          := $(CORE_SRCS) $(EPOLL_SRCS)
-# libstackhouse-sim.a (core + simulator backend, -DSH_SIM) only once backend-sim/ has sources.
-SIMLIB_SRCS       := $(if $(SIM_SRCS),$(CORE_SRCS) $(SIM_SRCS))
+# The scenario framework (registry, runs, shared invariants): in the
+# simulation library, so that users' scenarios get it; linked as an object
+# with the scenarios on the epoll backend.
+SCN_FRAMEWORK_SRC := scenarios/scenario.c
+# libstackhouse-sim.a (core + simulator backend + scenario framework,
+# -DSH_SIM) only once backend-sim/ has sources.
+SIMLIB_SRCS       := $(if $(SIM_SRCS),$(CORE_SRCS) $(SIM_SRCS) $(SCN_FRAMEWORK_SRC))
 
 ALL_TESTS         := $(sort $(basename $(notdir $(wildcard tests/test_*.c))))
 # Shared test plumbing (tests/support/*.c), linked into every test program.
@@ -61,8 +67,10 @@ SAVINA_NAMES      := $(sort $(basename $(notdir $(wildcard bench/savina/*.c))))
 SAVINA_COMMON_SRCS := $(wildcard bench/savina/common/*.c) bench/common/malloc_count.c
 EXAMPLE_NAMES     := $(sort $(basename $(notdir $(wildcard examples/*.c))))
 # Scenarios (scenarios/*.c): linked into shsim, shrun and the scenario tests.
-SCENARIO_SRCS     := $(wildcard scenarios/*.c)
-# shsim, the simulator's runner: a folder of its own (not a one-file tool).
+SCENARIO_SRCS     := $(filter-out $(SCN_FRAMEWORK_SRC),$(wildcard scenarios/*.c))
+# shsim, the simulator's runner: a folder of its own (not a one-file tool),
+# built into libstackhouse-shsim.a, main included: linked with scenario
+# objects and the simulation library, it makes a shsim of those scenarios.
 SHSIM_SRCS        := $(wildcard tools/shsim/*.c)
 
 # ------------------------------------------------------------------ tests ---
@@ -127,10 +135,10 @@ cov_LDFLAGS     := --coverage
 # benches their own headers and the scenarios'); tests may include the
 # simulator's internals too (trace.h).
 INC_DEFAULT  := -Iinclude -Icore
-INC_tests    := -Icore -Iinclude -Iscenarios -Ibackend-sim
-INC_tools    := -Iscenarios -Iinclude -Icore
-INC_scenarios := -Iscenarios -Iinclude
-INC_bench    := -Ibench/common -Iscenarios -Iinclude
+INC_tests    := -Icore -Iinclude -Ibackend-sim
+INC_tools    := -Iinclude -Icore
+INC_scenarios := -Iinclude
+INC_bench    := -Ibench/common -Iinclude
 INC_examples := -Iinclude
 incs = $(or $(INC_$(firstword $(subst /, ,$(1)))),$(INC_DEFAULT))
 
@@ -146,7 +154,7 @@ $(1)_BENCH_COMMON_OBJS := $$(BENCH_COMMON_SRCS:%.c=build/$(1)/obj/%.o)
 $(1)_BENCH_COMMON_SIM_OBJS := $$(BENCH_COMMON_SRCS:%.c=build/$(1)/obj-sim/%.o)
 $(1)_TEST_SUPPORT_OBJS := $$(TEST_SUPPORT_SRCS:%.c=build/$(1)/obj/%.o)
 $(1)_TEST_SUPPORT_SIM_OBJS := $$(TEST_SUPPORT_SRCS:%.c=build/$(1)/obj-sim/%.o)
-$(1)_SCN_OBJS     := $$(SCENARIO_SRCS:%.c=build/$(1)/obj/%.o)
+$(1)_SCN_OBJS     := $$(SCENARIO_SRCS:%.c=build/$(1)/obj/%.o) $$(SCN_FRAMEWORK_SRC:%.c=build/$(1)/obj/%.o)
 $(1)_SCN_SIM_OBJS := $$(SCENARIO_SRCS:%.c=build/$(1)/obj-sim/%.o)
 
 # Rewritten only when the compiler or flags change; every object depends on it.
@@ -173,6 +181,10 @@ build/$(1)/libstackhouse-sim.a: $$($(1)_SIMLIB_OBJS)
 	$$(call say,AR $(1),$$@)
 	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
 
+build/$(1)/libstackhouse-shsim.a: $$(SHSIM_SRCS:%.c=build/$(1)/obj-sim/%.o)
+	$$(call say,AR $(1),$$@)
+	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
+
 build/$(1)/tests/%: build/$(1)/obj/tests/%.o $$($(1)_TEST_SUPPORT_OBJS) build/$(1)/libstackhouse.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1),$$@)
@@ -186,21 +198,26 @@ build/$(1)/tests/test_scn_%: build/$(1)/obj/tests/test_scn_%.o $$($(1)_TEST_SUPP
 	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
 	    $$(LDLIBS_test_scn_$$*) $$(TEST_LDLIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
 
-# test_sim_*: tests of the simulator, built with -DSH_SIM against libstackhouse-sim.a.
+# test_sim_*: tests of the simulator, built with -DSH_SIM against libstackhouse-sim.a,
+# and libstackhouse-shsim.a for sh_sim_run (its main stays out: the test has one).
 # test_sim_shsim runs the shsim of its configuration (build/<cfg>/bin/shsim).
 build/$(1)/tests/test_sim_shsim: build/$(1)/bin/shsim
-build/$(1)/tests/test_sim_%: build/$(1)/obj-sim/tests/test_sim_%.o $$($(1)_TEST_SUPPORT_SIM_OBJS) $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-sim.a
+build/$(1)/tests/test_sim_%: build/$(1)/obj-sim/tests/test_sim_%.o $$($(1)_TEST_SUPPORT_SIM_OBJS) $$($(1)_SCN_SIM_OBJS) \
+    build/$(1)/libstackhouse-shsim.a build/$(1)/libstackhouse-sim.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1)-sim,$$@)
-	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-sim.a \
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-shsim.a build/$(1)/libstackhouse-sim.a \
 	    $$(LDLIBS_test_sim_$$*) $$(TEST_LDLIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
 
 # The scenario runners: shsim (simulator) and shrun (epoll), in build/<cfg>/bin.
-build/$(1)/bin/shsim: $$(SHSIM_SRCS:%.c=build/$(1)/obj-sim/%.o) $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-sim.a
+# shsim is built as a user builds theirs: scenario objects (the registration
+# does not pull objects out of archives), then the runner's library (main
+# included), then the simulation library.
+build/$(1)/bin/shsim: $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-shsim.a build/$(1)/libstackhouse-sim.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1)-sim,$$@)
-	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-sim.a \
-	    $$($(1)_LIBS) -lpthread $$(LDLIBS)
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-shsim.a \
+	    build/$(1)/libstackhouse-sim.a $$($(1)_LIBS) -lpthread $$(LDLIBS)
 
 build/$(1)/bin/shrun: build/$(1)/obj/tools/shrun.o $$($(1)_SCN_OBJS) build/$(1)/libstackhouse.a
 	@mkdir -p $$(@D)
@@ -454,24 +471,40 @@ PREFIX       ?= /usr/local
 LIBDIR       ?= $(PREFIX)/lib
 INCLUDEDIR   ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+BINDIR       ?= $(PREFIX)/bin
 INSTALL      ?= install
-# libdir/includedir in stackhouse.pc, relative to ${prefix} when under it.
+# libdir/includedir in the .pc files, relative to ${prefix} when under it.
 pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+# The simulator's part of an install: its libraries (release build), its
+# headers, stackhouse-sim.pc, and the tree's shsim.
+SIM_INSTALL_LIBS := build/release/libstackhouse-sim.a build/release/libstackhouse-shsim.a
+PC_FILES         := stackhouse $(if $(SIMLIB_SRCS),stackhouse-sim)
 
-install: lib
+install: lib $(if $(SIMLIB_SRCS),$(SIM_INSTALL_LIBS) build/release/bin/shsim)
 	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/stackhouse $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	$(INSTALL) -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCLUDEDIR)/stackhouse/
 	$(INSTALL) -m 644 build/release/libstackhouse.a $(DESTDIR)$(LIBDIR)/
 	$(INSTALL) -m 755 build/release/$(SO_REAL) $(DESTDIR)$(LIBDIR)/
 	ln -sfn $(SO_REAL) $(DESTDIR)$(LIBDIR)/$(SO_NAME)
 	ln -sfn $(SO_NAME) $(DESTDIR)$(LIBDIR)/libstackhouse.so
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(call pc_dir,$(LIBDIR))|g' \
-	    -e 's|@INCLUDEDIR@|$(call pc_dir,$(INCLUDEDIR))|g' -e 's|@VERSION@|$(VERSION)|g' \
-	    stackhouse.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/stackhouse.pc
-	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/stackhouse.pc
+ifneq ($(SIMLIB_SRCS),)
+	$(INSTALL) -d $(DESTDIR)$(BINDIR)
+	$(INSTALL) -m 644 $(SIM_HEADERS) $(DESTDIR)$(INCLUDEDIR)/stackhouse/
+	$(INSTALL) -m 644 $(SIM_INSTALL_LIBS) $(DESTDIR)$(LIBDIR)/
+	$(INSTALL) -m 755 build/release/bin/shsim $(DESTDIR)$(BINDIR)/
+endif
+	for pc in $(PC_FILES); do \
+	  sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(call pc_dir,$(LIBDIR))|g' \
+	      -e 's|@INCLUDEDIR@|$(call pc_dir,$(INCLUDEDIR))|g' -e 's|@VERSION@|$(VERSION)|g' \
+	      $$pc.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/$$pc.pc && \
+	  chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/$$pc.pc || exit 1; \
+	done
 
 # Installs into build/install-check, builds examples/adder.c with nothing but
-# `pkg-config --cflags --libs stackhouse`, and runs it (it exits with 55).
+# `pkg-config --cflags --libs stackhouse`, and runs it (it exits with 55);
+# then, with the simulator, builds a copy of examples/sim-project/ (its own
+# Makefile: pkg-config stackhouse-sim) and runs its check (shsim sweeps and
+# its cmocka test), and the installed shsim.
 IC_PREFIX := $(abspath build/install-check/usr)
 install-check: lib
 	@rm -rf build/install-check
@@ -481,11 +514,18 @@ install-check: lib
 	    -o build/install-check/adder
 	LD_LIBRARY_PATH=$(IC_PREFIX)/lib build/install-check/adder; rc=$$?; \
 	if [ $$rc -ne 55 ]; then echo "install-check: adder exited $$rc, expected 55"; exit 1; fi
+ifneq ($(SIMLIB_SRCS),)
+	cp -r examples/sim-project build/install-check/sim-project
+	PKG_CONFIG_PATH=$(IC_PREFIX)/lib/pkgconfig $(MAKE) --no-print-directory -C build/install-check/sim-project \
+	    CC='$(CC)' check
+	$(IC_PREFIX)/bin/shsim run ask_reply --seed 1 | grep -q 'result=ok'
+endif
 
 uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/stackhouse
-	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libstackhouse.a $(SO_REAL) $(SO_NAME) libstackhouse.so) \
-	      $(DESTDIR)$(PKGCONFIGDIR)/stackhouse.pc
+	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libstackhouse.a $(SO_REAL) $(SO_NAME) libstackhouse.so \
+	        libstackhouse-sim.a libstackhouse-shsim.a) \
+	      $(addprefix $(DESTDIR)$(PKGCONFIGDIR)/,stackhouse.pc stackhouse-sim.pc) $(DESTDIR)$(BINDIR)/shsim
 
 clean:
 	rm -rf build
@@ -501,7 +541,8 @@ help:
 	@echo "make coverage   tests in build/cov, lcov report in build/coverage/html"
 	@echo "make profile    BENCH=NAME [ARGS=...]: a benchmark under the CPU profiler, top functions"
 	@echo "make tools      build/bin: shsim (simulator runner), shrun (epoll runner), tools/*.c"
-	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall"
+	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall (libraries, headers,"
+	@echo "                stackhouse.pc, stackhouse-sim.pc, bin/shsim)"
 	@echo "make clean      rm -rf build"
 	@echo "single programs: make build/<release|asan|tsan|cov>/tests/<test_x> (also bench/, examples/)"
 	@echo "variables: CC, CFLAGS, LDFLAGS, LDLIBS, LDLIBS_<prog>, TEST_LDLIBS, TEST_TIMEOUT, V=1"

@@ -28,7 +28,7 @@
 
 #include "bench.h"
 #include "malloc_count.h"
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 /* ---- the ping-pong scenario (hidden: bench only) ---------------------------- */
 

@@ -8,7 +8,7 @@
  */
 #include <stdatomic.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define ROUNDS 200
 

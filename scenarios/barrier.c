@@ -19,7 +19,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define SENDERS 3
 #define ROUNDS 12

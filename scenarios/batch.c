@@ -26,7 +26,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define SENDERS 3
 #define LIMIT 4       /* sh_config.max_batch */

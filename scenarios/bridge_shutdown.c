@@ -14,7 +14,7 @@
 
 #include <stackhouse/probe.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define MAX_SENDS 100000u
 

@@ -20,7 +20,7 @@
 
 #include <stackhouse/probe.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 /* Actors here are sh_scn_actors; asks and replies carry numbers
  * (sh_scn_num_ask, sh_scn_num), start notices are sh_scn_go. */

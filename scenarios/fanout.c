@@ -16,7 +16,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define SERVERS 8
 #define ROUNDS 16

@@ -18,7 +18,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define FLOOD 2000
 #define PER_RUN 8 /* sh_config.max_per_run */

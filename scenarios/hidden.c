@@ -12,7 +12,7 @@
  */
 #include <errno.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 /* ---- test_deadlock ---------------------------------------------------------- */
 

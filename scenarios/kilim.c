@@ -19,7 +19,7 @@
 
 #include <stackhouse/probe.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 /* ---- shared ------------------------------------------------------------------ */
 

@@ -20,7 +20,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define SENDERS 6
 #define RECEIVERS 2

@@ -29,7 +29,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define ROUNDS 40        /* ordering */
 #define PROBES 40        /* replies */

@@ -20,7 +20,7 @@
  */
 #include <stdatomic.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define FILLERS 64
 #define T_MS 5

@@ -28,7 +28,7 @@
 
 #include <stackhouse/probe.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define STOP_AT 50u     /* messages the stream's target takes before it stops */
 #define SENDERS 4u

@@ -21,7 +21,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 /* ---- reclaim_gate_undo ------------------------------------------------- */
 

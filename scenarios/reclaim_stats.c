@@ -12,7 +12,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define CYCLES 296u /* a multiple of STEP */
 #define STEP 8u

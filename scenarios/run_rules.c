@@ -32,7 +32,7 @@
 
 #include <stackhouse/probe.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define MAX_EACH 3 /* X's asks of each answer kind, Y's notices, Y's asks: 1..MAX_EACH */
 #define MAX_SEEN (4 * MAX_EACH)

@@ -2,7 +2,7 @@
  * The scenario framework: registry, one run of a scenario, and the
  * invariants every run checks (scenario.h).
  */
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #include <assert.h>
 #include <errno.h>

@@ -27,7 +27,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define LANES 4
 #define ROUNDS 16

@@ -20,7 +20,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define ACTORS 48 /* above the default steal floor (32) */
 #define WORK 8

@@ -20,7 +20,7 @@
 #include <assert.h>
 #include <stddef.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 /* How the failer fails: the n of its start notice. Never 0, so that a
  * notice without one (n = 0) fails no way at all and the run passes,

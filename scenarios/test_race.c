@@ -18,7 +18,7 @@
 
 #include <stackhouse/probe.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define RACE_ROUNDS 8
 

@@ -43,7 +43,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define ASKS_PER_CLIENT 12
 #define MAX_CLIENTS 16

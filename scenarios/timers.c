@@ -30,7 +30,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define MAX_ACTORS 32
 #define PERIOD_MS 3u

@@ -14,7 +14,7 @@
  */
 #include <stdatomic.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define ACTORS 100
 #define PERIOD_MS 100u

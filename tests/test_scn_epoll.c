@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define WATCHDOG_S 240
 

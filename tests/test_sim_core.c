@@ -55,7 +55,7 @@
 
 #include "support/child.h"
 #include "plat.h"
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 #define WATCHDOG_S 240
 /* A child simulation that should have failed by now hangs instead. */

@@ -10,10 +10,10 @@
 #  2. Core modules (a .c/.h pair, or a lone .h, in core/) form no include cycle
 #     except within the one set docs/internals.md names on its line
 #     "Allowed include cycle: a, b, c" (three modules at most; no line: none).
-#  3. scenarios/, examples/ and bench/ include only the public headers, system
-#     headers, and their own: scenarios/scenario.h, bench/common/*.h, a
-#     suite's bench/SUITE/common/*.h from within bench/SUITE/ (and
-#     scenario.h for bench/: the simulator's benches measure scenarios).
+#  3. scenarios/, examples/ and bench/ include only the public headers
+#     (the scenario framework's among them), system headers, and bench's
+#     own: bench/common/*.h, a suite's bench/SUITE/common/*.h from within
+#     bench/SUITE/.
 # Includes resolve as the compiler would with the Makefile's INC_<dir> flags:
 # a quoted include first in the including file's directory.
 # Usage: tools/check_layers.sh [ROOT]   (default: the repository of this script)
@@ -27,11 +27,11 @@ self_test() {
   t=$(mktemp -d) || return 2
   trap 'rm -rf "$t"' RETURN
   mkdir -p "$t"/{core,backend-sim,scenarios,examples,bench/common,bench/s/common,include/stackhouse,docs}
-  printf 'INC_DEFAULT := -Iinclude -Icore\nINC_scenarios := -Iscenarios -Iinclude -Icore\n' > "$t/Makefile"
+  printf 'INC_DEFAULT := -Iinclude -Icore\nINC_scenarios := -Iinclude -Icore\n' > "$t/Makefile"
   printf 'INC_examples := -Iinclude\nINC_bench := -Ibench/common -Iinclude -Icore\n' >> "$t/Makefile"
   echo 'Allowed include cycle: a, b' > "$t/docs/internals.md"
   : > "$t/include/stackhouse/stackhouse.h"; : > "$t/backend-sim/sim.h"
-  : > "$t/scenarios/scenario.h"; : > "$t/bench/common/bench.h"; : > "$t/bench/s/common/h.h"
+  : > "$t/include/stackhouse/scenario.h"; : > "$t/bench/common/bench.h"; : > "$t/bench/s/common/h.h"
   # Broken tree: a 4-cycle a -> b -> c -> d -> a, a core file naming a
   # backend header, a scenario and an example reaching into core, a bench
   # outside suite s using its header (s's own program may).
@@ -40,7 +40,7 @@ self_test() {
     echo "#include \"${next[i]}.h\"" > "$t/core/$m.h"; echo "#include \"$m.h\"" > "$t/core/$m.c"; i=$((i+1))
   done
   echo '#include "sim.h"' >> "$t/core/c.c"
-  printf '#include "scenario.h"\n#include "a.h"\n#include <stdio.h>\n' > "$t/scenarios/s.c"
+  printf '#include <stackhouse/scenario.h>\n#include "a.h"\n#include <stdio.h>\n' > "$t/scenarios/s.c"
   printf '#include <stackhouse/stackhouse.h>\n#include <b.h>\n' > "$t/examples/e.c"
   printf '#include "bench.h"\n#include <stackhouse/stackhouse.h>\n' > "$t/bench/p.c"
   echo '#include "common/h.h"' > "$t/bench/s/p.c"; echo '#include "s/common/h.h"' > "$t/bench/q.c"
@@ -54,7 +54,7 @@ self_test() {
     { echo "self-test: broken tree: want exit 1 and 5 lines, got $rc:"; echo "$out"; return 1; }
   # Fixed: d -> a becomes b -> a (the allowed pair), the strays go.
   echo '#include "a.h"' > "$t/core/b.c"; : > "$t/core/d.h"; : > "$t/core/c.c"
-  echo '#include "scenario.h"' > "$t/scenarios/s.c"; echo '#include <stdio.h>' > "$t/examples/e.c"
+  echo '#include <stackhouse/scenario.h>' > "$t/scenarios/s.c"; echo '#include <stdio.h>' > "$t/examples/e.c"
   : > "$t/bench/q.c"
   out=$("$0" "$t") || { echo "self-test: fixed tree failed:"; echo "$out"; return 1; }
   grep -q 'largest cycle: 2 modules (a, b)' <<<"$out" || { echo "self-test: fixed tree: bad summary: $out"; return 1; }
@@ -124,11 +124,10 @@ function suite_header(f, p,   s) {
 # Rule 3.
 function check_client(f, inc, p, quoted,   t, h) {
   t = top(f)
-  # The simulator benches measure scenarios: bench/ may use their header.
-  if (p ~ /^include\/stackhouse\// || ((t == "scenarios" || t == "bench") && p == "scenarios/scenario.h") ||
+  if (p ~ /^include\/stackhouse\// ||
       (t == "bench" && (p ~ /^bench\/common\/[^\/]*\.h$/ || suite_header(f, p)))) return
   if (p != "") { bad(f, inc, t "/ may include only the public headers" \
-                     (t == "scenarios" ? " and scenario.h" : t == "bench" ? ", bench/common/, bench/SUITE/common/ within SUITE and scenario.h" : "") " (" p ")"); return }
+                     (t == "bench" ? ", bench/common/ and bench/SUITE/common/ within SUITE" : "") " (" p ")"); return }
   h = named(substr(inc, 2, length(inc) - 2))
   if (quoted || h != "") bad(f, inc, t "/ may include only allowed files (" (h != "" ? h " is not on its include path" : "no such file") ")")
 }

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 
 static void usage(FILE *f) {
   fprintf(f,

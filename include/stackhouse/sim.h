@@ -131,6 +131,28 @@ void sh_sim_on_failure(sh_sim_fail_fn fn);
  * and finishes the file so that it stays valid JSON. Best effort. */
 void sh_sim_trace_abandon(const char *why);
 
+/*
+ * A run of a registered scenario (<stackhouse/scenario.h>) from a test
+ * framework: in a forked child, as `shsim run` does, so that whatever ends
+ * the run (a failure the simulator detects, an assert, a crash, a sanitizer
+ * report, a hang past 600 s) comes back as a result. Defined in
+ * libstackhouse-shsim.a (link it before the simulation library).
+ */
+typedef struct sh_sim_result {
+  bool ok;
+  char kind[32];    /* the failure's kind: "invariant", "deadlock", ... ("" when ok) */
+  char detail[256]; /* its one-line detail */
+  uint64_t hash;    /* the trace hash, steps and virtual time (sh_sim_report) */
+  uint64_t steps;
+  uint64_t vtime_ns;
+  uint64_t messages; /* messages delivered (0 if the run died) */
+} sh_sim_result;
+
+/* Runs `scenario` once with *opt (its seed, strategy, ...; NULL: the
+ * defaults, seed 0); the scenario's own bounds apply as in shsim. 0 and
+ * *out, or -ENOENT (no such scenario). A process that cannot fork exits 2. */
+int sh_sim_run(const char *scenario, const sh_sim_options *opt, sh_sim_result *out);
+
 #ifdef __cplusplus
 }
 #endif

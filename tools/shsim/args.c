@@ -194,13 +194,18 @@ static uint64_t cpus(void) {
   return n < 1 ? 1 : n > POOL_JOBS_MAX ? POOL_JOBS_MAX : (uint64_t)n;
 }
 
-int args_parse(int argc, char **argv, args *a) {
+void args_default(args *a) {
   memset(a, 0, sizeof(*a));
-  a->prog = argc > 0 && argv[0] != NULL && argv[0][0] != '\0' ? argv[0] : "shsim";
+  a->prog = "shsim";
   sh_sim_options_default(&a->sim);
   a->jobs = cpus();
   a->timeout_s = TIMEOUT_S_DEFAULT;
   a->max_trials = SHRINK_TRIALS_DEFAULT;
+}
+
+int args_parse(int argc, char **argv, args *a) {
+  args_default(a);
+  if (argc > 0 && argv[0] != NULL && argv[0][0] != '\0') a->prog = argv[0];
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);

@@ -40,6 +40,9 @@ typedef struct args {
   const char *given[20]; /* argv text of each option given, by index in the option table */
 } args;
 
+/* Every option at its default; no command, no scenario. */
+void args_default(args *a);
+
 /* 0 and *a, 1 for --help (printed), or -EINVAL (reported on stderr). */
 int args_parse(int argc, char **argv, args *a);
 

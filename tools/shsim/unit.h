@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "args.h"
-#include "scenario.h"
+#include <stackhouse/scenario.h>
 #include <stackhouse/sim.h>
 
 #define UNIT_SCN_MAX 256 /* the registry holds at most this many */

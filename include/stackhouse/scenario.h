@@ -5,6 +5,11 @@
  * (`shrun NAME`, libstackhouse.a); it cannot tell which, except through
  * sh_scn_simulated().
  *
+ * The framework is part of the simulation library (pkg-config
+ * stackhouse-sim). SH_SCENARIO registers through a linker section, which
+ * the linker fills only from the objects it links: link scenario objects
+ * as objects (.o), never from an archive, or they are not found.
+ *
  * A scenario is a table (sh_scenario) registered with SH_SCENARIO(). The
  * framework's run of one scenario:
  *
@@ -41,7 +46,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "stackhouse/stackhouse.h"
+#include <stackhouse/stackhouse.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct sh_scn sh_scn;
 
@@ -224,5 +233,9 @@ uint64_t sh_scenario_max_steps(const sh_scenario *sc, uint64_t run_max);
  * the simulator, the simulator must have been configured first (sim.h) and
  * failures other than invariants end the process (see tools/shsim/). */
 void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_scn_result *r);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
