@@ -1,67 +1,36 @@
 /*
- * sh_sim_run (sim.h) and the cmocka helper (sim_cmocka.h), on the tree's
- * scenarios: a passing run is the same run twice, a failing one comes back
- * with its kind, an unknown scenario is an error, and a sweep of passing
- * seeds passes.
+ * A house run on the deterministic simulator: the cases of
+ * tests/run_cases.h under every strategy (random, pct, none) with several
+ * seeds. X's busy handler polls with sh_yield_cpu, where the simulator lets
+ * the other fibers run. A run the simulator itself fails (deadlock,
+ * livelock, a run past its virtual-time limit) is reported with its seed
+ * and strategy and ends the program.
  */
-#include <errno.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* alarm */
+#endif
 
-#include <cmocka.h>
+#define WATCHDOG_S 240
+#define SIM_SEEDS 8u
 
-#include <stackhouse/sim.h>
-#include <stackhouse/sim_cmocka.h>
+#include "sim_runs.h"
 
-static sh_sim_result run(const char *name, uint64_t seed, sh_sim_strategy st) {
-  sh_sim_options o;
-  sh_sim_options_default(&o);
-  o.seed = seed;
-  o.strategy = st;
-  sh_sim_result r;
-  assert_int_equal(sh_sim_run(name, &o, &r), 0);
-  return r;
+#define RUN_RUNS SIM_RUNS
+
+static void run_configure(unsigned run) {
+  sim_configure(sim_run_seed(run), sim_run_strategy(run), 0);
 }
+static const char *run_name(unsigned run) { return sim_run_name(run); }
 
-static void test_run_ok_is_deterministic(void **state) {
-  (void)state;
-  sh_sim_result a = run("barrier", 3, SH_SIM_PCT);
-  sh_sim_result b = run("barrier", 3, SH_SIM_PCT);
-  assert_true(a.ok);
-  assert_string_equal(a.kind, "");
-  assert_true(a.messages > 0 && a.steps > 0);
-  assert_true(a.hash == b.hash && a.steps == b.steps && a.vtime_ns == b.vtime_ns);
-}
+#include "run_cases.h"
 
-static void test_run_failures_have_their_kind(void **state) {
-  (void)state;
-  sh_sim_result r = run("test_deadlock", 1, SH_SIM_RANDOM);
-  assert_false(r.ok);
-  assert_string_equal(r.kind, "deadlock");
-  r = run("test_invariant", 1, SH_SIM_RANDOM);
-  assert_false(r.ok);
-  assert_string_equal(r.kind, "invariant");
-}
-
-static void test_run_unknown_scenario(void **state) {
-  (void)state;
-  sh_sim_result r;
-  assert_int_equal(sh_sim_run("no_such_scenario", NULL, &r), -ENOENT);
-}
-
-static void test_sweep_passes(void **state) {
-  (void)state;
-  sh_sim_assert_sweep("ask_reply", 1, 4, SH_SIM_RANDOM);
+static void sim_failed(const char *kind, const char *detail) {
+  sim_run_failed(kind, detail, run_current);
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_run_ok_is_deterministic),
-      cmocka_unit_test(test_run_failures_have_their_kind),
-      cmocka_unit_test(test_run_unknown_scenario),
-      cmocka_unit_test(test_sweep_passes),
-  };
+  alarm(WATCHDOG_S);
+  sh_sim_on_failure(sim_failed);
+  const struct CMUnitTest tests[] = {RUN_CASES};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
