@@ -17,6 +17,8 @@
 #define TIMEOUT_S_DEFAULT 600
 #define SHRINK_TRIALS_DEFAULT 2000 /* replays one shrink may make */
 #define CMD_SIM (ARGS_CMD_RUN | ARGS_CMD_SWEEP | ARGS_CMD_SHRINK)
+#define CMD_ANY_SIM (CMD_SIM | ARGS_CMD_FUZZ) /* fuzz draws the others itself */
+#define CMD_MANY (ARGS_CMD_SWEEP | ARGS_CMD_FUZZ)
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -24,6 +26,9 @@ static void usage(FILE *f) {
           "       shsim run SCENARIO --seed N [options]\n"
           "       shsim sweep SCENARIO|all --seeds A..B|N [--jobs J] [options]\n"
           "       shsim shrink SCENARIO --seed N [--out FILE] [--max-trials T] [options]\n"
+          "       shsim fuzz SCENARIO|all --seeds A..B [--jobs J] [--shard I/N]\n"
+          "                  [--time-budget S] [--json FILE] [--steps-max N] [--check-determinism]\n"
+          "       shsim merge FILE.json...\n"
           "options: --strategy random|pct|none  --workers K  --steps-max N\n"
           "         --switch-permille P  --pct-depth D  --pct-steps K  --check-determinism\n"
           "         --timeout-s S (real-time watchdog per run, default %d)\n"
@@ -44,6 +49,12 @@ static void usage(FILE *f) {
           "  needs (replayed where unnamed: no switch at a yield point, the lowest\n"
           "  runnable fiber where one must run). Writes FILE (default\n"
           "  SCENARIO-SEED.schedule) and prints the replay command.\n"
+          "fuzz: a sweep where each seed draws its own strategy, switch rate, PCT depth\n"
+          "  and steps and worker count (swarm testing): one seed names one exact run, and\n"
+          "  each failure prints the command that replays it. --shard I/N runs the seeds s\n"
+          "  with (s - A) %% N == I - 1 only; --time-budget S starts no seed after S seconds;\n"
+          "  --json FILE writes a summary. Failures are grouped by kind and detail.\n"
+          "merge: the groups and totals of several fuzz summaries (--json files).\n"
           "--check-determinism runs each seed twice: FAIL:nondeterministic if the hashes\n"
           "differ. Failure kinds: those of the simulator (deadlock, livelock, vtime), of\n"
           "the scenario (invariant, setup), and assert, crash, sanitizer, leak, exit, hang.\n"
@@ -51,7 +62,7 @@ static void usage(FILE *f) {
           TIMEOUT_S_DEFAULT);
 }
 
-typedef enum opt_type { OPT_U64, OPT_U32, OPT_SEED, OPT_SEEDS, OPT_STRATEGY, OPT_STR, OPT_FLAG } opt_type;
+typedef enum opt_type { OPT_U64, OPT_U32, OPT_SEED, OPT_SEEDS, OPT_STRATEGY, OPT_STR, OPT_FLAG, OPT_SHARD } opt_type;
 
 typedef struct opt_def {
   const char *name;
@@ -64,20 +75,23 @@ typedef struct opt_def {
 #define OPT(name, type, cmds, replay, field) {name, type, cmds, replay, offsetof(args, field)}
 static const opt_def opts[] = {
     OPT("--seed", OPT_SEED, ARGS_CMD_RUN | ARGS_CMD_SHRINK, false, seeds),
-    OPT("--seeds", OPT_SEEDS, ARGS_CMD_SWEEP, false, seeds),
+    OPT("--seeds", OPT_SEEDS, CMD_MANY, false, seeds),
     OPT("--strategy", OPT_STRATEGY, CMD_SIM, false, sim.strategy),
     OPT("--workers", OPT_U32, CMD_SIM, true, workers),
-    OPT("--steps-max", OPT_U64, CMD_SIM, true, sim.max_steps),
+    OPT("--steps-max", OPT_U64, CMD_ANY_SIM, true, sim.max_steps),
     OPT("--switch-permille", OPT_U32, CMD_SIM, true, sim.switch_permille),
     OPT("--pct-depth", OPT_U32, CMD_SIM, true, sim.pct_depth),
     OPT("--pct-steps", OPT_U64, CMD_SIM, true, sim.pct_steps),
-    OPT("--check-determinism", OPT_FLAG, ARGS_CMD_RUN | ARGS_CMD_SWEEP, true, check_determinism),
-    OPT("--timeout-s", OPT_U64, CMD_SIM, false, timeout_s),
+    OPT("--check-determinism", OPT_FLAG, ARGS_CMD_RUN | CMD_MANY, true, check_determinism),
+    OPT("--timeout-s", OPT_U64, CMD_ANY_SIM, false, timeout_s),
     OPT("--trace", OPT_STR, ARGS_CMD_RUN, false, sim.trace_path),
     OPT("--schedule", OPT_STR, ARGS_CMD_RUN, true, schedule_path),
     OPT("--out", OPT_STR, ARGS_CMD_SHRINK, false, out_path),
     OPT("--max-trials", OPT_U64, ARGS_CMD_SHRINK, false, max_trials),
-    OPT("--jobs", OPT_U64, ARGS_CMD_SWEEP, false, jobs),
+    OPT("--jobs", OPT_U64, CMD_MANY, false, jobs),
+    OPT("--shard", OPT_SHARD, ARGS_CMD_FUZZ, false, shard_i),
+    OPT("--time-budget", OPT_U64, ARGS_CMD_FUZZ, false, time_budget_s),
+    OPT("--json", OPT_STR, ARGS_CMD_FUZZ, false, json_path),
     OPT("--all", OPT_FLAG, ARGS_CMD_LIST, false, all),
 };
 #undef OPT
@@ -115,6 +129,17 @@ static int parse_seeds(const char *s, args_seed_range *out) {
   return 0;
 }
 
+/* "I/N": shard I of N (checked later: 1 <= I <= N). */
+static int parse_shard(const char *s, args *a) {
+  const char *slash = strchr(s, '/');
+  char i[32];
+  size_t n = slash != NULL ? (size_t)(slash - s) : 0;
+  if (n == 0 || n >= sizeof(i)) return -EINVAL;
+  memcpy(i, s, n);
+  i[n] = '\0';
+  return parse_u64(i, &a->shard_i) != 0 || parse_u64(slash + 1, &a->shard_n) != 0 ? -EINVAL : 0;
+}
+
 static int parse_value(const opt_def *d, const char *v, args *a) {
   void *field = (char *)a + d->off;
   uint64_t u;
@@ -136,6 +161,8 @@ static int parse_value(const opt_def *d, const char *v, args *a) {
   case OPT_STR:
     *(const char **)field = v;
     return 0;
+  case OPT_SHARD:
+    return parse_shard(v, a);
   case OPT_FLAG:
     break;
   }
@@ -179,8 +206,9 @@ static bool is_given(const args *a, const char *name) {
 static int check_args(const args *a) {
   if ((a->cmd & (ARGS_CMD_RUN | ARGS_CMD_SHRINK)) && !is_given(a, "--seed"))
     return bad_arg("needs", "--seed N");
-  if (a->cmd == ARGS_CMD_SWEEP && !is_given(a, "--seeds"))
-    return bad_arg("sweep needs", "--seeds A..B");
+  if ((a->cmd & CMD_MANY) && !is_given(a, "--seeds"))
+    return bad_arg("needs", "--seeds A..B");
+  if (a->shard_i < 1 || a->shard_i > a->shard_n) return bad_arg("out of range (1 <= I <= N):", "--shard");
   if (a->sim.switch_permille > 1000) return bad_arg("out of range (0..1000):", "--switch-permille");
   if (a->sim.pct_depth < 1) return bad_arg("out of range (>= 1):", "--pct-depth");
   if (a->timeout_s < 1 || a->timeout_s > 86400 * 7) return bad_arg("out of range:", "--timeout-s");
@@ -201,6 +229,7 @@ void args_default(args *a) {
   a->jobs = cpus();
   a->timeout_s = TIMEOUT_S_DEFAULT;
   a->max_trials = SHRINK_TRIALS_DEFAULT;
+  a->shard_i = a->shard_n = 1;
 }
 
 int args_parse(int argc, char **argv, args *a) {
@@ -221,9 +250,17 @@ int args_parse(int argc, char **argv, args *a) {
            : strcmp(cmd, "run") == 0    ? ARGS_CMD_RUN
            : strcmp(cmd, "sweep") == 0  ? ARGS_CMD_SWEEP
            : strcmp(cmd, "shrink") == 0 ? ARGS_CMD_SHRINK
+           : strcmp(cmd, "fuzz") == 0   ? ARGS_CMD_FUZZ
+           : strcmp(cmd, "merge") == 0  ? ARGS_CMD_MERGE
                                         : 0;
   if (a->cmd == 0) return bad_arg("unknown command", cmd);
   int first = 2;
+  if (a->cmd == ARGS_CMD_MERGE) {
+    if (argc < 3) return bad_arg("merge needs", "FILE.json...");
+    a->files = argv + 2;
+    a->nfiles = argc - 2;
+    return 0;
+  }
   if (a->cmd != ARGS_CMD_LIST) {
     if (argc < 3 || argv[2][0] == '-') return bad_arg("missing scenario after", cmd);
     a->target = argv[2];
@@ -235,10 +272,15 @@ int args_parse(int argc, char **argv, args *a) {
 
 void args_print_command(const args *a, const char *cmd, const char *name, uint64_t seed,
                         unsigned mask) {
-  printf("%s %s %s --seed %llu --strategy %s", a->prog, cmd, name, (unsigned long long)seed,
+  args_fprint_command(stdout, a, cmd, name, seed, mask);
+}
+
+void args_fprint_command(FILE *f, const args *a, const char *cmd, const char *name, uint64_t seed,
+                         unsigned mask) {
+  fprintf(f, "%s %s %s --seed %llu --strategy %s", a->prog, cmd, name, (unsigned long long)seed,
          sh_sim_strategy_name(a->sim.strategy));
   for (size_t i = 0; i < NOPTS; i++) {
     if (!opts[i].replay || a->given[i] == NULL || !(opts[i].cmds & mask)) continue;
-    printf(" %s%s%s", opts[i].name, a->given[i][0] != '\0' ? " " : "", a->given[i]);
+    fprintf(f, " %s%s%s", opts[i].name, a->given[i][0] != '\0' ? " " : "", a->given[i]);
   }
 }

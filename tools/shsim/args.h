@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <stackhouse/sim.h>
 
@@ -16,6 +17,8 @@ enum {
   ARGS_CMD_RUN = 1u << 1,
   ARGS_CMD_SWEEP = 1u << 2,
   ARGS_CMD_SHRINK = 1u << 3,
+  ARGS_CMD_FUZZ = 1u << 4,  /* a sweep whose seeds draw their own options (swarm.h) */
+  ARGS_CMD_MERGE = 1u << 5, /* the JSON summaries of fuzz campaigns, as one */
 };
 
 typedef struct args_seed_range {
@@ -37,7 +40,12 @@ typedef struct args {
   const char *out_path;      /* shrink: where the shrunk schedule goes */
   uint64_t max_trials;       /* shrink: replays at most */
   const char *record_path;   /* children write each run's schedule here */
-  const char *given[20]; /* argv text of each option given, by index in the option table */
+  uint64_t shard_i, shard_n; /* fuzz: seeds s with (s - lo) % shard_n == shard_i - 1 */
+  uint64_t time_budget_s;    /* fuzz: no new seed after this much real time (0: none) */
+  const char *json_path;     /* fuzz: the summary goes here */
+  char **files;              /* merge: the summaries */
+  int nfiles;
+  const char *given[24]; /* argv text of each option given, by index in the option table */
 } args;
 
 /* Every option at its default; no command, no scenario. */
@@ -50,5 +58,9 @@ int args_parse(int argc, char **argv, args *a);
  * options given that shape a run and that the commands in `mask` accept. */
 void args_print_command(const args *a, const char *cmd, const char *name, uint64_t seed,
                         unsigned mask);
+
+/* The same, to f. */
+void args_fprint_command(FILE *f, const args *a, const char *cmd, const char *name, uint64_t seed,
+                         unsigned mask);
 
 #endif

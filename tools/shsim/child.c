@@ -11,6 +11,7 @@
 
 #include "pool.h"
 #include "schedule.h"
+#include "swarm.h"
 
 /* Present only in sanitizer builds (weak: NULL otherwise). */
 extern void __sanitizer_set_death_callback(void (*)(void)) __attribute__((weak));
@@ -91,11 +92,13 @@ static void run_once(const args *a, const unit_plan *p, uint64_t u, unit_rec *ou
   o.seed = seed;
   o.vtime_limit_ns = sh_scenario_vtime_limit_ns(sc);
   o.max_steps = sh_scenario_max_steps(sc, o.max_steps);
+  uint32_t workers = a->workers;
+  if (a->cmd == ARGS_CMD_FUZZ) swarm_draw(seed, &o, &workers);
   unit_rec_init(out, u, UNIT_REC_RESULT);
   sh_scn_result r;
   child.start_ns = pool_now_ns();
   sh_sim_configure(&o);
-  sh_scenario_run(sc, seed, a->workers, &r);
+  sh_scenario_run(sc, seed, workers, &r);
   schedule_record(child.record_path);
   out->real_ns = pool_now_ns() - child.start_ns;
   sh_sim_report_get(&out->rep);

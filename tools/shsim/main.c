@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "fuzz.h"
 #include "pool.h"
 #include "report.h"
 #include "runner.h"
@@ -253,6 +254,7 @@ int main(int argc, char **argv) {
   int rc = args_parse(argc, argv, &a);
   if (rc != 0) return rc > 0 ? 0 : 2;
   if (a.cmd == ARGS_CMD_LIST) return cmd_list(&a);
+  if (a.cmd == ARGS_CMD_MERGE) return fuzz_merge_cmd(&a);
   unit_plan p;
   if (unit_plan_make(&a, &p) != 0) return 2;
   sh_sim_choice *loaded = NULL;
@@ -268,6 +270,7 @@ int main(int argc, char **argv) {
   }
   rc = a.cmd == ARGS_CMD_SHRINK ? cmd_shrink(&a, &p)
        : a.cmd == ARGS_CMD_RUN  ? cmd_run(&a, &p)
+       : a.cmd == ARGS_CMD_FUZZ ? fuzz_cmd(&a, &p)
                                 : cmd_sweep(&a, &p);
   free(loaded);
   return rc;

@@ -82,6 +82,7 @@ static bool job_new(run_state *st, job *j) {
   }
   const unit_plan *p = st->rn->p;
   if (st->handed >= p->nunits) return false;
+  if (st->rn->deadline_ns != 0 && pool_now_ns() >= st->rn->deadline_ns) return false;
   uint64_t end = st->handed + st->rn->chunk;
   if (end > p->nunits) end = p->nunits;
   j->recheck = false;

@@ -26,6 +26,7 @@ typedef struct runner {
   uint64_t chunk;   /* units per child */
   bool echo_stderr; /* the children's stderr is shown as it comes */
   bool leak_each;   /* check for leaks after each run, not once per chunk */
+  uint64_t deadline_ns; /* pool_now_ns() past it: no new chunk starts (0: none) */
   /* Sees each unit's result exactly once, and then the leaks a recheck finds
    * (r->recheck set). */
   void (*on_result)(void *ctx, const unit_rec *r);

@@ -14,8 +14,12 @@ bool unit_visible(const sh_scenario *sc) { return !(sc->flags & SH_SCN_HIDDEN); 
 int unit_plan_make(const args *a, unit_plan *p) {
   memset(p, 0, sizeof(*p));
   p->seeds = a->seeds;
-  p->nseeds = a->seeds.hi - a->seeds.lo + 1;
-  if (a->cmd == ARGS_CMD_SWEEP && strcmp(a->target, "all") == 0) {
+  p->first = a->seeds.lo + (a->shard_i - 1);
+  p->stride = a->shard_n;
+  /* The shard's seeds in the range (none if it starts past the end). */
+  uint64_t span = a->seeds.hi - a->seeds.lo;
+  p->nseeds = a->shard_i - 1 > span ? 0 : (span - (a->shard_i - 1)) / a->shard_n + 1;
+  if ((a->cmd & (ARGS_CMD_SWEEP | ARGS_CMD_FUZZ)) && strcmp(a->target, "all") == 0) {
     size_t n = sh_scenario_count();
     for (size_t i = 0; i < n && p->nscs < UNIT_SCN_MAX; i++)
       if (unit_visible(sh_scenario_at(i))) p->scs[p->nscs++] = sh_scenario_at(i);
@@ -41,7 +45,7 @@ int unit_plan_make(const args *a, unit_plan *p) {
 
 size_t unit_scn_index(const unit_plan *p, uint64_t u) { return (size_t)(u % p->nscs); }
 const sh_scenario *unit_scn(const unit_plan *p, uint64_t u) { return p->scs[unit_scn_index(p, u)]; }
-uint64_t unit_seed(const unit_plan *p, uint64_t u) { return p->seeds.lo + u / p->nscs; }
+uint64_t unit_seed(const unit_plan *p, uint64_t u) { return p->first + u / p->nscs * p->stride; }
 
 void unit_rec_init(unit_rec *r, uint64_t unit, unit_rec_type type) {
   memset(r, 0, sizeof(*r));

@@ -20,6 +20,9 @@ typedef struct unit_plan {
   const sh_scenario *scs[UNIT_SCN_MAX];
   size_t nscs;
   args_seed_range seeds;
+  /* The seeds run: first, first + stride, ... (nseeds of them). A shard of
+   * the range takes every stride-th one; else stride 1, first seeds.lo. */
+  uint64_t first, stride;
   uint64_t nseeds;
   /* nscs * nseeds, seed-major: the runs of a costly scenario spread over
    * every child instead of filling the last ones. */

@@ -1,0 +1,50 @@
+/*
+ * The options a seed draws (swarm.h).
+ */
+#include "swarm.h"
+
+/* Apart from the simulator's own use of the seed: its schedule stream must
+ * not be correlated with the options drawn here. */
+#define SWARM_SALT 0x5357524d464c4f57ull
+#define SWARM_WORKERS_MAX 4
+#define SWARM_PERMILLE_MAX 500 /* a switch at every other yield point, at most */
+#define SWARM_PCT_DEPTH_MAX 6
+#define SWARM_PCT_STEPS_MAX 50000
+
+/* splitmix64: a fixed function of its state, whatever the libc. */
+static uint64_t splitmix(uint64_t *x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* In [lo, hi]. The modulo's bias is of no matter for a configuration. */
+static uint64_t draw(uint64_t *x, uint64_t lo, uint64_t hi) {
+  return lo + splitmix(x) % (hi - lo + 1);
+}
+
+void swarm_draw(uint64_t seed, sh_sim_options *o, uint32_t *workers) {
+  uint64_t x = seed ^ SWARM_SALT;
+  /* none explores least (one schedule per seed and worker count): rarer. */
+  uint64_t k = draw(&x, 0, 9);
+  o->strategy = k < 4 ? SH_SIM_RANDOM : k < 8 ? SH_SIM_PCT : SH_SIM_NONE;
+  *workers = (uint32_t)draw(&x, 1, SWARM_WORKERS_MAX);
+  if (o->strategy == SH_SIM_RANDOM) o->switch_permille = (uint32_t)draw(&x, 1, SWARM_PERMILLE_MAX);
+  if (o->strategy == SH_SIM_PCT) {
+    o->pct_depth = (uint32_t)draw(&x, 1, SWARM_PCT_DEPTH_MAX);
+    o->pct_steps = draw(&x, 100, SWARM_PCT_STEPS_MAX);
+  }
+}
+
+void swarm_fprint_command(FILE *f, const args *a, const char *name, uint64_t seed) {
+  args drawn = *a;
+  uint32_t workers;
+  swarm_draw(seed, &drawn.sim, &workers);
+  args_fprint_command(f, &drawn, "run", name, seed, ARGS_CMD_RUN);
+  fprintf(f, " --workers %u", workers);
+  if (drawn.sim.strategy == SH_SIM_RANDOM) fprintf(f, " --switch-permille %u", drawn.sim.switch_permille);
+  if (drawn.sim.strategy == SH_SIM_PCT)
+    fprintf(f, " --pct-depth %u --pct-steps %llu", drawn.sim.pct_depth,
+            (unsigned long long)drawn.sim.pct_steps);
+}

@@ -1,0 +1,24 @@
+/*
+ * Swarm testing: each seed of a fuzz campaign draws the options of its run
+ * (strategy, switch rate, PCT depth and steps, worker count) from itself, so
+ * that a campaign tries many configurations and one seed still names one
+ * exact run, replayable with `shsim run` and the drawn options.
+ */
+#ifndef SHSIM_SWARM_H
+#define SHSIM_SWARM_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "args.h"
+
+/* The options of seed's run: o's strategy and the fields that strategy
+ * reads, and *workers. Fields the drawn strategy does not read are left as
+ * they are (the defaults), so that the replay command need not name them. */
+void swarm_draw(uint64_t seed, sh_sim_options *o, uint32_t *workers);
+
+/* Writes "PROG run NAME --seed N --strategy S --workers K ..." (no newline):
+ * the run of seed as a fuzz campaign with a's options ran it. */
+void swarm_fprint_command(FILE *f, const args *a, const char *name, uint64_t seed);
+
+#endif
