@@ -6,6 +6,9 @@
 /* Apart from the simulator's own use of the seed: its schedule stream must
  * not be correlated with the options drawn here. */
 #define SWARM_SALT 0x5357524d464c4f57ull
+/* Some scenarios need a second worker (one waits while another runs): with
+ * one they fail by design, not by a bug. */
+#define SWARM_WORKERS_MIN 2
 #define SWARM_WORKERS_MAX 4
 #define SWARM_PERMILLE_MAX 500 /* a switch at every other yield point, at most */
 #define SWARM_PCT_DEPTH_MAX 6
@@ -29,7 +32,7 @@ void swarm_draw(uint64_t seed, sh_sim_options *o, uint32_t *workers) {
   /* none explores least (one schedule per seed and worker count): rarer. */
   uint64_t k = draw(&x, 0, 9);
   o->strategy = k < 4 ? SH_SIM_RANDOM : k < 8 ? SH_SIM_PCT : SH_SIM_NONE;
-  *workers = (uint32_t)draw(&x, 1, SWARM_WORKERS_MAX);
+  *workers = (uint32_t)draw(&x, SWARM_WORKERS_MIN, SWARM_WORKERS_MAX);
   if (o->strategy == SH_SIM_RANDOM) o->switch_permille = (uint32_t)draw(&x, 1, SWARM_PERMILLE_MAX);
   if (o->strategy == SH_SIM_PCT) {
     o->pct_depth = (uint32_t)draw(&x, 1, SWARM_PCT_DEPTH_MAX);
