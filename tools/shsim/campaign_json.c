@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,23 +118,23 @@ static bool take_object(reader *r, bool (*field)(void *, const char *, reader *)
   return take(r, '}');
 }
 
+/* The text fields of a failure, by key. */
+#define FIELD(name) {#name, offsetof(campaign_failure, name), sizeof(((campaign_failure *)0)->name)}
+static const struct {
+  const char *key;
+  size_t off, cap;
+} text_fields[] = {FIELD(scenario), FIELD(kind), FIELD(detail), FIELD(command)};
+#undef FIELD
+
 static bool failure_field(void *ctx, const char *key, reader *r) {
   campaign_failure *f = ctx;
+  for (size_t i = 0; i < sizeof(text_fields) / sizeof(text_fields[0]); i++)
+    if (strcmp(key, text_fields[i].key) == 0)
+      return take_scalar(r, (char *)f + text_fields[i].off, text_fields[i].cap);
   char num[32];
-  if (strcmp(key, "seed") == 0) {
-    if (!take_scalar(r, num, sizeof(num))) return false;
-    f->seed = strtoull(num, NULL, 10);
-    return true;
-  }
-  char *out = strcmp(key, "scenario") == 0  ? f->scenario
-              : strcmp(key, "kind") == 0    ? f->kind
-              : strcmp(key, "detail") == 0  ? f->detail
-              : strcmp(key, "command") == 0 ? f->command
-                                            : NULL;
-  size_t cap = out == f->scenario ? sizeof(f->scenario) : out == f->kind ? sizeof(f->kind)
-               : out == f->detail ? sizeof(f->detail) : sizeof(f->command);
-  if (out != NULL) return take_scalar(r, out, cap);
-  return take_scalar(r, num, sizeof(num));
+  if (!take_scalar(r, num, sizeof(num))) return false;
+  if (strcmp(key, "seed") == 0) f->seed = strtoull(num, NULL, 10);
+  return true;
 }
 
 typedef struct summary {
