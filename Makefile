@@ -4,7 +4,7 @@
 #   release  -O2 -g -fPIC              libstackhouse.a, libstackhouse.so.*, benches, examples
 #   asan     ASan + UBSan              libstackhouse.a, tests
 #   tsan     ThreadSanitizer           libstackhouse.a, the tests in TSAN_TESTS
-#   cov      -O0 --coverage            libstackhouse.a, tests (for `make coverage`)
+#   cov      -O0 --coverage            libstackhouse.a, tests, shsim (for `make coverage`)
 # Every object also depends on build/<cfg>/.flags, so changing CC or flags
 # (e.g. `make CC=clang`) rebuilds that configuration.
 
@@ -432,26 +432,32 @@ bench:
 savina:
 	@bash bench/compare_savina.sh $(SAVINA_ARGS)
 
-# Line coverage of the tests (gcc: gcov; clang: llvm-cov gcov).
-LCOV := lcov --quiet --config-file coverage/lcovrc
+# Line coverage (gcc: gcov; clang: llvm-cov gcov) of the tests, then of every
+# scenario under the simulator over COV_SEEDS in each of SIM_SWEEPS, merged
+# (tools/coverage.sh): build/coverage/lcov.info, its HTML, lines per folder.
+COV_SEEDS := 1..50
+# The cov shsim (and the simulator tests, which fork through its runner) run
+# each simulation in a child that ends with _exit(): coverage/exit_dump.c
+# writes the child's counters first.
+COV_FORKING := build/cov/bin/shsim $(patsubst %,build/cov/tests/%,$(filter test_sim_%,$(ALL_TESTS)))
+$(COV_FORKING): build/cov/obj/coverage/exit_dump.o
+# private: not inherited by prerequisites (build/cov/.flags would flip).
+$(COV_FORKING): private cov_LDFLAGS += -Wl,--wrap=_exit
 coverage: deps
 	@rm -rf build/cov build/coverage
 	+@pass=0; fail=0; \
-	$(SUBMAKE) -k cov-tests; build=$$?; \
+	$(SUBMAKE) -k cov-tests build/cov/bin/shsim; build=$$?; \
 	$(call run_tests,cov,$(TESTS_cov)); \
-	mkdir -p build/coverage; gcov_tool=gcov; \
-	if $(CC) --version 2>/dev/null | grep -q clang; then \
-	  command -v llvm-cov >/dev/null || echo "coverage: clang's data needs llvm-cov (apt-get install llvm)"; \
-	  printf '#!/bin/sh\nexec llvm-cov gcov "$$@"\n' > build/coverage/llvm-gcov; \
-	  chmod +x build/coverage/llvm-gcov; gcov_tool=$$PWD/build/coverage/llvm-gcov; \
-	fi; \
-	{ $(LCOV) --gcov-tool "$$gcov_tool" --capture --directory build/cov/obj --output-file build/coverage/all.info \
-	    2>&1 | { grep -v '^Subroutine .* redefined at' || true; }; [ $${PIPESTATUS[0]} -eq 0 ]; } && \
-	$(LCOV) --extract build/coverage/all.info '*/core/*' '*/backend-*/*' --output-file build/coverage/lib.info && \
-	$(LCOV) --extract build/coverage/all.info '*/core/*' --output-file build/coverage/core.info && \
-	genhtml --quiet --config-file coverage/lcovrc --output-directory build/coverage/html build/coverage/lib.info && \
-	echo "== coverage of core/ (HTML of core/ and backends: build/coverage/html/index.html)" && \
-	lcov --config-file coverage/lcovrc --summary build/coverage/core.info || fail=$$((fail+1)); \
+	CC='$(CC)' bash tools/coverage.sh capture build/coverage/tests.info || fail=$$((fail+1)); \
+	mkdir -p build/coverage; for sw in $(SIM_SWEEPS); do \
+	  st=$${sw%%:*}; opt=; [ "$$st" = "$$sw" ] || opt="--switch-permille $${sw#*:}"; \
+	  log=build/coverage/sim-$$(printf %s "$$sw" | tr : -).log; \
+	  echo "== coverage: every scenario under the simulator, seeds $(COV_SEEDS), strategy $$st $$opt"; \
+	  build/cov/bin/shsim sweep all --seeds $(COV_SEEDS) --strategy $$st $$opt >$$log 2>&1 \
+	    && pass=$$((pass+1)) || { echo "FAIL  sweep $$sw ($$log)"; fail=$$((fail+1)); }; \
+	done; \
+	CC='$(CC)' bash tools/coverage.sh capture build/coverage/scenarios.info && \
+	bash tools/coverage.sh report build/coverage/tests.info build/coverage/scenarios.info || fail=$$((fail+1)); \
 	if [ $$build -ne 0 ] && [ $$fail -eq 0 ]; then fail=$$((fail+1)); fi; \
 	$(summary)
 
@@ -538,7 +544,7 @@ help:
 	@echo "make sim        every scenario under the simulator: SIM_SEEDS (1..1000) x SIM_SWEEPS"
 	@echo "make bench      build and run every bench/*.c"
 	@echo "make savina     the Savina suite against CAF, Erlang, Go (SAVINA_ARGS=--quick)"
-	@echo "make coverage   tests in build/cov, lcov report in build/coverage/html"
+	@echo "make coverage   tests + simulated scenarios in build/cov: build/coverage/lcov.info, HTML"
 	@echo "make profile    BENCH=NAME [ARGS=...]: a benchmark under the CPU profiler, top functions"
 	@echo "make tools      build/bin: shsim (simulator runner), shrun (epoll runner), tools/*.c"
 	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall (libraries, headers,"
