@@ -175,12 +175,10 @@ static void quiesce_outside(sh_system *sys) {
 int sh_system_shutdown(sh_system *sys) {
   if (sys == NULL || sh_worker_current() != NULL) return -EINVAL;
   if (sh_system_is_shut(sys)) return 0;
-  /* Under the store lock: a spawn from another thread publishes before this
-   * or fails (spawn.c). seq_cst: the store half of the outside senders'
-   * handshake (send.c); it also pairs with is_shut's acquire. */
-  sh_spin_lock(&sys->store_lock);
+  /* seq_cst: the store half of the handshake with calls from threads that
+   * are not workers (system.h), which quiesce_outside then waits for; it
+   * also pairs with is_shut's acquire. */
   atomic_store_explicit(&sys->shut, true, memory_order_seq_cst);
-  sh_spin_unlock(&sys->store_lock);
   if (sys->started) stop_workers(sys);
   quiesce_outside(sys);
   /* Alone now: act as worker 0 so pools and wheels have an owner. */
