@@ -4,16 +4,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Switches recorded per run, at most (16 bytes each). */
+/* Decisions recorded per run, at most (16 bytes each). */
 #define SH_SIM_MAX_LOG (1u << 22)
+/* Decisions of one step told apart under replay, at most: a step holds a
+ * preemption, a forced switch and the faults decided between two
+ * scheduling points, a handful; more are matched as if unused. */
+#define SH_SIM_STEP_DECISIONS 64u
 
 static struct {
-  sh_sim_choice *log; /* the switches of this run, in order */
+  sh_sim_choice *log; /* the decisions of this run, in order */
   size_t nlog, caplog;
   bool log_full;
   const sh_sim_choice *schedule; /* the one replayed, or NULL */
   size_t schedule_len;
-  size_t replay_i; /* the next choice of schedule */
+  size_t replay_i; /* the first decision of the current step (or a later one) */
+  uint64_t used;   /* bit j: decision replay_i + j was taken */
 } R;
 
 void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len) {
@@ -28,37 +33,63 @@ size_t sh_sim_schedule(const sh_sim_choice **out) {
   return R.log_full ? 0 : R.nlog;
 }
 
-/* The fiber the schedule names for this step and kind of switch, if it
- * names one that can run; entries for steps already passed (the run went
- * another way) are dropped. */
-static uint32_t replay_choice(const sh_plat *p, uint64_t step, bool forced) {
+uint32_t sh_sim_fault_id(const char *name) {
+  uint64_t h = sh_simrun_str_hash(name);
+  return (uint32_t)(h ^ (h >> 32));
+}
+
+/* Takes the schedule's first unused decision of this step, kind and `to`
+ * (UINT32_MAX: any fiber); entries of steps already passed (the run went
+ * another way) are dropped. Within a step, decisions are matched by kind
+ * and not by position, so that a shrunk schedule missing one of them still
+ * replays the others. */
+static bool replay_take(uint64_t step, uint32_t kind, uint32_t to, uint32_t *to_out) {
   const sh_sim_choice *s = R.schedule;
   size_t n = R.schedule_len;
-  while (R.replay_i < n && s[R.replay_i].step < step) R.replay_i++;
-  /* A preemption and a forced switch can share a step (a yield point, then
-   * a park before the next step): each entry is for its own kind. */
-  if (R.replay_i == n || s[R.replay_i].step != step || s[R.replay_i].forced != forced)
-    return UINT32_MAX;
-  uint32_t to = s[R.replay_i++].to;
+  if (R.replay_i < n && s[R.replay_i].step < step) {
+    while (R.replay_i < n && s[R.replay_i].step < step) R.replay_i++;
+    R.used = 0;
+  }
+  for (uint32_t j = 0; j < SH_SIM_STEP_DECISIONS && R.replay_i + j < n; j++) {
+    const sh_sim_choice *c = &s[R.replay_i + j];
+    if (c->step != step) break;
+    if ((R.used >> j & 1u) != 0 || c->kind != kind || (to != UINT32_MAX && c->to != to)) continue;
+    R.used |= 1ull << j;
+    *to_out = c->to;
+    return true;
+  }
+  return false;
+}
+
+/* The fiber the schedule names for this step and kind of switch, if it
+ * names one that can run. */
+static uint32_t replay_choice(const sh_plat *p, uint64_t step, uint32_t kind) {
+  uint32_t to;
+  if (!replay_take(step, kind, UINT32_MAX, &to)) return UINT32_MAX;
   return to < p->nfibers && p->f[to].state == SH_SIMRUN_RUNNABLE ? to : UINT32_MAX;
 }
 
 uint32_t sh_simreplay_preempt(const sh_plat *p, uint64_t step) {
-  return replay_choice(p, step, false);
+  return replay_choice(p, step, SH_SIM_PREEMPT);
 }
 
 /* The lowest runnable index is a choice that needs no entry. */
 uint32_t sh_simreplay_pick(const sh_plat *p, uint64_t step, uint32_t skip) {
-  uint32_t c = replay_choice(p, step, true);
+  uint32_t c = replay_choice(p, step, SH_SIM_FORCED);
   if (c != UINT32_MAX && c != skip) return c;
   for (uint32_t i = 0; i < p->nfibers; i++)
     if (i != skip && p->f[i].state == SH_SIMRUN_RUNNABLE) return i;
   return UINT32_MAX;
 }
 
+bool sh_simreplay_fault(uint64_t step, uint32_t id) {
+  uint32_t to;
+  return replay_take(step, SH_SIM_FAULT, id, &to);
+}
+
 /* Bounded: past SH_SIM_MAX_LOG the record is incomplete (log_full) and
  * cannot be replayed or shrunk. */
-void sh_simreplay_record(uint64_t step, uint32_t to, bool forced) {
+void sh_simreplay_record(uint64_t step, uint32_t to, sh_sim_choice_kind kind) {
   if (R.nlog == R.caplog) {
     size_t cap = R.caplog == 0 ? 1024 : R.caplog * 2;
     sh_sim_choice *n = cap <= SH_SIM_MAX_LOG ? realloc(R.log, cap * sizeof(*n)) : NULL;
@@ -69,5 +100,5 @@ void sh_simreplay_record(uint64_t step, uint32_t to, bool forced) {
     R.log = n;
     R.caplog = cap;
   }
-  R.log[R.nlog++] = (sh_sim_choice){.step = step, .to = to, .forced = forced};
+  R.log[R.nlog++] = (sh_sim_choice){.step = step, .to = to, .kind = kind};
 }

@@ -1,8 +1,9 @@
 /*
- * Schedules (replay.c): every switch of a run is recorded (step, fiber,
- * forced or a preemption), and sh_sim_schedule hands the record out. With
- * options.schedule set, the run's choices come from that list instead of
- * the strategy (replay; shrink.c cuts failing schedules down).
+ * Schedules (replay.c): every decision of a run is recorded (a switch: its
+ * step, fiber, forced or a preemption; a fault that fired: its step and
+ * point), and sh_sim_schedule hands the record out. With options.schedule
+ * set, the run's decisions come from that list instead of the strategy and
+ * the fault rates (replay; shrink.c cuts failing schedules down).
  */
 #ifndef SH_SIM_REPLAY_H
 #define SH_SIM_REPLAY_H
@@ -31,7 +32,12 @@ uint32_t sh_simreplay_preempt(const sh_plat *p, uint64_t step);
  * skipped), else UINT32_MAX. */
 uint32_t sh_simreplay_pick(const sh_plat *p, uint64_t step, uint32_t skip);
 
-/* Records a switch to `to` at step `step`. */
-void sh_simreplay_record(uint64_t step, uint32_t to, bool forced);
+/* Under replay, at fault point `id` (sh_sim_fault_id) at step `step`:
+ * whether the schedule has it fire there. */
+bool sh_simreplay_fault(uint64_t step, uint32_t id);
+
+/* Records a decision at step `step`: a switch to fiber `to`, or the fault
+ * point `to` fired (SH_SIM_FAULT). */
+void sh_simreplay_record(uint64_t step, uint32_t to, sh_sim_choice_kind kind);
 
 #endif

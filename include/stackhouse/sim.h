@@ -42,14 +42,26 @@ typedef enum sh_sim_strategy {
                       * or has run a whole quantum (10000 steps) */
 } sh_sim_strategy;
 
-/* One scheduling choice: at step `step`, the fiber `to` ran next, either
- * preempting the running one at a scheduling point (forced 0) or because the
- * running one parked, blocked, finished or yielded its CPU (forced 1). */
+/* What a decision of a run was. */
+typedef enum sh_sim_choice_kind {
+  SH_SIM_PREEMPT = 0, /* the strategy preempted the running fiber at a scheduling point */
+  SH_SIM_FORCED = 1,  /* the running fiber parked, blocked, finished or yielded its CPU */
+  SH_SIM_FAULT = 2,   /* a fault point fired (`to` names the point: sh_sim_fault_id) */
+} sh_sim_choice_kind;
+
+/* One decision of a run, at step `step`: a switch to fiber `to` (kinds
+ * SH_SIM_PREEMPT and SH_SIM_FORCED), or a fault point that fired (kind
+ * SH_SIM_FAULT, `to` the point's id). A run's decisions, in order, are its
+ * schedule: replayed with the same seed and options, they give the same run. */
 typedef struct sh_sim_choice {
   uint64_t step;
   uint32_t to;
-  uint32_t forced;
+  uint32_t kind; /* sh_sim_choice_kind */
 } sh_sim_choice;
+
+/* A fault point's id in a schedule: a 32-bit hash of its name (by content,
+ * so the same in every build). */
+uint32_t sh_sim_fault_id(const char *name);
 
 typedef struct sh_sim_options {
   uint64_t seed;
@@ -67,7 +79,8 @@ typedef struct sh_sim_options {
    * preemption happens at a scheduling point only where the schedule names
    * one (if that fiber can run), and where a switch must happen (a park, a
    * block, a CPU yield, a spent quantum) the schedule's fiber runs, else the
-   * runnable fiber of lowest index. With the seed and options of the run
+   * runnable fiber of lowest index; a fault point fires only where the
+   * schedule names it (SH_SIM_FAULT). With the seed and options of the run
    * that recorded it, a full schedule replays that run exactly. The caller
    * keeps the array alive for the run. */
   const sh_sim_choice *schedule;
@@ -91,10 +104,10 @@ typedef struct sh_sim_report {
   uint64_t jumps;     /* times the clock jumped because every fiber slept */
 } sh_sim_report;
 
-/* The schedule of the current (or last) run: every switch, in order; valid
- * until the next sh_sim_configure. Replaying it (options.schedule) with the
- * same seed and options reproduces the run. 0 if the run made more switches
- * than the simulator records (4 M). */
+/* The schedule of the current (or last) run: every switch and every fault
+ * that fired, in order; valid until the next sh_sim_configure. Replaying it
+ * (options.schedule) with the same seed and options reproduces the run. 0
+ * if the run made more decisions than the simulator records (4 M). */
 size_t sh_sim_schedule(const sh_sim_choice **out);
 
 /*

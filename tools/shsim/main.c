@@ -105,10 +105,15 @@ static int shrink_record(args *a, const unit_plan *p, unit_rec *r, sh_sim_choice
 }
 
 static void shrink_print(const sh_sim_choice *c, size_t n, uint32_t workers) {
-  for (size_t i = 0; i < n && i < 40; i++)
+  for (size_t i = 0; i < n && i < 40; i++) {
+    if (c[i].kind == SH_SIM_FAULT) {
+      printf("  step %llu: fault point %08x fires\n", (unsigned long long)c[i].step, c[i].to);
+      continue;
+    }
     printf("  step %llu: %s %s %u\n", (unsigned long long)c[i].step,
-           c[i].forced ? "then" : "preempt, run", c[i].to == workers ? "the outside fiber" : "worker",
-           c[i].to == workers ? 0 : c[i].to);
+           c[i].kind == SH_SIM_FORCED ? "then" : "preempt, run",
+           c[i].to == workers ? "the outside fiber" : "worker", c[i].to == workers ? 0 : c[i].to);
+  }
   if (n > 40) printf("  ... (%zu more)\n", n - 40);
 }
 

@@ -12,7 +12,7 @@
 
 #define SCHEDULE_MAX (1u << 22) /* choices in a schedule file */
 
-static const char head[] = "# stackhouse schedule: step fiber forced\n";
+static const char head[] = "# stackhouse schedule: step fiber-or-fault kind (0 preempt, 1 forced, 2 fault)\n";
 
 /* Decimal digits of v at the end of buf[0..24): returns the first. */
 static char *u64_digits(uint64_t v, char *end) {
@@ -33,7 +33,7 @@ void schedule_record(const char *path) {
   for (size_t i = 0; i < n && w >= 0; i++) {
     char line[48], *end = line + sizeof(line);
     *--end = '\n';
-    char *p = u64_digits(c[i].forced, end);
+    char *p = u64_digits(c[i].kind, end);
     *--p = ' ';
     p = u64_digits(c[i].to, p);
     *--p = ' ';
@@ -52,9 +52,9 @@ int schedule_load(const char *path, sh_sim_choice **out, size_t *n_out) {
   int rc = 0;
   while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
     if (line[0] == '#' || line[0] == '\n') continue;
-    unsigned long long step, to, forced;
-    if (sscanf(line, "%llu %llu %llu", &step, &to, &forced) != 3 || to > UINT32_MAX ||
-        forced > 1 || n == SCHEDULE_MAX) {
+    unsigned long long step, to, kind;
+    if (sscanf(line, "%llu %llu %llu", &step, &to, &kind) != 3 || to > UINT32_MAX ||
+        kind > SH_SIM_FAULT || n == SCHEDULE_MAX) {
       rc = -EINVAL;
       break;
     }
@@ -67,7 +67,7 @@ int schedule_load(const char *path, sh_sim_choice **out, size_t *n_out) {
       }
       v = nv;
     }
-    v[n++] = (sh_sim_choice){.step = step, .to = (uint32_t)to, .forced = (uint32_t)forced};
+    v[n++] = (sh_sim_choice){.step = step, .to = (uint32_t)to, .kind = (uint32_t)kind};
   }
   fclose(f);
   if (rc != 0) {
@@ -84,7 +84,7 @@ int schedule_save(const char *path, const sh_sim_choice *c, size_t n, const char
   if (f == NULL) return -errno;
   fprintf(f, "%s# %s\n", head, about);
   for (size_t i = 0; i < n; i++)
-    fprintf(f, "%llu %u %u\n", (unsigned long long)c[i].step, c[i].to, c[i].forced);
+    fprintf(f, "%llu %u %u\n", (unsigned long long)c[i].step, c[i].to, c[i].kind);
   return fclose(f) == 0 ? 0 : -errno;
 }
 

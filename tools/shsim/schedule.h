@@ -1,7 +1,7 @@
 /*
  * Schedule files: the scheduling choices of a run (every switch between
- * fibers), as "# comment" lines, then one "STEP FIBER FORCED" line per
- * choice. Written by a recording run and by shrink; read back to replay.
+ * fibers), as "# comment" lines, then one "STEP TO KIND" line per
+ * decision (sh_sim_choice). Written by a recording run and by shrink; read back to replay.
  */
 #ifndef SHSIM_SCHEDULE_H
 #define SHSIM_SCHEDULE_H
