@@ -134,15 +134,14 @@ void sh_plat_join(sh_plat *p) {
   }
 }
 
-void *sh_plat_local(void) {
-  return S->plat != NULL ? S->plat->f[S->plat->cur].local : S->outside_local;
-}
+void *sh_plat_sim_local;
 
 void sh_plat_set_local(void *ctx) {
   if (S->plat != NULL)
     S->plat->f[S->plat->cur].local = ctx;
   else
     S->outside_local = ctx;
+  sh_plat_sim_local = ctx;
 }
 
 uint32_t sh_plat_cpu_count(void) { return SH_SIM_CPUS; }

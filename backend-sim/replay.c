@@ -34,7 +34,7 @@ size_t sh_sim_schedule(const sh_sim_choice **out) {
 }
 
 uint32_t sh_sim_fault_id(const char *name) {
-  uint64_t h = sh_simrun_str_hash(name);
+  uint64_t h = sh_simrun_str_hash_slow(name);
   return (uint32_t)(h ^ (h >> 32));
 }
 

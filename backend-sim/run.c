@@ -39,6 +39,7 @@
 #define SH_SIM_QUANTUM_STEPS 10000
 
 sh_simrun sh_simrun_state;
+sh_simrun_name sh_simrun_names[SH_SIMRUN_NAME_CACHE];
 
 static sh_simrun *const S = &sh_simrun_state;
 
@@ -64,6 +65,9 @@ void sh_sim_configure(const sh_sim_options *o) {
   memset(S, 0, sizeof(*S));
   S->on_fail = keep;
   S->opt = *o;
+  /* A name freed by the last simulation may have left its address to a new one. */
+  memset(sh_simrun_names, 0, sizeof(sh_simrun_names));
+  sh_plat_sim_local = NULL; /* S->outside_local, cleared above */
   if (S->opt.step_ns == 0) S->opt.step_ns = 1;
   /* The schedule's stream is seeded first, the core's next. */
   uint64_t x = o->seed;
@@ -242,6 +246,7 @@ static void switch_to(sh_plat *p, uint32_t next, const char *where, bool forced)
   sh_simrun_mix(((uint64_t)from << 32) | next);
   sh_simrun_mix(sh_simrun_str_hash(where));
   p->cur = next;
+  sh_plat_sim_local = p->f[next].local;
   if (p->f[from].state == SH_SIMRUN_DONE)
     sh_fiber_exit_to(&p->f[from].ctx, &p->f[next].ctx);
   sh_fiber_switch(&p->f[from].ctx, &p->f[next].ctx);

@@ -89,12 +89,34 @@ static inline void sh_simrun_mix(uint64_t v) {
 }
 
 /* A name's hash, by content (never by address, which differs between
- * builds). Inline: every trace point hashes a name. */
-static inline uint64_t sh_simrun_str_hash(const char *s) {
+ * builds). */
+static inline uint64_t sh_simrun_str_hash_slow(const char *s) {
   uint64_t h = 0xCBF29CE484222325ull;
   /* Names are short static strings; the bound only guards a missing NUL. */
   for (int i = 0; s != NULL && s[i] != '\0' && i < 256; i++)
     h = (h ^ (unsigned char)s[i]) * 0x100000001B3ull;
+  return h;
+}
+
+/* Names hashed lately, by address: every switch and trace point hashes one,
+ * and they are a few dozen static strings. The address only picks the
+ * entry; the value is always the content's hash, so a hit or a miss gives
+ * the same result and the run stays the same from build to build. */
+#define SH_SIMRUN_NAME_CACHE 256u
+typedef struct sh_simrun_name {
+  const char *s;
+  uint64_t h;
+} sh_simrun_name;
+extern sh_simrun_name sh_simrun_names[SH_SIMRUN_NAME_CACHE];
+
+/* Inline: every trace point and every switch hashes a name. */
+static inline uint64_t sh_simrun_str_hash(const char *s) {
+  uintptr_t a = (uintptr_t)s;
+  sh_simrun_name *e = &sh_simrun_names[(a ^ a >> 9) & (SH_SIMRUN_NAME_CACHE - 1)];
+  if (e->s == s && s != NULL) return e->h;
+  uint64_t h = sh_simrun_str_hash_slow(s);
+  e->s = s;
+  e->h = h;
   return h;
 }
 

@@ -16,6 +16,8 @@
  */
 #include "strategy.h"
 
+#include <assert.h>
+
 #include <errno.h>
 #include <string.h>
 
@@ -55,12 +57,20 @@ static uint64_t rng_below(uint64_t n) { return sh_simrng_below(&T.rng, n); }
 
 /* ---- picking a fiber ------------------------------------------------------- */
 
+static bool candidate(const sh_plat *p, uint32_t i, uint32_t skip) {
+  return i != skip && p->f[i].state == SH_SIMRUN_RUNNABLE;
+}
+
+/* Counts the candidates, draws one, then finds it: no list to fill. */
 uint32_t sh_simstrategy_pick_uniform(sh_plat *p, uint32_t skip) {
-  uint32_t cand[SH_SIM_MAX_FIBERS];
   uint32_t n = 0;
-  for (uint32_t i = 0; i < p->nfibers; i++)
-    if (i != skip && p->f[i].state == SH_SIMRUN_RUNNABLE) cand[n++] = i;
-  return n == 0 ? UINT32_MAX : cand[rng_below(n)];
+  for (uint32_t i = 0; i < p->nfibers; i++) n += candidate(p, i, skip);
+  if (n == 0) return UINT32_MAX;
+  uint64_t k = rng_below(n);
+  for (uint32_t i = 0;; i++) {
+    assert(i < p->nfibers);
+    if (candidate(p, i, skip) && k-- == 0) return i;
+  }
 }
 
 uint32_t sh_simstrategy_pick_highest(sh_plat *p) {

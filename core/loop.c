@@ -84,10 +84,12 @@ static bool steal(sh_worker *w) {
   sh_system *sys = w->sys;
   uint32_t n = sys->nworkers;
   if (n < 2) return false;
-  uint32_t start = (uint32_t)(sh_plat_random() % n);
-  /* Bounded by the workers: one look at each. */
-  for (uint32_t i = 0; i < n; i++) {
-    sh_worker *v = &sys->workers[(start + i) % n];
+  uint32_t vi = (uint32_t)(sh_plat_random() % n);
+  /* Bounded by the workers: one look at each. (The next index wraps by a
+   * compare: a division per look costs more than the look, and the idle
+   * poll steals at every turn.) */
+  for (uint32_t i = 0; i < n; i++, vi = vi + 1 == n ? 0 : vi + 1) {
+    sh_worker *v = &sys->workers[vi];
     if (v == w) continue;
     uint64_t readies = sh_hq_count(&v->state);
     if (readies <= sys->cfg.steal_floor || w->idle_count * readies < sys->cfg.steal_aggression)

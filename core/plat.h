@@ -32,10 +32,12 @@ void sh_plat_join(sh_plat *p);
 
 /* The current thread's (fiber's) context pointer: the core stores its worker
  * there. NULL on a thread the core has not claimed. Read several times per
- * message (pools, counters): on threads it is a thread-local the core reads
- * inline; the simulator's, one per fiber, is behind a call. */
+ * message (pools, counters), so the core reads it inline: on threads it is
+ * a thread-local; the simulator keeps the running fiber's in one variable,
+ * which it changes with every switch. */
 #ifdef SH_SIM
-void *sh_plat_local(void);
+extern void *sh_plat_sim_local;
+static inline void *sh_plat_local(void) { return sh_plat_sim_local; }
 #else
 extern _Thread_local void *sh_plat_tls_local;
 static inline void *sh_plat_local(void) { return sh_plat_tls_local; }
