@@ -69,6 +69,7 @@ void sh_sim_configure(const sh_sim_options *o) {
   memset(sh_simrun_names, 0, sizeof(sh_simrun_names));
   sh_plat_sim_local = NULL; /* S->outside_local, cleared above */
   if (S->opt.step_ns == 0) S->opt.step_ns = 1;
+  S->vtime_limit = o->vtime_limit_ns != 0 ? o->vtime_limit_ns : UINT64_MAX;
   /* The schedule's stream is seeded first, the core's next. */
   uint64_t x = o->seed;
   sh_simstrategy_reset(o, &x);
@@ -163,7 +164,6 @@ void sh_simrun_block(sh_plat *p, uint64_t deadline_ns) {
 
 /* Sleeping fibers whose deadline has come become runnable. */
 static void expire(sh_plat *p) {
-  if (S->now < p->next_deadline) return;
   for (uint32_t i = 0; i < p->nfibers; i++)
     if (sleeping(&p->f[i]) && p->f[i].deadline <= S->now) sh_simrun_make_runnable(&p->f[i]);
   sh_simrun_recompute_deadline(p);
@@ -191,7 +191,7 @@ static void jump(sh_plat *p) {
     sh_simrun_fail("deadlock", d);
   }
   sh_simrun_clock_jump(p->next_deadline);
-  expire(p);
+  if (S->now >= p->next_deadline) expire(p);
 }
 
 /* The clock's advance for this step. A fiber polling alone waits for
@@ -199,31 +199,35 @@ static void jump(sh_plat *p) {
  * idle_step_ns, so an idle poll costs tens of steps instead of hundreds
  * (the core's poll thresholds are in nanoseconds), but never past a
  * sleeper's deadline. */
-static uint64_t advance(sh_plat *p, bool polling) {
-  if (!polling || S->opt.idle_step_ns <= S->opt.step_ns || !sh_simstrategy_polls_alone(p))
+static uint64_t advance(sh_plat *p) {
+  if (S->opt.idle_step_ns <= S->opt.step_ns || !sh_simstrategy_polls_alone(p))
     return S->opt.step_ns;
   uint64_t d = S->opt.idle_step_ns;
   if (p->next_deadline > S->now && p->next_deadline - S->now < d) d = p->next_deadline - S->now;
   return d > S->opt.step_ns ? d : S->opt.step_ns;
 }
 
-void sh_simrun_step(sh_plat *p, bool polling) {
-  S->steps++;
-  S->now += advance(p, polling);
+/* A step passed a bound: the run ends. Cold and out of line, so that the
+ * step itself stays a handful of instructions. */
+static __attribute__((noinline, cold, noreturn)) void step_bound_failed(void) {
+  char d[96];
   if (S->steps > S->opt.max_steps) {
-    char d[96];
     snprintf(d, sizeof(d), "more than %llu steps (vtime %llu ns)",
              (unsigned long long)S->opt.max_steps, (unsigned long long)S->now);
     sh_simrun_fail("livelock", d);
   }
-  if (S->opt.vtime_limit_ns != 0 && S->now > S->opt.vtime_limit_ns) {
-    char d[96];
-    snprintf(d, sizeof(d), "virtual time passed its limit of %llu ns",
-             (unsigned long long)S->opt.vtime_limit_ns);
-    sh_simrun_fail("vtime", d);
-  }
+  snprintf(d, sizeof(d), "virtual time passed its limit of %llu ns",
+           (unsigned long long)S->opt.vtime_limit_ns);
+  sh_simrun_fail("vtime", d);
+}
+
+void sh_simrun_step(sh_plat *p, bool polling) {
+  S->steps++;
+  S->now += polling ? advance(p) : S->opt.step_ns;
+  if (__builtin_expect(S->steps > S->opt.max_steps || S->now > S->vtime_limit, 0))
+    step_bound_failed();
   S->slice++;
-  expire(p);
+  if (S->now >= p->next_deadline) expire(p);
 }
 
 /* ---- switching --------------------------------------------------------------- */

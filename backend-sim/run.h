@@ -70,6 +70,7 @@ typedef struct sh_simrun {
   bool used;          /* a system ran since the last configure */
   bool failing;       /* sh_simrun_fail is running its handler */
   uint64_t now, steps, hash, switches, jumps;
+  uint64_t vtime_limit; /* opt.vtime_limit_ns, or UINT64_MAX for none */
   sh_plat *plat;
   void *outside_local; /* sh_plat_local of the outside fiber */
   sh_simtrace *trace;

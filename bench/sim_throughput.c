@@ -47,8 +47,10 @@ static SH_MSG_DEFINE(pp_ask, SH_ASK, 0);
 static SH_MSG_DEFINE(pp_reply, SH_REPLY, 0);
 static SH_MSG_DEFINE(pp_go, SH_NOTICE, 0);
 
-/* Asks per run: --rounds, set before any run. */
+/* Asks per run (--rounds) and pairs; each pinger makes pp_asks / pp_pairs. */
 static uint64_t pp_asks = 200000;
+static uint32_t pp_pairs = 1;
+static atomic_uint pp_left; /* pingers still asking */
 
 typedef struct pp_pinger {
   sh_actor base;
@@ -85,8 +87,9 @@ static sh_yield pp_pinger_go(sh_actor *self, sh_stack *st) {
     const pp_reply *r = sh_future_reply(l->f, pp_reply);
     bool right = SH_SCN_CHECK(p->s, r != NULL && r->n == l->n, "ask %llu: wrong reply (error %d)",
                               (unsigned long long)l->n, sh_future_error(l->f));
-    if (!right || l->n == pp_asks) {
-      sh_scn_done(p->s, sh_actor_system(self));
+    if (!right || l->n == pp_asks / pp_pairs) {
+      if (right) sh_scn_count_down(p->s, sh_actor_system(self), &pp_left);
+      else sh_scn_done(p->s, sh_actor_system(self));
       return sh_return(st, NULL);
     }
   }
@@ -120,25 +123,31 @@ static const sh_actor_class pp_ponger_class = {
     .ask = pp_ponger_ask,
 };
 
+/* Pair i: its pinger on worker i % 2, its ponger on the other. */
 static int pp_setup(sh_scn *s, sh_system *sys) {
-  pp_arg arg = {s, NULL};
-  const sh_addr *pinger;
-  int rc = sh_spawn_on(sys, &pp_ponger_class, NULL, 1, &arg.ponger);
-  if (rc == 0) rc = sh_spawn_on(sys, &pp_pinger_class, &arg, 0, &pinger);
-  pp_go *g = rc == 0 ? sh_msg_new(pp_go) : NULL;
-  if (rc == 0) rc = g == NULL ? -ENOMEM : sh_notice(pinger, &g->hdr);
+  atomic_store(&pp_left, pp_pairs);
+  int rc = 0;
+  for (uint32_t i = 0; i < pp_pairs && rc == 0; i++) {
+    pp_arg arg = {s, NULL};
+    const sh_addr *pinger;
+    rc = sh_spawn_on(sys, &pp_ponger_class, NULL, (i + 1) % 2, &arg.ponger);
+    if (rc == 0) rc = sh_spawn_on(sys, &pp_pinger_class, &arg, i % 2, &pinger);
+    pp_go *g = rc == 0 ? sh_msg_new(pp_go) : NULL;
+    if (rc == 0) rc = g == NULL ? -ENOMEM : sh_notice(pinger, &g->hdr);
+  }
   return rc;
 }
 
 static void pp_verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
   (void)sys;
-  SH_SCN_CHECK(s, st->asks == pp_asks, "%llu asks, want %llu", (unsigned long long)st->asks,
-               (unsigned long long)pp_asks);
+  uint64_t want = pp_asks / pp_pairs * pp_pairs;
+  SH_SCN_CHECK(s, st->asks == want, "%llu asks, want %llu", (unsigned long long)st->asks,
+               (unsigned long long)want);
 }
 
 static const sh_scenario sim_bench_pingpong = {
     .name = "sim_bench_pingpong",
-    .summary = "one ask at a time between two workers (bench/sim_throughput)",
+    .summary = "pairs asking one at a time across two workers (bench/sim_throughput)",
     .workers = 2,
     .flags = SH_SCN_HIDDEN,
     .setup = pp_setup,
@@ -257,7 +266,7 @@ static const bench_spec pingpong_spec = {
     "the simulator's speed: simulated messages per real second, virtual:real time",
     "simulated workers",
     "ignored (the ping-pong runs on 2 simulated workers, all on one OS thread)",
-    "ignored (one pair)"};
+    "ignored (rows for 1 and 16 pairs)"};
 
 static const bench_spec vtime_spec = {&vtime_workload, "sim_throughput", NULL,
                                       "simulated workers", NULL, NULL};
@@ -270,12 +279,23 @@ static int pingpong_table(const bench_params *p) {
   bench_begin(&pp, "stackhouse-sim", ", one OS thread, rep i runs seed i",
               "(real time and mallocs: the whole run, system setup and teardown included)");
   int status = 0;
-  for (size_t k = 0; k < sizeof(strategies) / sizeof(strategies[0]); k++) {
-    sim_case c = {sc, strategies[k], 0};
-    const char *name = sh_sim_strategy_name(strategies[k]);
-    char desc[64];
-    snprintf(desc, sizeof desc, "1 pair across workers, %s", name);
-    status |= bench_run_case(&pp, name, desc, 1, 1.0, pingpong_rep, &c);
+  /* One pair: every message crosses idle workers. Sixteen: the workers stay
+   * busy, as in most scenarios, and the per-message cost shows alone. */
+  static const uint32_t pairs[] = {1, 16};
+  for (size_t j = 0; j < sizeof(pairs) / sizeof(pairs[0]); j++) {
+    pp_pairs = pairs[j];
+    for (size_t k = 0; k < sizeof(strategies) / sizeof(strategies[0]); k++) {
+      sim_case c = {sc, strategies[k], 0};
+      const char *name = sh_sim_strategy_name(strategies[k]);
+      char id[32], desc[64];
+      if (pp_pairs == 1)
+        snprintf(id, sizeof id, "%s", name);
+      else
+        snprintf(id, sizeof id, "%s-%up", name, pp_pairs);
+      snprintf(desc, sizeof desc, "%u pair%s across workers, %s", pp_pairs, pp_pairs == 1 ? "" : "s",
+               name);
+      status |= bench_run_case(&pp, id, desc, pp_pairs, 1.0, pingpong_rep, &c);
+    }
   }
   return status;
 }
