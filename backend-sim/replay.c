@@ -13,6 +13,7 @@
 
 static struct {
   sh_sim_choice *log; /* the decisions of this run, in order */
+  sh_sim_decision_context *ctx; /* the same decisions' context */
   size_t nlog, caplog;
   bool log_full;
   const sh_sim_choice *schedule; /* the one replayed, or NULL */
@@ -23,6 +24,7 @@ static struct {
 
 void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len) {
   free(R.log);
+  free(R.ctx);
   memset(&R, 0, sizeof(R));
   R.schedule = schedule;
   R.schedule_len = len;
@@ -30,6 +32,11 @@ void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len) {
 
 size_t sh_sim_schedule(const sh_sim_choice **out) {
   *out = R.log;
+  return R.log_full ? 0 : R.nlog;
+}
+
+size_t sh_sim_schedule_context(const sh_sim_decision_context **out) {
+  *out = R.ctx;
   return R.log_full ? 0 : R.nlog;
 }
 
@@ -87,18 +94,33 @@ bool sh_simreplay_fault(uint64_t step, uint32_t id) {
   return replay_take(step, SH_SIM_FAULT, id, &to);
 }
 
+/* Both arrays grow together. */
+static bool log_grow(void) {
+  size_t cap = R.caplog == 0 ? 1024 : R.caplog * 2;
+  if (cap > SH_SIM_MAX_LOG) return false;
+  sh_sim_choice *n = realloc(R.log, cap * sizeof(*n));
+  if (n == NULL) return false;
+  R.log = n;
+  sh_sim_decision_context *c = realloc(R.ctx, cap * sizeof(*c));
+  if (c == NULL) return false;
+  R.ctx = c;
+  R.caplog = cap;
+  return true;
+}
+
 /* Bounded: past SH_SIM_MAX_LOG the record is incomplete (log_full) and
  * cannot be replayed or shrunk. */
-void sh_simreplay_record(uint64_t step, uint32_t to, sh_sim_choice_kind kind) {
-  if (R.nlog == R.caplog) {
-    size_t cap = R.caplog == 0 ? 1024 : R.caplog * 2;
-    sh_sim_choice *n = cap <= SH_SIM_MAX_LOG ? realloc(R.log, cap * sizeof(*n)) : NULL;
-    if (n == NULL) {
-      R.log_full = true;
-      return;
-    }
-    R.log = n;
-    R.caplog = cap;
+void sh_simreplay_record_at(uint64_t step, uint32_t to, sh_sim_choice_kind kind,
+                            const char *where) {
+  if (R.log_full) return;
+  if (R.nlog == R.caplog && !log_grow()) {
+    R.log_full = true;
+    return;
   }
-  R.log[R.nlog++] = (sh_sim_choice){.step = step, .to = to, .kind = kind};
+  R.log[R.nlog] = (sh_sim_choice){.step = step, .to = to, .kind = kind};
+  R.ctx[R.nlog++] = (sh_sim_decision_context){.where = where, .hash = sh_simrun_state.hash};
+}
+
+void sh_simreplay_record(uint64_t step, uint32_t to, sh_sim_choice_kind kind) {
+  sh_simreplay_record_at(step, to, kind, NULL);
 }

@@ -237,7 +237,7 @@ static void switch_to(sh_plat *p, uint32_t next, const char *where, bool forced)
   if (next == from) return;
   S->switches++;
   S->slice = 0;
-  sh_simreplay_record(S->steps, next, forced ? SH_SIM_FORCED : SH_SIM_PREEMPT);
+  sh_simreplay_record_at(S->steps, next, forced ? SH_SIM_FORCED : SH_SIM_PREEMPT, where);
   sh_simrun_mix(SH_SIMRUN_MIX_SWITCH);
   sh_simrun_mix(((uint64_t)from << 32) | next);
   sh_simrun_mix(sh_simrun_str_hash(where));
