@@ -45,12 +45,21 @@ uint32_t sh_sim_fault_id(const char *name) {
   return (uint32_t)(h ^ (h >> 32));
 }
 
+/* Whether a switch to fiber `to` can happen now. */
+static bool can_run(const sh_plat *p, uint32_t to) {
+  return to < p->nfibers && p->f[to].state == SH_SIMRUN_RUNNABLE;
+}
+
 /* Takes the schedule's first unused decision of this step, kind and `to`
  * (UINT32_MAX: any fiber); entries of steps already passed (the run went
  * another way) are dropped. Within a step, decisions are matched by kind
  * and not by position, so that a shrunk schedule missing one of them still
- * replays the others. */
-static bool replay_take(uint64_t step, uint32_t kind, uint32_t to, uint32_t *to_out) {
+ * replays the others. A switch (p not NULL) to a fiber that cannot run yet
+ * is left for later in the step, not used up: a fiber that gives way when
+ * nothing can run asks again after the clock jumps, still in the same step,
+ * and the decision the recorded run made then is that one. */
+static bool replay_take(const sh_plat *p, uint64_t step, uint32_t kind, uint32_t to,
+                        uint32_t *to_out) {
   const sh_sim_choice *s = R.schedule;
   size_t n = R.schedule_len;
   if (R.replay_i < n && s[R.replay_i].step < step) {
@@ -61,6 +70,7 @@ static bool replay_take(uint64_t step, uint32_t kind, uint32_t to, uint32_t *to_
     const sh_sim_choice *c = &s[R.replay_i + j];
     if (c->step != step) break;
     if ((R.used >> j & 1u) != 0 || c->kind != kind || (to != UINT32_MAX && c->to != to)) continue;
+    if (p != NULL && !can_run(p, c->to)) return false;
     R.used |= 1ull << j;
     *to_out = c->to;
     return true;
@@ -72,8 +82,7 @@ static bool replay_take(uint64_t step, uint32_t kind, uint32_t to, uint32_t *to_
  * names one that can run. */
 static uint32_t replay_choice(const sh_plat *p, uint64_t step, uint32_t kind) {
   uint32_t to;
-  if (!replay_take(step, kind, UINT32_MAX, &to)) return UINT32_MAX;
-  return to < p->nfibers && p->f[to].state == SH_SIMRUN_RUNNABLE ? to : UINT32_MAX;
+  return replay_take(p, step, kind, UINT32_MAX, &to) ? to : UINT32_MAX;
 }
 
 uint32_t sh_simreplay_preempt(const sh_plat *p, uint64_t step) {
@@ -91,7 +100,7 @@ uint32_t sh_simreplay_pick(const sh_plat *p, uint64_t step, uint32_t skip) {
 
 bool sh_simreplay_fault(uint64_t step, uint32_t id) {
   uint32_t to;
-  return replay_take(step, SH_SIM_FAULT, id, &to);
+  return replay_take(NULL, step, SH_SIM_FAULT, id, &to);
 }
 
 /* Both arrays grow together. */
