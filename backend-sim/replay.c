@@ -10,6 +10,8 @@
  * preemption, a forced switch and the faults decided between two
  * scheduling points, a handful; more are matched as if unused. */
 #define SH_SIM_STEP_DECISIONS 64u
+/* Scheduling points kept per run when asked, at most (24 bytes each). */
+#define SH_SIM_MAX_POINTS (1u << 20)
 
 static struct {
   sh_sim_choice *log; /* the decisions of this run, in order */
@@ -20,11 +22,16 @@ static struct {
   size_t schedule_len;
   size_t replay_i; /* the first decision of the current step (or a later one) */
   uint64_t used;   /* bit j: decision replay_i + j was taken */
+  sh_sim_point *points; /* sh_sim_record_points */
+  size_t npoints, cappoints;
 } R;
+
+static bool points_on; /* kept across runs */
 
 void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len) {
   free(R.log);
   free(R.ctx);
+  free(R.points);
   memset(&R, 0, sizeof(R));
   R.schedule = schedule;
   R.schedule_len = len;
@@ -132,4 +139,24 @@ void sh_simreplay_record_at(uint64_t step, uint32_t to, sh_sim_choice_kind kind,
 
 void sh_simreplay_record(uint64_t step, uint32_t to, sh_sim_choice_kind kind) {
   sh_simreplay_record_at(step, to, kind, NULL);
+}
+
+void sh_sim_record_points(bool on) { points_on = on; }
+
+size_t sh_sim_points(const sh_sim_point **out) {
+  *out = R.points;
+  return R.npoints;
+}
+
+/* Bounded by SH_SIM_MAX_POINTS: the points past it are not kept. */
+void sh_simreplay_point(uint64_t step, const char *where) {
+  if (!points_on) return;
+  if (R.npoints == R.cappoints) {
+    size_t cap = R.cappoints == 0 ? 4096 : R.cappoints * 2;
+    sh_sim_point *n = cap <= SH_SIM_MAX_POINTS ? realloc(R.points, cap * sizeof(*n)) : NULL;
+    if (n == NULL) return;
+    R.points = n;
+    R.cappoints = cap;
+  }
+  R.points[R.npoints++] = (sh_sim_point){.step = step, .where = where, .hash = sh_simrun_state.hash};
 }

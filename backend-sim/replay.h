@@ -44,4 +44,8 @@ void sh_simreplay_record(uint64_t step, uint32_t to, sh_sim_choice_kind kind);
 void sh_simreplay_record_at(uint64_t step, uint32_t to, sh_sim_choice_kind kind,
                             const char *where);
 
+/* At a scheduling point named `where`, its step passed: kept if
+ * sh_sim_record_points is on. */
+void sh_simreplay_point(uint64_t step, const char *where);
+
 #endif

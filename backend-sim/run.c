@@ -270,6 +270,7 @@ void sh_simrun_point(const char *where, bool polling) {
   sh_plat *p = sh_simrun_active();
   if (p == NULL) return;
   sh_simrun_step(p, polling);
+  sh_simreplay_point(S->steps, where);
   if (!polling) sh_simstrategy_point(p);
   uint32_t next = decide(p, polling);
   if (next != UINT32_MAX && next != p->cur) {
@@ -288,6 +289,7 @@ void sh_simrun_yield_cpu(void) {
   sh_plat *p = sh_simrun_active();
   if (p == NULL) return;
   sh_simrun_step(p, true);
+  sh_simreplay_point(S->steps, "yield_cpu");
   sh_simstrategy_demote(p);
   uint32_t next = pick_next(p, p->cur);
   if (next != UINT32_MAX) switch_to(p, next, "yield_cpu", true);

@@ -122,6 +122,19 @@ typedef struct sh_sim_decision_context {
 } sh_sim_decision_context;
 size_t sh_sim_schedule_context(const sh_sim_decision_context **out);
 
+/* Finer still, for locating where two runs part between two decisions:
+ * with on, the simulations configured from now on also keep, at every
+ * scheduling point, its step, name and the trace hash on arrival (24 bytes
+ * a step, the first 1 M points). sh_sim_points hands them out (valid until
+ * the next sh_sim_configure; 0 when off). */
+typedef struct sh_sim_point {
+  uint64_t step;
+  const char *where;
+  uint64_t hash;
+} sh_sim_point;
+void sh_sim_record_points(bool on);
+size_t sh_sim_points(const sh_sim_point **out);
+
 /*
  * Shrinking: a failing run's schedule, cut down to the choices the failure
  * needs. still_fails(ctx, s, n) replays schedule s[0..n) and answers whether

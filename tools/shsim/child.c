@@ -138,6 +138,8 @@ static void check_again(const args *a, const unit_plan *p, uint64_t u, unit_rec 
 
 static void run_unit(const args *a, const unit_plan *p, uint64_t u, unit_rec *out) {
   child.unit = u;
+  /* Where two runs part, to the scheduling point. */
+  sh_sim_record_points(a->check_determinism);
   run_once(a, p, u, out);
   if (a->check_determinism && out->ok) check_again(a, p, u, out);
 }

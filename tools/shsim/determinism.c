@@ -9,28 +9,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A malloc'd copy of n items of size sz (NULL for none, or out of memory). */
+static void *copy_of(const void *p, size_t n, size_t sz) {
+  void *c = n > 0 ? malloc(n * sz) : NULL;
+  if (c != NULL) memcpy(c, p, n * sz);
+  return c;
+}
+
 int det_keep(det_log *l) {
   const sh_sim_choice *c;
   const sh_sim_decision_context *x;
+  const sh_sim_point *pt;
   memset(l, 0, sizeof(*l));
   sh_sim_report_get(&l->rep);
   l->n = sh_sim_schedule(&c);
   sh_sim_schedule_context(&x);
-  if (l->n == 0) return 0;
-  l->c = malloc(l->n * sizeof(*c));
-  l->x = malloc(l->n * sizeof(*x));
-  if (l->c == NULL || l->x == NULL) {
+  l->npt = sh_sim_points(&pt);
+  l->c = copy_of(c, l->n, sizeof(*c));
+  l->x = copy_of(x, l->n, sizeof(*x));
+  l->pt = copy_of(pt, l->npt, sizeof(*pt));
+  if ((l->n > 0 && (l->c == NULL || l->x == NULL)) || (l->npt > 0 && l->pt == NULL)) {
     det_free(l);
     return -ENOMEM;
   }
-  memcpy(l->c, c, l->n * sizeof(*c));
-  memcpy(l->x, x, l->n * sizeof(*x));
   return 0;
 }
 
 void det_free(det_log *l) {
   free(l->c);
   free(l->x);
+  free(l->pt);
   memset(l, 0, sizeof(*l));
 }
 
@@ -63,9 +71,34 @@ static void differs_at(const det_log *f, size_t i, const sh_sim_choice *c,
            (unsigned long long)x[i].hash);
 }
 
+static const char *where_or(const char *w) { return w != NULL ? w : "?"; }
+
+/* The first scheduling point where the runs' hashes part, to d; false if
+ * the points kept do not show it. */
+static bool points_part(const det_log *f, char *d, size_t size) {
+  const sh_sim_point *pt;
+  size_t n = sh_sim_points(&pt), common = n < f->npt ? n : f->npt;
+  for (size_t k = 0; k < common; k++) {
+    if (pt[k].hash == f->pt[k].hash) continue;
+    char from[96] = "the start";
+    if (k > 0)
+      snprintf(from, sizeof(from), "step %llu at %s", (unsigned long long)pt[k - 1].step,
+               where_or(pt[k - 1].where));
+    snprintf(d, size,
+             "same decisions so far, but the trace hash parts between %s and step %llu at %s "
+             "(then at %s): 0x%016llx, then 0x%016llx",
+             from, (unsigned long long)pt[k].step, where_or(f->pt[k].where),
+             where_or(pt[k].where), (unsigned long long)f->pt[k].hash,
+             (unsigned long long)pt[k].hash);
+    return true;
+  }
+  return false;
+}
+
 /* The hashes part between decision i - 1 (or the start) and step `to`. */
 static void hashes_part(uint64_t h1, uint64_t h2, const det_log *f, size_t i, uint64_t to,
                         char *d, size_t size) {
+  if (points_part(f, d, size)) return;
   char from[112] = "the start";
   if (i > 0) decision_words(from, sizeof(from), &f->c[i - 1], &f->x[i - 1]);
   snprintf(d, size,

@@ -3,7 +3,8 @@
  * decisions with the same trace hash before each. Where the two runs part,
  * the check names the first decision that differs (step, kind, fiber, the
  * scheduling point of each run), or the stretch between two equal decisions
- * where the trace hashes part (a delivery or a trace point went another way).
+ * where the trace hashes part (a delivery or a trace point went another way),
+ * narrowed to two scheduling points when both runs kept theirs.
  */
 #ifndef SHSIM_DETERMINISM_H
 #define SHSIM_DETERMINISM_H
@@ -18,6 +19,8 @@ typedef struct det_log {
   sh_sim_choice *c;
   sh_sim_decision_context *x;
   size_t n;
+  sh_sim_point *pt; /* its scheduling points, if recorded (sh_sim_record_points) */
+  size_t npt;
   sh_sim_report rep;
 } det_log;
 
