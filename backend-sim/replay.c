@@ -10,19 +10,28 @@
  * preemption, a forced switch and the faults decided between two
  * scheduling points, a handful; more are matched as if unused. */
 #define SH_SIM_STEP_DECISIONS 64u
+/* Scheduling points kept per run when asked, at most (24 bytes each). */
+#define SH_SIM_MAX_POINTS (1u << 20)
 
 static struct {
   sh_sim_choice *log; /* the decisions of this run, in order */
+  sh_sim_decision_context *ctx; /* the same decisions' context */
   size_t nlog, caplog;
   bool log_full;
   const sh_sim_choice *schedule; /* the one replayed, or NULL */
   size_t schedule_len;
   size_t replay_i; /* the first decision of the current step (or a later one) */
   uint64_t used;   /* bit j: decision replay_i + j was taken */
+  sh_sim_point *points; /* sh_sim_record_points */
+  size_t npoints, cappoints;
 } R;
+
+static bool points_on; /* kept across runs */
 
 void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len) {
   free(R.log);
+  free(R.ctx);
+  free(R.points);
   memset(&R, 0, sizeof(R));
   R.schedule = schedule;
   R.schedule_len = len;
@@ -33,17 +42,31 @@ size_t sh_sim_schedule(const sh_sim_choice **out) {
   return R.log_full ? 0 : R.nlog;
 }
 
+size_t sh_sim_schedule_context(const sh_sim_decision_context **out) {
+  *out = R.ctx;
+  return R.log_full ? 0 : R.nlog;
+}
+
 uint32_t sh_sim_fault_id(const char *name) {
   uint64_t h = sh_simrun_str_hash_slow(name);
   return (uint32_t)(h ^ (h >> 32));
+}
+
+/* Whether a switch to fiber `to` can happen now. */
+static bool can_run(const sh_plat *p, uint32_t to) {
+  return to < p->nfibers && p->f[to].state == SH_SIMRUN_RUNNABLE;
 }
 
 /* Takes the schedule's first unused decision of this step, kind and `to`
  * (UINT32_MAX: any fiber); entries of steps already passed (the run went
  * another way) are dropped. Within a step, decisions are matched by kind
  * and not by position, so that a shrunk schedule missing one of them still
- * replays the others. */
-static bool replay_take(uint64_t step, uint32_t kind, uint32_t to, uint32_t *to_out) {
+ * replays the others. A switch (p not NULL) to a fiber that cannot run yet
+ * is left for later in the step, not used up: a fiber that gives way when
+ * nothing can run asks again after the clock jumps, still in the same step,
+ * and the decision the recorded run made then is that one. */
+static bool replay_take(const sh_plat *p, uint64_t step, uint32_t kind, uint32_t to,
+                        uint32_t *to_out) {
   const sh_sim_choice *s = R.schedule;
   size_t n = R.schedule_len;
   if (R.replay_i < n && s[R.replay_i].step < step) {
@@ -54,6 +77,7 @@ static bool replay_take(uint64_t step, uint32_t kind, uint32_t to, uint32_t *to_
     const sh_sim_choice *c = &s[R.replay_i + j];
     if (c->step != step) break;
     if ((R.used >> j & 1u) != 0 || c->kind != kind || (to != UINT32_MAX && c->to != to)) continue;
+    if (p != NULL && !can_run(p, c->to)) return false;
     R.used |= 1ull << j;
     *to_out = c->to;
     return true;
@@ -65,8 +89,7 @@ static bool replay_take(uint64_t step, uint32_t kind, uint32_t to, uint32_t *to_
  * names one that can run. */
 static uint32_t replay_choice(const sh_plat *p, uint64_t step, uint32_t kind) {
   uint32_t to;
-  if (!replay_take(step, kind, UINT32_MAX, &to)) return UINT32_MAX;
-  return to < p->nfibers && p->f[to].state == SH_SIMRUN_RUNNABLE ? to : UINT32_MAX;
+  return replay_take(p, step, kind, UINT32_MAX, &to) ? to : UINT32_MAX;
 }
 
 uint32_t sh_simreplay_preempt(const sh_plat *p, uint64_t step) {
@@ -84,21 +107,56 @@ uint32_t sh_simreplay_pick(const sh_plat *p, uint64_t step, uint32_t skip) {
 
 bool sh_simreplay_fault(uint64_t step, uint32_t id) {
   uint32_t to;
-  return replay_take(step, SH_SIM_FAULT, id, &to);
+  return replay_take(NULL, step, SH_SIM_FAULT, id, &to);
+}
+
+/* Both arrays grow together. */
+static bool log_grow(void) {
+  size_t cap = R.caplog == 0 ? 1024 : R.caplog * 2;
+  if (cap > SH_SIM_MAX_LOG) return false;
+  sh_sim_choice *n = realloc(R.log, cap * sizeof(*n));
+  if (n == NULL) return false;
+  R.log = n;
+  sh_sim_decision_context *c = realloc(R.ctx, cap * sizeof(*c));
+  if (c == NULL) return false;
+  R.ctx = c;
+  R.caplog = cap;
+  return true;
 }
 
 /* Bounded: past SH_SIM_MAX_LOG the record is incomplete (log_full) and
  * cannot be replayed or shrunk. */
-void sh_simreplay_record(uint64_t step, uint32_t to, sh_sim_choice_kind kind) {
-  if (R.nlog == R.caplog) {
-    size_t cap = R.caplog == 0 ? 1024 : R.caplog * 2;
-    sh_sim_choice *n = cap <= SH_SIM_MAX_LOG ? realloc(R.log, cap * sizeof(*n)) : NULL;
-    if (n == NULL) {
-      R.log_full = true;
-      return;
-    }
-    R.log = n;
-    R.caplog = cap;
+void sh_simreplay_record_at(uint64_t step, uint32_t to, sh_sim_choice_kind kind,
+                            const char *where) {
+  if (R.log_full) return;
+  if (R.nlog == R.caplog && !log_grow()) {
+    R.log_full = true;
+    return;
   }
-  R.log[R.nlog++] = (sh_sim_choice){.step = step, .to = to, .kind = kind};
+  R.log[R.nlog] = (sh_sim_choice){.step = step, .to = to, .kind = kind};
+  R.ctx[R.nlog++] = (sh_sim_decision_context){.where = where, .hash = sh_simrun_state.hash};
+}
+
+void sh_simreplay_record(uint64_t step, uint32_t to, sh_sim_choice_kind kind) {
+  sh_simreplay_record_at(step, to, kind, NULL);
+}
+
+void sh_sim_record_points(bool on) { points_on = on; }
+
+size_t sh_sim_points(const sh_sim_point **out) {
+  *out = R.points;
+  return R.npoints;
+}
+
+/* Bounded by SH_SIM_MAX_POINTS: the points past it are not kept. */
+void sh_simreplay_point(uint64_t step, const char *where) {
+  if (!points_on) return;
+  if (R.npoints == R.cappoints) {
+    size_t cap = R.cappoints == 0 ? 4096 : R.cappoints * 2;
+    sh_sim_point *n = cap <= SH_SIM_MAX_POINTS ? realloc(R.points, cap * sizeof(*n)) : NULL;
+    if (n == NULL) return;
+    R.points = n;
+    R.cappoints = cap;
+  }
+  R.points[R.npoints++] = (sh_sim_point){.step = step, .where = where, .hash = sh_simrun_state.hash};
 }

@@ -37,7 +37,15 @@ uint32_t sh_simreplay_pick(const sh_plat *p, uint64_t step, uint32_t skip);
 bool sh_simreplay_fault(uint64_t step, uint32_t id);
 
 /* Records a decision at step `step`: a switch to fiber `to`, or the fault
- * point `to` fired (SH_SIM_FAULT). */
+ * point `to` fired (SH_SIM_FAULT); with the trace hash so far. */
 void sh_simreplay_record(uint64_t step, uint32_t to, sh_sim_choice_kind kind);
+
+/* The same, at the scheduling point named `where` (a static string). */
+void sh_simreplay_record_at(uint64_t step, uint32_t to, sh_sim_choice_kind kind,
+                            const char *where);
+
+/* At a scheduling point named `where`, its step passed: kept if
+ * sh_sim_record_points is on. */
+void sh_simreplay_point(uint64_t step, const char *where);
 
 #endif

@@ -245,7 +245,7 @@ static void switch_to(sh_plat *p, uint32_t next, const char *where, bool forced)
   if (next == from) return;
   S->switches++;
   S->slice = 0;
-  sh_simreplay_record(S->steps, next, forced ? SH_SIM_FORCED : SH_SIM_PREEMPT);
+  sh_simreplay_record_at(S->steps, next, forced ? SH_SIM_FORCED : SH_SIM_PREEMPT, where);
   sh_simrun_mix(SH_SIMRUN_MIX_SWITCH);
   sh_simrun_mix(((uint64_t)from << 32) | next);
   sh_simrun_mix(sh_simrun_str_hash(where));
@@ -279,6 +279,7 @@ void sh_simrun_point(const char *where, bool polling) {
   sh_plat *p = sh_simrun_active();
   if (p == NULL) return;
   sh_simrun_step(p, polling);
+  sh_simreplay_point(S->steps, where);
   if (!polling) sh_simstrategy_point(p);
   uint32_t next = decide(p, polling);
   if (next != UINT32_MAX && next != p->cur) {
@@ -297,6 +298,7 @@ void sh_simrun_yield_cpu(void) {
   sh_plat *p = sh_simrun_active();
   if (p == NULL) return;
   sh_simrun_step(p, true);
+  sh_simreplay_point(S->steps, "yield_cpu");
   sh_simstrategy_demote(p);
   uint32_t next = pick_next(p, p->cur);
   if (next != UINT32_MAX) switch_to(p, next, "yield_cpu", true);

@@ -177,12 +177,8 @@ int sh_system_shutdown(sh_system *sys) {
   if (sh_system_is_shut(sys)) return 0;
   /* seq_cst: the store half of the handshake with calls from threads that
    * are not workers (system.h), which quiesce_outside then waits for; it
-   * also pairs with is_shut's acquire. The store lock orders nothing here
-   * any more; without it a replay diverges (docs/internals.md, Known
-   * limits), so it stays until that is understood. */
-  sh_spin_lock(&sys->store_lock);
+   * also pairs with is_shut's acquire. */
   atomic_store_explicit(&sys->shut, true, memory_order_seq_cst);
-  sh_spin_unlock(&sys->store_lock);
   if (sys->started) stop_workers(sys);
   quiesce_outside(sys);
   /* Alone now: act as worker 0 so pools and wheels have an owner. */

@@ -10,7 +10,13 @@
  *                   (FAIL:crash; FAIL:sanitizer in sanitizer builds, where
  *                   the sanitizer reports the fault first);
  *   test_invariant  an actor's SH_SCN_CHECK fails, then it ends the
- *                   workload (FAIL:invariant).
+ *                   workload (FAIL:invariant);
+ *   test_nondeterministic  passes, but each run in one process places its
+ *                   actor on another worker than the run before: it
+ *                   keeps state across runs, the way a workload that
+ *                   reads the real clock or an address is not a function
+ *                   of its seed (FAIL:nondeterministic under
+ *                   --check-determinism, which runs a seed twice).
  *
  * Only test_invariant sets `expect`: the simulator's own tests run every
  * hidden scenario with an `expect` in-process and read the kind from
@@ -29,6 +35,7 @@ typedef enum tf_how {
   TF_ASSERT = 1,
   TF_CRASH,
   TF_INVARIANT,
+  TF_PASS,
 } tf_how;
 
 /* The compiler must not see that the pointer is NULL, or it may drop the
@@ -59,11 +66,20 @@ static const sh_actor_class tf_class = {
     .notice = tf_notice,
 };
 
-/* One failer on worker 0, told how to fail. */
-static int tf_start(sh_scn *s, sh_system *sys, tf_how how) {
+/* One failer on `worker`, told how to fail. */
+static int tf_start_on(sh_scn *s, sh_system *sys, tf_how how, uint32_t worker) {
   const sh_addr *a;
-  int rc = sh_scn_spawn_on(s, sys, &tf_class, 0, 0, &a);
+  int rc = sh_scn_spawn_on(s, sys, &tf_class, 0, worker, &a);
   return rc == 0 ? sh_scn_kick_n(a, how) : rc;
+}
+
+static int tf_start(sh_scn *s, sh_system *sys, tf_how how) { return tf_start_on(s, sys, how, 0); }
+
+/* Deliberately outside the run's state, which is zeroed for each run. */
+static uint32_t tf_runs;
+
+static int tf_nondeterministic_setup(sh_scn *s, sh_system *sys) {
+  return tf_start_on(s, sys, TF_PASS, tf_runs++ % 2);
 }
 
 static int tf_assert_setup(sh_scn *s, sh_system *sys) { return tf_start(s, sys, TF_ASSERT); }
@@ -96,3 +112,12 @@ static const sh_scenario test_invariant = {
     .setup = tf_invariant_setup,
 };
 SH_SCENARIO(test_invariant);
+
+static const sh_scenario test_nondeterministic = {
+    .name = "test_nondeterministic",
+    .summary = "must fail under --check-determinism: each run places its actor elsewhere",
+    .flags = SH_SCN_HIDDEN | SH_SCN_SIM_ONLY,
+    /* No `expect`: one run passes; only two runs in one process differ. */
+    .setup = tf_nondeterministic_setup,
+};
+SH_SCENARIO(test_nondeterministic);

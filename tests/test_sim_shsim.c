@@ -12,8 +12,13 @@
  *   - `list` hides the test scenarios, `list --all` shows them;
  *   - `sweep`: its table row, its exit status, and for a racy scenario the
  *     replay and shrink commands of each failure;
- *   - `shrink` of a failing seed writes a schedule whose replay fails the
- *     same way, run after run;
+ *   - `shrink` of a failing seed writes a replay file whose replay (`shsim
+ *     replay`, and `run --schedule`) fails the same way, run after run;
+ *   - `run --record` writes a replay file that `shsim replay` runs again to
+ *     the same result and hash, also for a run that asserts, and a replay
+ *     whose hash is not the recorded one says it diverged;
+ *   - `--check-determinism` names the first decision where the two runs of
+ *     a deliberately nondeterministic scenario part;
  *   - `fuzz`: a seed's drawn options replay the same run, the shards of a
  *     range run each seed once, a racy scenario's failures come grouped
  *     with a replay command each, a time budget stops it, and `merge` of
@@ -63,7 +68,7 @@
 static char shsim_path[PATH_MAX];
 static char tmp_dir[PATH_MAX];
 /* The files the tests have shsim write in tmp_dir (removed at the end). */
-static const char *const tmp_files[] = {"schedule", "trace.json", "fuzz1.json", "fuzz2.json",
+static const char *const tmp_files[] = {"shrunk.replay", "run.replay", "trace.json", "fuzz1.json", "fuzz2.json",
                                        "fuzz3.json"};
 
 /* ---- running shsim -------------------------------------------------------------- */
@@ -491,19 +496,34 @@ static void replay_schedule(const char *seed, const char *path) {
   assert_string_equal(line[0], line[1]);
 }
 
+/* `shsim replay path`: its run line ends with result `want`, and the
+ * replay matches the recording (or not: `matches` false). */
+static void replay_file(const char *path, const char *want, bool matches) {
+  const outcome *o = SHSIM("replay", path);
+  expect_status(o, strcmp(want, "ok") == 0 ? 0 : 1);
+  char line[LINE_MAX_LEN];
+  result_line r;
+  assert_true(line_starting(o->out.text, "scenario=", line, sizeof(line)));
+  assert_true(parse_result_line(line, &r));
+  assert_string_equal(r.result, want);
+  const char *verdict = matches ? "replay matches the recording (hash 0x" : "replay DIVERGED: ";
+  if (!line_starting(o->out.text, verdict, line, sizeof(line)))
+    fprintf(stderr, "no '%s' in:\n%s", verdict, o->out.text);
+  assert_true(line_starting(o->out.text, verdict, line, sizeof(line)));
+}
+
 static void test_sweep_shrink_replay(void **state) {
   (void)state;
   uint64_t s;
   sweep_race(&s);
   char seed[24], path[PATH_MAX];
   snprintf(seed, sizeof(seed), "%llu", (unsigned long long)s);
-  tmp_path("schedule", path, sizeof(path));
+  tmp_path("shrunk.replay", path, sizeof(path));
 
   const outcome *o = SHSIM("shrink", "test_race", "--seed", seed, "--out", path);
   expect_status(o, 0);
   char want[PATH_MAX + 128], line[LINE_MAX_LEN];
-  int n = snprintf(want, sizeof(want),
-                   "replay: shsim run test_race --seed %s --strategy random --schedule %s", seed, path);
+  int n = snprintf(want, sizeof(want), "replay: shsim replay %s", path);
   assert_true(n > 0 && (size_t)n < sizeof(want));
   assert_true(line_starting(o->out.text, "replay: ", line, sizeof(line)));
   assert_string_equal(line, want);
@@ -511,10 +531,59 @@ static void test_sweep_shrink_replay(void **state) {
   assert_int_equal(stat(path, &st), 0);
   assert_true(st.st_size > 0);
 
+  for (int i = 0; i < 2; i++) replay_file(path, "FAIL:invariant", true);
   replay_schedule(seed, path);
   assert_int_equal(unlink(path), 0);
 }
 
+/* A recorded run replays to its result and hash: one that passes, one that
+ * asserts (recorded as the process dies). A file whose hash is not the
+ * run's says that the replay diverged. */
+static void test_record_replay(void **state) {
+  (void)state;
+  char path[PATH_MAX];
+  tmp_path("run.replay", path, sizeof(path));
+  const outcome *o = SHSIM("run", "ask_reply", "--seed", "3", "--strategy", "pct", "--record", path);
+  expect_status(o, 0);
+  replay_file(path, "ok", true);
+  o = SHSIM("run", "test_assert", "--seed", "1", "--record", path);
+  expect_status(o, 1);
+  replay_file(path, "FAIL:assert", true);
+  FILE *f = fopen(path, "a");
+  assert_non_null(f);
+  fputs("hash=0x0000000000000001\n", f); /* a later key wins */
+  assert_int_equal(fclose(f), 0);
+  replay_file(path, "FAIL:assert", false);
+  assert_int_equal(unlink(path), 0);
+}
+
+/* The determinism check names where the two runs part: the scenario keeps
+ * state across runs in one process. Under random the first decision that
+ * differs; under none the decisions agree longer and the hashes part first
+ * (either way a step and a scheduling point are named). */
+static void check_names_divergence(const char *strategy) {
+  result_line r;
+  char line[LINE_MAX_LEN];
+  const char *const extra[] = {"--strategy", strategy, "--check-determinism", NULL};
+  const outcome *o = run_line("test_nondeterministic", "2", extra, 1, &r, line, sizeof(line));
+  assert_string_equal(r.result, "FAIL:nondeterministic");
+  const char *d = strstr(o->err.text, "FAIL:nondeterministic: ");
+  bool named = d != NULL && strstr(d, " at ") != NULL &&
+               (strstr(d, " differs: step ") != NULL || strstr(d, " parts between ") != NULL);
+  if (!named) fprintf(stderr, "stderr:\n%s", o->err.text);
+  assert_true(named);
+}
+
+static void test_check_determinism(void **state) {
+  (void)state;
+  check_names_divergence("random");
+  check_names_divergence("none");
+  /* Without the check, the scenario passes: one run is not two. */
+  result_line r;
+  char line[LINE_MAX_LEN];
+  run_line("test_nondeterministic", "1", NULL, 0, &r, line, sizeof(line));
+  assert_string_equal(r.result, "ok");
+}
 
 /* ---- usage errors --------------------------------------------------------------- */
 
@@ -762,6 +831,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_list),
       cmocka_unit_test(test_sweep_passes),
       cmocka_unit_test(test_sweep_shrink_replay),
+      cmocka_unit_test(test_record_replay),
+      cmocka_unit_test(test_check_determinism),
       cmocka_unit_test(test_fuzz_replay),
       cmocka_unit_test(test_fuzz_shards),
       cmocka_unit_test(test_fuzz_groups),

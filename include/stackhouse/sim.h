@@ -110,6 +110,31 @@ typedef struct sh_sim_report {
  * if the run made more decisions than the simulator records (4 M). */
 size_t sh_sim_schedule(const sh_sim_choice **out);
 
+/* What the determinism check compares besides the decisions themselves: for
+ * each decision of sh_sim_schedule, at the same index, the name of the
+ * scheduling point where it was made (a static string: "yield", "park",
+ * ...; NULL for a fault) and the trace hash just before it. Two runs of one
+ * seed whose hashes part between two equal decisions went different ways
+ * in between (a delivery, a trace point). Valid as sh_sim_schedule's. */
+typedef struct sh_sim_decision_context {
+  const char *where;
+  uint64_t hash;
+} sh_sim_decision_context;
+size_t sh_sim_schedule_context(const sh_sim_decision_context **out);
+
+/* Finer still, for locating where two runs part between two decisions:
+ * with on, the simulations configured from now on also keep, at every
+ * scheduling point, its step, name and the trace hash on arrival (24 bytes
+ * a step, the first 1 M points). sh_sim_points hands them out (valid until
+ * the next sh_sim_configure; 0 when off). */
+typedef struct sh_sim_point {
+  uint64_t step;
+  const char *where;
+  uint64_t hash;
+} sh_sim_point;
+void sh_sim_record_points(bool on);
+size_t sh_sim_points(const sh_sim_point **out);
+
 /*
  * Shrinking: a failing run's schedule, cut down to the choices the failure
  * needs. still_fails(ctx, s, n) replays schedule s[0..n) and answers whether

@@ -26,6 +26,7 @@ static void usage(FILE *f) {
           "       shsim run SCENARIO --seed N [options]\n"
           "       shsim sweep SCENARIO|all --seeds A..B|N [--jobs J] [options]\n"
           "       shsim shrink SCENARIO --seed N [--out FILE] [--max-trials T] [options]\n"
+          "       shsim replay FILE [--trace FILE.json] [--timeout-s S]\n"
           "       shsim fuzz SCENARIO|all --seeds A..B [--jobs J] [--shard I/N]\n"
           "                  [--time-budget S] [--json FILE] [--steps-max N] [--check-determinism]\n"
           "       shsim merge FILE.json...\n"
@@ -33,7 +34,9 @@ static void usage(FILE *f) {
           "         --switch-permille P  --pct-depth D  --pct-steps K  --check-determinism\n"
           "         --timeout-s S (real-time watchdog per run, default %d)\n"
           "         --trace FILE.json (run only: Chrome trace-event JSON, for Perfetto)\n"
-          "         --schedule FILE (run only: replay a schedule written by shrink)\n"
+          "         --schedule FILE (run only: follow the decisions of a replay or schedule\n"
+          "           file, with the options given on the command line)\n"
+          "         --record FILE (run only: write the run's replay file)\n"
           "\n"
           "list: the visible scenarios; --all adds the hidden test scenarios and the\n"
           "  failure each must end with.\n"
@@ -44,19 +47,23 @@ static void usage(FILE *f) {
           "  one, on J parallel children (default: one per CPU); then a table per scenario\n"
           "  and each failure with the command that replays it. Exit status 1 if any run\n"
           "  failed.\n"
-          "shrink: runs a failing seed, records its schedule (every switch between\n"
-          "  fibers), then cuts it down by delta debugging to the choices the failure\n"
-          "  needs (replayed where unnamed: no switch at a yield point, the lowest\n"
-          "  runnable fiber where one must run). Writes FILE (default\n"
-          "  SCENARIO-SEED.schedule) and prints the replay command.\n"
+          "shrink: runs a failing seed, records its decisions (every switch between\n"
+          "  fibers, every fault that fired), then cuts them down by delta debugging to\n"
+          "  those the failure needs (replayed where unnamed: no switch at a yield point,\n"
+          "  the lowest runnable fiber where one must run, no fault). Writes the replay\n"
+          "  file FILE (default SCENARIO-SEED.replay) and prints the replay command.\n"
+          "replay: runs a replay file (written by --record or shrink) again: its\n"
+          "  scenario, seed, options and decisions; prints the run line and whether the\n"
+          "  result and hash match the recorded ones. Exit status: the run's own.\n"
           "fuzz: a sweep where each seed draws its own strategy, switch rate, PCT depth\n"
           "  and steps and worker count (swarm testing): one seed names one exact run, and\n"
           "  each failure prints the command that replays it. --shard I/N runs the seeds s\n"
           "  with (s - A) %% N == I - 1 only; --time-budget S starts no seed after S seconds;\n"
           "  --json FILE writes a summary. Failures are grouped by kind and detail.\n"
           "merge: the groups and totals of several fuzz summaries (--json files).\n"
-          "--check-determinism runs each seed twice: FAIL:nondeterministic if the hashes\n"
-          "differ. Failure kinds: those of the simulator (deadlock, livelock, vtime), of\n"
+          "--check-determinism runs each seed twice: FAIL:nondeterministic if the two\n"
+          "runs differ, naming the first decision (step, kind, fibers, scheduling point)\n"
+          "or stretch between two decisions where they part. Failure kinds: those of the simulator (deadlock, livelock, vtime), of\n"
           "the scenario (invariant, setup), and assert, crash, sanitizer, leak, exit, hang.\n"
           "Exit status 2: usage error, or shsim itself could not run.\n",
           TIMEOUT_S_DEFAULT);
@@ -83,8 +90,9 @@ static const opt_def opts[] = {
     OPT("--pct-depth", OPT_U32, CMD_SIM, true, sim.pct_depth),
     OPT("--pct-steps", OPT_U64, CMD_SIM, true, sim.pct_steps),
     OPT("--check-determinism", OPT_FLAG, ARGS_CMD_RUN | CMD_MANY, true, check_determinism),
-    OPT("--timeout-s", OPT_U64, CMD_ANY_SIM, false, timeout_s),
-    OPT("--trace", OPT_STR, ARGS_CMD_RUN, false, sim.trace_path),
+    OPT("--timeout-s", OPT_U64, CMD_ANY_SIM | ARGS_CMD_REPLAY, false, timeout_s),
+    OPT("--trace", OPT_STR, ARGS_CMD_RUN | ARGS_CMD_REPLAY, false, sim.trace_path),
+    OPT("--record", OPT_STR, ARGS_CMD_RUN, false, record_path),
     OPT("--schedule", OPT_STR, ARGS_CMD_RUN, true, schedule_path),
     OPT("--out", OPT_STR, ARGS_CMD_SHRINK, false, out_path),
     OPT("--max-trials", OPT_U64, ARGS_CMD_SHRINK, false, max_trials),
@@ -198,10 +206,7 @@ static int parse_options(int argc, char **argv, int i, args *a) {
   return 0;
 }
 
-static bool is_given(const args *a, const char *name) {
-  const opt_def *d = opt_find(name);
-  return d != NULL && a->given[d - opts] != NULL;
-}
+static bool is_given(const args *a, const char *name) { return args_given(a, name) != NULL; }
 
 static int check_args(const args *a) {
   if ((a->cmd & (ARGS_CMD_RUN | ARGS_CMD_SHRINK)) && !is_given(a, "--seed"))
@@ -252,6 +257,7 @@ int args_parse(int argc, char **argv, args *a) {
            : strcmp(cmd, "shrink") == 0 ? ARGS_CMD_SHRINK
            : strcmp(cmd, "fuzz") == 0   ? ARGS_CMD_FUZZ
            : strcmp(cmd, "merge") == 0  ? ARGS_CMD_MERGE
+           : strcmp(cmd, "replay") == 0 ? ARGS_CMD_REPLAY
                                         : 0;
   if (a->cmd == 0) return bad_arg("unknown command", cmd);
   int first = 2;
@@ -262,12 +268,26 @@ int args_parse(int argc, char **argv, args *a) {
     return 0;
   }
   if (a->cmd != ARGS_CMD_LIST) {
-    if (argc < 3 || argv[2][0] == '-') return bad_arg("missing scenario after", cmd);
+    if (argc < 3 || argv[2][0] == '-')
+      return bad_arg(a->cmd == ARGS_CMD_REPLAY ? "missing file after" : "missing scenario after", cmd);
     a->target = argv[2];
     first = 3;
   }
   int rc = parse_options(argc, argv, first, a);
   return rc != 0 ? rc : check_args(a);
+}
+
+int args_set_option(args *a, const char *name, const char *value) {
+  const opt_def *d = opt_find(name);
+  if (d == NULL || !(d->cmds & ARGS_CMD_RUN) || d->type == OPT_FLAG) return -ENOENT;
+  if (parse_value(d, value, a) != 0) return bad_arg("bad value for", name);
+  a->given[d - opts] = value;
+  return 0;
+}
+
+const char *args_given(const args *a, const char *name) {
+  const opt_def *d = opt_find(name);
+  return d != NULL ? a->given[d - opts] : NULL;
 }
 
 void args_print_command(const args *a, const char *cmd, const char *name, uint64_t seed,

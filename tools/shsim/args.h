@@ -19,6 +19,7 @@ enum {
   ARGS_CMD_SHRINK = 1u << 3,
   ARGS_CMD_FUZZ = 1u << 4,  /* a sweep whose seeds draw their own options (swarm.h) */
   ARGS_CMD_MERGE = 1u << 5, /* the JSON summaries of fuzz campaigns, as one */
+  ARGS_CMD_REPLAY = 1u << 6, /* a replay file, run again (its name is the target) */
 };
 
 typedef struct args_seed_range {
@@ -39,7 +40,8 @@ typedef struct args {
   const char *schedule_path; /* run: replay this schedule */
   const char *out_path;      /* shrink: where the shrunk schedule goes */
   uint64_t max_trials;       /* shrink: replays at most */
-  const char *record_path;   /* children write each run's schedule here */
+  const char *record_path;   /* children write each run's replay file here */
+  bool exact;                /* replay: sim and workers are the run's own, as recorded */
   uint64_t shard_i, shard_n; /* fuzz: seeds s with (s - lo) % shard_n == shard_i - 1 */
   uint64_t time_budget_s;    /* fuzz: no new seed after this much real time (0: none) */
   const char *json_path;     /* fuzz: the summary goes here */
@@ -53,6 +55,13 @@ void args_default(args *a);
 
 /* 0 and *a, 1 for --help (printed), or -EINVAL (reported on stderr). */
 int args_parse(int argc, char **argv, args *a);
+
+/* Sets option `name` ("--faults") to `value` as if given. 0, -ENOENT (no
+ * such option for a run) or -EINVAL (reported). */
+int args_set_option(args *a, const char *name, const char *value);
+
+/* The text given for option `name`, or NULL (not given, or no such option). */
+const char *args_given(const args *a, const char *name);
 
 /* Prints (no newline) "PROG CMD NAME --seed SEED --strategy S" and the
  * options given that shape a run and that the commands in `mask` accept. */

@@ -10,7 +10,8 @@
 #include <unistd.h>
 
 #include "pool.h"
-#include "schedule.h"
+#include "determinism.h"
+#include "replayfile.h"
 #include "swarm.h"
 
 /* Present only in sanitizer builds (weak: NULL otherwise). */
@@ -21,12 +22,12 @@ extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
 static struct {
   uint64_t unit;           /* the unit running */
   uint64_t start_ns;       /* when its run started */
-  const char *record_path; /* write each run's schedule here (shrink) */
+  const char *record_path; /* write each run's replay file here */
 } child;
 
 /* Sends what the simulator knows about the unit that is failing. */
 static void send_death(const char *kind, const char *detail) {
-  schedule_record(child.record_path);
+  replayfile_record(child.record_path);
   sh_sim_trace_abandon(kind);
   unit_rec r;
   unit_rec_init(&r, child.unit, UNIT_REC_LAST);
@@ -49,7 +50,7 @@ static void on_sanitizer_death(void) { send_death("sanitizer", ""); }
  * classifies the death from the wait status. Best effort, it runs in a
  * signal handler. */
 static void on_fatal_signal(int sig) {
-  schedule_record(child.record_path);
+  replayfile_record(child.record_path);
   /* Not async-signal-safe (stdio), but the process is dying anyway and a
    * trace that ends cleanly is worth the risk. */
   sh_sim_trace_abandon(sig == POOL_TIMEOUT_SIGNAL ? "hang" : sig == SIGABRT ? "assert" : "crash");
@@ -85,21 +86,34 @@ static void install_handlers(void) {
   for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++) sigaction(fatal[i], &sa, NULL);
 }
 
+/* The options of unit u's run, as the simulator gets them. */
+static void run_options(const args *a, const sh_scenario *sc, uint64_t seed, sh_sim_options *o,
+                        uint32_t *workers) {
+  *o = a->sim;
+  *workers = a->workers;
+  /* A replay file holds the options as they were configured. */
+  if (a->exact) return;
+  o->seed = seed;
+  o->vtime_limit_ns = sh_scenario_vtime_limit_ns(sc);
+  o->max_steps = sh_scenario_max_steps(sc, o->max_steps);
+  if (a->cmd == ARGS_CMD_FUZZ) swarm_draw(seed, o, workers);
+}
+
 static void run_once(const args *a, const unit_plan *p, uint64_t u, unit_rec *out) {
   const sh_scenario *sc = unit_scn(p, u);
   uint64_t seed = unit_seed(p, u);
-  sh_sim_options o = a->sim;
-  o.seed = seed;
-  o.vtime_limit_ns = sh_scenario_vtime_limit_ns(sc);
-  o.max_steps = sh_scenario_max_steps(sc, o.max_steps);
-  uint32_t workers = a->workers;
-  if (a->cmd == ARGS_CMD_FUZZ) swarm_draw(seed, &o, &workers);
+  sh_sim_options o;
+  uint32_t workers;
+  run_options(a, sc, seed, &o, &workers);
+  if (child.record_path != NULL)
+    replayfile_prepare(&(replay_run){.scenario = sc->name, .workers = workers, .o = o,
+                                     .faults = args_given(a, "--faults")});
   unit_rec_init(out, u, UNIT_REC_RESULT);
   sh_scn_result r;
   child.start_ns = pool_now_ns();
   sh_sim_configure(&o);
   sh_scenario_run(sc, seed, workers, &r);
-  schedule_record(child.record_path);
+  replayfile_record(child.record_path);
   out->real_ns = pool_now_ns() - child.start_ns;
   sh_sim_report_get(&out->rep);
   out->ok = r.ok;
@@ -109,20 +123,23 @@ static void run_once(const args *a, const unit_plan *p, uint64_t u, unit_rec *ou
 
 /* --check-determinism: the same seed again must retrace the same run. */
 static void check_again(const args *a, const unit_plan *p, uint64_t u, unit_rec *first) {
+  det_log log;
+  if (det_keep(&log) != 0) {
+    unit_rec_fail(first, "exit", "out of memory for the determinism check");
+    return;
+  }
   unit_rec again;
   run_once(a, p, u, &again);
-  if (again.rep.hash == first->rep.hash && again.rep.steps == first->rep.steps &&
-      again.ok == first->ok)
-    return;
   char d[256];
-  snprintf(d, sizeof(d), "hash 0x%016llx steps %llu, then hash 0x%016llx steps %llu",
-           (unsigned long long)first->rep.hash, (unsigned long long)first->rep.steps,
-           (unsigned long long)again.rep.hash, (unsigned long long)again.rep.steps);
-  unit_rec_fail(first, "nondeterministic", d);
+  if (!det_same(&log, d, sizeof(d))) unit_rec_fail(first, "nondeterministic", d);
+  else if (again.ok != first->ok) unit_rec_fail(first, "nondeterministic", "the same run, then a failure");
+  det_free(&log);
 }
 
 static void run_unit(const args *a, const unit_plan *p, uint64_t u, unit_rec *out) {
   child.unit = u;
+  /* Where two runs part, to the scheduling point. */
+  sh_sim_record_points(a->check_determinism);
   run_once(a, p, u, out);
   if (a->check_determinism && out->ok) check_again(a, p, u, out);
 }

@@ -20,8 +20,8 @@
 #include "fuzz.h"
 #include "pool.h"
 #include "report.h"
+#include "replaycmd.h"
 #include "runner.h"
-#include "schedule.h"
 #include "unit.h"
 
 #define FAILURES_KEPT 1000 /* failures listed after a sweep */
@@ -60,7 +60,8 @@ static int trace_path_check(const char *path) {
   return 0;
 }
 
-static int cmd_run(const args *a, const unit_plan *p) {
+/* rf: the replay file run (NULL: a plain run). */
+static int cmd_run(const args *a, const unit_plan *p, const replay_file *rf) {
   if (trace_path_check(a->sim.trace_path) != 0) return 2;
   unit_rec r = runner_run_first(a, p, false);
   const sh_scenario *sc = p->scs[0];
@@ -68,98 +69,8 @@ static int cmd_run(const args *a, const unit_plan *p) {
                      (unsigned long long)p->seeds.lo, r.kind, r.detail);
   if (a->sim.trace_path != NULL) fprintf(stderr, "shsim: trace in %s\n", a->sim.trace_path);
   report_run_line(sc, p->seeds.lo, &r);
+  replaycmd_after_run(a, rf, &r);
   return r.ok ? 0 : 1;
-}
-
-/* ---- shrink ----------------------------------------------------------------------------- */
-
-typedef struct shrink_ctx {
-  args *a;
-  const unit_plan *p;
-  const char *kind; /* the original failure's */
-} shrink_ctx;
-
-/* A replay of schedule c[0..n) in a child: does it fail the same way? */
-static bool shrink_fails(void *ctx, const sh_sim_choice *c, size_t n) {
-  shrink_ctx *k = ctx;
-  k->a->sim.schedule = c;
-  k->a->sim.schedule_len = n;
-  unit_rec r = runner_run_first(k->a, k->p, true);
-  return !r.ok && strcmp(r.kind, k->kind) == 0;
-}
-
-/* Runs the seed once, recording its schedule in a temporary file. */
-static int shrink_record(args *a, const unit_plan *p, unit_rec *r, sh_sim_choice **c, size_t *n) {
-  const char *dir = getenv("TMPDIR");
-  char path[PATH_MAX];
-  snprintf(path, sizeof(path), "%s/shsim-schedule-XXXXXX", dir != NULL ? dir : "/tmp");
-  int fd = mkstemp(path);
-  if (fd < 0) return -errno;
-  close(fd);
-  a->record_path = path;
-  *r = runner_run_first(a, p, true);
-  a->record_path = NULL;
-  int rc = r->ok ? 0 : schedule_load(path, c, n);
-  unlink(path);
-  return rc;
-}
-
-static void shrink_print(const sh_sim_choice *c, size_t n, uint32_t workers) {
-  for (size_t i = 0; i < n && i < 40; i++) {
-    if (c[i].kind == SH_SIM_FAULT) {
-      printf("  step %llu: fault point %08x fires\n", (unsigned long long)c[i].step, c[i].to);
-      continue;
-    }
-    printf("  step %llu: %s %s %u\n", (unsigned long long)c[i].step,
-           c[i].kind == SH_SIM_FORCED ? "then" : "preempt, run",
-           c[i].to == workers ? "the outside fiber" : "worker", c[i].to == workers ? 0 : c[i].to);
-  }
-  if (n > 40) printf("  ... (%zu more)\n", n - 40);
-}
-
-static int cmd_shrink(args *a, const unit_plan *p) {
-  const sh_scenario *sc = p->scs[0];
-  unit_rec r;
-  sh_sim_choice *c = NULL;
-  size_t n = 0;
-  int rc = shrink_record(a, p, &r, &c, &n);
-  if (rc != 0) {
-    fprintf(stderr, "shsim: recording the schedule failed: %s\n", strerror(-rc));
-    return 2;
-  }
-  if (r.ok) {
-    printf("shsim: %s seed %llu passes: nothing to shrink\n", sc->name,
-           (unsigned long long)p->seeds.lo);
-    return 0;
-  }
-  printf("shsim: %s seed %llu: FAIL:%s with %zu scheduling choices; shrinking\n", sc->name,
-         (unsigned long long)p->seeds.lo, r.kind, n);
-  fflush(stdout);
-  shrink_ctx k = {.a = a, .p = p, .kind = r.kind};
-  uint64_t t0 = pool_now_ns();
-  uint32_t trials = 0;
-  size_t m = sh_sim_shrink(c, n, shrink_fails, &k, (uint32_t)a->max_trials, &trials);
-  bool again = shrink_fails(&k, c, m); /* the result replays as a failure */
-  char about[160], out[PATH_MAX];
-  snprintf(about, sizeof(about), "scenario=%s seed=%llu fails with FAIL:%s", sc->name,
-           (unsigned long long)p->seeds.lo, r.kind);
-  snprintf(out, sizeof(out), "%s", a->out_path != NULL ? a->out_path : "");
-  if (a->out_path == NULL)
-    snprintf(out, sizeof(out), "%s-%llu.schedule", sc->name, (unsigned long long)p->seeds.lo);
-  rc = again ? schedule_save(out, c, m, about) : -EPROTO;
-  printf("shsim: %zu -> %zu choices in %u replays (%.1f s)%s\n", n, m, trials,
-         (double)(pool_now_ns() - t0) / 1e9, trials >= a->max_trials ? ", trial budget spent" : "");
-  shrink_print(c, m, a->workers != 0 ? a->workers : sc->workers != 0 ? sc->workers : 2);
-  free(c);
-  if (rc != 0) {
-    fprintf(stderr, "shsim: %s\n", again ? "cannot write the schedule" : "the shrunk schedule no longer fails");
-    return 1;
-  }
-  /* The strategy too: its bookkeeping (PCT's priorities) runs in a replay. */
-  printf("replay: ");
-  args_print_command(a, "run", sc->name, p->seeds.lo, ARGS_CMD_RUN);
-  printf(" --schedule %s\n", out);
-  return 0;
 }
 
 /* ---- sweep ------------------------------------------------------------------------------ */
@@ -260,23 +171,26 @@ int main(int argc, char **argv) {
   if (rc != 0) return rc > 0 ? 0 : 2;
   if (a.cmd == ARGS_CMD_LIST) return cmd_list(&a);
   if (a.cmd == ARGS_CMD_MERGE) return fuzz_merge_cmd(&a);
-  unit_plan p;
-  if (unit_plan_make(&a, &p) != 0) return 2;
-  sh_sim_choice *loaded = NULL;
+  replay_file rf = {0};
+  if (a.cmd == ARGS_CMD_REPLAY && (rc = replaycmd_load(&a, &rf)) != 0) return rc;
   if (a.schedule_path != NULL) {
-    size_t n;
-    rc = schedule_load(a.schedule_path, &loaded, &n);
+    size_t line;
+    rc = replayfile_load(a.schedule_path, &rf, &line);
     if (rc != 0) {
-      fprintf(stderr, "shsim: cannot read the schedule %s: %s\n", a.schedule_path, strerror(-rc));
+      fprintf(stderr, "shsim: cannot read the schedule %s (line %zu): %s\n", a.schedule_path,
+              line, strerror(-rc));
       return 2;
     }
-    a.sim.schedule = loaded;
-    a.sim.schedule_len = n;
+    a.sim.schedule = rf.c;
+    a.sim.schedule_len = rf.n;
   }
-  rc = a.cmd == ARGS_CMD_SHRINK ? cmd_shrink(&a, &p)
-       : a.cmd == ARGS_CMD_RUN  ? cmd_run(&a, &p)
-       : a.cmd == ARGS_CMD_FUZZ ? fuzz_cmd(&a, &p)
-                                : cmd_sweep(&a, &p);
-  free(loaded);
+  unit_plan p;
+  rc = unit_plan_make(&a, &p) != 0                  ? 2
+       : a.cmd == ARGS_CMD_SHRINK                   ? replaycmd_shrink(&a, &p)
+       : a.cmd == ARGS_CMD_REPLAY                   ? cmd_run(&a, &p, &rf)
+       : a.cmd == ARGS_CMD_RUN                      ? cmd_run(&a, &p, NULL)
+       : a.cmd == ARGS_CMD_FUZZ                     ? fuzz_cmd(&a, &p)
+                                                    : cmd_sweep(&a, &p);
+  replayfile_free(&rf);
   return rc;
 }

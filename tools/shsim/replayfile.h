@@ -1,0 +1,85 @@
+/*
+ * Replay files: one run, self-described, so that `shsim replay FILE` can run
+ * it again. Text, one item a line:
+ *
+ *   # comments
+ *   KEY=VALUE          the header: format, binary, scenario, seed, strategy,
+ *                      workers and the simulator's options (replayfile.c)
+ *   STEP KIND WHAT     one decision of the run a line, in order: KIND is
+ *                      preempt or forced (WHAT: the fiber run next) or
+ *                      fault (WHAT: the point's id, 0x and 8 hex digits)
+ *   result=ok|FAIL:K   the outcome, after the decisions, with hash= and
+ *                      steps=: the parent adds it, since it is the one that
+ *                      classifies a child's death
+ *
+ * The decisions of a crashing run must still reach the file, so a child
+ * formats the header before its run and writes the file with write(2) only.
+ * Files of plain "STEP FIBER KIND" lines (KIND 0 preempt, 1 forced, 2 fault)
+ * are read too.
+ */
+#ifndef SHSIM_REPLAYFILE_H
+#define SHSIM_REPLAYFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <stackhouse/sim.h>
+
+#define REPLAYFILE_FORMAT 1
+
+/* What a replay needs to know of a run, besides its decisions. */
+typedef struct replay_run {
+  const char *scenario;
+  uint32_t workers;   /* as given to the scenario: 0 is its default */
+  sh_sim_options o;   /* as configured: seed, strategy, bounds (schedule ignored) */
+  const char *faults; /* the fault spec as given (NULL: none), carried as text */
+} replay_run;
+
+/* The outcome recorded after the decisions. */
+typedef struct replay_outcome {
+  bool known; /* the file has one */
+  bool ok;
+  char kind[32];
+  uint64_t hash, steps;
+} replay_outcome;
+
+/* A file read back. Strings point into `text`. */
+typedef struct replay_file {
+  bool has_header;    /* a replay file, not a plain schedule */
+  unsigned format;
+  uint64_t binary;    /* the recording binary's identity (replayfile_binary) */
+  replay_run run;
+  replay_outcome outcome;
+  sh_sim_choice *c;   /* the decisions (malloc'd) */
+  size_t n;
+  char *text;         /* the file's text, cut into strings (malloc'd) */
+  const char *unknown; /* the first header key this shsim does not know, or NULL */
+} replay_file;
+
+/* This binary's identity: its build id if the linker gave it one, the
+ * library's version and the table of scenarios, hashed. */
+uint64_t replayfile_binary(void);
+
+/* In a child, before its run: the header for replayfile_record. */
+void replayfile_prepare(const replay_run *r);
+
+/* Writes the prepared header and the current run's decisions to path
+ * (nothing if NULL). Async-signal-safe (open, write, close, no stdio): it
+ * also runs in a fatal-signal handler, so that a run that asserts can be
+ * replayed and shrunk too. */
+void replayfile_record(const char *path);
+
+/* Adds the outcome to a file replayfile_record wrote. 0 or -errno. */
+int replayfile_add_outcome(const char *path, const replay_outcome *out);
+
+/* A whole file: header, decisions c[0..n), outcome. 0 or -errno. */
+int replayfile_save(const char *path, const replay_run *r, const sh_sim_choice *c, size_t n,
+                    const replay_outcome *out);
+
+/* Reads a file. 0, -errno, or -EINVAL for a bad line (its number to *line). */
+int replayfile_load(const char *path, replay_file *f, size_t *line);
+
+void replayfile_free(replay_file *f);
+
+#endif
