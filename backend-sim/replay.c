@@ -26,7 +26,7 @@ static struct {
   size_t npoints, cappoints;
 } R;
 
-static bool points_on; /* kept across runs */
+bool sh_simreplay_points_on; /* kept across runs */
 
 void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len) {
   free(R.log);
@@ -141,7 +141,7 @@ void sh_simreplay_record(uint64_t step, uint32_t to, sh_sim_choice_kind kind) {
   sh_simreplay_record_at(step, to, kind, NULL);
 }
 
-void sh_sim_record_points(bool on) { points_on = on; }
+void sh_sim_record_points(bool on) { sh_simreplay_points_on = on; }
 
 size_t sh_sim_points(const sh_sim_point **out) {
   *out = R.points;
@@ -149,8 +149,7 @@ size_t sh_sim_points(const sh_sim_point **out) {
 }
 
 /* Bounded by SH_SIM_MAX_POINTS: the points past it are not kept. */
-void sh_simreplay_point(uint64_t step, const char *where) {
-  if (!points_on) return;
+void sh_simreplay_point_keep(uint64_t step, const char *where) {
   if (R.npoints == R.cappoints) {
     size_t cap = R.cappoints == 0 ? 4096 : R.cappoints * 2;
     sh_sim_point *n = cap <= SH_SIM_MAX_POINTS ? realloc(R.points, cap * sizeof(*n)) : NULL;

@@ -45,7 +45,12 @@ void sh_simreplay_record_at(uint64_t step, uint32_t to, sh_sim_choice_kind kind,
                             const char *where);
 
 /* At a scheduling point named `where`, its step passed: kept if
- * sh_sim_record_points is on. */
-void sh_simreplay_point(uint64_t step, const char *where);
+ * sh_sim_record_points is on. Inline: asked at every step, and off but for
+ * a determinism check. */
+extern bool sh_simreplay_points_on;
+void sh_simreplay_point_keep(uint64_t step, const char *where);
+static inline void sh_simreplay_point(uint64_t step, const char *where) {
+  if (sh_simreplay_points_on) sh_simreplay_point_keep(step, where);
+}
 
 #endif
