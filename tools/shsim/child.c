@@ -92,6 +92,7 @@ static void run_once(const args *a, const unit_plan *p, uint64_t u, unit_rec *ou
   o.seed = seed;
   o.vtime_limit_ns = sh_scenario_vtime_limit_ns(sc);
   o.max_steps = sh_scenario_max_steps(sc, o.max_steps);
+  o.hang_real_ms = sh_scenario_hang_real_ms(sc, args_hang_real_ms(a));
   uint32_t workers = a->workers;
   if (a->cmd == ARGS_CMD_FUZZ) swarm_draw(seed, &o, &workers);
   unit_rec_init(out, u, UNIT_REC_RESULT);
