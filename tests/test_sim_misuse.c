@@ -17,6 +17,7 @@
 #define _POSIX_C_SOURCE 200809L /* alarm */
 #endif
 
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -26,6 +27,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -222,7 +224,12 @@ static void real_calls_work(void) {
   assert_int_equal(pthread_join(th, &ret), 0);
   assert_ptr_equal(ret, &token);
   assert_int_equal(pthread_mutex_lock(&tsm_mutex), 0);
+  static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+  struct timespec past = {0, 0};
+  assert_int_equal(pthread_cond_timedwait(&cond, &tsm_mutex, &past), ETIMEDOUT);
   assert_int_equal(pthread_mutex_unlock(&tsm_mutex), 0);
+  assert_int_equal(clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL), 0);
+  assert_int_equal(sleep(0), 0);
 }
 
 static void test_calls_outside_a_run(void **state) {
