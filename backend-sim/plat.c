@@ -16,6 +16,9 @@
  * deadline expires like a park's. A timed wait whose deadline has already
  * passed is a polling step instead, so that a loop of such polls advances
  * the clock and lets the others run.
+ *
+ * Threads. The entry points the core calls from any thread check first that
+ * they run on the simulation's OS thread (misuse.h): FAIL:thread otherwise.
  */
 #include <assert.h>
 #include <errno.h>
@@ -23,8 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "misuse.h"
 #include "run.h"
 #include "strategy.h"
+#include "watchdog.h"
 
 /* sh_plat_cpu_count in the simulator: a fixed answer keeps runs alike everywhere. */
 #define SH_SIM_CPUS 4
@@ -74,6 +79,7 @@ int sh_plat_new(uint32_t workers, sh_plat **out) {
     }
   }
   S->plat = p;
+  sh_simmisuse_bind();
   *out = p;
   return 0;
 }
@@ -89,6 +95,8 @@ void sh_plat_free(sh_plat *p) {
   sh_simrun_mix(S->steps);
   sh_simrun_mix(S->now);
   sh_simrun_trace_close();
+  sh_simwatchdog_disarm();
+  sh_simmisuse_unbind();
   S->plat = NULL;
   free(p);
 }
@@ -121,6 +129,7 @@ int sh_plat_start(sh_plat *p, sh_plat_entry entry, void *ctx) {
   for (uint32_t i = 0; i < p->nworkers; i++) sh_simrun_make_runnable(&p->f[i]);
   sh_simstrategy_start(p);
   p->started = true;
+  sh_simwatchdog_arm(S->opt.hang_real_ms);
   return 0;
 }
 
@@ -134,9 +143,13 @@ void sh_plat_join(sh_plat *p) {
   }
 }
 
+/* Read inline by the core (plat.h), so without the thread check: a call
+ * from a foreign thread reaches a checked entry point (a yield, a wake, the
+ * clock) within a few instructions. */
 void *sh_plat_sim_local;
 
 void sh_plat_set_local(void *ctx) {
+  sh_simmisuse_check_thread("sh_plat_set_local");
   if (S->plat != NULL)
     S->plat->f[S->plat->cur].local = ctx;
   else
@@ -146,18 +159,33 @@ void sh_plat_set_local(void *ctx) {
 
 uint32_t sh_plat_cpu_count(void) { return SH_SIM_CPUS; }
 
-uint64_t sh_plat_now_ns(void) { return S->now; }
+uint64_t sh_plat_now_ns(void) {
+  sh_simmisuse_check_thread("sh_plat_now_ns");
+  return S->now;
+}
 
 uint64_t sh_plat_random(void) {
+  sh_simmisuse_check_thread("sh_plat_random");
   sh_simrun_ensure_configured();
   return sh_simrng_next(&S->core_rng);
 }
 
 /* ---- scheduling points, parking ------------------------------------------- */
 
-void sh_plat_yield(const char *where) { sh_simrun_point(where, false); }
-void sh_plat_relax(void) { sh_simrun_point("relax", true); }
-void sh_plat_yield_cpu(void) { sh_simrun_yield_cpu(); }
+void sh_plat_yield(const char *where) {
+  sh_simmisuse_check_thread("sh_plat_yield");
+  sh_simrun_point(where, false);
+}
+
+void sh_plat_relax(void) {
+  sh_simmisuse_check_thread("relax");
+  sh_simrun_point("relax", true);
+}
+
+void sh_plat_yield_cpu(void) {
+  sh_simmisuse_check_thread("yield_cpu");
+  sh_simrun_yield_cpu();
+}
 
 void sh_plat_park(sh_plat *p, uint32_t w, uint64_t deadline_ns) {
   assert(p == S->plat && w == p->cur && w < p->nworkers);
@@ -176,6 +204,7 @@ void sh_plat_park(sh_plat *p, uint32_t w, uint64_t deadline_ns) {
 }
 
 void sh_plat_wake(sh_plat *p, uint32_t w) {
+  sh_simmisuse_check_thread("sh_plat_wake");
   assert(p == S->plat && w < p->nworkers);
   sh_simrun_fiber *f = &p->f[w];
   if (f->state == SH_SIMRUN_PARKED) {
@@ -199,6 +228,7 @@ int sh_plat_event_new(sh_plat_event **out) {
 void sh_plat_event_free(sh_plat_event *e) { free(e); }
 
 void sh_plat_event_set(sh_plat_event *e) {
+  sh_simmisuse_check_thread("sh_plat_event_set");
   e->set = true;
   sh_plat *p = S->plat;
   if (e->waiter != SH_SIMRUN_NO_FIBER && p != NULL && e->waiter < p->nfibers)
@@ -217,6 +247,7 @@ static int wait_alone(uint64_t deadline_ns) {
 }
 
 int sh_plat_event_wait_until(sh_plat_event *e, uint64_t deadline_ns) {
+  sh_simmisuse_check_thread("sh_plat_event_wait");
   if (e->set) return 0;
   sh_plat *p = sh_simrun_active();
   if (p == NULL) return wait_alone(deadline_ns);
@@ -256,6 +287,7 @@ static void thread_main(void *arg) {
 }
 
 int sh_plat_thread_start(void (*fn)(void *arg), void *arg, sh_plat_thread **out) {
+  sh_simmisuse_check_thread("sh_plat_thread_start");
   sh_plat *p = sh_simrun_active();
   if (fn == NULL || out == NULL || p == NULL) return -EINVAL;
   /* Slots are not reused (see the top of the file). */
@@ -310,6 +342,7 @@ void sh_plat_thread_join(sh_plat_thread *t) {
 /* ---- trace points -------------------------------------------------------------- */
 
 void sh_plat_trace(sh_trace_kind kind, uint64_t house, const char *name, uint64_t flow) {
+  sh_simmisuse_check_thread("sh_plat_trace");
   uint32_t cur = sh_simrun_cur();
   sh_simrun_mix(SH_SIMRUN_MIX_TRACE);
   sh_simrun_mix(((uint64_t)cur << 8) | (uint64_t)kind);

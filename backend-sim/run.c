@@ -32,6 +32,7 @@
 
 #include "replay.h"
 #include "strategy.h"
+#include "watchdog.h"
 
 /* Steps a fiber may run without giving way before it is preempted: a real
  * machine runs woken peers on other CPUs, or preempts; without this a worker
@@ -55,6 +56,7 @@ void sh_sim_options_default(sh_sim_options *o) {
   o->step_ns = 100;
   o->idle_step_ns = 2000;
   o->max_steps = 100000000;
+  o->hang_real_ms = 10000;
 }
 
 void sh_sim_on_failure(sh_sim_fail_fn fn) { S->on_fail = fn; }
@@ -122,6 +124,7 @@ void sh_simrun_fail(const char *kind, const char *detail) {
   /* A handler that passes a scheduling point fails the same bound again. */
   if (S->failing) default_fail(kind, detail);
   S->failing = true;
+  sh_simwatchdog_disarm();
   sh_sim_trace_abandon(kind);
   (S->on_fail != NULL ? S->on_fail : default_fail)(kind, detail);
   default_fail(kind, detail); /* a handler that returned */
@@ -258,6 +261,7 @@ static void switch_to(sh_plat *p, uint32_t next, const char *where, bool forced)
 
 void sh_simrun_give_way(const char *where) {
   sh_plat *p = S->plat;
+  p->f[p->cur].where = where;
   /* Bounded: every jump makes at least one sleeping fiber runnable. */
   for (;;) {
     uint32_t next = pick_next(p, UINT32_MAX);
@@ -278,6 +282,7 @@ static uint32_t decide(sh_plat *p, bool polling) {
 void sh_simrun_point(const char *where, bool polling) {
   sh_plat *p = sh_simrun_active();
   if (p == NULL) return;
+  p->f[p->cur].where = where;
   sh_simrun_step(p, polling);
   sh_simreplay_point(S->steps, where);
   if (!polling) sh_simstrategy_point(p);
@@ -297,6 +302,7 @@ void sh_simrun_point(const char *where, bool polling) {
 void sh_simrun_yield_cpu(void) {
   sh_plat *p = sh_simrun_active();
   if (p == NULL) return;
+  p->f[p->cur].where = "yield_cpu";
   sh_simrun_step(p, true);
   sh_simreplay_point(S->steps, "yield_cpu");
   sh_simstrategy_demote(p);

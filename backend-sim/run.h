@@ -42,6 +42,7 @@ typedef struct sh_simrun_fiber {
   uint64_t deadline; /* parked or blocked: wake time, or SH_PLAT_NO_DEADLINE */
   void *local;
   int64_t prio; /* pct */
+  const char *where; /* the last scheduling point it passed (watchdog.c names it) */
   /* Thread fibers only: */
   void (*fn)(void *arg);
   void *arg;

@@ -81,6 +81,11 @@ uint64_t sh_scenario_max_steps(const sh_scenario *sc, uint64_t run_max) {
   return sc->max_steps != 0 && sc->max_steps < run_max ? sc->max_steps : run_max;
 }
 
+uint64_t sh_scenario_hang_real_ms(const sh_scenario *sc, uint64_t run_ms) {
+  return run_ms != 0 && sc->hang_real_ms != 0 && sc->hang_real_ms < run_ms ? sc->hang_real_ms
+                                                                             : run_ms;
+}
+
 /* ---- for scenario code -------------------------------------------------------- */
 
 void *sh_scn_state(sh_scn *s) { return s->state; }

@@ -171,6 +171,7 @@ static void scenario_options(const sh_scenario *sc, uint64_t seed, sh_sim_strate
   o->strategy = strategy;
   o->vtime_limit_ns = sh_scenario_vtime_limit_ns(sc);
   o->max_steps = sh_scenario_max_steps(sc, o->max_steps);
+  o->hang_real_ms = sh_scenario_hang_real_ms(sc, o->hang_real_ms);
 }
 
 /* One simulation of sc with options o: its result and report. */

@@ -8,7 +8,8 @@
  *     other strategies;
  *   - the failure classification, one hidden test scenario per kind:
  *     deadlock, livelock, invariant, assert and crash (a sanitizer build
- *     reports the crash first: sanitizer);
+ *     reports the crash first: sanitizer), and the misuses: a real sleep
+ *     and a real thread (blocking), a busy loop (hang);
  *   - `list` hides the test scenarios, `list --all` shows them;
  *   - `sweep`: its table row, its exit status, and for a racy scenario the
  *     replay and shrink commands of each failure;
@@ -407,6 +408,9 @@ static void test_failure_kinds(void **state) {
       /* A sanitizer catches the bad read before the signal would come (its
        * report is the better one). */
       {"test_crash", "FAIL:crash", UNDER_ASAN ? "FAIL:sanitizer" : NULL},
+      {"test_misuse_sleep", "FAIL:blocking", NULL},
+      {"test_misuse_thread", "FAIL:blocking", NULL},
+      {"test_misuse_spin", "FAIL:hang", NULL},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     const expected_failure *c = &cases[i];
@@ -435,7 +439,7 @@ static void test_list(void **state) {
   expect_status(o, 0);
   static const char *const hidden[] = {"ask_reply ", "test_deadlock ", "test_livelock ",
                                        "test_race ", "test_assert ", "test_crash ",
-                                       "test_invariant "};
+                                       "test_invariant ", "test_misuse_spin "};
   for (size_t i = 0; i < sizeof(hidden) / sizeof(hidden[0]); i++)
     assert_true(line_starting(o->out.text, hidden[i], line, sizeof(line)));
 }
@@ -592,6 +596,25 @@ static void expect_usage_error(const outcome *o) {
   expect_status(o, 2);
   assert_true(o->err.len > 0);
   assert_null(strstr(o->out.text, "scenario="));
+}
+
+/* --hang-after bounds a run's real time without a step; the scenario's own
+ * bound (1 s) stays where it is lower; 0 turns the watch off, and then only
+ * --timeout-s ends the busy loop, which kills the run. */
+static void test_hang_after(void **state) {
+  (void)state;
+  result_line r;
+  char line[LINE_MAX_LEN];
+  const char *const longer[] = {"--hang-after", "5", NULL};
+  const outcome *o = run_line("test_misuse_spin", "1", longer, 1, &r, line, sizeof(line));
+  assert_string_equal(r.result, "FAIL:hang");
+  assert_non_null(strstr(o->err.text, "no scheduling point for 1000 ms"));
+  const char *const off[] = {"--hang-after", "0", "--timeout-s", "2", NULL};
+  o = run_line("test_misuse_spin", "1", off, 1, &r, line, sizeof(line));
+  assert_string_equal(r.result, "FAIL:hang");
+  assert_null(strstr(o->err.text, "no scheduling point"));
+  assert_non_null(strstr(o->err.text, "killed"));
+  expect_usage_error(SHSIM("run", "test_misuse_spin", "--seed", "1", "--hang-after", "x"));
 }
 
 static void test_usage(void **state) {
@@ -828,6 +851,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_strategies_differ),
       cmocka_unit_test(test_run_trace),
       cmocka_unit_test(test_failure_kinds),
+      cmocka_unit_test(test_hang_after),
       cmocka_unit_test(test_list),
       cmocka_unit_test(test_sweep_passes),
       cmocka_unit_test(test_sweep_shrink_replay),

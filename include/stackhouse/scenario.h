@@ -68,6 +68,9 @@ typedef struct sh_scenario {
   uint32_t workers;    /* default worker count; 0: 2 */
   uint64_t vtime_limit_ms; /* virtual-time bound in the simulator; 0: 60000 */
   uint64_t max_steps;  /* step bound in the simulator, if lower than the run's (0: the run's) */
+  /* Real time without a step before the simulator ends the run with
+   * FAIL:hang, if lower than the run's (0: the run's); a run with none has none. */
+  uint64_t hang_real_ms;
   unsigned flags;      /* SH_SCN_* */
   const char *expect;  /* hidden scenarios: the failure kind they must end with */
   /* Bytes of per-run state, zeroed before the run: sh_scn_state(s). */
@@ -228,6 +231,9 @@ typedef struct sh_scn_result {
 #define SH_SCN_VTIME_LIMIT_MS_DEFAULT 60000
 uint64_t sh_scenario_vtime_limit_ns(const sh_scenario *sc);
 uint64_t sh_scenario_max_steps(const sh_scenario *sc, uint64_t run_max);
+/* The real-time hang bound (sim.h's hang_real_ms) for a run of sc: the
+ * lower of the scenario's (if any) and the run's (0: none, which stays). */
+uint64_t sh_scenario_hang_real_ms(const sh_scenario *sc, uint64_t run_ms);
 
 /* Runs one scenario once on the linked backend. workers 0: its default. In
  * the simulator, the simulator must have been configured first (sim.h) and

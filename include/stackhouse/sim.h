@@ -73,6 +73,7 @@ typedef struct sh_sim_options {
   uint64_t idle_step_ns;    /* per polling step while no other fiber can run (2000 ns) */
   uint64_t max_steps;       /* more steps than this: FAIL:livelock (100 M) */
   uint64_t vtime_limit_ns;  /* virtual time past this: FAIL:vtime (0: none) */
+  uint64_t hang_real_ms;    /* this much real time without a step: FAIL:hang (10000; 0: none) */
   const char *trace_path;   /* Chrome trace-event JSON written here (NULL: none) */
   /* Replay: when set, the strategy makes no choice (its bookkeeping, such as
    * PCT's priorities, still runs, so the clock advances as it did); a
@@ -156,7 +157,14 @@ void sh_sim_report_get(sh_sim_report *r);
 /*
  * Failures the simulator detects itself: "deadlock" (every fiber blocked,
  * no timer can wake any), "livelock" (max_steps passed), "vtime" (the
- * virtual-time limit passed). The run cannot go on: the handler is called
+ * virtual-time limit passed), and the program's misuse of the simulation:
+ * "blocking" (a call that blocks the simulation's OS thread: a real sleep,
+ * sched_yield, pthread_create or _join, a timed poll/select/epoll_wait, a
+ * condition wait, a mutex another fiber holds), "thread" (the runtime
+ * entered from an OS thread other than the simulation's), "hang" (no
+ * scheduling point for hang_real_ms of real time: a busy loop). Their
+ * detail names the fiber and the caller's location; the backtrace goes to
+ * stderr. The run cannot go on: the handler is called
  * with the kind and a one-line detail and must not return (the default
  * prints both to stderr and calls _exit(1)). The trace file, if any, is
  * finished before the handler runs.

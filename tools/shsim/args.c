@@ -33,6 +33,8 @@ static void usage(FILE *f) {
           "options: --strategy random|pct|none  --workers K  --steps-max N\n"
           "         --switch-permille P  --pct-depth D  --pct-steps K  --check-determinism\n"
           "         --timeout-s S (real-time watchdog per run, default %d)\n"
+          "         --hang-after S (FAIL:hang after S s of real time without a scheduling\n"
+          "           point, default 10; 0: never)\n"
           "         --trace FILE.json (run only: Chrome trace-event JSON, for Perfetto)\n"
           "         --schedule FILE (run only: follow the decisions of a replay or schedule\n"
           "           file, with the options given on the command line)\n"
@@ -91,6 +93,7 @@ static const opt_def opts[] = {
     OPT("--pct-steps", OPT_U64, CMD_SIM, true, sim.pct_steps),
     OPT("--check-determinism", OPT_FLAG, ARGS_CMD_RUN | CMD_MANY, true, check_determinism),
     OPT("--timeout-s", OPT_U64, CMD_ANY_SIM | ARGS_CMD_REPLAY, false, timeout_s),
+    OPT("--hang-after", OPT_U64, CMD_ANY_SIM | ARGS_CMD_REPLAY, true, hang_after_s),
     OPT("--trace", OPT_STR, ARGS_CMD_RUN | ARGS_CMD_REPLAY, false, sim.trace_path),
     OPT("--record", OPT_STR, ARGS_CMD_RUN, false, record_path),
     OPT("--schedule", OPT_STR, ARGS_CMD_RUN, true, schedule_path),
@@ -303,4 +306,8 @@ void args_fprint_command(FILE *f, const args *a, const char *cmd, const char *na
     if (!opts[i].replay || a->given[i] == NULL || !(opts[i].cmds & mask)) continue;
     fprintf(f, " %s%s%s", opts[i].name, a->given[i][0] != '\0' ? " " : "", a->given[i]);
   }
+}
+
+uint64_t args_hang_real_ms(const args *a) {
+  return is_given(a, "--hang-after") ? a->hang_after_s * 1000 : a->sim.hang_real_ms;
 }

@@ -35,6 +35,7 @@ typedef struct args {
   uint32_t workers;   /* 0: the scenario's default */
   uint64_t jobs;
   uint64_t timeout_s;
+  uint64_t hang_after_s; /* --hang-after, if given (see args_hang_real_ms) */
   bool check_determinism;
   bool all;
   const char *schedule_path; /* run: replay this schedule */
@@ -71,5 +72,9 @@ void args_print_command(const args *a, const char *cmd, const char *name, uint64
 /* The same, to f. */
 void args_fprint_command(FILE *f, const args *a, const char *cmd, const char *name, uint64_t seed,
                          unsigned mask);
+
+/* A run's real-time hang bound in ms (sim.h's hang_real_ms): --hang-after's,
+ * else the options'. */
+uint64_t args_hang_real_ms(const args *a);
 
 #endif
