@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "run.h"
 #include "strategy.h"
 
@@ -89,6 +90,7 @@ void sh_plat_free(sh_plat *p) {
   sh_simrun_mix(S->steps);
   sh_simrun_mix(S->now);
   sh_simrun_trace_close();
+  sh_simfault_end();
   S->plat = NULL;
   free(p);
 }

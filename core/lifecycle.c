@@ -17,6 +17,7 @@
 #include "addr.h"
 #include "bridge.h"
 #include "check.h"
+#include "faults.h"
 #include "house.h"
 #include "loop.h"
 #include "hstore.h"
@@ -71,6 +72,8 @@ int sh_system_new(const sh_config *cfg, sh_system **out) {
   int rc = check_config(&c);
   if (rc != 0) return rc;
   if (c.workers == 0) c.workers = sh_plat_cpu_count();
+  sh_faults_from_env();
+  fiu_return_on("sh/system/new", -ENOMEM);
   sh_system *sys = calloc(1, sizeof(*sys));
   if (sys == NULL) return -ENOMEM;
   sys->cfg = c;
@@ -110,7 +113,8 @@ static void stop_workers(sh_system *sys) {
 int sh_system_start(sh_system *sys) {
   if (sys == NULL || sys->started || sh_system_is_shut(sys)) return -EINVAL;
   sys->started = true;
-  int rc = sh_plat_start(sys->plat, sh_loop_main, sys);
+  /* Fault point: as if the first worker thread could not start. */
+  int rc = fiu_fail("sh/system/start") ? -EAGAIN : sh_plat_start(sys->plat, sh_loop_main, sys);
   if (rc != 0) stop_workers(sys);
   return rc;
 }

@@ -174,6 +174,7 @@ static int spawn_group(sh_system *sys, const sh_actor_class *c, void *arg, uint3
   sh_addr_kind kind = instances == SH_SPAWN_PER_WORKER ? SH_ADDR_PER_WORKER : SH_ADDR_ROBIN;
   uint32_t n = kind == SH_ADDR_PER_WORKER ? sys->nworkers : instances;
   if (n > 1u << 20) return -EINVAL;
+  fiu_return_on("sh/spawn/group", -ENOMEM);
   sh_addr *a = calloc(1, sizeof(*a) + n * sizeof(uintptr_t));
   if (a == NULL) return -ENOMEM;
   a->kind = kind;

@@ -13,6 +13,9 @@
 #include <string.h>
 
 #include <stackhouse/probe.h>
+#ifdef SH_SIM
+#include <stackhouse/sim.h>
+#endif
 
 struct sh_scn {
   const sh_scenario *sc;
@@ -22,6 +25,7 @@ struct sh_scn {
   atomic_uint_fast64_t draws;  /* sh_scn_rand calls so far */
   atomic_bool failed;          /* the first failure claims `detail` */
   atomic_bool done;
+  bool faulty;
   char kind[32];
   char detail[256];
 };
@@ -93,6 +97,24 @@ bool sh_scn_simulated(const sh_scn *s) {
   return true;
 #else
   return false;
+#endif
+}
+
+bool sh_scn_faulty(const sh_scn *s) { return s->faulty; }
+
+bool sh_scn_fault_error(const sh_scn *s, int rc) {
+  return s->faulty && (rc == -ENOMEM || rc == -EAGAIN);
+}
+
+/* Whether this run has faults; a scenario that cannot tolerate them turns
+ * them off first. */
+static bool faults_on(const sh_scenario *sc) {
+#ifdef SH_SIM
+  if (sc->flags & SH_SCN_NO_FAULTS) sh_sim_faults_disable();
+  return sh_sim_faults_active();
+#else
+  const char *spec = getenv("SH_FAULTS");
+  return (sc->flags & SH_SCN_NO_FAULTS) == 0 && spec != NULL && spec[0] != '\0';
 #endif
 }
 
@@ -282,7 +304,7 @@ static void result_of(const sh_scn *s, sh_scn_result *r) {
 void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_scn_result *r) {
   assert(sc != NULL && sc->setup != NULL && r != NULL);
   memset(r, 0, sizeof(*r));
-  sh_scn s = {.sc = sc, .seed = seed};
+  sh_scn s = {.sc = sc, .seed = seed, .faulty = faults_on(sc)};
   s.workers = workers != 0 ? workers : sc->workers != 0 ? sc->workers : 2;
   s.state = calloc(1, sc->state_size != 0 ? sc->state_size : 1);
   if (s.state == NULL) {
@@ -298,19 +320,17 @@ void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_
   int rc = sh_system_new(&cfg, &sys);
   if (rc == 0) rc = sh_system_start(sys);
   if (rc == 0) rc = sc->setup(&s, sys);
-  if (rc != 0) {
-    failf(&s, "setup", "setup failed: %s", strerror(-rc));
-    if (sys != NULL) sh_system_exit(sys, rc);
-  }
+  /* A fault cut the run short: what ran must still add up. */
+  bool cut = sh_scn_fault_error(&s, rc);
+  if (rc != 0 && !cut) failf(&s, "setup", "setup failed: %s", strerror(-rc));
+  if (rc != 0 && sys != NULL) sh_system_exit(sys, rc);
   if (sys != NULL) {
     int code = sh_system_wait(sys);
     SH_SCN_CHECK(&s, code == 0 || rc != 0, "the system exited with code %d", code);
     sh_system_shutdown(sys);
     sh_system_stats(sys, &r->stats);
-    if (rc == 0) {
-      check_common(&s, sys, &r->stats);
-      if (sc->verify != NULL) sc->verify(&s, sys, &r->stats);
-    }
+    if (rc == 0 || cut) check_common(&s, sys, &r->stats);
+    if (rc == 0 && sc->verify != NULL) sc->verify(&s, sys, &r->stats);
     sh_system_free(sys);
   }
   free(s.state);
