@@ -5,8 +5,9 @@
  * every known point of the runtime it matches by that point's own name,
  * then the pattern itself for the others (a program's own points): libfiu
  * hands the decision the name it was enabled under, and a schedule names a
- * point by the id of that name (sh_sim_fault_id). A point hit outside a
- * run (no platform) never fires. A point that fires is recorded in the
+ * point by the id of that name (sh_sim_fault_id). Points are enabled from
+ * sh_sim_configure to the end of the run (sh_plat_free, in
+ * sh_system_free): one hit outside a run never fires. A point that fires is recorded in the
  * schedule and mixed into the trace hash; under replay a point fires
  * exactly where the schedule says, and nothing is drawn.
  */
@@ -41,7 +42,6 @@ static struct {
 
 static bool fires(const sh_simfault_point *pt) {
   sh_simrun *s = &sh_simrun_state;
-  if (s->plat == NULL) return false;
   if (sh_simreplay_on()) return sh_simreplay_fault(s->steps, pt->id);
   /* 53 bits, uniform in [0, 1): p = 1 always fires, p = 0 never. */
   return (double)(sh_simrng_next(&F.rng) >> 11) * 0x1.0p-53 < pt->p;

@@ -9,6 +9,8 @@
  * fails with -ESHUTDOWN and its stack resumes to see it, stop hooks run.
  * Single-threaded, this needs no termination detection and is deterministic.
  */
+#include <stackhouse/probe.h>
+
 #include <fiu-local.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -135,6 +137,16 @@ int sh_system_wait(sh_system *sys) {
   if (sys == NULL || sh_worker_current() != NULL) return -EINVAL;
   sh_plat_event_wait(sys->exit_event);
   return atomic_load_explicit(&sys->exit_code, memory_order_acquire);
+}
+
+int sh_system_wait_ms(sh_system *sys, int64_t timeout_ms) {
+  if (sys == NULL || timeout_ms < 0 || sh_worker_current() != NULL) return -EINVAL;
+  uint64_t deadline = sh_plat_now_ns() + (uint64_t)timeout_ms * 1000000u;
+  /* A wake may be spurious: only the exit flag ends the wait early. */
+  while (!atomic_load_explicit(&sys->exiting, memory_order_acquire))
+    if (sh_plat_event_wait_until(sys->exit_event, deadline) == -ETIMEDOUT) return -ETIMEDOUT;
+  /* The exiting thread stores the code, then sets the event. */
+  return sh_system_wait(sys);
 }
 
 static bool drain_pass(sh_system *sys) {

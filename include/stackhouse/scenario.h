@@ -34,8 +34,10 @@
  *     and its step bound (else FAIL:vtime / FAIL:livelock).
  * Fault-tolerant mode: in a run with faults enabled (sh_scn_faulty: shsim
  * --faults, or SH_FAULTS on a build with fault points), a system that cannot
- * be created or started, or a setup that fails with -ENOMEM or -EAGAIN, is a
- * run that ends early, not a failure; the invariants above still hold (every
+ * be created or started, a setup that fails after a fault fired, or a
+ * workload that stalls (no message sent or delivered for 3 s, virtual in the
+ * simulator), is a run cut short, not a failure; a scenario's own check that
+ * fails after a fault fired is excused; the invariants above still hold (every
  * ask resolved once, every message counted, nothing leaked). A scenario's
  * verify relaxes what a fault legitimately changes; one that cannot is
  * marked SH_SCN_NO_FAULTS and runs without faults.
@@ -107,8 +109,9 @@ bool sh_scn_simulated(const sh_scn *s);
 /* True when the run has fault points enabled (fault-tolerant mode, above):
  * a spawn, a send, an ask may fail with -ENOMEM (-EAGAIN for a thread). */
 bool sh_scn_faulty(const sh_scn *s);
-/* Whether rc is an error a fault point can cause (-ENOMEM, -EAGAIN) in a
- * faulty run: such an error is then no failed invariant. */
+/* Whether rc is an error in a faulty run after a fault fired (-ENOMEM,
+ * -EAGAIN, or a consequence: -ESHUTDOWN from an actor a fault stopped, a
+ * reply a fault spoiled): such an error is then no failed invariant. */
 bool sh_scn_fault_error(const sh_scn *s, int rc);
 /* 64 bits from the run's seeded stream; safe from any thread. Which call gets
  * which value depends on the interleaving, so on the epoll backend a workload
