@@ -70,7 +70,8 @@ enum {
   /* Runs only in the simulator (e.g. it deadlocks on purpose). */
   SH_SCN_SIM_ONLY = 1u << 1,
   /* Not fault-tolerant: its checks assume that nothing fails. A run with
-   * faults (shsim --faults) runs it without them. */
+   * faults in the simulator (shsim --faults) runs it without them; on
+   * threads (SH_FAULTS) the points are the whole process's, and it may fail. */
   SH_SCN_NO_FAULTS = 1u << 2,
 };
 
