@@ -114,15 +114,22 @@ release_CFLAGS  := -O2 -g -fPIC
 release_LDFLAGS :=
 asan_SANITIZE   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 # Fault points (libfiu, `sh/<area>/<op>`) are compiled into the test
-# configurations only: production builds carry no check for them.
+# configurations and into every simulation library (SIM_FIU_CFLAGS, so that
+# users' scenarios can run with --faults); the production epoll library
+# carries no check for them (docs/simulator.md, "Faults").
+# SH_FAULTS_ALWAYS: the tests enable points through libfiu directly, so the
+# points always ask it (elsewhere only while a fault spec is in force).
 # SH_DEBUG turns on the core's costlier checks (SH_DEBUG_ASSERT, core/check.h).
-FIU_CFLAGS      := -DFIU_ENABLE -DSH_DEBUG
+FIU_CFLAGS      := -DFIU_ENABLE -DSH_FAULTS_ALWAYS -DSH_DEBUG
 # What every program of a configuration links besides the library: the
 # fault-point library where fault points are compiled in.
 release_LIBS    :=
 asan_LIBS       := -lfiu
 tsan_LIBS       := -lfiu
 cov_LIBS        := -lfiu
+SIM_FIU_CFLAGS  := -DFIU_ENABLE
+# What every program linked with a simulation library links besides it.
+SIM_LIBS        := -lfiu
 asan_CFLAGS     := -O1 -g $(asan_SANITIZE) $(FIU_CFLAGS)
 asan_LDFLAGS    := $(asan_SANITIZE)
 tsan_CFLAGS     := -O1 -g -fsanitize=thread $(FIU_CFLAGS)
@@ -160,7 +167,7 @@ $(1)_SCN_SIM_OBJS := $$(SCENARIO_SRCS:%.c=build/$(1)/obj-sim/%.o)
 # Rewritten only when the compiler or flags change; every object depends on it.
 build/$(1)/.flags: FORCE
 	@mkdir -p $$(@D)
-	@printf '%s\n' '$$(CC) $$($(1)_ALL_CFLAGS) $$($(1)_ALL_LDFLAGS)' > $$@.new; \
+	@printf '%s\n' '$$(CC) $$($(1)_ALL_CFLAGS) $$($(1)_ALL_LDFLAGS) sim: $$(SIM_FIU_CFLAGS) $$(SIM_LIBS)' > $$@.new; \
 	 if cmp -s $$@.new $$@; then rm -f $$@.new; else mv -f $$@.new $$@; fi
 
 build/$(1)/obj/%.o: %.c build/$(1)/.flags
@@ -171,7 +178,7 @@ build/$(1)/obj/%.o: %.c build/$(1)/.flags
 build/$(1)/obj-sim/%.o: %.c build/$(1)/.flags
 	@mkdir -p $$(@D)
 	$$(call say,CC $(1)-sim,$$<)
-	$(Q)$$(CC) $$(call incs,$$<) -DSH_SIM $$($(1)_ALL_CFLAGS) -c $$< -o $$@
+	$(Q)$$(CC) $$(call incs,$$<) -DSH_SIM $$(SIM_FIU_CFLAGS) $$($(1)_ALL_CFLAGS) -c $$< -o $$@
 
 build/$(1)/libstackhouse.a: $$($(1)_LIB_OBJS)
 	$$(call say,AR $(1),$$@)
@@ -207,7 +214,7 @@ build/$(1)/tests/test_sim_%: build/$(1)/obj-sim/tests/test_sim_%.o $$($(1)_TEST_
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1)-sim,$$@)
 	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-shsim.a build/$(1)/libstackhouse-sim.a \
-	    $$(LDLIBS_test_sim_$$*) $$(TEST_LDLIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
+	    $$(LDLIBS_test_sim_$$*) $$(TEST_LDLIBS) $$(SIM_LIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
 
 # The scenario runners: shsim (simulator) and shrun (epoll), in build/<cfg>/bin.
 # shsim is built as a user builds theirs: scenario objects (the registration
@@ -217,7 +224,7 @@ build/$(1)/bin/shsim: $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-shsim.a bui
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1)-sim,$$@)
 	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-shsim.a \
-	    build/$(1)/libstackhouse-sim.a $$($(1)_LIBS) -lpthread $$(LDLIBS)
+	    build/$(1)/libstackhouse-sim.a $$(SIM_LIBS) $$($(1)_LIBS) -lpthread $$(LDLIBS)
 
 build/$(1)/bin/shrun: build/$(1)/obj/tools/shrun.o $$($(1)_SCN_OBJS) build/$(1)/libstackhouse.a
 	@mkdir -p $$(@D)
@@ -230,7 +237,7 @@ build/$(1)/bench/sim_%: build/$(1)/obj-sim/bench/sim_%.o $$($(1)_BENCH_COMMON_SI
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1)-sim,$$@)
 	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) $$(BENCH_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-sim.a \
-	    $$(LDLIBS_sim_$$*) $$(BENCH_LDLIBS) $$($(1)_LIBS) -lpthread $$(LDLIBS)
+	    $$(LDLIBS_sim_$$*) $$(BENCH_LDLIBS) $$(SIM_LIBS) $$($(1)_LIBS) -lpthread $$(LDLIBS)
 
 build/$(1)/bench/%: build/$(1)/obj/bench/%.o $$($(1)_BENCH_COMMON_OBJS) build/$(1)/libstackhouse.a
 	@mkdir -p $$(@D)

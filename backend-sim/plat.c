@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "misuse.h"
 #include "run.h"
 #include "strategy.h"
@@ -95,6 +96,7 @@ void sh_plat_free(sh_plat *p) {
   sh_simrun_mix(S->steps);
   sh_simrun_mix(S->now);
   sh_simrun_trace_close();
+  sh_simfault_end();
   sh_simwatchdog_disarm();
   sh_simmisuse_unbind();
   S->plat = NULL;

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "replay.h"
 #include "strategy.h"
 #include "watchdog.h"
@@ -76,6 +77,8 @@ void sh_sim_configure(const sh_sim_options *o) {
   uint64_t x = o->seed;
   sh_simstrategy_reset(o, &x);
   sh_simrng_seed(&S->core_rng, &x);
+  /* The fault stream last: the others draw as they did without faults. */
+  sh_simfault_configure(o, &x);
   sh_simreplay_reset(o->schedule, o->schedule_len);
   S->hash = 0x5348534D00000000ull ^ o->seed;
   S->configured = true;
@@ -94,6 +97,7 @@ void sh_sim_report_get(sh_sim_report *r) {
   r->vtime_ns = S->now;
   r->switches = S->switches;
   r->jumps = S->jumps;
+  r->faults = sh_simfault_fired();
 }
 
 /* ---- failures -------------------------------------------------------------- */

@@ -7,6 +7,8 @@
  */
 #include <fiu-local.h>
 
+#include "faults.h"
+
 #include "addr.h"
 #include "check.h"
 #include "future.h"
@@ -22,7 +24,7 @@
 /* A stack's waiter for m, on its way to mailbox `box` of t for future f;
  * NULL when out of memory. */
 static sh_waiter *waiter_new(sh_future *f, sh_house *t, uint32_t gen, sh_box box, sh_msg *m) {
-  fiu_return_on("sh/gate/waiter", NULL);
+  sh_fault_return_on("sh/gate/waiter", NULL);
   sh_waiter *w = (sh_waiter *)(void *)sh_msg_alloc(&sh_waiter_type);
   if (w == NULL) return NULL;
   atomic_init(&w->state, SH_WAITER_IDLE);

@@ -6,6 +6,9 @@
  */
 #include "bridge.h"
 
+#include <fiu-local.h>
+
+#include "faults.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +23,7 @@
 static const sh_actor_class bridge_class = {.name = "sh_bridge", .size = sizeof(sh_actor)};
 
 static sh_bridge *bridge_alloc(sh_system *sys) {
+  sh_fault_return_on("sh/bridge/new", NULL);
   sh_bridge *b = aligned_alloc(64, (sizeof(sh_bridge) + 63) & ~(size_t)63);
   if (b == NULL) return NULL;
   memset(b, 0, sizeof(*b));

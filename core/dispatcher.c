@@ -7,6 +7,8 @@
 
 #include <errno.h>
 #include <fiu-local.h>
+
+#include "faults.h"
 #include <stdlib.h>
 
 #include "check.h"
@@ -21,7 +23,7 @@ void sh_dispatcher_init(sh_dispatcher *d, uint32_t initial) {
 
 int sh_dispatcher_alloc(sh_dispatcher *d) {
   SH_ASSERT(d->buckets == NULL);
-  fiu_return_on("sh/dispatcher/alloc", -ENOMEM);
+  sh_fault_return_on("sh/dispatcher/alloc", -ENOMEM);
   d->buckets = calloc(d->mask + 1, sizeof(*d->buckets));
   return d->buckets != NULL ? 0 : -ENOMEM;
 }

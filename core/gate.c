@@ -17,6 +17,9 @@
  */
 #include "gate.h"
 
+#include <fiu-local.h>
+
+#include "faults.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +36,7 @@ const sh_msg_type sh_waiter_type = {"sh_waiter", sizeof(sh_waiter), SH_NOTICE, 0
 
 sh_gate *sh_gate_new(uint32_t cap, uint32_t gen) {
   SH_ASSERT(cap >= 1 && cap <= SH_MAX_CAPACITY);
+  sh_fault_return_on("sh/gate/new", NULL);
   sh_gate *g = aligned_alloc(64, (sizeof(sh_gate) + 63) & ~(size_t)63);
   if (g == NULL) return NULL;
   memset(g, 0, sizeof(*g));

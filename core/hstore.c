@@ -4,6 +4,9 @@
  */
 #include "hstore.h"
 
+#include <fiu-local.h>
+
+#include "faults.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +80,7 @@ static sh_house *pop_usable(sh_hfree *l) {
 /* A new slab's houses, retired before their first life, onto `to`;
  * false when out of memory. */
 static bool slab_new(sh_system *sys, sh_hfree *to) {
+  sh_fault_return_on("sh/house/slab", false);
   size_t size = sizeof(sh_hslab) + SH_SLAB_HOUSES * SH_HOUSE_STRIDE;
   sh_hslab *s = aligned_alloc(SH_HOUSE_ALIGN, size);
   if (s == NULL) return false;

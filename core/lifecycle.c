@@ -9,6 +9,8 @@
  * fails with -ESHUTDOWN and its stack resumes to see it, stop hooks run.
  * Single-threaded, this needs no termination detection and is deterministic.
  */
+#include <stackhouse/probe.h>
+
 #include <fiu-local.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include "addr.h"
 #include "bridge.h"
 #include "check.h"
+#include "faults.h"
 #include "house.h"
 #include "loop.h"
 #include "hstore.h"
@@ -71,6 +74,8 @@ int sh_system_new(const sh_config *cfg, sh_system **out) {
   int rc = check_config(&c);
   if (rc != 0) return rc;
   if (c.workers == 0) c.workers = sh_plat_cpu_count();
+  sh_faults_from_env();
+  sh_fault_return_on("sh/system/new", -ENOMEM);
   sh_system *sys = calloc(1, sizeof(*sys));
   if (sys == NULL) return -ENOMEM;
   sys->cfg = c;
@@ -110,7 +115,8 @@ static void stop_workers(sh_system *sys) {
 int sh_system_start(sh_system *sys) {
   if (sys == NULL || sys->started || sh_system_is_shut(sys)) return -EINVAL;
   sys->started = true;
-  int rc = sh_plat_start(sys->plat, sh_loop_main, sys);
+  /* Fault point: as if the first worker thread could not start. */
+  int rc = sh_fault("sh/system/start") ? -EAGAIN : sh_plat_start(sys->plat, sh_loop_main, sys);
   if (rc != 0) stop_workers(sys);
   return rc;
 }
@@ -133,8 +139,18 @@ int sh_system_wait(sh_system *sys) {
   return atomic_load_explicit(&sys->exit_code, memory_order_acquire);
 }
 
+int sh_system_wait_ms(sh_system *sys, int64_t timeout_ms) {
+  if (sys == NULL || timeout_ms < 0 || sh_worker_current() != NULL) return -EINVAL;
+  uint64_t deadline = sh_plat_now_ns() + (uint64_t)timeout_ms * 1000000u;
+  /* A wake may be spurious: only the exit flag ends the wait early. */
+  while (!atomic_load_explicit(&sys->exiting, memory_order_acquire))
+    if (sh_plat_event_wait_until(sys->exit_event, deadline) == -ETIMEDOUT) return -ETIMEDOUT;
+  /* The exiting thread stores the code, then sets the event. */
+  return sh_system_wait(sys);
+}
+
 static bool drain_pass(sh_system *sys) {
-  fiu_return_on("sh/system/drain", true);
+  sh_fault_return_on("sh/system/drain", true);
   bool did = false;
   for (uint32_t i = 0; i < sys->nworkers; i++) did |= sh_loop_drain(&sys->workers[i]);
   return did;

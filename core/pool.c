@@ -50,6 +50,8 @@
 
 #include "check.h"
 #include <fiu-local.h>
+
+#include "faults.h"
 #include <stdlib.h>
 
 #include "plat.h"
@@ -330,7 +332,7 @@ void sh_pool_destroy(sh_pool *p) {
 
 void *sh_pool_alloc(sh_pool *p, size_t size) {
   /* Fault point: the pool cannot grow (malloc failed). */
-  fiu_return_on("sh/pool/alloc", NULL);
+  sh_fault_return_on("sh/pool/alloc", NULL);
   uint32_t cls = class_of(size);
   if (!p || cls == SH_POOL_PLAIN) return alloc_plain(size);
 

@@ -5,6 +5,10 @@
  */
 #include <stackhouse/probe.h>
 
+#include <fiu-local.h>
+
+#include "faults.h"
+
 #include "house.h"
 #include "hstore.h"
 #include "plat.h"
@@ -13,6 +17,7 @@
 
 /* sh_thread is never defined: a handle is the platform's thread itself. */
 int sh_thread_start(void (*fn)(void *arg), void *arg, sh_thread **out) {
+  sh_fault_return_on("sh/thread/start", -EAGAIN);
   sh_plat_thread *t = NULL;
   int rc = sh_plat_thread_start(fn, arg, &t);
   if (rc == 0) *out = (sh_thread *)t;

@@ -9,6 +9,8 @@
  * placed by sh_spawn_on, and the instances of a group, are pinned.
  */
 #include <fiu-local.h>
+
+#include "faults.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,7 +73,7 @@ static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner, boo
 
 static sh_house *house_new(sh_system *sys, const sh_actor_class *c, uint32_t owner,
                            bool pinned) {
-  fiu_return_on("sh/system/house", NULL);
+  sh_fault_return_on("sh/system/house", NULL);
   sh_house *h = sh_hstore_take(sys);
   if (h == NULL) return NULL;
   if (!house_fill(h, c, owner, pinned)) {
@@ -174,6 +176,7 @@ static int spawn_group(sh_system *sys, const sh_actor_class *c, void *arg, uint3
   sh_addr_kind kind = instances == SH_SPAWN_PER_WORKER ? SH_ADDR_PER_WORKER : SH_ADDR_ROBIN;
   uint32_t n = kind == SH_ADDR_PER_WORKER ? sys->nworkers : instances;
   if (n > 1u << 20) return -EINVAL;
+  sh_fault_return_on("sh/spawn/group", -ENOMEM);
   sh_addr *a = calloc(1, sizeof(*a) + n * sizeof(uintptr_t));
   if (a == NULL) return -ENOMEM;
   a->kind = kind;

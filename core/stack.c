@@ -10,6 +10,8 @@
 #include "stack.h"
 
 #include <fiu-local.h>
+
+#include "faults.h"
 #include <string.h>
 
 #include "check.h"
@@ -24,7 +26,7 @@
 static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 sh_stack *sh_stack_new(sh_house *h, sh_stack_kind kind, uint32_t batch_cap) {
-  fiu_return_on("sh/stack/new", NULL);
+  sh_fault_return_on("sh/stack/new", NULL);
   size_t locals = align16(h->cls->locals_size);
   size_t size = sizeof(sh_stack) + locals + (size_t)batch_cap * sizeof(sh_batch_entry);
   sh_stack *st = sh_mem_alloc(size);

@@ -12,6 +12,8 @@
 #include "timer.h"
 
 #include <fiu-local.h>
+
+#include "faults.h"
 #include <stddef.h>
 #include <string.h>
 
@@ -45,7 +47,7 @@ static uint64_t expiry(uint64_t delay_ns) {
 
 static sh_timer *timer_new(sh_worker *w, sh_house *h, sh_timer_kind kind, uint64_t id,
                            uint64_t delay_ns, uint64_t period_ns, void *arg) {
-  fiu_return_on("sh/timer/new", NULL);
+  sh_fault_return_on("sh/timer/new", NULL);
   sh_timer *t = sh_mem_alloc(sizeof(*t));
   if (t == NULL) return NULL;
   memset(t, 0, sizeof(*t));

@@ -12,8 +12,15 @@
  */
 #include "worker.h"
 
+#include <fiu-local.h>
+
+#include "faults.h"
+
 #include "check.h"
 #include "system.h"
+
+/* Refused wakes in a row a waker sits out (the fault point below). */
+#define SH_WAKE_TRIES 4
 
 void sh_worker_init(sh_worker *w, sh_system *sys, uint32_t index) {
   sh_hq_init(&w->mounting);
@@ -51,6 +58,11 @@ void sh_worker_wake(sh_worker *w) {
   if (atomic_load_explicit(&w->parked, memory_order_seq_cst) == 0) return;
   if (atomic_exchange_explicit(&w->parked, 0, memory_order_seq_cst) == 0) return;
   SH_YIELD("worker.wake");
+  /* Fault point: the platform refuses the wake for now (as an interrupted
+   * write to an eventfd would); it is tried again after giving way, a few
+   * times: a wake lost for good would leave the worker asleep. */
+  for (int tries = 0; tries < SH_WAKE_TRIES && sh_fault("sh/worker/wake"); tries++)
+    sh_plat_yield_cpu();
   sh_counters_shared_add(&w->sys->counters, SH_C_WAKEUPS, 1);
   sh_plat_wake(w->sys->plat, w->index);
 }

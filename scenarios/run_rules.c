@@ -307,6 +307,9 @@ static const sh_scenario run_order = {
     .summary = "replies, exceptions, asks, notices that arrive in a busy handler: taken in order",
     .workers = 2,
     .state_size = sizeof(world),
+    /* Not fault-tolerant: X keeps its worker until every answer is in, and one
+     * a fault loses keeps it spinning for ever. */
+    .flags = SH_SCN_NO_FAULTS,
     .setup = order_setup,
     .verify = order_verify,
 };
@@ -317,6 +320,9 @@ static const sh_scenario stop_running = {
     .summary = "sh_stop in a busy handler: it finishes, nothing queued starts (bounded, batches)",
     .workers = 2,
     .state_size = sizeof(world),
+    /* Not fault-tolerant: X keeps its worker until every answer is in, and one
+     * a fault loses keeps it spinning for ever. */
+    .flags = SH_SCN_NO_FAULTS,
     .setup = stop_setup,
     .verify = stop_verify,
 };

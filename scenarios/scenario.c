@@ -13,6 +13,9 @@
 #include <string.h>
 
 #include <stackhouse/probe.h>
+#ifdef SH_SIM
+#include <stackhouse/sim.h>
+#endif
 
 struct sh_scn {
   const sh_scenario *sc;
@@ -22,6 +25,9 @@ struct sh_scn {
   atomic_uint_fast64_t draws;  /* sh_scn_rand calls so far */
   atomic_bool failed;          /* the first failure claims `detail` */
   atomic_bool done;
+  bool faulty;
+  bool strict;                 /* the shared invariants: never relaxed */
+  atomic_uint relaxed;         /* checks a fault excused (sh_scn_check_at) */
   char kind[32];
   char detail[256];
 };
@@ -101,6 +107,29 @@ bool sh_scn_simulated(const sh_scn *s) {
 #endif
 }
 
+bool sh_scn_faulty(const sh_scn *s) { return s->faulty; }
+
+static bool fault_fired(void);
+
+/* Not only -ENOMEM: a fault can stop an actor (-ESHUTDOWN to its senders)
+ * or spoil a reply a setup checks. */
+bool sh_scn_fault_error(const sh_scn *s, int rc) { return s->faulty && rc != 0 && fault_fired(); }
+
+/* Whether this run has faults; a scenario that cannot tolerate them turns
+ * them off first. */
+static bool faults_on(const sh_scenario *sc) {
+#ifdef SH_SIM
+  if (sc->flags & SH_SCN_NO_FAULTS) sh_sim_faults_disable();
+  return sh_sim_faults_active();
+#else
+  /* On threads the points are the process's (SH_FAULTS): no scenario can
+   * turn them off, and every one runs as tolerantly as it can. */
+  (void)sc;
+  const char *spec = getenv("SH_FAULTS");
+  return spec != NULL && spec[0] != '\0';
+#endif
+}
+
 /* splitmix64 of (seed, draw number): any thread may draw, no state but a counter. */
 uint64_t sh_scn_rand(sh_scn *s) {
   /* relaxed: only uniqueness of the draw number matters. */
@@ -131,8 +160,25 @@ static void failf(sh_scn *s, const char *kind, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* Whether a fault fired in this run so far: then a scenario's own check
+ * may fail because of it (on threads, any faulty run). */
+static bool fault_fired(void) {
+#ifdef SH_SIM
+  sh_sim_report r;
+  sh_sim_report_get(&r);
+  return r.faults > 0;
+#else
+  return true;
+#endif
+}
+
 bool sh_scn_check_at(sh_scn *s, bool cond, const char *file, int line, const char *fmt, ...) {
   if (cond) return true;
+  if (s->faulty && !s->strict && fault_fired()) {
+    /* relaxed: a count, read after the workers are joined. */
+    atomic_fetch_add_explicit(&s->relaxed, 1, memory_order_relaxed);
+    return false;
+  }
   char msg[200];
   va_list ap;
   va_start(ap, fmt);
@@ -265,6 +311,7 @@ bool sh_scn_num_of(const sh_future *f, uint64_t *v) {
 
 /* The invariants every scenario shares; the system is shut down. */
 static void check_common(sh_scn *s, sh_system *sys, const sh_stats *st) {
+  s->strict = true;
   SH_SCN_CHECK(s, st->asks == st->asks_resolved, "asks %llu != asks resolved %llu",
                (unsigned long long)st->asks, (unsigned long long)st->asks_resolved);
   uint64_t handled = st->delivered + st->replies_unknown + st->dropped_stopped;
@@ -276,6 +323,7 @@ static void check_common(sh_scn *s, sh_system *sys, const sh_stats *st) {
                (unsigned long long)st->pool_outstanding);
   uint32_t busy = sh_system_busy(sys);
   SH_SCN_CHECK(s, busy == 0, "%u actors left ready, scheduled or running", busy);
+  s->strict = false;
 }
 
 static void result_of(const sh_scn *s, sh_scn_result *r) {
@@ -284,10 +332,34 @@ static void result_of(const sh_scn *s, sh_scn_result *r) {
   snprintf(r->detail, sizeof(r->detail), "%s", r->ok ? "" : s->detail);
 }
 
+/* Seconds (virtual in the simulator) a faulty run may go without a message
+ * sent or delivered before its workload counts as stalled. */
+#define SH_SCN_STALL_S 3
+
+/* sh_system_wait in a faulty run: a fault can lose the message a workload
+ * waits for, and then it never ends. A stalled run is cut (*rc = -ENOMEM):
+ * it ends, and only the shared invariants are checked. */
+static int wait_faulty(sh_scn *s, sh_system *sys, int *rc) {
+  uint64_t last = UINT64_MAX;
+  for (uint32_t idle = 0;;) {
+    int code = sh_system_wait_ms(sys, 1000);
+    if (code != -ETIMEDOUT) return code;
+    sh_stats st;
+    sh_system_stats(sys, &st);
+    uint64_t now = st.sent + st.delivered;
+    idle = now == last ? idle + 1 : 0;
+    last = now;
+    if (idle < SH_SCN_STALL_S) continue;
+    if (*rc == 0) *rc = -ENOMEM;
+    sh_scn_done(s, sys);
+    return sh_system_wait(sys);
+  }
+}
+
 void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_scn_result *r) {
   assert(sc != NULL && sc->setup != NULL && r != NULL);
   memset(r, 0, sizeof(*r));
-  sh_scn s = {.sc = sc, .seed = seed};
+  sh_scn s = {.sc = sc, .seed = seed, .faulty = faults_on(sc)};
   s.workers = workers != 0 ? workers : sc->workers != 0 ? sc->workers : 2;
   s.state = calloc(1, sc->state_size != 0 ? sc->state_size : 1);
   if (s.state == NULL) {
@@ -303,19 +375,18 @@ void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_
   int rc = sh_system_new(&cfg, &sys);
   if (rc == 0) rc = sh_system_start(sys);
   if (rc == 0) rc = sc->setup(&s, sys);
-  if (rc != 0) {
-    failf(&s, "setup", "setup failed: %s", strerror(-rc));
-    if (sys != NULL) sh_system_exit(sys, rc);
-  }
+  /* A fault cut the run short: what ran must still add up. */
+  bool cut = sh_scn_fault_error(&s, rc);
+  if (rc != 0 && !cut) failf(&s, "setup", "setup failed: %s", strerror(-rc));
+  if (rc != 0 && sys != NULL) sh_system_exit(sys, rc);
   if (sys != NULL) {
-    int code = sh_system_wait(sys);
+    int code = s.faulty ? wait_faulty(&s, sys, &rc) : sh_system_wait(sys);
     SH_SCN_CHECK(&s, code == 0 || rc != 0, "the system exited with code %d", code);
     sh_system_shutdown(sys);
     sh_system_stats(sys, &r->stats);
-    if (rc == 0) {
-      check_common(&s, sys, &r->stats);
-      if (sc->verify != NULL) sc->verify(&s, sys, &r->stats);
-    }
+    cut = sh_scn_fault_error(&s, rc);
+    if (rc == 0 || cut) check_common(&s, sys, &r->stats);
+    if (rc == 0 && sc->verify != NULL) sc->verify(&s, sys, &r->stats);
     sh_system_free(sys);
   }
   free(s.state);

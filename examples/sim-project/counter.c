@@ -7,10 +7,18 @@
  * ROUNDS rounds, one ask each, on its own worker; the counter lives on
  * one worker and answers them all.
  *
+ * The counter stores each new total (here: nowhere), and a store can fail:
+ * the fault point "app/counter/store" (libfiu, compiled in with
+ * -DFIU_ENABLE) makes it fail with -EIO, and `shsim ... --faults
+ * 'app/counter/store:0.05'` decides it from the seed. A failed store adds
+ * nothing and the ask fails with -EIO; the client takes its n back.
+ *
  * The invariants: each client sees the totals it gets grow (the counter
  * never goes back), and at the end the counter's total is what the
  * clients added, every ask answered once.
  */
+#include <errno.h>
+#include <fiu-local.h>
 #include <stdatomic.h>
 
 #include <stackhouse/scenario.h>
@@ -28,6 +36,7 @@ typedef struct world {
   atomic_uint clients_left;
   atomic_uint_fast64_t added;       /* sum of the n the clients asked to add */
   atomic_uint_fast64_t final_total; /* the counter's total after its last ask */
+  atomic_uint refused;              /* asks the store's fault failed (-EIO) */
   uint32_t nclients;
 } world;
 
@@ -38,9 +47,19 @@ typedef struct counter {
   uint64_t total;
 } counter;
 
+/* Where a real counter would write its total down. */
+static int store(uint64_t total) {
+  fiu_return_on("app/counter/store", -EIO);
+  (void)total;
+  return 0;
+}
+
 static sh_yield counter_ask(sh_actor *self, sh_stack *st) {
   counter *c = (counter *)self;
-  c->total += sh_stack_msg_as(st, incr_ask)->n;
+  uint64_t next = c->total + sh_stack_msg_as(st, incr_ask)->n;
+  int rc = store(next);
+  if (rc != 0) return sh_throw(st, rc);
+  c->total = next;
   world *wd = sh_scn_state(sh_scn_of(self));
   atomic_store_explicit(&wd->final_total, c->total, memory_order_relaxed);
   total_reply *r = sh_msg_new(total_reply, .total = c->total);
@@ -64,6 +83,7 @@ typedef struct client {
 
 typedef struct client_locals {
   sh_future *f;
+  uint32_t n;
 } client_locals;
 
 /* One round per start notice: ask the counter to add 1..3, check the total. */
@@ -74,6 +94,7 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
   client_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
     uint32_t n = 1 + (uint32_t)(sh_scn_rand(s) % 3);
+    l->n = n;
     atomic_fetch_add_explicit(&wd->added, n, memory_order_relaxed);
     incr_ask *m = sh_msg_new(incr_ask, .n = n);
     l->f = m != NULL ? sh_ask(st, wd->counter, &m->hdr, SH_FOREVER) : NULL;
@@ -82,7 +103,12 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
       return sh_scn_round_end(st, false, &wd->clients_left);
     return sh_suspend(st, 1);
   }
-  if (SH_SCN_CHECK(s, !sh_future_failed(l->f), "ask failed (error %d)", sh_future_error(l->f))) {
+  if (sh_future_error(l->f) == -EIO) {
+    /* The store failed: nothing was added. */
+    atomic_fetch_sub_explicit(&wd->added, l->n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&wd->refused, 1, memory_order_relaxed);
+  } else if (SH_SCN_CHECK(s, !sh_future_failed(l->f), "ask failed (error %d)",
+                          sh_future_error(l->f))) {
     uint64_t total = sh_future_reply(l->f, total_reply)->total;
     SH_SCN_CHECK(s, total > c->last_total, "client %u: total %llu after %llu", sh_scn_id(self),
                  (unsigned long long)total, (unsigned long long)c->last_total);
@@ -116,6 +142,7 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
   world *wd = sh_scn_state(s);
   SH_SCN_CHECK_EQ(s, atomic_load(&wd->final_total), atomic_load(&wd->added), "counted");
   SH_SCN_CHECK_EQ(s, st->asks, wd->nclients * ROUNDS, "asks");
+  if (!sh_scn_faulty(s)) SH_SCN_CHECK_EQ(s, atomic_load(&wd->refused), 0, "stores failed");
 }
 
 static const sh_scenario counter_scenario = {

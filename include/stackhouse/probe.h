@@ -76,6 +76,12 @@ SH_API void sh_actor_probe_get(const sh_actor *self, sh_actor_probe *out);
  * it must be 0). */
 SH_API uint32_t sh_system_busy(const sh_system *sys);
 
+/* sh_system_wait for at most timeout_ms (>= 0; virtual time in the
+ * simulator): the exit code, or -ETIMEDOUT. For a program that must notice a
+ * workload that stalls (a run with faults, where a lost message can leave it
+ * waiting for ever). */
+SH_API int sh_system_wait_ms(sh_system *sys, int64_t timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif

@@ -32,6 +32,15 @@
  *   - no house left READY (or scheduled, or running) after shutdown;
  *   - in the simulator: the run ended within vtime_limit_ms of virtual time
  *     and its step bound (else FAIL:vtime / FAIL:livelock).
+ * Fault-tolerant mode: in a run with faults enabled (sh_scn_faulty: shsim
+ * --faults, or SH_FAULTS on a build with fault points), a system that cannot
+ * be created or started, a setup that fails after a fault fired, or a
+ * workload that stalls (no message sent or delivered for 3 s, virtual in the
+ * simulator), is a run cut short, not a failure; a scenario's own check that
+ * fails after a fault fired is excused; the invariants above still hold (every
+ * ask resolved once, every message counted, nothing leaked). A scenario's
+ * verify relaxes what a fault legitimately changes; one that cannot is
+ * marked SH_SCN_NO_FAULTS and runs without faults.
  * A failed check does not stop the run: the first failure's message is kept
  * and the run reports FAIL:invariant with it.
  *
@@ -60,6 +69,10 @@ enum {
   SH_SCN_HIDDEN = 1u << 0,
   /* Runs only in the simulator (e.g. it deadlocks on purpose). */
   SH_SCN_SIM_ONLY = 1u << 1,
+  /* Not fault-tolerant: its checks assume that nothing fails. A run with
+   * faults in the simulator (shsim --faults) runs it without them; on
+   * threads (SH_FAULTS) the points are the whole process's, and it may fail. */
+  SH_SCN_NO_FAULTS = 1u << 2,
 };
 
 typedef struct sh_scenario {
@@ -97,6 +110,13 @@ uint32_t sh_scn_workers(const sh_scn *s);
 uint64_t sh_scn_seed(const sh_scn *s);
 /* True in the simulator. */
 bool sh_scn_simulated(const sh_scn *s);
+/* True when the run has fault points enabled (fault-tolerant mode, above):
+ * a spawn, a send, an ask may fail with -ENOMEM (-EAGAIN for a thread). */
+bool sh_scn_faulty(const sh_scn *s);
+/* Whether rc is an error in a faulty run after a fault fired (-ENOMEM,
+ * -EAGAIN, or a consequence: -ESHUTDOWN from an actor a fault stopped, a
+ * reply a fault spoiled): such an error is then no failed invariant. */
+bool sh_scn_fault_error(const sh_scn *s, int rc);
 /* 64 bits from the run's seeded stream; safe from any thread. Which call gets
  * which value depends on the interleaving, so on the epoll backend a workload
  * drawn from several actors differs run to run; draw it in setup to pin it. */

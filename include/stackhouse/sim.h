@@ -86,6 +86,15 @@ typedef struct sh_sim_options {
    * keeps the array alive for the run. */
   const sh_sim_choice *schedule;
   size_t schedule_len;
+  /* Faults (NULL: none): "PATTERN:P[,PATTERN:P...]", each PATTERN a libfiu
+   * point name (a trailing `*` matches any rest) whose points fire with
+   * probability P (0..1), decided by a stream of the seed's own, so that a
+   * seed and a spec name one run (see sh_sim_faults_parse). Points of the
+   * runtime (sh_sim_fault_points) and a program's own (fiu_fail,
+   * fiu_return_on of <fiu-local.h>, compiled with -DFIU_ENABLE) alike. The
+   * caller keeps the string alive for the run. A bad spec fails the run
+   * (FAIL:setup). */
+  const char *faults;
 } sh_sim_options;
 
 void sh_sim_options_default(sh_sim_options *o);
@@ -103,7 +112,25 @@ typedef struct sh_sim_report {
   uint64_t vtime_ns;  /* the virtual clock */
   uint64_t switches;  /* fiber switches */
   uint64_t jumps;     /* times the clock jumped because every fiber slept */
+  uint64_t faults;    /* fault points that fired (options.faults) */
 } sh_sim_report;
+
+/* A fault spec's entries, in order: fn(ctx, pattern, p) for each (fn may be
+ * NULL: only a check); a non-zero return of fn stops and is returned. 0, or
+ * -EINVAL with *why (a static string; why may be NULL) saying what is
+ * wrong with the spec. */
+typedef int (*sh_sim_fault_entry_fn)(void *ctx, const char *pattern, double p);
+int sh_sim_faults_parse(const char *spec, sh_sim_fault_entry_fn fn, void *ctx, const char **why);
+
+/* The runtime's own fault points (`sh/<area>/<op>`): *out and their count. */
+size_t sh_sim_fault_points(const char *const **out);
+
+/* Whether the current run has fault points enabled (options.faults). */
+bool sh_sim_faults_active(void);
+
+/* The current run goes on without faults: its points are disabled (a
+ * scenario that cannot tolerate faults, before its system is created). */
+void sh_sim_faults_disable(void);
 
 /* The schedule of the current (or last) run: every switch and every fault
  * that fired, in order; valid until the next sh_sim_configure. Replaying it

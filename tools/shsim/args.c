@@ -39,6 +39,10 @@ static void usage(FILE *f) {
           "         --schedule FILE (run only: follow the decisions of a replay or schedule\n"
           "           file, with the options given on the command line)\n"
           "         --record FILE (run only: write the run's replay file)\n"
+          "         --faults 'PATTERN:P[,PATTERN:P...]' fault points (libfiu names, a\n"
+          "           trailing * matches any rest) fire with probability P (0..1), decided by\n"
+          "           the seed: e.g. 'sh/pool/*:0.01,sh/timer/new:0.001' (fuzz: each seed\n"
+          "           scales each rate by 0, 0.1, 1 or 10)\n"
           "\n"
           "list: the visible scenarios; --all adds the hidden test scenarios and the\n"
           "  failure each must end with.\n"
@@ -71,7 +75,9 @@ static void usage(FILE *f) {
           TIMEOUT_S_DEFAULT);
 }
 
-typedef enum opt_type { OPT_U64, OPT_U32, OPT_SEED, OPT_SEEDS, OPT_STRATEGY, OPT_STR, OPT_FLAG, OPT_SHARD } opt_type;
+typedef enum opt_type {
+  OPT_U64, OPT_U32, OPT_SEED, OPT_SEEDS, OPT_STRATEGY, OPT_STR, OPT_FLAG, OPT_SHARD, OPT_FAULTS
+} opt_type;
 
 typedef struct opt_def {
   const char *name;
@@ -97,6 +103,8 @@ static const opt_def opts[] = {
     OPT("--trace", OPT_STR, ARGS_CMD_RUN | ARGS_CMD_REPLAY, false, sim.trace_path),
     OPT("--record", OPT_STR, ARGS_CMD_RUN, false, record_path),
     OPT("--schedule", OPT_STR, ARGS_CMD_RUN, true, schedule_path),
+    /* Printed quoted by args_fprint_command (a spec holds `*`). */
+    OPT("--faults", OPT_FAULTS, CMD_ANY_SIM, false, sim.faults),
     OPT("--out", OPT_STR, ARGS_CMD_SHRINK, false, out_path),
     OPT("--max-trials", OPT_U64, ARGS_CMD_SHRINK, false, max_trials),
     OPT("--jobs", OPT_U64, CMD_MANY, false, jobs),
@@ -151,6 +159,16 @@ static int parse_shard(const char *s, args *a) {
   return parse_u64(i, &a->shard_i) != 0 || parse_u64(slash + 1, &a->shard_n) != 0 ? -EINVAL : 0;
 }
 
+static int parse_faults(const char *v, const char **out) {
+  const char *why = "";
+  if (sh_sim_faults_parse(v, NULL, NULL, &why) != 0) {
+    fprintf(stderr, "shsim: bad fault spec '%s': %s\n", v, why);
+    return -EINVAL;
+  }
+  *out = v;
+  return 0;
+}
+
 static int parse_value(const opt_def *d, const char *v, args *a) {
   void *field = (char *)a + d->off;
   uint64_t u;
@@ -174,6 +192,8 @@ static int parse_value(const opt_def *d, const char *v, args *a) {
     return 0;
   case OPT_SHARD:
     return parse_shard(v, a);
+  case OPT_FAULTS:
+    return parse_faults(v, (const char **)field);
   case OPT_FLAG:
     break;
   }
@@ -306,6 +326,7 @@ void args_fprint_command(FILE *f, const args *a, const char *cmd, const char *na
     if (!opts[i].replay || a->given[i] == NULL || !(opts[i].cmds & mask)) continue;
     fprintf(f, " %s%s%s", opts[i].name, a->given[i][0] != '\0' ? " " : "", a->given[i]);
   }
+  if (a->sim.faults != NULL && (mask & CMD_ANY_SIM)) fprintf(f, " --faults '%s'", a->sim.faults);
 }
 
 uint64_t args_hang_real_ms(const args *a) {

@@ -3,6 +3,8 @@
  */
 #include "swarm.h"
 
+#include <string.h>
+
 /* Apart from the simulator's own use of the seed: its schedule stream must
  * not be correlated with the options drawn here. */
 #define SWARM_SALT 0x5357524d464c4f57ull
@@ -22,6 +24,29 @@ static uint64_t splitmix(uint64_t *x) {
   return z ^ (z >> 31);
 }
 
+/* A seed's fault spec: the campaign's, each rate scaled by a factor the
+ * seed draws (0 turns the entry off), at most 1. Kept until the next draw. */
+static char swarm_faults[512];
+
+typedef struct swarm_scale {
+  uint64_t *x;
+  size_t len;
+} swarm_scale;
+
+static uint64_t draw(uint64_t *x, uint64_t lo, uint64_t hi);
+
+static int scale_entry(void *ctx, const char *pattern, double p) {
+  static const double factors[] = {0, 0.1, 1, 10};
+  swarm_scale *sc = ctx;
+  double q = p * factors[draw(sc->x, 0, 3)];
+  size_t room = sizeof(swarm_faults) - sc->len;
+  int n = snprintf(swarm_faults + sc->len, room, "%s%s:%.6g", sc->len > 0 ? "," : "", pattern,
+                   q < 1 ? q : 1);
+  if (n < 0 || (size_t)n >= room) return -1;
+  sc->len += (size_t)n;
+  return 0;
+}
+
 /* In [lo, hi]. The modulo's bias is of no matter for a configuration. */
 static uint64_t draw(uint64_t *x, uint64_t lo, uint64_t hi) {
   return lo + splitmix(x) % (hi - lo + 1);
@@ -38,6 +63,11 @@ void swarm_draw(uint64_t seed, sh_sim_options *o, uint32_t *workers) {
     o->pct_depth = (uint32_t)draw(&x, 1, SWARM_PCT_DEPTH_MAX);
     o->pct_steps = draw(&x, 100, SWARM_PCT_STEPS_MAX);
   }
+  /* Last: without faults, a seed draws what it always drew. */
+  if (o->faults == NULL) return;
+  swarm_scale sc = {&x, 0};
+  /* A spec too long to scale runs as given. */
+  if (sh_sim_faults_parse(o->faults, scale_entry, &sc, NULL) == 0) o->faults = swarm_faults;
 }
 
 void swarm_fprint_command(FILE *f, const args *a, const char *name, uint64_t seed) {

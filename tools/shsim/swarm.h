@@ -14,7 +14,10 @@
 
 /* The options of seed's run: o's strategy and the fields that strategy
  * reads, and *workers. Fields the drawn strategy does not read are left as
- * they are (the defaults), so that the replay command need not name them. */
+ * they are (the defaults), so that the replay command need not name them.
+ * With o->faults set, each entry's rate is scaled by a factor drawn from
+ * {0, 0.1, 1, 10} (at most 1): o->faults then points to a spec of this
+ * module's, valid until the next draw. */
 void swarm_draw(uint64_t seed, sh_sim_options *o, uint32_t *workers);
 
 /* Writes "PROG run NAME --seed N --strategy S --workers K ..." (no newline):

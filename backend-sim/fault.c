@@ -1,0 +1,142 @@
+/*
+ * Faults in a simulation (fault.h).
+ *
+ * Each entry of the spec enables, through libfiu's external decisions,
+ * every known point of the runtime it matches by that point's own name,
+ * then the pattern itself for the others (a program's own points): libfiu
+ * hands the decision the name it was enabled under, and a schedule names a
+ * point by the id of that name (sh_sim_fault_id). Points are enabled from
+ * sh_sim_configure to the end of the run (sh_plat_free, in
+ * sh_system_free): one hit outside a run never fires. A point that fires is recorded in the
+ * schedule and mixed into the trace hash; under replay a point fires
+ * exactly where the schedule says, and nothing is drawn.
+ */
+#include "fault.h"
+
+#include <errno.h>
+#include <fiu-control.h>
+#include <fiu.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "faults.h"
+#include "replay.h"
+#include "run.h"
+
+/* Names enabled per run, at most: a spec's entries, each expanded to the
+ * runtime's points it matches. */
+#define SH_SIMFAULT_MAX 128
+
+typedef struct sh_simfault_point {
+  char name[SH_FAULT_NAME_MAX];
+  uint32_t id;
+  double p;
+} sh_simfault_point;
+
+static struct {
+  sh_simfault_point pt[SH_SIMFAULT_MAX];
+  size_t n;
+  sh_simrng rng;
+  uint64_t fired;
+} F;
+
+static bool fires(const sh_simfault_point *pt) {
+  sh_simrun *s = &sh_simrun_state;
+  if (sh_simreplay_on()) return sh_simreplay_fault(s->steps, pt->id);
+  /* 53 bits, uniform in [0, 1): p = 1 always fires, p = 0 never. */
+  return (double)(sh_simrng_next(&F.rng) >> 11) * 0x1.0p-53 < pt->p;
+}
+
+/* libfiu's external decision; failinfo is the point's entry. */
+static int decide(const char *name, int *failnum, void **failinfo, unsigned int *flags) {
+  (void)name;
+  (void)failnum;
+  (void)flags;
+  const sh_simfault_point *pt = *failinfo;
+  if (!fires(pt)) return 0;
+  sh_simrun *s = &sh_simrun_state;
+  F.fired++;
+  sh_simreplay_record(s->steps, pt->id, SH_SIM_FAULT);
+  sh_simrun_mix(SH_SIMRUN_MIX_FAULT);
+  sh_simrun_mix(((uint64_t)pt->id << 32) | sh_simrun_cur());
+  if (s->trace != NULL) sh_simtrace_instant(s->trace, s->now, sh_simrun_cur(), pt->name);
+  return 1;
+}
+
+static bool enabled(const char *name) {
+  for (size_t i = 0; i < F.n; i++)
+    if (strcmp(F.pt[i].name, name) == 0) return true;
+  return false;
+}
+
+/* The first entry naming a point decides its rate. */
+static int enable(const char *name, double p) {
+  if (enabled(name)) return 0;
+  if (F.n == SH_SIMFAULT_MAX) return -E2BIG;
+  sh_simfault_point *pt = &F.pt[F.n];
+  snprintf(pt->name, sizeof(pt->name), "%s", name);
+  pt->id = sh_sim_fault_id(name);
+  pt->p = p;
+  if (fiu_enable_external(pt->name, 1, pt, 0, decide) != 0) return -ENOMEM;
+  F.n++;
+  return 0;
+}
+
+static int enable_entry(void *ctx, const char *pattern, double p) {
+  (void)ctx;
+  int rc = 0;
+  for (size_t i = 0; i < sh_fault_npoints && rc == 0; i++)
+    if (sh_fault_matches(pattern, sh_fault_points[i])) rc = enable(sh_fault_points[i], p);
+  return rc != 0 ? rc : enable(pattern, p);
+}
+
+/* The points ask libfiu only while a spec is in force (faults.h). */
+static void arm(bool on) {
+#ifndef SH_FAULTS_ALWAYS
+  sh_faults_armed = on;
+#else
+  (void)on;
+#endif
+}
+
+void sh_simfault_end(void) {
+  for (size_t i = 0; i < F.n; i++) fiu_disable(F.pt[i].name);
+  F.n = 0;
+  arm(false);
+}
+
+void sh_simfault_configure(const sh_sim_options *o, uint64_t *x) {
+  sh_simfault_end();
+  F.fired = 0;
+  sh_simrng_seed(&F.rng, x);
+  if (o->faults == NULL) return;
+  fiu_init(0);
+  const char *why = "too many points enabled";
+  int rc = sh_faults_parse(o->faults, NULL, NULL, &why);
+  if (rc == 0) rc = sh_faults_parse(o->faults, enable_entry, NULL, &why);
+  if (rc == 0) {
+    arm(true);
+    return;
+  }
+  sh_simfault_end();
+  char d[200];
+  snprintf(d, sizeof(d), "bad faults spec '%.100s': %s", o->faults, why);
+  sh_simrun_fail("setup", d);
+}
+
+uint64_t sh_simfault_fired(void) { return F.fired; }
+
+/* ---- the public face (sim.h) --------------------------------------------------- */
+
+int sh_sim_faults_parse(const char *spec, sh_sim_fault_entry_fn fn, void *ctx, const char **why) {
+  return sh_faults_parse(spec, fn, ctx, why);
+}
+
+size_t sh_sim_fault_points(const char *const **out) {
+  *out = sh_fault_points;
+  return sh_fault_npoints;
+}
+
+bool sh_sim_faults_active(void) { return F.n > 0; }
+
+void sh_sim_faults_disable(void) { sh_simfault_end(); }

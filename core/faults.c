@@ -1,0 +1,115 @@
+/* Fault points and the fault spec (faults.h). */
+#include "faults.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef FIU_ENABLE
+#include <fiu-control.h>
+#include <fiu.h>
+#include <pthread.h>
+#endif
+
+/* Keep in step with the table in docs/simulator.md ("Faults"); a test
+ * fails if one is never hit. */
+const char *const sh_fault_points[] = {
+    "sh/system/new",    /* lifecycle.c: the system, its workers, platform, exit event */
+    "sh/system/start",  /* lifecycle.c: the worker threads cannot start */
+    "sh/system/house",  /* spawn.c: an actor's house */
+    "sh/spawn/group",   /* spawn.c: a group address */
+    "sh/house/slab",    /* hstore.c: a slab of houses */
+    "sh/pool/alloc",    /* pool.c: a pooled object (message, future, timer, ...) */
+    "sh/stack/new",     /* stack.c: a stack */
+    "sh/gate/new",      /* gate.c: a gate */
+    "sh/gate/waiter",   /* ask.c: a gate's waiter */
+    "sh/timer/new",     /* timer.c: a timer's registration */
+    "sh/dispatcher/alloc", /* dispatcher.c: an actor's table of pending asks */
+    "sh/bridge/new",    /* bridge.c: an outside-thread bridge */
+    "sh/thread/start",  /* probe.c: a program's thread */
+    "sh/worker/wake",   /* worker.c: a wake of a parked worker, refused for a while */
+};
+const size_t sh_fault_npoints = sizeof(sh_fault_points) / sizeof(sh_fault_points[0]);
+
+#if defined(FIU_ENABLE) && !defined(SH_FAULTS_ALWAYS)
+bool sh_faults_armed;
+#endif
+
+bool sh_fault_matches(const char *pattern, const char *name) {
+  size_t n = strlen(pattern);
+  if (n > 0 && pattern[n - 1] == '*') return strncmp(pattern, name, n - 1) == 0;
+  return strcmp(pattern, name) == 0;
+}
+
+/* One "PATTERN:P" of len bytes at s. */
+static int parse_entry(const char *s, size_t len, sh_fault_entry_fn fn, void *ctx,
+                       const char **why) {
+  const char *colon = memchr(s, ':', len);
+  if (colon == NULL) return *why = "an entry is not PATTERN:P", -EINVAL;
+  size_t n = (size_t)(colon - s);
+  if (n == 0) return *why = "an empty pattern", -EINVAL;
+  if (n >= SH_FAULT_NAME_MAX) return *why = "a pattern longer than 63 bytes", -EINVAL;
+  char pattern[SH_FAULT_NAME_MAX], num[32];
+  memcpy(pattern, s, n);
+  pattern[n] = '\0';
+  char *star = strchr(pattern, '*');
+  if (star != NULL && star[1] != '\0') return *why = "a '*' not at the end of a pattern", -EINVAL;
+  size_t k = len - n - 1;
+  if (k == 0 || k >= sizeof(num)) return *why = "a probability missing or too long", -EINVAL;
+  memcpy(num, colon + 1, k);
+  num[k] = '\0';
+  char *end;
+  errno = 0;
+  double p = strtod(num, &end);
+  /* `!(p >= 0 && p <= 1)` also refuses NaN. */
+  if (errno != 0 || *end != '\0' || !(p >= 0 && p <= 1))
+    return *why = "a probability that is not a number in 0..1", -EINVAL;
+  return fn != NULL ? fn(ctx, pattern, p) : 0;
+}
+
+int sh_faults_parse(const char *spec, sh_fault_entry_fn fn, void *ctx, const char **why) {
+  static const char *ignored;
+  if (why == NULL) why = &ignored;
+  if (spec == NULL || spec[0] == '\0') return *why = "an empty spec", -EINVAL;
+  for (const char *s = spec;;) {
+    const char *comma = strchr(s, ',');
+    size_t len = comma != NULL ? (size_t)(comma - s) : strlen(s);
+    int rc = parse_entry(s, len, fn, ctx, why);
+    if (rc != 0 || comma == NULL) return rc;
+    s = comma + 1;
+  }
+}
+
+#if defined(FIU_ENABLE) && !defined(SH_SIM)
+/* libfiu decides with its own generator: runs on threads are not
+ * reproducible anyway. */
+static int enable_random(void *ctx, const char *pattern, double p) {
+  (void)ctx;
+  return fiu_enable_random(pattern, 1, NULL, 0, (float)p) == 0 ? 0 : -ENOMEM;
+}
+
+static void env_once(void) {
+  const char *spec = getenv("SH_FAULTS");
+  if (spec == NULL || spec[0] == '\0') return;
+  const char *why = "";
+  fiu_init(0);
+  if (sh_faults_parse(spec, NULL, NULL, &why) != 0 ||
+      sh_faults_parse(spec, enable_random, NULL, &why) != 0) {
+    fprintf(stderr, "stackhouse: SH_FAULTS='%s' ignored: %s\n", spec, why);
+    return;
+  }
+#ifndef SH_FAULTS_ALWAYS
+  sh_faults_armed = true;
+#endif
+}
+
+void sh_faults_from_env(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, env_once);
+}
+#else
+/* The simulator decides its faults from its options alone: an environment
+ * would make a seed's run differ between machines. */
+void sh_faults_from_env(void) {}
+#endif
