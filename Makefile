@@ -310,6 +310,9 @@ SIM_SEEDS   := 1..1000
 # The sweeps of `make sim`, one per entry: a strategy, `:`, and its switch
 # probability in permille where it takes one.
 SIM_SWEEPS  := random:100 random:500 pct none
+# And one more of random with every runtime fault point firing at this rate
+# (fault-tolerant runs: every ask still answered once, nothing lost).
+SIM_FAULTS  := sh/*:0.01
 RUNNERS     := shsim shrun
 TOOL_NAMES  := $(filter-out $(RUNNERS),$(basename $(notdir $(wildcard tools/*.c))))
 
@@ -425,7 +428,10 @@ sim: deps
 	  st=$${sw%%:*}; opt=; [ "$$st" = "$$sw" ] || opt="--switch-permille $${sw#*:}"; \
 	  echo "== sim: every scenario, seeds $(SIM_SEEDS), strategy $$st $$opt"; \
 	  build/bin/shsim sweep all --seeds $(SIM_SEEDS) --strategy $$st $$opt || status=1; \
-	done; exit $$status
+	done; \
+	echo "== sim: every scenario, seeds $(SIM_SEEDS), strategy random, faults $(SIM_FAULTS)"; \
+	build/bin/shsim sweep all --seeds $(SIM_SEEDS) --faults '$(SIM_FAULTS)' || status=1; \
+	exit $$status
 
 bench:
 	+@$(SUBMAKE) benches

@@ -10,6 +10,16 @@
 
 static bool is_reply(const sh_msg *m) { return m != NULL && m->type->kind == SH_REPLY; }
 
+/* Refuses the ask of batch entry e, or of an ask stack; its message may
+ * carry the refusal (sh_house_refuse_with), and is then the asker's. */
+static void refuse_entry(sh_batch_entry *e, int error) {
+  if (sh_house_refuse_with(e->reply_to, e->ask_id, error, e->msg)) e->msg = NULL;
+}
+
+static void refuse_stack(sh_stack *st, int error) {
+  if (sh_house_refuse_with(st->reply_to, st->ask_id, error, st->msg)) st->msg = NULL;
+}
+
 /* A copy of reply for one more asker of a batch; NULL when it cannot be copied. */
 static sh_msg *copy_reply(const sh_msg *reply) {
   if (reply->type->drop != NULL) return NULL; /* owns resources: a shallow copy would double-free */
@@ -33,7 +43,7 @@ static void answer_batch(sh_stack *st, sh_msg *reply, int error) {
     if (e->answered) continue;
     e->answered = true;
     if (reply == NULL) {
-      sh_house_refuse(e->reply_to, e->ask_id, error);
+      refuse_entry(e, error);
     } else if (i == last) {
       sh_house_reply(e->reply_to, e->ask_id, reply);
       reply = NULL;
@@ -42,7 +52,7 @@ static void answer_batch(sh_stack *st, sh_msg *reply, int error) {
       if (r != NULL)
         sh_house_reply(e->reply_to, e->ask_id, r);
       else
-        sh_house_refuse(e->reply_to, e->ask_id, reply->type->drop != NULL ? -EINVAL : -ENOMEM);
+        refuse_entry(e, reply->type->drop != NULL ? -EINVAL : -ENOMEM);
     }
   }
   sh_msg_free(reply); /* no ask was left to answer */
@@ -56,7 +66,7 @@ sh_yield sh_return(sh_stack *st, sh_msg *reply) {
     if (is_reply(reply)) {
       sh_house_reply(st->reply_to, st->ask_id, reply);
     } else {
-      sh_house_refuse(st->reply_to, st->ask_id, reply == NULL ? -ENODATA : -EINVAL);
+      refuse_stack(st, reply == NULL ? -ENODATA : -EINVAL);
       sh_msg_free(reply);
     }
     break;
@@ -78,7 +88,7 @@ sh_yield sh_throw(sh_stack *st, int error) {
   SH_ASSERT(st != NULL && !st->done);
   if (error >= 0) error = -EPROTO;
   st->done = true;
-  if (st->kind == SH_STACK_ASK) sh_house_refuse(st->reply_to, st->ask_id, error);
+  if (st->kind == SH_STACK_ASK) refuse_stack(st, error);
   if (st->kind == SH_STACK_BATCH_ASK) answer_batch(st, NULL, error);
   return SH_RETURN;
 }

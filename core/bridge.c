@@ -284,7 +284,7 @@ static void hand_over(sh_bridge *b, sh_msg *m, sh_bridge_reply *out) {
   sh_house *h = &b->house;
   out->ticket = m->id;
   SH_TRACE(SH_TRACE_REPLY, h->seq, m->type->name, SH_TRACE_FLOW(h->seq, m->id));
-  if (m->type == &sh_exception_type) {
+  if (sh_msg_is_exception(m)) {
     out->error = m->error < 0 ? m->error : -EPROTO;
     out->msg = NULL;
     sh_msg_free(m);

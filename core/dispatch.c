@@ -50,7 +50,7 @@ static bool is_barrier(const sh_house *h, const sh_msg *m) {
 
 static void refuse_msg(sh_house *h, sh_msg *m, int error) {
   (void)h;
-  if (m->type->kind == SH_ASK) sh_house_refuse(m->sender, m->id, error);
+  if (m->type->kind == SH_ASK && sh_house_refuse_with(m->sender, m->id, error, m)) return;
   sh_msg_free(m);
 }
 
@@ -117,7 +117,8 @@ static void batch_refuse(sh_house *h, sh_stack *st) {
   sh_count_n(h->sys, SH_C_DROPPED_STOPPED, st->nbatch);
   for (uint32_t i = 0; i < st->nbatch; i++) {
     sh_batch_entry *e = &st->batch[i];
-    if (e->msg->type->kind == SH_ASK) sh_house_refuse(e->reply_to, e->ask_id, -ESHUTDOWN);
+    if (e->msg->type->kind == SH_ASK && sh_house_refuse_with(e->reply_to, e->ask_id, -ESHUTDOWN, e->msg))
+      e->msg = NULL; /* it carries the refusal now */
   }
   sh_stack_discard(st); /* frees the messages */
 }
@@ -179,7 +180,7 @@ static void on_answer(sh_house *h, sh_msg *m) { sh_future_answer(h, m); }
 
 /* An answer or an event for a retired house: nobody waits for it. */
 static void on_late(sh_house *h, sh_msg *m) {
-  if (m->type->kind == SH_REPLY) sh_count(h->sys, SH_C_REPLIES_UNKNOWN);
+  if (m->type->kind == SH_REPLY || sh_msg_is_exception(m)) sh_count(h->sys, SH_C_REPLIES_UNKNOWN);
   sh_msg_free(m);
 }
 

@@ -132,7 +132,7 @@ void sh_future_answer(sh_house *h, sh_msg *m) {
   }
   sh_count(h->sys, SH_C_DELIVERED);
   SH_TRACE(SH_TRACE_REPLY, h->seq, m->type->name, SH_TRACE_FLOW(h->seq, m->id));
-  if (m->type == &sh_exception_type) {
+  if (sh_msg_is_exception(m)) {
     int err = m->error;
     sh_msg_free(m);
     sh_future_complete(f, NULL, err);

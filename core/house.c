@@ -236,15 +236,23 @@ void sh_house_reply(sh_house *to, uint64_t id, sh_msg *reply) {
   sh_house_push(to, SH_BOX_REPLY, reply);
 }
 
-void sh_house_refuse(sh_house *to, uint64_t id, int error) {
-  if (to == NULL) return;
+bool sh_house_refuse_with(sh_house *to, uint64_t id, int error, sh_msg *carrier) {
+  if (to == NULL) return false;
   SH_ASSERT(error < 0);
   sh_msg *e = sh_msg_alloc(&sh_exception_type);
-  /* Out of memory: the asker's timeout, or shutdown, ends its wait. */
-  if (e == NULL) return;
+  bool carried = e == NULL && carrier != NULL;
+  if (carried) {
+    e = carrier;
+    e->sender = NULL;
+    e->internal = SH_MSG_REFUSAL;
+  }
+  /* Out of memory and nothing to carry it: the asker's timeout, or
+   * shutdown, ends its wait. */
+  if (e == NULL) return false;
   e->id = id;
   e->error = error;
   sh_house_push(to, SH_BOX_EXCEPTION, e);
+  return carried;
 }
 
 static void update_priority(sh_house *h) {

@@ -43,6 +43,7 @@
 #include "housequeue.h"
 #include "list.h"
 #include "mailbox.h"
+#include "msg.h"
 
 typedef enum sh_house_state {
   SH_CREATED = 0,
@@ -73,6 +74,17 @@ static inline uint32_t sh_life_gen(uint32_t life) { return life >> 2; }
  * generation it was sent to and whether it holds a slot of a bounded
  * mailbox (the take gives the slot back to that gate). */
 #define SH_MSG_SLOT (1u << 31)
+/* A message in a reply or exception mailbox with this bit in `internal` is
+ * an exception carried in a refused ask's own message: with no memory for an
+ * exception of its own, a refusal still reaches the asker
+ * (sh_house_refuse_with). */
+#define SH_MSG_REFUSAL (1u << 30)
+
+/* Whether answer m fails its future: an exception, or a refusal carried in
+ * the asked message (SH_MSG_REFUSAL). */
+static inline bool sh_msg_is_exception(const sh_msg *m) {
+  return m->type == &sh_exception_type || (m->internal & SH_MSG_REFUSAL) != 0;
+}
 
 /* The ask and notice mailboxes are the only ones with gates and figures:
  * their per-house arrays are indexed by sh_req(box). */
@@ -185,7 +197,10 @@ void sh_house_mount(sh_house *h);
 /* Answers ask `id` of house `to` with reply / with an exception. NULL `to`
  * (nobody to answer) frees the reply. */
 void sh_house_reply(sh_house *to, uint64_t id, sh_msg *reply);
-void sh_house_refuse(sh_house *to, uint64_t id, int error);
+/* `carrier` (the refused ask's message, or NULL) holds the exception when no
+ * memory is left for one of its own: an ask is answered even then. true:
+ * carrier was used, and belongs to `to` now. */
+bool sh_house_refuse_with(sh_house *to, uint64_t id, int error, sh_msg *carrier);
 /* Marks generation `gen` of the house stopped and refuses every sender
  * waiting for room in its bounded mailboxes; nothing when the house is in
  * another generation. Any thread. */

@@ -1116,10 +1116,6 @@ static const sh_scenario bridge_steal = {
     .summary = "outside threads ask and send through bridges while workers steal",
     .workers = 3,
     .state_size = sizeof(bs_world),
-    /* Not fault-tolerant: its outside threads wait for replies without a
-     * deadline, and a refusal the runtime cannot allocate under a fault
-     * leaves such a wait to the shutdown, which the waiting thread starts. */
-    .flags = SH_SCN_NO_FAULTS,
     .configure = bs_configure,
     .setup = bs_setup,
     .verify = bs_verify,

@@ -152,6 +152,68 @@ static void test_dispatcher_without_rehash_loses_nothing(void **state) {
   assert_int_equal(atomic_load(&completed), FANOUT);
 }
 
+/* ---- refusals without memory ------------------------------------------------ */
+
+/* With no memory for an exception, a refusal travels in the refused ask's
+ * own message: the asker hears the error, not its timeout. */
+enum { REFUSE_THROW = 1, REFUSE_NO_STACK };
+#define REFUSE_TIMEOUT_MS 5000
+
+static sh_yield thrower_ask(sh_actor *self, sh_stack *st) {
+  (void)self;
+  fiu_enable("sh/pool/alloc", 1, NULL, 0);
+  sh_yield y = sh_throw(st, -EIO);
+  fiu_disable("sh/pool/alloc");
+  return y;
+}
+static const sh_actor_class thrower_class = {.name = "thrower", .size = sizeof(sh_actor),
+                                             .ask = thrower_ask};
+
+static sh_yield refuse_client(sh_actor *self, sh_stack *st) {
+  client_locals *l = sh_stack_locals(st);
+  int mode = sh_stack_msg_as(st, go)->mode;
+  if (sh_stack_state(st) == DONE) {
+    fiu_disable("sh/stack/new");
+    fiu_disable("sh/pool/alloc");
+    finish(self, sh_future_error(l->f[0]));
+    return sh_return(st, NULL);
+  }
+  l->f[0] = sh_ask(st, echo_addr, &sh_msg_new(ping, .n = 1)->hdr, REFUSE_TIMEOUT_MS);
+  if (mode == REFUSE_NO_STACK) {
+    /* The echo shares our worker: it takes the ask once we suspend, and
+     * can make neither a stack nor an exception. */
+    fiu_enable("sh/stack/new", 1, NULL, 0);
+    fiu_enable("sh/pool/alloc", 1, NULL, 0);
+  }
+  return sh_suspend(st, DONE);
+}
+static const sh_actor_class refuse_client_class = {.name = "refuse_client", .size = sizeof(sh_actor),
+                                                   .locals_size = sizeof(client_locals),
+                                                   .notice = refuse_client};
+
+static int run_refusal(int mode) {
+  sh_system *sys = th_system(2);
+  echo_addr = mode == REFUSE_THROW ? th_spawn_on(sys, &thrower_class, NULL, 1)
+                                   : th_spawn_on(sys, &echo_class, NULL, 0);
+  const sh_addr *client = th_spawn_on(sys, &refuse_client_class, NULL, 0);
+  atomic_store(&result, 1);
+  assert_int_equal(sh_system_start(sys), 0);
+  assert_int_equal(sh_notice(client, &sh_msg_new(go, .mode = mode)->hdr), 0);
+  assert_int_equal(sh_system_wait(sys), 0);
+  th_end_exact(sys); /* every ask resolved once, every message accounted for */
+  return atomic_load(&result);
+}
+
+static void test_throw_without_memory_still_answers(void **state) {
+  (void)state;
+  assert_int_equal(run_refusal(REFUSE_THROW), -EIO);
+}
+
+static void test_refusal_without_memory_still_answers(void **state) {
+  (void)state;
+  assert_int_equal(run_refusal(REFUSE_NO_STACK), -ENOMEM);
+}
+
 /* ---- bounded mailboxes without memory ------------------------------------- */
 
 /* A consumer with room for one ask and one notice, on the client's worker:
@@ -250,6 +312,8 @@ int main(void) {
       cmocka_unit_test(test_stack_alloc_failure_refuses_the_ask),
       cmocka_unit_test(test_dispatcher_without_rehash_loses_nothing),
       cmocka_unit_test(test_bounded_send_without_memory),
+      cmocka_unit_test(test_throw_without_memory_still_answers),
+      cmocka_unit_test(test_refusal_without_memory_still_answers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

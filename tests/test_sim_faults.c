@@ -99,11 +99,11 @@ static void test_schedule_replays_faults(void **state) {
 
 /* Every visible scenario that tolerates faults, one at a time, 8 seeds
  * each (seeds of their own: a point hit first in every run draws the
- * seed's first number), at a rate of 0.05 for this point alone, until it
+ * seed's first number), at a rate of 0.25 for this point alone, until it
  * fired. */
 static uint64_t fire_point(const char *point) {
   char spec[96];
-  snprintf(spec, sizeof(spec), "%s:0.05", point);
+  snprintf(spec, sizeof(spec), "%s:0.25", point);
   uint64_t fired = 0;
   for (size_t i = 0; i < sh_scenario_count() && fired == 0; i++) {
     const sh_scenario *sc = sh_scenario_at(i);
