@@ -3,8 +3,10 @@
  * bridge while the system shuts down.
  *
  * The thread sends to a sink with sh_bridge_notice_try until a send says
- * -ESHUTDOWN; the workload ends at once, so the shutdown (its stop of every
- * house, its final drain) runs while the thread is still sending. A send
+ * -ESHUTDOWN; the sink ends the workload at the first notice it gets, so
+ * the shutdown (its stop of every house, its final drain) always runs while
+ * the thread is still sending (ended from setup, it could come before the
+ * thread had even made its bridge, and then nothing raced). A send
  * that read its target as not stopped before the shutdown stopped it must
  * still end delivered or dropped: after the thread is joined, the
  * accounting is checked again (sent == delivered + replies_unknown +
@@ -28,13 +30,14 @@ typedef struct world {
 } world;
 
 static sh_yield sink_notice(sh_actor *self, sh_stack *st) {
-  (void)self;
+  sh_scn_done(sh_scn_of(self), sh_actor_system(self)); /* idempotent */
   return sh_return(st, NULL);
 }
 
 static const sh_actor_class sink_class = {
     .name = "bridge_shutdown_sink",
-    .size = sizeof(sh_actor),
+    .size = sizeof(sh_scn_actor),
+    .init = sh_scn_actor_init,
     .notice = sink_notice,
 };
 
@@ -59,10 +62,8 @@ static int setup(sh_scn *s, sh_system *sys) {
   world *wd = sh_scn_state(s);
   wd->s = s;
   wd->sys = sys;
-  int rc = sh_spawn(sys, &sink_class, NULL, 1, &wd->sink);
+  int rc = sh_scn_spawn(s, sys, &sink_class, 0, 1, &wd->sink);
   if (rc == 0) rc = sh_thread_start(sender, wd, &wd->t);
-  /* The shutdown comes while the thread sends. */
-  sh_scn_done(s, sys);
   return rc;
 }
 

@@ -39,8 +39,10 @@
  * simulator), is a run cut short, not a failure; a scenario's own check that
  * fails after a fault fired is excused; the invariants above still hold (every
  * ask resolved once, every message counted, nothing leaked). A scenario's
- * verify relaxes what a fault legitimately changes; one that cannot is
- * marked SH_SCN_NO_FAULTS and runs without faults.
+ * verify runs for a run cut short too (it is where threads the scenario
+ * started are joined; its state may be partly set up) and relaxes what a
+ * fault legitimately changes; a scenario that cannot tolerate faults is
+ * marked SH_SCN_NO_FAULTS and runs without them.
  * A failed check does not stop the run: the first failure's message is kept
  * and the run reports FAIL:invariant with it.
  *
