@@ -97,6 +97,26 @@ static void test_schedule_replays_faults(void **state) {
   free(a.schedule), free(b.schedule), free(c.schedule);
 }
 
+/* A point is often hit several times within one step (a batch allocates a
+ * stack and messages between two scheduling points), and not every hit
+ * fires: the replay must fire the hit that fired, not the step's first.
+ * Known to fail: a schedule's fault names its step and point but not which
+ * hit of the point in that step fired, so a replay fires the step's first
+ * hit and parts from the recorded run (here 8 faults fired instead of 28).
+ * Skipped until a fault decision records its hit within the step. */
+static void test_replay_fires_the_same_hit_of_a_step(void **state) {
+  (void)state;
+  if (getenv("SH_TEST_KNOWN_FAILURES") == NULL) skip();
+  const char *spec = "sh/*:0.02";
+  run_out a = run("batch", 1, spec, NULL, 0);
+  assert_true(a.ok && a.faults > 0);
+  run_out b = run("batch", 1, spec, a.schedule, a.len);
+  assert_true(b.ok);
+  assert_int_equal(b.faults, a.faults);
+  assert_true(b.hash == a.hash);
+  free(a.schedule), free(b.schedule);
+}
+
 /* Every visible scenario that tolerates faults, one at a time, 8 seeds
  * each (seeds of their own: a point hit first in every run draws the
  * seed's first number), at a rate of 0.25 for this point alone, until it
@@ -207,6 +227,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_same_seed_same_faults),
       cmocka_unit_test(test_schedule_replays_faults),
+      cmocka_unit_test(test_replay_fires_the_same_hit_of_a_step),
       cmocka_unit_test(test_every_point_fires_and_nothing_leaks),
       cmocka_unit_test(test_bad_specs_refused),
       cmocka_unit_test(test_user_point),
