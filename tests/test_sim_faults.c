@@ -99,14 +99,10 @@ static void test_schedule_replays_faults(void **state) {
 
 /* A point is often hit several times within one step (a batch allocates a
  * stack and messages between two scheduling points), and not every hit
- * fires: the replay must fire the hit that fired, not the step's first.
- * Known to fail: a schedule's fault names its step and point but not which
- * hit of the point in that step fired, so a replay fires the step's first
- * hit and parts from the recorded run (here 8 faults fired instead of 28).
- * Skipped until a fault decision records its hit within the step. */
+ * fires: the replay must fire the hit that fired, not the step's first
+ * (which made this replay fire 8 faults instead of 28). */
 static void test_replay_fires_the_same_hit_of_a_step(void **state) {
   (void)state;
-  if (getenv("SH_TEST_KNOWN_FAILURES") == NULL) skip();
   const char *spec = "sh/*:0.02";
   run_out a = run("batch", 1, spec, NULL, 0);
   assert_true(a.ok && a.faults > 0);
