@@ -31,6 +31,8 @@ typedef struct sh_simfault_point {
   char name[SH_FAULT_NAME_MAX];
   uint32_t id;
   double p;
+  uint64_t step; /* the step of the last hit */
+  uint32_t hits; /* hits in that step */
 } sh_simfault_point;
 
 static struct {
@@ -40,9 +42,22 @@ static struct {
   uint64_t fired;
 } F;
 
-static bool fires(const sh_simfault_point *pt) {
+/* What a schedule names this hit by: the point's id for its first hit in
+ * the step, the id mixed with k for the k-th hit after it. A point is often
+ * hit several times in one step (a batch's stack and messages), and a
+ * replay must fire the very hit that fired. */
+static uint32_t hit_id(sh_simfault_point *pt, uint64_t step) {
+  if (pt->step != step) {
+    pt->step = step;
+    pt->hits = 0;
+  }
+  uint64_t k = pt->hits++;
+  return k == 0 ? pt->id : pt->id ^ (uint32_t)((k * 0x9E3779B97F4A7C15ull) >> 32);
+}
+
+static bool fires(const sh_simfault_point *pt, uint32_t hit) {
   sh_simrun *s = &sh_simrun_state;
-  if (sh_simreplay_on()) return sh_simreplay_fault(s->steps, pt->id);
+  if (sh_simreplay_on()) return sh_simreplay_fault(s->steps, hit);
   /* 53 bits, uniform in [0, 1): p = 1 always fires, p = 0 never. */
   return (double)(sh_simrng_next(&F.rng) >> 11) * 0x1.0p-53 < pt->p;
 }
@@ -52,11 +67,12 @@ static int decide(const char *name, int *failnum, void **failinfo, unsigned int 
   (void)name;
   (void)failnum;
   (void)flags;
-  const sh_simfault_point *pt = *failinfo;
-  if (!fires(pt)) return 0;
+  sh_simfault_point *pt = *failinfo;
   sh_simrun *s = &sh_simrun_state;
+  uint32_t hit = hit_id(pt, s->steps);
+  if (!fires(pt, hit)) return 0;
   F.fired++;
-  sh_simreplay_record(s->steps, pt->id, SH_SIM_FAULT);
+  sh_simreplay_record(s->steps, hit, SH_SIM_FAULT);
   sh_simrun_mix(SH_SIMRUN_MIX_FAULT);
   sh_simrun_mix(((uint64_t)pt->id << 32) | sh_simrun_cur());
   if (s->trace != NULL) sh_simtrace_instant(s->trace, s->now, sh_simrun_cur(), pt->name);
@@ -77,6 +93,8 @@ static int enable(const char *name, double p) {
   snprintf(pt->name, sizeof(pt->name), "%s", name);
   pt->id = sh_sim_fault_id(name);
   pt->p = p;
+  pt->step = UINT64_MAX;
+  pt->hits = 0;
   if (fiu_enable_external(pt->name, 1, pt, 0, decide) != 0) return -ENOMEM;
   F.n++;
   return 0;

@@ -270,6 +270,10 @@ void sh_simrun_give_way(const char *where) {
   for (;;) {
     uint32_t next = pick_next(p, UINT32_MAX);
     if (next != UINT32_MAX) {
+      /* The pick may be the fiber that gave way, woken by the jump: no
+       * switch, but a decision all the same, which a replay must follow
+       * (its default is the lowest runnable fiber). */
+      if (next == p->cur) sh_simreplay_record_at(S->steps, next, SH_SIM_FORCED, where);
       switch_to(p, next, where, true);
       return;
     }

@@ -10,14 +10,29 @@
 
 static bool is_reply(const sh_msg *m) { return m != NULL && m->type->kind == SH_REPLY; }
 
-/* Refuses the ask of batch entry e, or of an ask stack; its message may
- * carry the refusal (sh_house_refuse_with), and is then the asker's. */
+/* Refuses the ask of batch entry e, or of an ask stack. Without memory for
+ * an exception the ask's own message carries the refusal, but only once the
+ * stack finishes (sh_stack_pay_refusals): until its handler returns, the
+ * handler may still read the message, which the asker frees. */
 static void refuse_entry(sh_batch_entry *e, int error) {
-  if (sh_house_refuse_with(e->reply_to, e->ask_id, error, e->msg)) e->msg = NULL;
+  if (!sh_house_refuse(e->reply_to, e->ask_id, error)) e->owed = error;
 }
 
 static void refuse_stack(sh_stack *st, int error) {
-  if (sh_house_refuse_with(st->reply_to, st->ask_id, error, st->msg)) st->msg = NULL;
+  if (!sh_house_refuse(st->reply_to, st->ask_id, error)) st->owed = error;
+}
+
+void sh_stack_pay_refusals(sh_stack *st) {
+  if (st->owed != 0) {
+    sh_house_refuse_in(st->reply_to, st->ask_id, st->owed, st->msg);
+    st->msg = NULL;
+  }
+  for (uint32_t i = 0; i < st->nbatch; i++) {
+    sh_batch_entry *e = &st->batch[i];
+    if (e->owed == 0) continue;
+    sh_house_refuse_in(e->reply_to, e->ask_id, e->owed, e->msg);
+    e->msg = NULL;
+  }
 }
 
 /* A copy of reply for one more asker of a batch; NULL when it cannot be copied. */

@@ -236,23 +236,34 @@ void sh_house_reply(sh_house *to, uint64_t id, sh_msg *reply) {
   sh_house_push(to, SH_BOX_REPLY, reply);
 }
 
-bool sh_house_refuse_with(sh_house *to, uint64_t id, int error, sh_msg *carrier) {
-  if (to == NULL) return false;
-  SH_ASSERT(error < 0);
-  sh_msg *e = sh_msg_alloc(&sh_exception_type);
-  bool carried = e == NULL && carrier != NULL;
-  if (carried) {
-    e = carrier;
-    e->sender = NULL;
-    e->internal = SH_MSG_REFUSAL;
-  }
-  /* Out of memory and nothing to carry it: the asker's timeout, or
-   * shutdown, ends its wait. */
-  if (e == NULL) return false;
+static void push_refusal(sh_house *to, uint64_t id, int error, sh_msg *e) {
   e->id = id;
   e->error = error;
   sh_house_push(to, SH_BOX_EXCEPTION, e);
-  return carried;
+}
+
+bool sh_house_refuse(sh_house *to, uint64_t id, int error) {
+  if (to == NULL) return true;
+  SH_ASSERT(error < 0);
+  sh_msg *e = sh_msg_alloc(&sh_exception_type);
+  if (e == NULL) return false;
+  push_refusal(to, id, error, e);
+  return true;
+}
+
+void sh_house_refuse_in(sh_house *to, uint64_t id, int error, sh_msg *carrier) {
+  SH_ASSERT(to != NULL && error < 0);
+  carrier->sender = NULL;
+  carrier->internal = SH_MSG_REFUSAL;
+  push_refusal(to, id, error, carrier);
+}
+
+bool sh_house_refuse_with(sh_house *to, uint64_t id, int error, sh_msg *carrier) {
+  /* Out of memory and nothing to carry it: the asker's timeout, or
+   * shutdown, ends its wait. */
+  if (sh_house_refuse(to, id, error) || carrier == NULL) return false;
+  sh_house_refuse_in(to, id, error, carrier);
+  return true;
 }
 
 static void update_priority(sh_house *h) {

@@ -197,6 +197,12 @@ void sh_house_mount(sh_house *h);
 /* Answers ask `id` of house `to` with reply / with an exception. NULL `to`
  * (nobody to answer) frees the reply. */
 void sh_house_reply(sh_house *to, uint64_t id, sh_msg *reply);
+/* With an exception of its own: false when there is no memory for one (true
+ * too when there is nobody to answer). */
+bool sh_house_refuse(sh_house *to, uint64_t id, int error);
+/* With the refused ask's own message, `carrier`, which belongs to `to` now
+ * (SH_MSG_REFUSAL): after sh_house_refuse found no memory. */
+void sh_house_refuse_in(sh_house *to, uint64_t id, int error, sh_msg *carrier);
 /* `carrier` (the refused ask's message, or NULL) holds the exception when no
  * memory is left for one of its own: an ask is answered even then. true:
  * carrier was used, and belongs to `to` now. */

@@ -102,6 +102,7 @@ static void finish(sh_stack *st) {
   }
   SH_ASSERT(st->npending == 0);
   while ((l = sh_list_pop_front(&st->completed)) != NULL) sh_future_free(sh_future_of_link(l));
+  sh_stack_pay_refusals(st);
   sh_msg_free(st->msg);
   for (uint32_t i = 0; i < st->nbatch; i++) sh_msg_free(st->batch[i].msg);
   if (st->barrier) {

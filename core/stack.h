@@ -37,6 +37,7 @@ typedef struct sh_batch_entry {
   struct sh_house *reply_to;
   uint64_t ask_id;
   bool answered;
+  int owed; /* a refusal its message carries when the stack finishes (answer.c) */
 } sh_batch_entry;
 
 struct sh_stack {
@@ -60,6 +61,7 @@ struct sh_stack {
   sh_msg *msg;                 /* notice or ask (NULL for batches) */
   struct sh_house *reply_to;   /* ask: the asker, captured at dispatch */
   uint64_t ask_id;
+  int owed; /* ask: a refusal its message carries when the stack finishes */
 
   sh_list pending;             /* uncompleted futures (sh_future.link) */
   sh_list completed;           /* completed futures, kept for the handler to read */
@@ -87,6 +89,10 @@ uint32_t sh_stack_run_ready(struct sh_house *h, uint32_t budget);
 /* One of st's futures completed: runs st if its wait is over (and it is
  * not running, done or deferred already). */
 void sh_stack_wake(sh_stack *st);
+/* A refusal that found no memory for an exception goes in the refused ask's
+ * own message, which the stack no longer needs: called as it finishes
+ * (answer.c). */
+void sh_stack_pay_refusals(sh_stack *st);
 /* Frees a stack that will never run again, answering nobody (the system is
  * being destroyed, or a batch is refused before it started: its caller
  * answers). */

@@ -214,6 +214,56 @@ static void test_refusal_without_memory_still_answers(void **state) {
   assert_int_equal(run_refusal(REFUSE_NO_STACK), -ENOMEM);
 }
 
+/* A handler may read its ask after sh_throw, until it returns (the message
+ * is the stack's until then): a refusal carried in that message must not
+ * reach the asker, who frees it, before the handler is done. The thrower
+ * waits until its asker heard the refusal, then reads the ask. */
+static atomic_bool heard;
+static atomic_int read_after_throw;
+
+static sh_yield late_reader_ask(sh_actor *self, sh_stack *st) {
+  (void)self;
+  const ping *p = sh_stack_msg_as(st, ping);
+  fiu_enable("sh/pool/alloc", 1, NULL, 0);
+  sh_yield y = sh_throw(st, -EIO);
+  fiu_disable("sh/pool/alloc");
+  /* Bounded: 2 s at most (the asker runs on the other worker). */
+  for (int i = 0; i < 2000 && !atomic_load(&heard); i++) usleep(1000);
+  atomic_store(&read_after_throw, p->n);
+  return y;
+}
+static const sh_actor_class late_reader_class = {.name = "late_reader", .size = sizeof(sh_actor),
+                                                 .ask = late_reader_ask};
+
+static sh_yield heard_client(sh_actor *self, sh_stack *st) {
+  client_locals *l = sh_stack_locals(st);
+  if (sh_stack_state(st) == DONE) {
+    atomic_store(&heard, true);
+    finish(self, sh_future_error(l->f[0]));
+    return sh_return(st, NULL);
+  }
+  l->f[0] = sh_ask(st, echo_addr, &sh_msg_new(ping, .n = 42)->hdr, REFUSE_TIMEOUT_MS);
+  return sh_suspend(st, DONE);
+}
+static const sh_actor_class heard_client_class = {.name = "heard_client", .size = sizeof(sh_actor),
+                                                  .locals_size = sizeof(client_locals),
+                                                  .notice = heard_client};
+
+static void test_ask_readable_after_throw_without_memory(void **state) {
+  (void)state;
+  sh_system *sys = th_system(2);
+  echo_addr = th_spawn_on(sys, &late_reader_class, NULL, 1);
+  const sh_addr *client = th_spawn_on(sys, &heard_client_class, NULL, 0);
+  atomic_store(&result, 1);
+  atomic_store(&heard, false);
+  assert_int_equal(sh_system_start(sys), 0);
+  assert_int_equal(sh_notice(client, &sh_msg_new(go)->hdr), 0);
+  assert_int_equal(sh_system_wait(sys), 0);
+  th_end_exact(sys);
+  assert_int_equal(atomic_load(&result), -EIO);
+  assert_int_equal(atomic_load(&read_after_throw), 42);
+}
+
 /* ---- bounded mailboxes without memory ------------------------------------- */
 
 /* A consumer with room for one ask and one notice, on the client's worker:
@@ -314,6 +364,7 @@ int main(void) {
       cmocka_unit_test(test_bounded_send_without_memory),
       cmocka_unit_test(test_throw_without_memory_still_answers),
       cmocka_unit_test(test_refusal_without_memory_still_answers),
+      cmocka_unit_test(test_ask_readable_after_throw_without_memory),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

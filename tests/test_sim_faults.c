@@ -97,6 +97,34 @@ static void test_schedule_replays_faults(void **state) {
   free(a.schedule), free(b.schedule), free(c.schedule);
 }
 
+/* A point is often hit several times within one step (a batch allocates a
+ * stack and messages between two scheduling points), and not every hit
+ * fires: the replay must fire the hit that fired, not the step's first
+ * (which made this replay fire 8 faults instead of 28). */
+static void test_replay_fires_the_same_hit_of_a_step(void **state) {
+  (void)state;
+  const char *spec = "sh/*:0.02";
+  run_out a = run("batch", 1, spec, NULL, 0);
+  assert_true(a.ok && a.faults > 0);
+  run_out b = run("batch", 1, spec, a.schedule, a.len);
+  assert_true(b.ok);
+  assert_int_equal(b.faults, a.faults);
+  assert_true(b.hash == a.hash);
+  free(a.schedule), free(b.schedule);
+}
+
+/* A fiber that parks when nothing else can run may be the one picked after
+ * the clock jumps (its own deadline came): no switch, but a decision the
+ * replay must follow, not its default of the lowest runnable fiber. */
+static void test_replay_follows_the_parked_fiber_picked_again(void **state) {
+  (void)state;
+  run_out a = run("actor_timers", 1, NULL, NULL, 0);
+  assert_true(a.ok && a.len > 0);
+  run_out b = run("actor_timers", 1, NULL, a.schedule, a.len);
+  assert_true(b.ok && b.hash == a.hash);
+  free(a.schedule), free(b.schedule);
+}
+
 /* Every visible scenario that tolerates faults, one at a time, 8 seeds
  * each (seeds of their own: a point hit first in every run draws the
  * seed's first number), at a rate of 0.25 for this point alone, until it
@@ -207,6 +235,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_same_seed_same_faults),
       cmocka_unit_test(test_schedule_replays_faults),
+      cmocka_unit_test(test_replay_fires_the_same_hit_of_a_step),
+      cmocka_unit_test(test_replay_follows_the_parked_fiber_picked_again),
       cmocka_unit_test(test_every_point_fires_and_nothing_leaks),
       cmocka_unit_test(test_bad_specs_refused),
       cmocka_unit_test(test_user_point),

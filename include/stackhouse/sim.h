@@ -51,7 +51,9 @@ typedef enum sh_sim_choice_kind {
 
 /* One decision of a run, at step `step`: a switch to fiber `to` (kinds
  * SH_SIM_PREEMPT and SH_SIM_FORCED), or a fault point that fired (kind
- * SH_SIM_FAULT, `to` the point's id). A run's decisions, in order, are its
+ * SH_SIM_FAULT, `to` the point's id; for a later hit of the point in the
+ * same step, the k-th after its first, that id mixed with k, so that a
+ * replay fires the same hit). A run's decisions, in order, are its
  * schedule: replayed with the same seed and options, they give the same run. */
 typedef struct sh_sim_choice {
   uint64_t step;
