@@ -15,7 +15,8 @@
 
 static struct {
   sh_sim_choice *log; /* the decisions of this run, in order */
-  sh_sim_decision_context *ctx; /* the same decisions' context */
+  sh_sim_decision_context *ctx; /* the same decisions' context, if ctx_on */
+  bool ctx_on; /* sh_sim_record_points was on at the configure */
   size_t nlog, caplog;
   bool log_full;
   const sh_sim_choice *schedule; /* the one replayed, or NULL */
@@ -35,6 +36,8 @@ void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len) {
   memset(&R, 0, sizeof(R));
   R.schedule = schedule;
   R.schedule_len = len;
+  /* Only the determinism check reads the context: kept when it runs. */
+  R.ctx_on = sh_simreplay_points_on;
 }
 
 size_t sh_sim_schedule(const sh_sim_choice **out) {
@@ -44,7 +47,7 @@ size_t sh_sim_schedule(const sh_sim_choice **out) {
 
 size_t sh_sim_schedule_context(const sh_sim_decision_context **out) {
   *out = R.ctx;
-  return R.log_full ? 0 : R.nlog;
+  return R.log_full || !R.ctx_on ? 0 : R.nlog;
 }
 
 uint32_t sh_sim_fault_id(const char *name) {
@@ -110,13 +113,17 @@ bool sh_simreplay_fault(uint64_t step, uint32_t id) {
   return replay_take(NULL, step, SH_SIM_FAULT, id, &to);
 }
 
-/* Both arrays grow together. */
+/* Both arrays grow together (the context's only when kept). */
 static bool log_grow(void) {
   size_t cap = R.caplog == 0 ? 1024 : R.caplog * 2;
   if (cap > SH_SIM_MAX_LOG) return false;
   sh_sim_choice *n = realloc(R.log, cap * sizeof(*n));
   if (n == NULL) return false;
   R.log = n;
+  if (!R.ctx_on) {
+    R.caplog = cap;
+    return true;
+  }
   sh_sim_decision_context *c = realloc(R.ctx, cap * sizeof(*c));
   if (c == NULL) return false;
   R.ctx = c;
@@ -133,8 +140,8 @@ void sh_simreplay_record_at(uint64_t step, uint32_t to, sh_sim_choice_kind kind,
     R.log_full = true;
     return;
   }
-  R.log[R.nlog] = (sh_sim_choice){.step = step, .to = to, .kind = kind};
-  R.ctx[R.nlog++] = (sh_sim_decision_context){.where = where, .hash = sh_simrun_state.hash};
+  if (R.ctx_on) R.ctx[R.nlog] = (sh_sim_decision_context){.where = where, .hash = sh_simrun_state.hash};
+  R.log[R.nlog++] = (sh_sim_choice){.step = step, .to = to, .kind = kind};
 }
 
 void sh_simreplay_record(uint64_t step, uint32_t to, sh_sim_choice_kind kind) {

@@ -145,7 +145,9 @@ size_t sh_sim_schedule(const sh_sim_choice **out);
  * scheduling point where it was made (a static string: "yield", "park",
  * ...; NULL for a fault) and the trace hash just before it. Two runs of one
  * seed whose hashes part between two equal decisions went different ways
- * in between (a delivery, a trace point). Valid as sh_sim_schedule's. */
+ * in between (a delivery, a trace point). Valid as sh_sim_schedule's; kept
+ * only for simulations configured while sh_sim_record_points (below) is on
+ * (0 otherwise). */
 typedef struct sh_sim_decision_context {
   const char *where;
   uint64_t hash;
