@@ -114,7 +114,11 @@ int sh_batch_reply(sh_stack *st, size_t i, sh_msg *reply) {
     sh_msg_free(reply);
     return -EINVAL;
   }
+#ifdef SH_MUTANT_answer_batch_reply_unmarked
+  /* Planted bug: the entry is not marked answered: the stack's end answers it again. */
+#else
   st->batch[i].answered = true;
+#endif
   sh_house_reply(st->batch[i].reply_to, st->batch[i].ask_id, reply);
   return 0;
 }

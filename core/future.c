@@ -95,7 +95,11 @@ static void record(sh_future *f, sh_msg *reply, int error) {
   sh_count(st->house->sys, SH_C_ASKS_RESOLVED);
   f->reply = reply;
   f->error = error;
+#ifdef SH_MUTANT_future_complete_keeps_timer
+  /* Planted bug: a completed future's timeout stays armed. */
+#else
   cancel_timer(f);
+#endif
   sh_list_remove(&f->link);
   sh_list_push_front(&st->completed, &f->link);
   st->npending--;
@@ -220,7 +224,11 @@ void sh_future_fail_all(sh_house *h) {
 void sh_future_time_out(sh_house *h, sh_future *f) {
   sh_msg *back;
   if (ends_by_return(f, &back)) return;
+#ifdef SH_MUTANT_future_timeout_no_pop
+  /* Planted bug: f stays in the table; a reply after the timeout resolves it again. */
+#else
   pop(h, sh_future_id(f));
+#endif
   sh_count(h->sys, SH_C_ASKS_TIMED_OUT);
   SH_TRACE(SH_TRACE_TIMEOUT, h->seq, "timeout", SH_TRACE_FLOW(h->seq, sh_future_id(f)));
   sh_future_complete(f, back, -ETIMEDOUT);

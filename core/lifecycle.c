@@ -165,8 +165,14 @@ static void stop_house(sh_house *h, void *arg) {
  * (counted) when work was still moving after SH_SHUTDOWN_MAX_PASSES. */
 static int drain(sh_system *sys) {
   sh_hstore_each(sys, stop_house, NULL);
+#ifdef SH_MUTANT_lifecycle_drain_once
+  /* Planted bug: one pass, not until quiet: work a pass made is never run. */
+  drain_pass(sys);
+  return 0;
+#else
   for (int pass = 0; pass < SH_SHUTDOWN_MAX_PASSES; pass++)
     if (!drain_pass(sys)) return 0;
+#endif
   sh_counters_shared_add(&sys->counters, SH_C_DRAIN_OVERRUNS, 1);
   return -EBUSY;
 }
@@ -196,7 +202,12 @@ int sh_system_shutdown(sh_system *sys) {
    * also pairs with is_shut's acquire. */
   atomic_store_explicit(&sys->shut, true, memory_order_seq_cst);
   if (sys->started) stop_workers(sys);
+#ifdef SH_MUTANT_lifecycle_no_quiesce
+  /* Planted bug: outside sends still in flight race with the drain. */
+  (void)quiesce_outside;
+#else
   quiesce_outside(sys);
+#endif
   /* Alone now: act as worker 0 so pools and wheels have an owner. */
   sh_worker_enter(&sys->workers[0]);
   int rc = drain(sys);

@@ -405,7 +405,15 @@ static void flush_class(sh_pool_class *c, uint32_t cls) {
 static void free_foreign(sh_pool *self, sh_pool_obj *o) {
   sh_pool_class *c = &self->cls[o->cls];
   sh_pool *owner = o->slab->owner;
+#ifdef SH_MUTANT_pool_outbox_dropped
+  /* Planted bug: an outbox for another owner is emptied, not sent: its objects never go home. */
+  if (nout(c) > 0 && c->out_owner != owner) {
+    c->out_head = c->out_tail = NULL;
+    set_nout(c, 0);
+  }
+#else
   if (nout(c) > 0 && c->out_owner != owner) flush_class(c, o->cls);
+#endif
   c->out_owner = owner;
   o->next = c->out_head;
   if (c->out_head == NULL) c->out_tail = o;
@@ -432,7 +440,12 @@ void sh_pool_free(sh_pool *self, void *obj) {
   SH_ASSERT(o->cls < SH_POOL_CLASSES && "corrupt pool header");
   poison_free(o);
   sh_pool *owner = o->slab->owner;
+#ifdef SH_MUTANT_pool_free_to_wrong_pool
+  /* Planted bug: any worker's free goes to its own pool, whoever made the object. */
+  if (self != NULL)
+#else
   if (owner == self)
+#endif
     free_local(self, o);
   else if (self != NULL)
     free_foreign(self, o);

@@ -14,7 +14,12 @@ int sh_send_wait(sh_waiter *w) {
   sh_house *t = w->target;
   sh_gate *g = sh_house_gate(t, (sh_box)w->box);
   /* The gate went with the generation: the target is gone. */
+#ifdef SH_MUTANT_send_wait_no_gen_check
+  /* Planted bug: only the gate is checked, not that the target's generation lives. */
+  if (g == NULL) return -ESHUTDOWN;
+#else
   if (g == NULL || !sh_house_live(t, w->gen)) return -ESHUTDOWN;
+#endif
   SH_ASSERT(w->msg != NULL);
   /* Admitted now or later, the message holds a slot. */
   w->msg->internal = w->gen | SH_MSG_SLOT;

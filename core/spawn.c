@@ -145,7 +145,12 @@ static void publish(sh_system *sys, const uintptr_t *tokens, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     sh_house *h = sh_token_house(tokens[i]);
     make_live(h);
+#ifdef SH_MUTANT_spawn_wrong_worker
+    /* Planted bug: mounted on the next worker, not on the owner it was placed on. */
+    sh_worker_enqueue_mount(sys, (h->owner + 1) % sys->nworkers, &h->qlink);
+#else
     sh_worker_enqueue_mount(sys, h->owner, &h->qlink);
+#endif
   }
 }
 

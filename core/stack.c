@@ -67,7 +67,12 @@ sh_yield sh_suspend_any(sh_stack *st, int next_state) {
 /* ---- running --------------------------------------------------------- */
 
 static bool wait_over(const sh_stack *st) {
+#ifdef SH_MUTANT_stack_wait_all_off_by_one
+  /* Planted bug: a wait for all is over with one future still pending. */
+  return st->npending <= 1 || (st->any && st->fresh_done > 0);
+#else
   return st->npending == 0 || (st->any && st->fresh_done > 0);
+#endif
 }
 
 /* Recycles the completed futures made by earlier invocations: they completed
@@ -194,5 +199,10 @@ uint32_t sh_stack_run_ready(sh_house *h, uint32_t budget) {
 
 void sh_stack_wake(sh_stack *st) {
   /* A deferred stack runs from the ready list, never twice. */
+#ifdef SH_MUTANT_stack_wake_deferred
+  /* Planted bug: a deferred stack is run by its wake too, then again from the ready list. */
+  if (!st->running && !st->done && wait_over(st)) sh_stack_run(st);
+#else
   if (!st->running && !st->done && !st->deferred && wait_over(st)) sh_stack_run(st);
+#endif
 }
