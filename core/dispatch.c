@@ -235,7 +235,11 @@ static uint32_t take_from(walk *w, sh_box box) {
   SH_TRACE(SH_TRACE_DELIVER, h->seq, m->type->name, 0);
   if (!is_request(box))
     on_answer(h, m);
+#ifdef SH_MUTANT_dispatch_no_stale_check
+  else if (stopped(h)) /* Planted bug: a message to an earlier generation is handled. */
+#else
   else if (stopped(h) || stale(h, m))
+#endif
     on_refused(h, m);
   else
     deliver(&w->b, m);
@@ -252,7 +256,11 @@ static uint32_t take_from(walk *w, sh_box box) {
 static uint32_t drain_in_order(sh_house *h, uint32_t budget) {
   walk w = {.h = h, .box = SH_BOX_REPLY, .b = batcher_for(h, SH_BOX_REPLY)};
   uint32_t n = 0;
+#ifdef SH_MUTANT_dispatch_budget_off_by_one
+  while (n <= budget) { /* Planted bug: one take more than max_per_run. */
+#else
   while (n < budget) {
+#endif
     sh_box box = next_box(&w);
     if (box >= SH_BOX_ASK && !w.ready_ran) {
       w.ready_ran = true;

@@ -94,7 +94,13 @@ static bool steal(sh_worker *w) {
     uint64_t readies = sh_hq_count(&v->state);
     if (readies <= sys->cfg.steal_floor || w->idle_count * readies < sys->cfg.steal_aggression)
       continue;
+#ifdef SH_MUTANT_loop_steal_io
+    /* Planted bug: a thief takes an IO actor too, off its worker. */
+    sh_hq_link *l = sh_hq_trypop(&v->io);
+    if (l == NULL) l = sh_hq_trypop(&v->state);
+#else
     sh_hq_link *l = sh_hq_trypop(&v->state);
+#endif
     if (l == NULL) continue;
     run_house(w, l);
     return true;
@@ -119,7 +125,12 @@ static void park(sh_worker *w) {
   /* seq_cst: the store half of the parking handshake (worker.c). */
   atomic_store_explicit(&w->parked, 1, memory_order_seq_cst);
   SH_YIELD("worker.park");
+#ifdef SH_MUTANT_loop_park_no_recheck
+  /* Planted bug: the queues are not looked at again after parked = 1. */
+  if (stopping(w)) {
+#else
   if (work_visible(w, now) || stopping(w)) {
+#endif
     /* relaxed: we never slept; a waker that saw 1 sends a wake we drain at
      * our next park (one spurious turn, nothing lost). */
     atomic_store_explicit(&w->parked, 0, memory_order_relaxed);
