@@ -109,8 +109,13 @@ static bool steal(sh_worker *w) {
 }
 
 static bool work_visible(sh_worker *w, uint64_t now) {
+#ifdef SH_MUTANT_loop_park_no_recheck
+  (void)w, (void)now;
+  return false; /* Planted bug: a parking worker does not look at its queues again. */
+#else
   return sh_hq_count(&w->mounting) + sh_hq_count(&w->io) + sh_hq_count(&w->state) > 0 ||
          sh_wheel_next_ns(&w->wheel) <= now;
+#endif
 }
 
 static bool stopping(const sh_worker *w) {
@@ -125,12 +130,7 @@ static void park(sh_worker *w) {
   /* seq_cst: the store half of the parking handshake (worker.c). */
   atomic_store_explicit(&w->parked, 1, memory_order_seq_cst);
   SH_YIELD("worker.park");
-#ifdef SH_MUTANT_loop_park_no_recheck
-  /* Planted bug: the queues are not looked at again after parked = 1. */
-  if (stopping(w)) {
-#else
   if (work_visible(w, now) || stopping(w)) {
-#endif
     /* relaxed: we never slept; a waker that saw 1 sends a wake we drain at
      * our next park (one spurious turn, nothing lost). */
     atomic_store_explicit(&w->parked, 0, memory_order_relaxed);
