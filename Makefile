@@ -258,6 +258,25 @@ endef
 
 $(foreach cfg,$(CONFIGS),$(eval $(call config_rules,$(cfg))))
 
+# --------------------------------------------------------------- mutants ---
+# A planted bug (tools/mutants/list*, docs/simulator.md "Planted bugs") is a
+# switch SH_MUTANT_<name> in core/, defined by no other build. `make mutant
+# MUTANT=name` builds it in a configuration of its own, build/mutants/<name>
+# (release flags plus the switch): its shsim and the simulator's tests.
+MUTANT :=
+MUTANT_TESTS := $(filter test_sim_%,$(ALL_TESTS))
+ifneq ($(MUTANT),)
+ifeq ($(shell printf '%s' '$(MUTANT)' | grep -Ex '[a-z][a-z0-9_]*'),)
+$(error MUTANT=$(MUTANT): a mutant's name is [a-z][a-z0-9_]*)
+endif
+MUTANT_CFG := mutants/$(MUTANT)
+$(MUTANT_CFG)_CFLAGS  := $(release_CFLAGS) -DSH_MUTANT_$(MUTANT)
+$(MUTANT_CFG)_LDFLAGS := $(release_LDFLAGS)
+$(MUTANT_CFG)_LIBS    := $(release_LIBS)
+TESTS_$(MUTANT_CFG)   := $(MUTANT_TESTS)
+$(eval $(call config_rules,$(MUTANT_CFG)))
+endif
+
 -include $(shell find build -name '*.d' 2>/dev/null)
 
 # ---------------------------------------------------- release artefacts ---
@@ -390,6 +409,18 @@ SO_API_HEADERS := include/stackhouse/stackhouse.h include/stackhouse/probe.h
 
 # ---------------------------------------------------------------- targets ---
 
+.PHONY: mutant mutants
+mutant:
+	@[ -n "$(MUTANT)" ] || { echo 'make mutant: say which, e.g. MUTANT=house_no_recheck'; exit 2; }
+	+@$(SUBMAKE) build/$(MUTANT_CFG)/bin/shsim $(addprefix build/$(MUTANT_CFG)/tests/,$(MUTANT_TESTS))
+
+# Every planted bug (or MUTANTS="a b"): built, fuzzed over seeds 1..MUTANT_BUDGET,
+# its simulator tests run; the table goes to build/mutants/table.md.
+MUTANTS :=
+MUTANT_BUDGET := 2000
+mutants: deps
+	@MAKE='$(MAKE)' bash tools/mutants.sh --budget $(MUTANT_BUDGET) $(MUTANTS)
+
 .PHONY: deps test sim bench savina coverage profile install install-check uninstall clean help FORCE
 FORCE:
 
@@ -413,8 +444,9 @@ test: deps
 	if ! $(SUBMAKE) all; then printf 'FAIL  release build (make all)\n'; fail=$$((fail+1)); fi; \
 	echo "== install check: a program built with pkg-config against make install"; \
 	$(call run_check,install check,build/install-check.log,$(SUBMAKE) install-check); \
-	echo "== architecture: include layering; exports of libstackhouse.so against $(SO_API_HEADERS)"; \
+	echo "== architecture: include layering; the planted bugs' list; exports of libstackhouse.so against $(SO_API_HEADERS)"; \
 	$(call run_check,layering check,build/check-layers.log,bash tools/check_layers.sh --self-test && bash tools/check_layers.sh); \
+	$(call run_check,mutants list check,build/check-mutants.log,bash tools/mutants.sh --check); \
 	$(call run_check,exports check,build/check-exports.log,CC='$(CC)' bash tools/check_exports.sh --self-test && \
 	  CC='$(CC)' bash tools/check_exports.sh build/release/libstackhouse.so $(SO_API_HEADERS)); \
 	if [ $$build -ne 0 ] && [ $$fail -eq 0 ]; then printf 'FAIL  test build\n'; fail=$$((fail+1)); fi; \
@@ -558,6 +590,9 @@ help:
 	@echo "make bench      build and run every bench/*.c"
 	@echo "make savina     the Savina suite against CAF, Erlang, Go (SAVINA_ARGS=--quick)"
 	@echo "make coverage   tests + simulated scenarios in build/cov: build/coverage/lcov.info, HTML"
+	@echo "make mutants    the planted bugs (tools/mutants/list*): each built, fuzzed over"
+	@echo "                MUTANT_BUDGET seeds, its simulator tests run (MUTANTS=\"a b\")"
+	@echo "make mutant     MUTANT=name: build/mutants/<name> (shsim, simulator tests)"
 	@echo "make profile    BENCH=NAME [ARGS=...]: a benchmark under the CPU profiler, top functions"
 	@echo "make tools      build/bin: shsim (simulator runner), shrun (epoll runner), tools/*.c"
 	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall (libraries, headers,"

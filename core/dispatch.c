@@ -41,7 +41,14 @@ static bool stopped(const sh_house *h) {
 
 /* Whether m was sent to an earlier generation of the house (it raced with
  * the retirement, house.h): it is refused, never handled. */
-static bool stale(const sh_house *h, const sh_msg *m) { return m->internal != sh_house_gen(h); }
+static bool stale(const sh_house *h, const sh_msg *m) {
+#ifdef SH_MUTANT_dispatch_no_stale_check
+  (void)h, (void)m;
+  return false; /* Planted bug: a message to an earlier generation is handled. */
+#else
+  return m->internal != sh_house_gen(h);
+#endif
+}
 
 static bool is_barrier(const sh_house *h, const sh_msg *m) {
   if (m->type->flags & SH_MSG_BARRIER) return true;
@@ -252,7 +259,11 @@ static uint32_t take_from(walk *w, sh_box box) {
 static uint32_t drain_in_order(sh_house *h, uint32_t budget) {
   walk w = {.h = h, .box = SH_BOX_REPLY, .b = batcher_for(h, SH_BOX_REPLY)};
   uint32_t n = 0;
+#ifdef SH_MUTANT_dispatch_budget_off_by_one
+  while (n <= budget) { /* Planted bug: one take more than max_per_run. */
+#else
   while (n < budget) {
+#endif
     sh_box box = next_box(&w);
     if (box >= SH_BOX_ASK && !w.ready_ran) {
       w.ready_ran = true;

@@ -107,7 +107,11 @@ sh_dnode *sh_dispatcher_pop_any(sh_dispatcher *d) {
   /* Bounded by the table: every bucket, every chain once. */
   for (uint32_t i = 0; i <= d->mask; i++) {
     for (sh_dnode **slot = &d->buckets[i]; *slot != NULL; slot = &(*slot)->hnext)
+#ifdef SH_MUTANT_dispatcher_pop_kept
+      if (true) return unlink_from(d, slot); /* Planted bug: a kept future is failed too. */
+#else
       if (!(*slot)->kept) return unlink_from(d, slot);
+#endif
   }
   return NULL;
 }

@@ -77,7 +77,11 @@ static void note_high_water(sh_gate *g, uint32_t used) {
  * the actor moved `used` meanwhile. */
 static bool take_slot(sh_gate *g) {
   uint32_t u = atomic_load_explicit(&g->used, memory_order_seq_cst);
+#ifdef SH_MUTANT_gate_slot_off_by_one
+  uint32_t cap = cap_of(g) + 1; /* Planted bug: one slot more than the capacity. */
+#else
   uint32_t cap = cap_of(g);
+#endif
   while (u < cap) {
     if (atomic_compare_exchange_weak_explicit(&g->used, &u, u + 1, memory_order_seq_cst,
                                               memory_order_seq_cst)) {
@@ -120,7 +124,11 @@ void sh_gate_reset(sh_gate *g, uint32_t cap, uint32_t gen) {
 int sh_gate_try(sh_gate *g) {
   if (is_closed(g)) return -ESHUTDOWN;
   /* seq_cst: a sender that counted itself before us is served first. */
+#ifdef SH_MUTANT_gate_try_overtakes
+  /* Planted bug: a fast sender takes a free slot ahead of queued waiters. */
+#else
   if (atomic_load_explicit(&g->nwaiters, memory_order_seq_cst) > 0) return -EAGAIN;
+#endif
   SH_YIELD("gate.try");
   return take_slot(g) ? 0 : -EAGAIN;
 }
@@ -146,7 +154,12 @@ static void fifo_unlink(sh_gate *g, sh_waiter *w) {
 
 int sh_gate_enter(sh_gate *g, sh_waiter *w) {
   sh_spin_lock(&g->lock);
+#ifdef SH_MUTANT_gate_enter_closed
+  /* Planted bug: a closed gate still admits and queues senders. */
+  if (false) {
+#else
   if (is_closed(g)) {
+#endif
     sh_spin_unlock(&g->lock);
     return -ESHUTDOWN;
   }
@@ -204,7 +217,12 @@ bool sh_gate_release(sh_gate *g) {
   uint32_t was = atomic_fetch_sub_explicit(&g->used, 1, memory_order_seq_cst);
   SH_ASSERT(was > 0); /* a take gives back a slot its admission took */
   SH_YIELD("gate.release");
+#ifdef SH_MUTANT_gate_release_no_look
+  /* Planted bug: the waiters are looked at only when the queue is visibly full. */
+  return was == cap_of(g) && atomic_load_explicit(&g->nwaiters, memory_order_seq_cst) > 0;
+#else
   return atomic_load_explicit(&g->nwaiters, memory_order_seq_cst) > 0;
+#endif
 }
 
 void sh_gate_close(sh_gate *g, uint32_t gen) {

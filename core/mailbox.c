@@ -85,7 +85,11 @@ sh_msg *sh_mailbox_take(sh_mailboxes *mb, unsigned i) {
   if (next != NULL) return pop(mb, i, tail, next);
   /* tail is the last linked message. If a producer already swapped head
    * past it but has not linked yet, wait for a later look. */
+#ifdef SH_MUTANT_mailbox_no_head_check
+  /* Planted bug: no look for a producer half-way: the sentinel may pass it. */
+#else
   if (tail != atomic_load_explicit(&mb->head[i], memory_order_acquire)) return NULL;
+#endif
   link_last(mb, i, &mb->sentinel[i]);
   next = next_of(tail);
   if (next != NULL) return pop(mb, i, tail, next);
@@ -99,5 +103,9 @@ void sh_mailbox_push_head(sh_mailboxes *mb, unsigned i, sh_msg *m) {
    * tail there and lost the message. */
   atomic_store_explicit(link_of(m), (sh_msg *)(void *)mb->tail[i], memory_order_relaxed);
   mb->tail[i] = link_of(m);
+#ifdef SH_MUTANT_mailbox_push_head_uncounted
+  /* Planted bug: the message put back stays counted as taken. */
+#else
   mb->taken[i]--;
+#endif
 }

@@ -25,7 +25,14 @@ static inline bool sh_spin_trylock(sh_spin *l) {
    * The exchange is acquire: the critical section must see the previous
    * holder's writes, which its release store published. */
   if (atomic_load_explicit(&l->held, memory_order_relaxed)) return false;
+#ifdef SH_MUTANT_spinlock_load_store
+  /* Planted bug: test then set, not one exchange: two takers both get the lock. */
+  SH_YIELD("spin.trylock.set");
+  atomic_store_explicit(&l->held, true, memory_order_relaxed);
+  return true;
+#else
   return !atomic_exchange_explicit(&l->held, true, memory_order_acquire);
+#endif
 }
 
 static inline void sh_spin_lock(sh_spin *l) {

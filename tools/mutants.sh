@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# The planted-bug suite (docs/simulator.md, "Planted bugs").
+#
+# Usage: tools/mutants.sh [--budget N] [NAME...]   run the suite (make mutants)
+#        tools/mutants.sh --check                  the list check (make test)
+#
+# The mutants are listed in tools/mutants/list* (name<TAB>module<TAB>bug).
+# For each (or each NAME given): build build/mutants/<name> (make mutant),
+# fuzz every scenario over seeds 1..N in chunks of 100, in order, stopping
+# at the first chunk with a failure (so the lowest failing seed is exact),
+# shrink that seed's first failure and count the shrunk schedule's
+# decisions, then run the simulator's tests of that build. An unmutated
+# build runs the same fuzz first: the suite stops if it fails. The table
+# goes to stdout and to build/mutants/table.md.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+
+MAKE=${MAKE:-make}
+CHUNK=100
+TEST_TIMEOUT_S=120
+SHRINK_TIMEOUT_S=300
+OUT=build/mutants
+
+# Every listed mutant as `name<TAB>module<TAB>bug`, sorted by name.
+listed() {
+  cat tools/mutants/list* 2>/dev/null | grep -v '^#' | grep -v '^[[:space:]]*$' | sort
+}
+
+# Names used as SH_MUTANT_<name> in core/.
+planted() {
+  grep -rhoE 'SH_MUTANT_[A-Za-z0-9_]+' core | sed 's/^SH_MUTANT_//' | sort -u
+}
+
+check() {
+  local bad=0 name module desc extra
+  while IFS=$'\t' read -r name module desc extra; do
+    if ! [[ $name =~ ^[a-z][a-z0-9_]*$ ]] || [ -z "$module" ] || [ -z "$desc" ] || [ -n "$extra" ]; then
+      echo "tools/mutants/list*: malformed line for '$name' (name<TAB>module<TAB>description)"
+      bad=1
+    elif [[ $name != "$module"* ]]; then
+      echo "tools/mutants/list*: $name does not start with its module $module"
+      bad=1
+    fi
+  done < <(listed)
+  local dup
+  dup=$(listed | cut -f1 | uniq -d)
+  [ -z "$dup" ] || { echo "listed twice: $dup"; bad=1; }
+  local f
+  for f in tools/mutants/list*; do
+    [ -e "$f" ] || continue
+    grep -v '^#' "$f" | cut -f1 | sort -c 2>/dev/null || { echo "$f: not sorted by name"; bad=1; }
+  done
+  local n
+  for n in $(comm -23 <(listed | cut -f1 | sort -u) <(planted)); do
+    echo "listed but not in core/: SH_MUTANT_$n"
+    bad=1
+  done
+  for n in $(comm -13 <(listed | cut -f1 | sort -u) <(planted)); do
+    echo "in core/ but not listed in tools/mutants/list*: SH_MUTANT_$n"
+    bad=1
+  done
+  [ $bad -eq 0 ] && echo "mutants: $(listed | wc -l) listed, each planted in core/, none unlisted"
+  return $bad
+}
+
+# fuzz BIN LO HI JSON: fuzz every scenario over seeds LO..HI.
+fuzz() {
+  "$1" fuzz all --seeds "$2..$3" --json "$4" > "$4.log" 2>&1
+  local rc=$?
+  [ $rc -le 1 ] || { echo "mutants: $1 fuzz $2..$3 could not run (status $rc, $4.log)" >&2; return 2; }
+  return $rc
+}
+
+# first_failure BIN BUDGET DIR: fuzz in chunks until one fails; prints
+# `seed<TAB>kind<TAB>scenario<TAB>command` of its lowest seed's first
+# failure (nothing when none failed). Status 2 if shsim could not run.
+first_failure() {
+  local bin=$1 budget=$2 dir=$3 lo hi rc
+  for ((lo = 1; lo <= budget; lo += CHUNK)); do
+    hi=$((lo + CHUNK - 1))
+    ((hi > budget)) && hi=$budget
+    fuzz "$bin" "$lo" "$hi" "$dir/fuzz.json"
+    rc=$?
+    [ $rc -eq 2 ] && return 2
+    if [ $rc -eq 1 ]; then
+      jq -r '.failures | sort_by(.seed, .scenario) | .[0] | [.seed, .kind, .scenario, .command] | @tsv' \
+        "$dir/fuzz.json"
+      return 0
+    fi
+  done
+  return 0
+}
+
+# shrunk_len BIN COMMAND DIR: shrinks the failure that COMMAND (a `shsim run`
+# line) replays; prints the decisions left, or `-` if the shrink failed.
+shrunk_len() {
+  local bin=$1 cmd=$2 dir=$3
+  local -a words
+  read -r -a words <<< "$cmd"
+  # words: SHSIM run SCENARIO --seed N [options]
+  local file="$dir/shrunk.replay"
+  rm -f "$file"
+  timeout -k 10 $SHRINK_TIMEOUT_S "$bin" shrink "${words[@]:2}" --out "$file" > "$dir/shrink.log" 2>&1
+  if [ -f "$file" ]; then
+    grep -cE '^[0-9]+ (preempt|forced|fault) ' "$file"
+  else
+    echo "-"
+  fi
+}
+
+# tests_pass NAME: the simulator's tests of build/mutants/NAME.
+tests_pass() {
+  local t log status=yes
+  for t in build/mutants/"$1"/tests/test_sim_*; do
+    [[ $t == *.log ]] && continue
+    log="$t.log"
+    if ! timeout -k 10 $TEST_TIMEOUT_S "$t" > "$log" 2>&1; then
+      status=no
+    fi
+  done
+  echo "$status"
+}
+
+build() {
+  $MAKE --no-print-directory -j2 mutant MUTANT="$1" > "$OUT/$1.build.log" 2>&1
+}
+
+# One row of the table for mutant NAME of MODULE.
+row() {
+  local name=$1 module=$2 budget=$3 dir="$OUT/$1" ff seed kind scn cmd shrunk tests detected
+  mkdir -p "$dir"
+  if ! build "$name"; then
+    printf '| %s | %s | build failed | - | - | - | - |\n' "$name" "$module"
+    return
+  fi
+  ff=$(first_failure "$dir/bin/shsim" "$budget" "$dir") || ff=
+  if [ -n "$ff" ]; then
+    IFS=$'\t' read -r seed kind scn cmd <<< "$ff"
+    detected=yes
+    shrunk=$(shrunk_len "$dir/bin/shsim" "$cmd" "$dir")
+    kind="$kind ($scn)"
+  else
+    detected=no seed=- kind=- shrunk=-
+  fi
+  # "detected by the tests": a test failed (or timed out).
+  if [ "$(tests_pass "$name")" = yes ]; then tests=no; else tests=yes; fi
+  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$module" "$detected" "$seed" "$kind" \
+    "$shrunk" "$tests"
+}
+
+baseline() {
+  local budget=$1 dir="$OUT/baseline" ff
+  mkdir -p "$dir"
+  echo "== baseline: the unmutated release shsim, seeds 1..$budget" >&2
+  $MAKE --no-print-directory -j2 build/release/bin/shsim > "$dir/build.log" 2>&1 ||
+    { echo "mutants: the unmutated shsim does not build ($dir/build.log)" >&2; return 1; }
+  ff=$(first_failure build/release/bin/shsim "$budget" "$dir") ||
+    { echo "mutants: the unmutated shsim could not fuzz" >&2; return 1; }
+  [ -z "$ff" ] || { echo "mutants: the unmutated build fails: $ff" >&2; return 1; }
+  echo "baseline: 0 failures" >&2
+}
+
+main() {
+  local budget=2000
+  if [ "${1:-}" = --budget ]; then budget=$2; shift 2; fi
+  [[ $budget =~ ^[1-9][0-9]*$ ]] || { echo "usage: $0 [--budget N] [NAME...]" >&2; exit 2; }
+  check >&2 || exit 1
+  mkdir -p "$OUT"
+  local -a names=("$@")
+  [ ${#names[@]} -gt 0 ] || mapfile -t names < <(listed | cut -f1)
+  baseline "$budget" || exit 1
+  local table="$OUT/table.md" name module detected=0 total=0 r
+  {
+    echo "| mutant | module | detected by the simulator | seed of the first failure | failure kind (scenario) | shrunk schedule (decisions) | detected by the tests |"
+    echo "|---|---|---|---|---|---|---|"
+  } > "$table"
+  cat "$table"
+  for name in "${names[@]}"; do
+    module=$(listed | awk -F'\t' -v n="$name" '$1 == n { print $2 }')
+    [ -n "$module" ] || { echo "mutants: $name is not listed" >&2; exit 2; }
+    echo "== mutant $name" >&2
+    r=$(row "$name" "$module" "$budget")
+    echo "$r" | tee -a "$table"
+    total=$((total + 1))
+    [[ $r == *"| yes | "[0-9]* ]] && detected=$((detected + 1))
+  done
+  echo "" | tee -a "$table"
+  echo "$detected of $total detected by the simulator within $budget seeds" | tee -a "$table"
+}
+
+if [ "${1:-}" = --check ]; then
+  check
+  exit
+fi
+main "$@"
