@@ -308,6 +308,9 @@ void sh_house_settle(sh_house *h) {
     enqueue(h);
     return;
   }
+  /* A producer that pushes here finds the house still RUNNING and leaves
+   * it to us: the second look below is what finds its message. */
+  SH_YIELD("house.settle.look");
   /* seq_cst: the store half of the handshake (file comment). From here a
    * producer may queue the house and another worker run it. */
   atomic_store_explicit(&h->state, SH_WAITING, memory_order_seq_cst);

@@ -470,16 +470,19 @@ static void test_shrink_synthetic(void **state) {
   assert_int_equal(n, 100);
 }
 
-/* A replay of schedule c in a child: how it ends ("ok" or its kind). */
+/* A replay of schedule c in a child: how it ends ("ok" or its kind). A
+ * replay runs with the strategy of the recording: its bookkeeping (how far
+ * an idle poll moves the clock, PCT's priorities) is part of the run. */
 typedef struct replay_ctx {
   const sh_scenario *sc;
   uint64_t seed;
+  sh_sim_strategy strategy;
 } replay_ctx;
 
 static void replay_kind(const replay_ctx *k, const sh_sim_choice *c, size_t n, char *kind,
                         size_t size) {
   expect_arg a = {.sc = k->sc};
-  scenario_options(k->sc, k->seed, SH_SIM_NONE, &a.o);
+  scenario_options(k->sc, k->seed, k->strategy, &a.o);
   a.o.schedule = c;
   a.o.schedule_len = n;
   a.o.max_steps = LIVELOCK_STEPS;
@@ -502,7 +505,7 @@ static void test_shrink_race(void **state) {
   assert_non_null(sc);
   sh_sim_choice *c = NULL;
   size_t n = 0;
-  replay_ctx k = {.sc = sc};
+  replay_ctx k = {.sc = sc, .strategy = SH_SIM_RANDOM};
   /* An invariant failure ends the run normally: no child needed here. */
   for (uint64_t seed = 1; seed <= 50 && c == NULL; seed++) {
     sh_sim_options o;
