@@ -26,6 +26,8 @@ static void run_house(sh_worker *w, sh_hq_link *l) {
   /* Only the worker that popped a house can claim it, so no CAS: relaxed,
    * because the queue's lock already ordered the queuer's writes before ours. */
   SH_ASSERT(atomic_load_explicit(&h->state, memory_order_relaxed) == SH_READY);
+  /* Policy: an IO actor is bound to its worker's IO; nobody steals it. */
+  SH_ASSERT(h->cls->kind != SH_IO_ACTOR || h->owner == w->index);
   atomic_store_explicit(&h->state, SH_SCHEDULED, memory_order_relaxed);
   sh_dispatch_run(w, h);
 }

@@ -16,6 +16,8 @@
  *   - an actor never runs on two workers at once: each handler entry sets
  *     a per-actor flag that must have been clear;
  *   - with one worker there is nobody to steal: steals == 0.
+ * Every IO_EVERY-th actor is an IO actor: bound to its worker, it is never
+ * stolen (the runtime asserts that an IO actor runs only on its owner).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -27,6 +29,7 @@
 #define ASK_EVERY 4
 #define BURN 2000 /* xorshift steps per work notice: a few microseconds */
 #define PER_RUN 2 /* sh_config.max_per_run */
+#define IO_EVERY 6 /* 8 of the 48: the state actors stay above the floor */
 
 enum { K_WORK = 1, K_RELAY = 2 };
 
@@ -158,6 +161,16 @@ static const sh_actor_class worker_class = {
     .ask = worker_ask,
 };
 
+static const sh_actor_class io_worker_class = {
+    .name = "steal_io_worker",
+    .kind = SH_IO_ACTOR,
+    .size = sizeof(worker_actor),
+    .locals_size = sizeof(work_locals),
+    .init = worker_init,
+    .notice = worker_notice,
+    .ask = worker_ask,
+};
+
 /* A small per-run budget requeues each actor often: with a thief around, a
  * house changes hands many times, stacks suspended included. */
 static void configure(sh_scn *s, sh_config *cfg) {
@@ -169,7 +182,8 @@ static int setup(sh_scn *s, sh_system *sys) {
   world *wd = sh_scn_state(s);
   atomic_store(&wd->left, 2 * ACTORS * WORK);
   for (uint32_t i = 0; i < ACTORS; i++) {
-    int rc = sh_scn_spawn_on(s, sys, &worker_class, i, 0, &wd->ring[i]);
+    const sh_actor_class *c = i % IO_EVERY == IO_EVERY - 1 ? &io_worker_class : &worker_class;
+    int rc = sh_scn_spawn_on(s, sys, c, i, 0, &wd->ring[i]);
     if (rc != 0) return rc;
   }
   /* Round by round over the actors: their queues fill together. */
