@@ -5,8 +5,11 @@
  * invariant corrupts memory far from the cause. SH_DEBUG_ASSERT is for
  * checks that cost more than that (a walk of a list or a table): it is
  * compiled only into the test builds (SH_DEBUG: the asan, tsan and
- * coverage configurations). A failed check prints the expression and its
- * place, then aborts.
+ * coverage configurations). SH_INVARIANT states a property of the
+ * runtime's bookkeeping that the production library need not pay for even
+ * as a compare: it is compiled into the test builds and the simulation
+ * builds (SH_SIM), where runs are made to break it. A failed check prints
+ * the expression and its place, then aborts.
  */
 #ifndef SH_CHECK_H
 #define SH_CHECK_H
@@ -19,6 +22,12 @@ _Noreturn void sh_check_fail(const char *expr, const char *file, int line);
 #define SH_DEBUG_ASSERT(c) SH_ASSERT(c)
 #else
 #define SH_DEBUG_ASSERT(c) ((void)0)
+#endif
+
+#if defined(SH_DEBUG) || defined(SH_SIM)
+#define SH_INVARIANT(c) SH_ASSERT(c)
+#else
+#define SH_INVARIANT(c) ((void)sizeof(!(c))) /* not evaluated; its names count as used */
 #endif
 
 #endif

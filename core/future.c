@@ -71,6 +71,10 @@ sh_msg *sh_future_reclaim(sh_future *f) {
 }
 
 void sh_future_free(sh_future *f) {
+  /* A completed future holds no timer: its outcome, whichever came first,
+   * cancelled its timeout (or was the timeout). A timeout left armed could
+   * fire after the free, and the cancel below would touch a freed node. */
+  SH_INVARIANT(!f->done || f->timer == NULL);
   if (f->waiter != NULL) sh_msg_free(sh_future_reclaim(f));
   cancel_timer(f);
   sh_msg_free(f->reply);
