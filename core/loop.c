@@ -32,10 +32,21 @@ static void run_house(sh_worker *w, sh_hq_link *l) {
   sh_dispatch_run(w, h);
 }
 
+/* A house popped from a worker's own queue (mounting, IO or state) is that
+ * worker's: a spawn queues it on the owner it placed it on, a ready on its
+ * owner, and `owner` changes only in the ready that follows a sender, before
+ * the house is queued (house.c). So the mount hook runs on the owner, and a
+ * pinned house, or one never stolen, runs only there: steal() is the one
+ * path that runs a house on another worker. */
+static sh_hq_link *own(const sh_worker *w, sh_hq_link *l) {
+  SH_INVARIANT(l == NULL || sh_house_of_link(l)->owner == w->index);
+  return l;
+}
+
 static uint32_t run_mounting(sh_worker *w, uint32_t max) {
   uint32_t n = 0;
   sh_hq_link *l;
-  while (n < max && (l = sh_hq_pop(&w->mounting)) != NULL) {
+  while (n < max && (l = own(w, sh_hq_pop(&w->mounting))) != NULL) {
     sh_house_mount(sh_house_of_link(l));
     n++;
   }
@@ -47,7 +58,7 @@ static uint32_t run_mounting(sh_worker *w, uint32_t max) {
 static uint32_t run_queue(sh_worker *w, sh_house_queue *q, uint32_t max, uint64_t deadline) {
   uint32_t n = 0;
   sh_hq_link *l;
-  while (n < max && (l = sh_hq_pop(q)) != NULL) {
+  while (n < max && (l = own(w, sh_hq_pop(q))) != NULL) {
     run_house(w, l);
     n++;
     if ((n & SH_DEADLINE_CHECK_MASK) == 0 && deadline != UINT64_MAX && sh_plat_now_ns() >= deadline)

@@ -17,6 +17,10 @@
 
 #include "support/child.h"
 #include "future.h"
+#include "house.h"
+#include "housequeue.h"
+#include "loop.h"
+#include "worker.h"
 
 #define WATCHDOG_S 10
 
@@ -41,9 +45,31 @@ static void test_completed_future_holds_no_timer(void **state) {
   assert_int_equal(child_status(free_completed_with_timer), 128 + SIGABRT);
 }
 
+/* A house owned by worker 1 in worker 0's mounting queue: mounted elsewhere. */
+static sh_worker worker;
+static sh_house house;
+
+static void mount_on_another_worker(const void *arg) {
+  (void)arg;
+  worker.index = 0;
+  sh_hq_init(&worker.mounting);
+  sh_hq_init(&worker.io);
+  sh_hq_init(&worker.state);
+  house.owner = 1;
+  sh_hq_push(&worker.mounting, &house.qlink, false);
+  sh_loop_drain(&worker);
+  _exit(0);
+}
+
+static void test_house_mounted_by_its_owner(void **state) {
+  (void)state;
+  assert_int_equal(child_status(mount_on_another_worker), 128 + SIGABRT);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_completed_future_holds_no_timer),
+      cmocka_unit_test(test_house_mounted_by_its_owner),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
