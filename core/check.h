@@ -21,4 +21,15 @@ _Noreturn void sh_check_fail(const char *expr, const char *file, int line);
 #define SH_DEBUG_ASSERT(c) ((void)0)
 #endif
 
+/* SH_INVARIANT is for a check that needs bookkeeping of its own (who holds
+ * a lock, how many links a list has): the simulation and test builds keep
+ * it (SH_CHECKED is then defined, for the bookkeeping's #if), the
+ * production library carries neither. */
+#if defined(SH_SIM) || defined(SH_DEBUG)
+#define SH_CHECKED 1
+#define SH_INVARIANT(c) SH_ASSERT(c)
+#else
+#define SH_INVARIANT(c) ((void)0)
+#endif
+
 #endif
