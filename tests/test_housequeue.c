@@ -6,7 +6,8 @@
  * owner popper and a thief (built under TSan too) that get every house
  * exactly once and in each pusher's order. The checks of the test builds
  * (core/check.h, SH_INVARIANT) fire: a lock taken while held or given back
- * by another thread than its holder.
+ * by another thread than its holder, a pop finding more houses linked than
+ * counted.
  *
  * Houses come from zeroed memory: the queue only uses their link. A house is
  * named by its index in the test's array.
@@ -354,10 +355,25 @@ static void unlocked_by_other_body(const void *arg) {
   _exit(0);
 }
 
+/* A pusher that links before it counts (the count lags one house behind):
+ * the next pop takes with more houses linked than counted. */
+static void count_behind_body(const void *arg) {
+  (void)arg;
+  sh_house_queue *q = zalloc64(sizeof(*q));
+  sh_hq_init(q);
+  sh_hq_link *hs = houses_new(2);
+  sh_hq_push(q, &hs[0], false);
+  sh_hq_push(q, &hs[1], false);
+  atomic_fetch_sub(&q->count, 1);
+  sh_hq_pop(q);
+  _exit(0);
+}
+
 static void test_checks_fire(void **state) {
   (void)state;
   expect_check_fails(taken_twice_body);
   expect_check_fails(unlocked_by_other_body);
+  expect_check_fails(count_behind_body);
 }
 #else
 static void test_checks_fire(void **state) { skip(); (void)state; }
