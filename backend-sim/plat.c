@@ -159,6 +159,9 @@ void sh_plat_set_local(void *ctx) {
   sh_plat_sim_local = ctx;
 }
 
+/* Without the thread check, as sh_plat_sim_local: every lock calls it twice. */
+uintptr_t sh_plat_self(void) { return (uintptr_t)sh_simrun_cur() + 1; }
+
 uint32_t sh_plat_cpu_count(void) { return SH_SIM_CPUS; }
 
 uint64_t sh_plat_now_ns(void) {

@@ -24,7 +24,10 @@ _Noreturn void sh_check_fail(const char *expr, const char *file, int line);
 #define SH_DEBUG_ASSERT(c) ((void)0)
 #endif
 
-#if defined(SH_DEBUG) || defined(SH_SIM)
+/* For a check that needs bookkeeping of its own (who holds a lock, how
+ * many links a list has), SH_CHECKED is defined for the bookkeeping's #if. */
+#if defined(SH_SIM) || defined(SH_DEBUG)
+#define SH_CHECKED 1
 #define SH_INVARIANT(c) SH_ASSERT(c)
 #else
 #define SH_INVARIANT(c) ((void)sizeof(!(c))) /* not evaluated; its names count as used */

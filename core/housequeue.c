@@ -13,6 +13,9 @@ void sh_hq_init(sh_house_queue *q) {
   for (int i = 0; i < 2; i++) {
     sh_spin_init(&q->sub[i].lock);
     q->sub[i].head = q->sub[i].tail = NULL;
+#ifdef SH_CHECKED
+    q->sub[i].linked = 0;
+#endif
   }
   atomic_init(&q->count, 0);
 }
@@ -40,6 +43,9 @@ uint32_t sh_hq_push(sh_house_queue *q, sh_hq_link *h, bool high) {
      * plain store there would be a data race. The lock orders the rest. */
     __atomic_store_n(&l->head, h, __ATOMIC_RELAXED);
   l->tail = h;
+#ifdef SH_CHECKED
+  l->linked++;
+#endif
   sh_spin_unlock(&l->lock);
 #ifdef SH_MUTANT_housequeue_count_after_link
   /* Planted bug: a popper may take the house before it is counted. */
@@ -61,6 +67,13 @@ static sh_hq_link *take_locked(sh_house_queue *q, sh_hq_list *l) {
    * not be missed, and it is seq_cst. */
   uint32_t was = (uint32_t)atomic_fetch_sub_explicit(&q->count, 1, memory_order_relaxed);
   SH_ASSERT(was > 0); /* counted before linked: a linked house is always counted */
+#ifdef SH_CHECKED
+  /* The same rule, whatever the backlog: pushers count before they link and
+   * poppers unlink before they uncount, so `was` holds every house linked
+   * here, h included (the other list's houses only add to it). */
+  SH_INVARIANT(was >= l->linked);
+  l->linked--;
+#endif
   return h;
 }
 

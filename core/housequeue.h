@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "check.h"
 #include "spinlock.h"
 
 /* The queue link, embedded in what is queued; owned by the queue holding it. */
@@ -24,6 +25,9 @@ typedef struct sh_hq_link {
 typedef struct sh_hq_list {
   _Alignas(64) sh_spin lock;
   sh_hq_link *head, *tail;
+#ifdef SH_CHECKED
+  uint32_t linked; /* links in this list, under the lock: the count's check */
+#endif
 } sh_hq_list;
 
 typedef struct sh_house_queue {

@@ -44,6 +44,17 @@ static inline void *sh_plat_local(void) { return sh_plat_tls_local; }
 #endif
 void sh_plat_set_local(void *ctx);
 
+/* Who runs: a value, never 0, that differs between threads (fibers) alive
+ * at the same time, for the checks of the simulation and test builds (a
+ * lock knows its holder). The context pointer above cannot serve: threads
+ * that are not workers all have NULL. On threads, the address of a
+ * thread-local; in the simulator, the running fiber's number. */
+#if defined(SH_SIM)
+uintptr_t sh_plat_self(void);
+#elif defined(SH_DEBUG)
+static inline uintptr_t sh_plat_self(void) { return (uintptr_t)&sh_plat_tls_local; }
+#endif
+
 /* Processors available to this process (>= 1): the default worker count. */
 uint32_t sh_plat_cpu_count(void);
 

@@ -4,7 +4,10 @@
  * exact count (also against a randomized model), trypop giving up on a held
  * lock while the other sub-queue still pops, and concurrent pushers with an
  * owner popper and a thief (built under TSan too) that get every house
- * exactly once and in each pusher's order.
+ * exactly once and in each pusher's order. The checks of the test builds
+ * (core/check.h, SH_INVARIANT) fire: a lock taken while held or given back
+ * by another thread than its holder, a pop finding more houses linked than
+ * counted.
  *
  * Houses come from zeroed memory: the queue only uses their link. A house is
  * named by its index in the test's array.
@@ -20,14 +23,17 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "house.h"
 #include "housequeue.h"
+#include "support/child.h"
 #include "support/harness.h"
 
 enum { NORMAL = 0, HIGH = 1 };
@@ -313,6 +319,66 @@ static void test_concurrent_pushers_owner_and_thief(void **state) {
   free(s);
 }
 
+/* -------------------------------------------------- the checks fire --- */
+
+#ifdef SH_CHECKED
+/* A failed check aborts the child, after its message on stderr. */
+static void expect_check_fails(void (*body)(const void *arg)) {
+  char out[8];
+  assert_int_equal(th_in_child(body, NULL, 10, out, sizeof(out)), 128 + SIGABRT);
+}
+
+/* A test-and-set that lets a second taker in (the flag cleared under the
+ * holder, as a load then a store can do): the second take fails its check. */
+static void taken_twice_body(const void *arg) {
+  (void)arg;
+  sh_spin l;
+  sh_spin_init(&l);
+  sh_spin_lock(&l);
+  atomic_store(&l.held, false);
+  sh_spin_lock(&l);
+  _exit(0);
+}
+
+static void *unlock_main(void *arg) {
+  sh_spin_unlock(arg);
+  return NULL;
+}
+
+static void unlocked_by_other_body(const void *arg) {
+  (void)arg;
+  sh_spin l;
+  sh_spin_init(&l);
+  sh_spin_lock(&l);
+  pthread_t t;
+  if (pthread_create(&t, NULL, unlock_main, &l) == 0) pthread_join(t, NULL);
+  _exit(0);
+}
+
+/* A pusher that links before it counts (the count lags one house behind):
+ * the next pop takes with more houses linked than counted. */
+static void count_behind_body(const void *arg) {
+  (void)arg;
+  sh_house_queue *q = zalloc64(sizeof(*q));
+  sh_hq_init(q);
+  sh_hq_link *hs = houses_new(2);
+  sh_hq_push(q, &hs[0], false);
+  sh_hq_push(q, &hs[1], false);
+  atomic_fetch_sub(&q->count, 1);
+  sh_hq_pop(q);
+  _exit(0);
+}
+
+static void test_checks_fire(void **state) {
+  (void)state;
+  expect_check_fails(taken_twice_body);
+  expect_check_fails(unlocked_by_other_body);
+  expect_check_fails(count_behind_body);
+}
+#else
+static void test_checks_fire(void **state) { skip(); (void)state; }
+#endif
+
 int main(void) {
   /* A lost house makes the consumers spin forever: turn a hang into a failure. */
   alarm(120);
@@ -324,6 +390,7 @@ int main(void) {
       cmocka_unit_test(test_count_and_order_match_model),
       cmocka_unit_test(test_trypop_gives_up_on_held_lock),
       cmocka_unit_test(test_concurrent_pushers_owner_and_thief),
+      cmocka_unit_test(test_checks_fire),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
