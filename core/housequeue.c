@@ -3,6 +3,7 @@
  * operation, so a spin lock beats a mutex; the count is kept apart so that
  * the steal rule and the park check can read a backlog without locking.
  */
+#include "atomic.h"
 #include "housequeue.h"
 
 #include <stddef.h>
@@ -12,7 +13,8 @@
 void sh_hq_init(sh_house_queue *q) {
   for (int i = 0; i < 2; i++) {
     sh_spin_init(&q->sub[i].lock);
-    q->sub[i].head = q->sub[i].tail = NULL;
+    atomic_init(&q->sub[i].head, NULL);
+    q->sub[i].tail = NULL;
   }
   atomic_init(&q->count, 0);
 }
@@ -29,44 +31,45 @@ uint32_t sh_hq_push(sh_house_queue *q, sh_hq_link *h, bool high) {
 #ifdef SH_MUTANT_housequeue_count_after_link
   uint32_t n; /* Planted bug: counted after it is linked (below). */
 #else
-  uint32_t n = (uint32_t)atomic_fetch_add_explicit(&q->count, 1, memory_order_seq_cst) + 1;
+  uint32_t n = (uint32_t)sh_atomic_fetch_add(&q->count, 1, memory_order_seq_cst) + 1;
 #endif
   SH_YIELD("hq.push");
   sh_spin_lock(&l->lock);
   if (l->tail != NULL)
     l->tail->next = h;
   else
-    /* Atomic (relaxed) because pop_list peeks at head without the lock: a
-     * plain store there would be a data race. The lock orders the rest. */
-    __atomic_store_n(&l->head, h, __ATOMIC_RELAXED);
+    /* relaxed: pop_list's unlocked peek is a hint; a plain store there
+     * would be a data race. The lock orders the rest. */
+    sh_atomic_store(&l->head, h, memory_order_relaxed);
   l->tail = h;
   sh_spin_unlock(&l->lock);
 #ifdef SH_MUTANT_housequeue_count_after_link
   /* Planted bug: a popper may take the house before it is counted. */
   SH_YIELD("hq.push.count");
-  n = (uint32_t)atomic_fetch_add_explicit(&q->count, 1, memory_order_seq_cst) + 1;
+  n = (uint32_t)sh_atomic_fetch_add(&q->count, 1, memory_order_seq_cst) + 1;
 #endif
   return n;
 }
 
 static sh_hq_link *take_locked(sh_house_queue *q, sh_hq_list *l) {
-  sh_hq_link *h = l->head;
+  /* relaxed: under the lock, which orders it. */
+  sh_hq_link *h = sh_atomic_load(&l->head, memory_order_relaxed);
   if (h == NULL) return NULL;
   /* Atomic store: pairs with pop_list's unlocked peek (see sh_hq_push). */
-  __atomic_store_n(&l->head, h->next, __ATOMIC_RELAXED);
-  if (l->head == NULL) l->tail = NULL;
+  sh_atomic_store(&l->head, h->next, memory_order_relaxed);
+  if (h->next == NULL) l->tail = NULL;
   h->next = NULL;
   /* relaxed: the count is a hint for stealing and parking; the push side's
    * increment (before the link, so this never runs ahead of it) is what must
    * not be missed, and it is seq_cst. */
-  uint32_t was = (uint32_t)atomic_fetch_sub_explicit(&q->count, 1, memory_order_relaxed);
+  uint32_t was = (uint32_t)sh_atomic_fetch_sub(&q->count, 1, memory_order_relaxed);
   SH_ASSERT(was > 0); /* counted before linked: a linked house is always counted */
   return h;
 }
 
 static sh_hq_link *pop_list(sh_house_queue *q, sh_hq_list *l, bool try_only) {
   /* An unlocked peek keeps an owner from taking an empty list's lock. */
-  if (__atomic_load_n(&l->head, __ATOMIC_RELAXED) == NULL) return NULL;
+  if (sh_atomic_load(&l->head, memory_order_relaxed) == NULL) return NULL;
   if (try_only) {
     if (!sh_spin_trylock(&l->lock)) return NULL;
   } else {
@@ -78,7 +81,7 @@ static sh_hq_link *pop_list(sh_house_queue *q, sh_hq_list *l, bool try_only) {
 }
 
 static sh_hq_link *pop(sh_house_queue *q, bool try_only) {
-  if (atomic_load_explicit(&q->count, memory_order_relaxed) == 0) return NULL;
+  if (sh_atomic_load(&q->count, memory_order_relaxed) == 0) return NULL;
 #ifdef SH_MUTANT_housequeue_normal_first
   /* Planted bug: the normal list is served before the high-priority one. */
   sh_hq_link *h = pop_list(q, &q->sub[0], try_only);
