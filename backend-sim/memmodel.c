@@ -29,6 +29,13 @@ typedef struct sh_simmem_store {
 static struct {
   sh_simmem_store ring[SH_SIMMEM_WINDOW]; /* the last stores, newest at head - 1 */
   uint32_t head;
+  /* A filter over the ring's words: bit b set while some store in the ring
+   * is to a word of bucket b (in[b] of them). Most loads are of words no
+   * recent store touched, and skip the scan. The address only picks the
+   * bucket: a miss in the filter is a miss in the ring, so the outcome is
+   * the same for any layout of memory. */
+  uint64_t filter;
+  uint8_t in[64];
   uint64_t clock; /* stores heard of, ever: a store's t */
   /* Per fiber: every store with t <= sync[f] happens before its next operation. */
   uint64_t sync[SH_SIM_MAX_FIBERS];
@@ -39,9 +46,13 @@ static struct {
   uint64_t stale;
 } M;
 
+bool sh_plat_mem_on;
+
 void sh_simmem_configure(const sh_sim_options *o, uint64_t *x) {
   memset(&M, 0, sizeof(M));
   M.permille = o->stale_permille <= 1000 ? o->stale_permille : 1000;
+  /* Under replay the schedule decides: the model runs whatever the rate. */
+  sh_plat_mem_on = M.permille > 0 || o->schedule != NULL;
   sh_simrng_seed(&M.rng, x);
 }
 
@@ -57,8 +68,13 @@ void sh_plat_mem_sync(void) {
   if (sh_simrun_active() != NULL) sh_simmem_sync(sh_simrun_cur());
 }
 
+static uint32_t bucket(const volatile void *a) {
+  return (uint32_t)(((uintptr_t)a >> 3) * 0x9E3779B97F4A7C15ull >> 58);
+}
+
 /* The newest store to a within the window, or NULL. Bounded by the window. */
 static sh_simmem_store *newest(const volatile void *a) {
+  if ((M.filter >> bucket(a) & 1u) == 0) return NULL;
   for (uint32_t i = 1; i <= SH_SIMMEM_WINDOW; i++) {
     sh_simmem_store *s = &M.ring[(M.head - i) & (SH_SIMMEM_WINDOW - 1)];
     if (s->a == a) return s;
@@ -132,6 +148,13 @@ uint64_t sh_plat_mem_load(const volatile void *a, uint64_t now, memory_order mo)
 
 static void record(uint32_t f, const volatile void *a, uint64_t before, uint64_t after) {
   sh_simmem_store *s = &M.ring[M.head++ & (SH_SIMMEM_WINDOW - 1)];
+  if (s->a != NULL) {
+    uint32_t old = bucket(s->a);
+    if (--M.in[old] == 0) M.filter &= ~(1ull << old);
+  }
+  uint32_t b = bucket(a);
+  M.in[b]++;
+  M.filter |= 1ull << b;
   *s = (sh_simmem_store){.a = a, .before = before, .after = after, .t = ++M.clock, .writer = f,
                          .seen = f < SH_SIMMEM_FIBERS ? 1ull << f : 0};
 }

@@ -59,7 +59,6 @@ void sh_sim_options_default(sh_sim_options *o) {
   o->idle_step_ns = 2000;
   o->max_steps = 100000000;
   o->hang_real_ms = 10000;
-  o->stale_permille = 250;
 }
 
 void sh_sim_on_failure(sh_sim_fail_fn fn) { S->on_fail = fn; }

@@ -39,8 +39,11 @@
 
 #else
 
-/* The memory model's side of each operation (backend-sim/memmodel.c). A
- * word's value travels as 64 bits. */
+/* The memory model's side of each operation (backend-sim/memmodel.c), only
+ * while it is on (options.stale_permille > 0): off, an operation costs one
+ * predicted branch more than in production. A word's value travels as 64
+ * bits. */
+extern bool sh_plat_mem_on;
 uint64_t sh_plat_mem_load(const volatile void *a, uint64_t now, memory_order mo);
 void sh_plat_mem_store(const volatile void *a, uint64_t before, uint64_t after);
 void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, memory_order mo);
@@ -48,22 +51,29 @@ void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, me
 /* The value of *p's type, without _Atomic (the comma drops qualifiers). */
 #define SH_ATOMIC_T(p) __typeof__((void)0, *(p))
 #define SH_ATOMIC_U64(v) ((uint64_t)(uintptr_t)(v))
+#define SH_ATOMIC_NOW(p) SH_ATOMIC_U64(atomic_load_explicit((p), memory_order_relaxed))
 
 #define sh_atomic_load(p, mo)                                                                      \
   __extension__({                                                                                  \
     __auto_type sh_lp_ = (p);                                                                      \
     memory_order sh_lmo_ = (mo);                                                                   \
     SH_ATOMIC_T(sh_lp_) sh_lv_ = atomic_load_explicit(sh_lp_, sh_lmo_);                            \
-    (SH_ATOMIC_T(sh_lp_))(uintptr_t)sh_plat_mem_load(sh_lp_, SH_ATOMIC_U64(sh_lv_), sh_lmo_);     \
+    if (__builtin_expect(sh_plat_mem_on, 0))                                                       \
+      sh_lv_ = (SH_ATOMIC_T(sh_lp_))(uintptr_t)sh_plat_mem_load(sh_lp_, SH_ATOMIC_U64(sh_lv_), sh_lmo_); \
+    sh_lv_;                                                                                        \
   })
 
 #define sh_atomic_store(p, v, mo)                                                                  \
   __extension__({                                                                                  \
     __auto_type sh_sp_ = (p);                                                                      \
     SH_ATOMIC_T(sh_sp_) sh_snew_ = (v);                                                            \
-    SH_ATOMIC_T(sh_sp_) sh_sold_ = atomic_load_explicit(sh_sp_, memory_order_relaxed);            \
-    atomic_store_explicit(sh_sp_, sh_snew_, (mo));                                                 \
-    sh_plat_mem_store(sh_sp_, SH_ATOMIC_U64(sh_sold_), SH_ATOMIC_U64(sh_snew_));                  \
+    if (__builtin_expect(sh_plat_mem_on, 0)) {                                                     \
+      uint64_t sh_sold_ = SH_ATOMIC_NOW(sh_sp_);                                                   \
+      atomic_store_explicit(sh_sp_, sh_snew_, (mo));                                               \
+      sh_plat_mem_store(sh_sp_, sh_sold_, SH_ATOMIC_U64(sh_snew_));                                \
+    } else {                                                                                       \
+      atomic_store_explicit(sh_sp_, sh_snew_, (mo));                                               \
+    }                                                                                              \
   })
 
 /* A read-modify-write `op` of *sh_rp_ with order sh_rmo_ (its result is the
@@ -73,8 +83,8 @@ void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, me
     __auto_type sh_rp_ = (p);                                                                      \
     memory_order sh_rmo_ = (mo);                                                                   \
     SH_ATOMIC_T(sh_rp_) sh_rold_ = op;                                                             \
-    sh_plat_mem_rmw(sh_rp_, SH_ATOMIC_U64(sh_rold_),                                               \
-                    SH_ATOMIC_U64(atomic_load_explicit(sh_rp_, memory_order_relaxed)), sh_rmo_);  \
+    if (__builtin_expect(sh_plat_mem_on, 0))                                                       \
+      sh_plat_mem_rmw(sh_rp_, SH_ATOMIC_U64(sh_rold_), SH_ATOMIC_NOW(sh_rp_), sh_rmo_);           \
     sh_rold_;                                                                                      \
   })
 
@@ -92,13 +102,14 @@ void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, me
   __extension__({                                                                                  \
     __auto_type sh_cp_ = (p);                                                                      \
     __auto_type sh_ce_ = (expected);                                                               \
-    SH_ATOMIC_T(sh_cp_) sh_cwas_ = *sh_ce_;                                                        \
+    uint64_t sh_cwas_ = SH_ATOMIC_U64(*sh_ce_);                                                    \
     bool sh_cok_ = cas(sh_cp_, sh_ce_, (desired), (mo_ok), (mo_fail));                             \
-    if (sh_cok_)                                                                                   \
-      sh_plat_mem_rmw(sh_cp_, SH_ATOMIC_U64(sh_cwas_),                                             \
-                      SH_ATOMIC_U64(atomic_load_explicit(sh_cp_, memory_order_relaxed)), (mo_ok)); \
-    else                                                                                           \
-      sh_plat_mem_rmw(sh_cp_, SH_ATOMIC_U64(*sh_ce_), SH_ATOMIC_U64(*sh_ce_), (mo_fail));          \
+    if (__builtin_expect(sh_plat_mem_on, 0)) {                                                     \
+      if (sh_cok_)                                                                                 \
+        sh_plat_mem_rmw(sh_cp_, sh_cwas_, SH_ATOMIC_NOW(sh_cp_), (mo_ok));                         \
+      else                                                                                         \
+        sh_plat_mem_rmw(sh_cp_, SH_ATOMIC_U64(*sh_ce_), SH_ATOMIC_U64(*sh_ce_), (mo_fail));        \
+    }                                                                                              \
     sh_cok_;                                                                                       \
   })
 
@@ -114,17 +125,17 @@ void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, me
  * (SH_FROM_USER, first in each), the return of a handler, filter or hook
  * the runtime called (SH_USER, SH_USER_VOID). */
 void sh_plat_mem_sync(void);
-#define SH_FROM_USER() sh_plat_mem_sync()
+#define SH_FROM_USER() (__builtin_expect(sh_plat_mem_on, 0) ? sh_plat_mem_sync() : (void)0)
 #define SH_USER(call)                                                                              \
   __extension__({                                                                                  \
     __typeof__(call) sh_ur_ = (call);                                                              \
-    sh_plat_mem_sync();                                                                            \
+    SH_FROM_USER();                                                                                \
     sh_ur_;                                                                                        \
   })
 #define SH_USER_VOID(call)                                                                         \
   do {                                                                                             \
     call;                                                                                          \
-    sh_plat_mem_sync();                                                                            \
+    SH_FROM_USER();                                                                                \
   } while (0)
 
 #endif

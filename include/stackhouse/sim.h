@@ -100,8 +100,9 @@ typedef struct sh_sim_options {
   const char *faults;
   /* Weak memory: a load weaker than seq_cst that could read the value a
    * store of another fiber overwrote lately (one not known to happen before
-   * it) reads that value with this probability, in permille (250; 0: loads
-   * read the newest value). See docs/simulator.md, "Weak memory". */
+   * it) reads that value with this probability, in permille (0, the
+   * default: loads read the newest value, and the model costs nothing).
+   * shsim fuzz draws it per seed. See docs/simulator.md, "Weak memory". */
   uint32_t stale_permille;
 } sh_sim_options;
 
