@@ -332,6 +332,9 @@ SIM_SWEEPS  := random:100 random:500 pct none
 # And one more of random with every runtime fault point firing at this rate
 # (fault-tolerant runs: every ask still answered once, nothing lost).
 SIM_FAULTS  := sh/*:0.01
+# And one more of random with weak memory: a load weaker than seq_cst reads
+# a value another fiber overwrote lately with this probability (permille).
+SIM_STALE   := 250
 RUNNERS     := shsim shrun
 TOOL_NAMES  := $(filter-out $(RUNNERS),$(basename $(notdir $(wildcard tools/*.c))))
 
@@ -463,6 +466,8 @@ sim: deps
 	done; \
 	echo "== sim: every scenario, seeds $(SIM_SEEDS), strategy random, faults $(SIM_FAULTS)"; \
 	build/bin/shsim sweep all --seeds $(SIM_SEEDS) --faults '$(SIM_FAULTS)' || status=1; \
+	echo "== sim: every scenario, seeds $(SIM_SEEDS), strategy random, weak memory (--stale-permille $(SIM_STALE))"; \
+	build/bin/shsim sweep all --seeds $(SIM_SEEDS) --stale-permille $(SIM_STALE) || status=1; \
 	exit $$status
 
 bench:

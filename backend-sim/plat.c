@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "fault.h"
+#include "memmodel.h"
 #include "misuse.h"
 #include "run.h"
 #include "strategy.h"
@@ -143,6 +144,7 @@ void sh_plat_join(sh_plat *p) {
     sh_simrun_block(p, SH_PLAT_NO_DEADLINE);
     sh_simrun_give_way("join");
   }
+  sh_simmem_sync(p->cur);
 }
 
 /* Read inline by the core (plat.h), so without the thread check: a call
@@ -197,6 +199,8 @@ void sh_plat_park(sh_plat *p, uint32_t w, uint64_t deadline_ns) {
   sh_simrun_fiber *f = &p->f[w];
   sh_simrun_step(p, false);
   if (f->wake_pending || deadline_ns <= S->now) {
+    /* A wake that came first synchronizes as one that comes later. */
+    if (f->wake_pending) sh_simmem_sync(w);
     f->wake_pending = false;
     return;
   }
@@ -251,8 +255,7 @@ static int wait_alone(uint64_t deadline_ns) {
   return -ETIMEDOUT;
 }
 
-int sh_plat_event_wait_until(sh_plat_event *e, uint64_t deadline_ns) {
-  sh_simmisuse_check_thread("sh_plat_event_wait");
+static int event_wait(sh_plat_event *e, uint64_t deadline_ns) {
   if (e->set) return 0;
   sh_plat *p = sh_simrun_active();
   if (p == NULL) return wait_alone(deadline_ns);
@@ -272,6 +275,14 @@ int sh_plat_event_wait_until(sh_plat_event *e, uint64_t deadline_ns) {
   }
   e->waiter = SH_SIMRUN_NO_FIBER;
   return e->set ? 0 : -ETIMEDOUT;
+}
+
+int sh_plat_event_wait_until(sh_plat_event *e, uint64_t deadline_ns) {
+  sh_simmisuse_check_thread("sh_plat_event_wait");
+  int rc = event_wait(e, deadline_ns);
+  /* A set event synchronizes its waiter with the setter, as an eventfd does. */
+  if (rc == 0 && sh_simrun_active() != NULL) sh_simmem_sync(sh_simrun_cur());
+  return rc;
 }
 
 void sh_plat_event_wait(sh_plat_event *e) {
@@ -338,6 +349,7 @@ void sh_plat_thread_join(sh_plat_thread *t) {
     sh_simrun_give_way("thread_join");
   }
   f->joiner = SH_SIMRUN_NO_FIBER;
+  sh_simmem_sync(p->cur); /* a join synchronizes with the thread's end */
   /* It left by sh_fiber_exit_to and never runs again: its stack can go. */
   sh_fiber_destroy(&f->ctx);
   f->joined = true;

@@ -113,6 +113,11 @@ bool sh_simreplay_fault(uint64_t step, uint32_t id) {
   return replay_take(NULL, step, SH_SIM_FAULT, id, &to);
 }
 
+bool sh_simreplay_stale(uint64_t step, uint32_t rank) {
+  uint32_t to;
+  return replay_take(NULL, step, SH_SIM_STALE, rank, &to);
+}
+
 /* Both arrays grow together (the context's only when kept). */
 static bool log_grow(void) {
   size_t cap = R.caplog == 0 ? 1024 : R.caplog * 2;

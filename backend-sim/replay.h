@@ -36,6 +36,10 @@ uint32_t sh_simreplay_pick(const sh_plat *p, uint64_t step, uint32_t skip);
  * whether the schedule has it fire there. */
 bool sh_simreplay_fault(uint64_t step, uint32_t id);
 
+/* Under replay, at the rank-th load of step `step` that could read a stale
+ * value (memmodel.h): whether the schedule has it read stale. */
+bool sh_simreplay_stale(uint64_t step, uint32_t rank);
+
 /* Records a decision at step `step`: a switch to fiber `to`, or the fault
  * point `to` fired (SH_SIM_FAULT); with the trace hash so far. */
 void sh_simreplay_record(uint64_t step, uint32_t to, sh_sim_choice_kind kind);

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "fault.h"
+#include "memmodel.h"
 #include "replay.h"
 #include "strategy.h"
 #include "watchdog.h"
@@ -79,6 +80,8 @@ void sh_sim_configure(const sh_sim_options *o) {
   sh_simrng_seed(&S->core_rng, &x);
   /* The fault stream last: the others draw as they did without faults. */
   sh_simfault_configure(o, &x);
+  /* Weak memory's stream after it, for the same reason. */
+  sh_simmem_configure(o, &x);
   sh_simreplay_reset(o->schedule, o->schedule_len);
   S->hash = 0x5348534D00000000ull ^ o->seed;
   S->configured = true;
@@ -98,6 +101,7 @@ void sh_sim_report_get(sh_sim_report *r) {
   r->switches = S->switches;
   r->jumps = S->jumps;
   r->faults = sh_simfault_fired();
+  r->stale_reads = sh_simmem_stale_reads();
 }
 
 /* ---- failures -------------------------------------------------------------- */
@@ -151,6 +155,9 @@ void sh_simrun_recompute_deadline(sh_plat *p) {
 }
 
 void sh_simrun_make_runnable(sh_simrun_fiber *f) {
+  /* Started, woken, unblocked: through the platform, it synchronized with
+   * the fiber that did it (a thread start, a write to an eventfd). */
+  sh_simmem_sync(f->index);
   f->state = SH_SIMRUN_RUNNABLE;
   f->deadline = SH_PLAT_NO_DEADLINE;
 }

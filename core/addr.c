@@ -4,6 +4,8 @@
  */
 #include "addr.h"
 
+#include "atomic.h"
+
 #include <string.h>
 
 #include "check.h"
@@ -12,6 +14,7 @@
 #include "worker.h"
 
 uint32_t sh_addr_count(const sh_addr *a) {
+  SH_FROM_USER();
   if (a == NULL) return 0;
   return sh_addr_is_token(a) ? 1 : a->n;
 }
@@ -37,11 +40,12 @@ sh_house *sh_addr_pick_group(const sh_addr *a, uint32_t *gen) {
   }
   sh_addr *m = (sh_addr *)a;
   /* relaxed: round-robin only needs to spread. */
-  uint32_t i = (uint32_t)atomic_fetch_add_explicit(&m->robin, 1, memory_order_relaxed);
+  uint32_t i = (uint32_t)sh_atomic_fetch_add(&m->robin, 1, memory_order_relaxed);
   return sh_addr_member(a, i % a->n, gen);
 }
 
 int sh_stop(const sh_addr *a) {
+  SH_FROM_USER();
   if (a == NULL) return -EINVAL;
   uint32_t gen;
   sh_system *sys = sh_addr_member(a, 0, &gen)->sys;
@@ -58,6 +62,7 @@ int sh_stop(const sh_addr *a) {
 }
 
 int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind, sh_mailbox_stats *out) {
+  SH_FROM_USER();
   if (a == NULL || out == NULL || i >= sh_addr_count(a) || (kind != SH_ASK && kind != SH_NOTICE))
     return -EINVAL;
   uint32_t gen;
@@ -65,26 +70,26 @@ int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind, sh_mail
   /* A stopped actor's figures stay until its house is taken by another
    * spawn (and after shutdown until the system is freed). acquire: as a
    * sender's look at `life`. */
-  uint32_t life = atomic_load_explicit(&h->life, memory_order_acquire);
+  uint32_t life = sh_atomic_load(&h->life, memory_order_acquire);
   bool vacant = life == (sh_life(gen + 1, true) | SH_LIFE_VACANT);
   if (sh_life_gen(life) != gen && !vacant) return -ESHUTDOWN;
   /* An ordered class has one request mailbox (the ask one), reported for
    * either kind. */
   sh_box box = kind == SH_ASK ? SH_BOX_ASK
-                              : (sh_box)atomic_load_explicit(&h->notice_box, memory_order_relaxed);
+                              : (sh_box)sh_atomic_load(&h->notice_box, memory_order_relaxed);
   const sh_mailboxes *mb = &h->mb;
   memset(out, 0, sizeof(*out));
   /* relaxed: figures for a report. Unbounded: the takes as last published
    * by the actor's runner (once a run). */
-  out->depth = sh_mailbox_backlog(atomic_load_explicit(&mb->pushed[box], memory_order_relaxed),
-                                  atomic_load_explicit(&mb->taken_seen[box], memory_order_relaxed));
+  out->depth = sh_mailbox_backlog(sh_atomic_load(&mb->pushed[box], memory_order_relaxed),
+                                  sh_atomic_load(&mb->taken_seen[box], memory_order_relaxed));
   /* acquire: a reset by a spawn that took the house (spawn.c). */
-  out->high_water = atomic_load_explicit(&h->high_water[sh_req(box)], memory_order_acquire);
+  out->high_water = sh_atomic_load(&h->high_water[sh_req(box)], memory_order_acquire);
   sh_gate *g = sh_house_gate(h, box);
   if (g != NULL) sh_gate_stats(g, out);
   /* A spawn that took the house meanwhile may have reset what was read;
    * if a figure read was a reset (acquire), its store of `life` before
    * the resets is seen here. */
-  if (vacant && atomic_load_explicit(&h->life, memory_order_relaxed) != life) return -ESHUTDOWN;
+  if (vacant && sh_atomic_load(&h->life, memory_order_relaxed) != life) return -ESHUTDOWN;
   return 0;
 }

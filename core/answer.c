@@ -4,6 +4,7 @@
  * one reply where the handler gave one for all.
  */
 #include "check.h"
+#include "atomic.h"
 #include "house.h"
 #include "msg.h"
 #include "stack.h"
@@ -74,6 +75,7 @@ static void answer_batch(sh_stack *st, sh_msg *reply, int error) {
 }
 
 sh_yield sh_return(sh_stack *st, sh_msg *reply) {
+  SH_FROM_USER();
   SH_ASSERT(st != NULL && !st->done);
   st->done = true;
   switch (st->kind) {
@@ -100,6 +102,7 @@ sh_yield sh_return(sh_stack *st, sh_msg *reply) {
 }
 
 sh_yield sh_throw(sh_stack *st, int error) {
+  SH_FROM_USER();
   SH_ASSERT(st != NULL && !st->done);
   if (error >= 0) error = -EPROTO;
   st->done = true;
@@ -109,6 +112,7 @@ sh_yield sh_throw(sh_stack *st, int error) {
 }
 
 int sh_batch_reply(sh_stack *st, size_t i, sh_msg *reply) {
+  SH_FROM_USER();
   if (st == NULL || st->kind != SH_STACK_BATCH_ASK || i >= st->nbatch || !is_reply(reply) ||
       st->batch[i].answered || st->done) {
     sh_msg_free(reply);

@@ -8,7 +8,7 @@
 #include <fiu-local.h>
 
 #include "faults.h"
-
+#include "atomic.h"
 #include "addr.h"
 #include "check.h"
 #include "future.h"
@@ -123,6 +123,7 @@ static bool ask_usable(const sh_stack *st, const sh_addr *to, const sh_msg *m, i
 }
 
 sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms) {
+  SH_FROM_USER();
   sh_future *f = NULL;
   if (!ask_usable(st, to, m, timeout_ms) || ask(st, to, m, timeout_ms, false, &f) != 0) {
     sh_msg_free(m);
@@ -132,6 +133,7 @@ sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms
 }
 
 int sh_ask_try(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms, sh_future **out) {
+  SH_FROM_USER();
   if (!ask_usable(st, to, m, timeout_ms) || out == NULL) return -EINVAL;
   return ask(st, to, m, timeout_ms, true, out);
 }
@@ -148,6 +150,7 @@ static bool put_deadline(sh_future *f, int64_t timeout_ms) {
 }
 
 sh_future *sh_put(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms) {
+  SH_FROM_USER();
   if (st == NULL || to == NULL || m == NULL || m->type->kind != SH_NOTICE || st->done ||
       !sh_timeout_valid(timeout_ms)) {
     sh_msg_free(m);

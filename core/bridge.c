@@ -6,6 +6,8 @@
  */
 #include "bridge.h"
 
+#include "atomic.h"
+
 #include <fiu-local.h>
 
 #include "faults.h"
@@ -97,6 +99,7 @@ static int bridge_get(sh_system *sys, sh_bridge **out) {
 }
 
 int sh_bridge_new(sh_system *sys, sh_bridge **out) {
+  SH_FROM_USER();
   /* A worker has stacks; blocking one would stall every actor it owns. */
   if (sys == NULL || out == NULL || sh_worker_current() != NULL) return -EINVAL;
   sh_bridge *b;
@@ -122,6 +125,7 @@ static void drop_all(sh_bridge *b) {
 }
 
 void sh_bridge_free(sh_bridge *b) {
+  SH_FROM_USER();
   if (b == NULL) return;
   SH_ASSERT(b->open);
   sh_system *sys = b->house.sys;
@@ -150,7 +154,7 @@ static bool decided(int state) { return state == SH_WAITER_ADMITTED || state == 
 static bool waiter_decided(void *ctx) {
   sh_bridge *b = ctx;
   /* seq_cst: the load half of the thread's side of the sleeper's handshake. */
-  return decided(atomic_load_explicit(&b->w.state, memory_order_seq_cst));
+  return decided(sh_atomic_load(&b->w.state, memory_order_seq_cst));
 }
 
 /* The target's bounded mailbox is full: queue the bridge's waiter and sleep
@@ -171,7 +175,7 @@ static int wait_for_room(sh_bridge *b, sh_house *t, uint32_t gen, sh_box box, sh
   /* Bounded by the deadline, then by the gate carrying out a verdict it
    * already took (a few instructions): each turn sleeps or finds it. */
   for (;;) {
-    int s = atomic_load_explicit(&w->state, memory_order_seq_cst);
+    int s = sh_atomic_load(&w->state, memory_order_seq_cst);
     if (s == SH_WAITER_ADMITTED) return 0; /* the gate pushed m for us */
     if (s == SH_WAITER_REFUSED) return -ESHUTDOWN;
     if (sh_sleeper_sleep(&b->sleeper, deadline, waiter_decided, b) != -ETIMEDOUT) continue;
@@ -249,19 +253,23 @@ static int bridge_call(sh_bridge *b, const sh_addr *to, sh_msg *m, sh_msg_kind k
 }
 
 int sh_bridge_notice(sh_bridge *b, const sh_addr *to, sh_msg *m, int64_t timeout_ms) {
+  SH_FROM_USER();
   return bridge_call(b, to, m, SH_NOTICE, timeout_ms, false, NULL);
 }
 
 int sh_bridge_notice_try(sh_bridge *b, const sh_addr *to, sh_msg *m) {
+  SH_FROM_USER();
   return bridge_call(b, to, m, SH_NOTICE, SH_NOWAIT, true, NULL);
 }
 
 int sh_bridge_ask(sh_bridge *b, const sh_addr *to, sh_msg *m, int64_t timeout_ms,
                   uint64_t *ticket) {
+  SH_FROM_USER();
   return bridge_call(b, to, m, SH_ASK, timeout_ms, false, ticket);
 }
 
 int sh_bridge_ask_try(sh_bridge *b, const sh_addr *to, sh_msg *m, uint64_t *ticket) {
+  SH_FROM_USER();
   return bridge_call(b, to, m, SH_ASK, SH_NOWAIT, true, ticket);
 }
 
@@ -273,7 +281,7 @@ static bool answer_ready(void *ctx) {
    * handshake. */
   return sh_mailbox_nonempty(&b->house.mb, SH_BOX_REPLY) ||
          sh_mailbox_nonempty(&b->house.mb, SH_BOX_EXCEPTION) ||
-         atomic_load_explicit(&b->house.sys->drained, memory_order_seq_cst);
+         sh_atomic_load(&b->house.sys->drained, memory_order_seq_cst);
 }
 
 /* The next answer to one of this user's asks, or NULL. Bounded: each
@@ -306,6 +314,7 @@ static void hand_over(sh_bridge *b, sh_msg *m, sh_bridge_reply *out) {
 }
 
 int sh_bridge_recv(sh_bridge *b, int64_t timeout_ms, sh_bridge_reply *out) {
+  SH_FROM_USER();
   if (!bridge_usable(b) || out == NULL || !sh_timeout_valid(timeout_ms)) return -EINVAL;
   uint64_t deadline = deadline_of(timeout_ms);
   /* Bounded by the deadline: each turn hands over, gives up, or sleeps. */
@@ -318,7 +327,7 @@ int sh_bridge_recv(sh_bridge *b, int64_t timeout_ms, sh_bridge_reply *out) {
     /* Nothing can come: waiting would be forever. */
     if (b->pending == 0) return -ENOMSG;
     /* seq_cst: see answer_ready. */
-    if (atomic_load_explicit(&b->house.sys->drained, memory_order_seq_cst)) return -ESHUTDOWN;
+    if (sh_atomic_load(&b->house.sys->drained, memory_order_seq_cst)) return -ESHUTDOWN;
     if (timeout_ms == SH_NOWAIT) return -EAGAIN;
     if (sh_sleeper_sleep(&b->sleeper, deadline, answer_ready, b) == -ETIMEDOUT && !answer_ready(b))
       return -ETIMEDOUT;

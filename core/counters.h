@@ -8,6 +8,7 @@
 #ifndef SH_COUNTERS_H
 #define SH_COUNTERS_H
 
+#include "atomic.h"
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -32,14 +33,14 @@ typedef struct sh_counters {
 } sh_counters;
 
 static inline void sh_counters_own_add(sh_counters *c, sh_counter k, uint64_t n) {
-  atomic_store_explicit(&c->v[k], atomic_load_explicit(&c->v[k], memory_order_relaxed) + n,
+  sh_atomic_store(&c->v[k], sh_atomic_load(&c->v[k], memory_order_relaxed) + n,
                         memory_order_relaxed);
 }
 static inline void sh_counters_shared_add(sh_counters *c, sh_counter k, uint64_t n) {
-  atomic_fetch_add_explicit(&c->v[k], n, memory_order_relaxed);
+  sh_atomic_fetch_add(&c->v[k], n, memory_order_relaxed);
 }
 static inline uint64_t sh_counters_get(const sh_counters *c, sh_counter k) {
-  return atomic_load_explicit(&c->v[k], memory_order_relaxed);
+  return sh_atomic_load(&c->v[k], memory_order_relaxed);
 }
 
 #endif

@@ -14,6 +14,7 @@
  */
 #include "dispatch.h"
 
+#include "atomic.h"
 #include "check.h"
 #include "future.h"
 #include "gate.h"
@@ -36,7 +37,7 @@
  * handshake; the run's last look decides its stop work. One load each,
  * with no write: cheap next to a take. */
 static bool stopped(const sh_house *h) {
-  return atomic_load_explicit(&h->life, memory_order_seq_cst) & SH_LIFE_STOPPED;
+  return sh_atomic_load(&h->life, memory_order_seq_cst) & SH_LIFE_STOPPED;
 }
 
 /* Whether m was sent to an earlier generation of the house (it raced with
@@ -52,7 +53,7 @@ static bool stale(const sh_house *h, const sh_msg *m) {
 
 static bool is_barrier(const sh_house *h, const sh_msg *m) {
   if (m->type->flags & SH_MSG_BARRIER) return true;
-  return h->cls->barrier != NULL && h->cls->barrier(h->actor, m);
+  return h->cls->barrier != NULL && SH_USER(h->cls->barrier(h->actor, m));
 }
 
 static void refuse_msg(sh_house *h, sh_msg *m, int error) {
@@ -146,7 +147,7 @@ static void batch_flush(batcher *b) {
 /* Adds m to the batch being built; false when it must go alone. */
 static bool batch_add(batcher *b, sh_msg *m) {
   sh_house *h = b->h;
-  if (b->fn == NULL || b->filter == NULL || is_barrier(h, m) || !b->filter(h->actor, m))
+  if (b->fn == NULL || b->filter == NULL || is_barrier(h, m) || !SH_USER(b->filter(h->actor, m)))
     return false;
   if (b->st == NULL) {
     b->st = sh_stack_new(h, b->kind, h->max_batch);
@@ -321,8 +322,8 @@ static uint32_t drain_events(sh_house *h, uint32_t limit) {
 static void note_high_water(sh_house *h) {
   for (int b = SH_BOX_ASK; b <= SH_BOX_NOTICE; b++) {
     uint32_t n = sh_mailbox_size(&h->mb, b);
-    if (n > atomic_load_explicit(&h->high_water[sh_req(b)], memory_order_relaxed))
-      atomic_store_explicit(&h->high_water[sh_req(b)], n, memory_order_relaxed);
+    if (n > sh_atomic_load(&h->high_water[sh_req(b)], memory_order_relaxed))
+      sh_atomic_store(&h->high_water[sh_req(b)], n, memory_order_relaxed);
   }
 }
 
@@ -339,7 +340,7 @@ static void finish_stop(sh_worker *w, sh_house *h) {
    * kept for their waiter's return: the hook waits for them all. */
   if (!h->stop_done && sh_list_empty(&h->ready) && sh_dispatcher_count(&h->futures) == 0) {
     h->stop_done = true;
-    if (h->cls->stop != NULL) h->cls->stop(h->actor);
+    if (h->cls->stop != NULL) SH_USER_VOID(h->cls->stop(h->actor));
   }
 }
 
@@ -369,9 +370,9 @@ static uint32_t run_vacant(sh_house *h) {
 }
 
 void sh_dispatch_run(sh_worker *w, sh_house *h) {
-  SH_ASSERT(atomic_load_explicit(&h->state, memory_order_relaxed) == SH_SCHEDULED);
+  SH_ASSERT(sh_atomic_load(&h->state, memory_order_relaxed) == SH_SCHEDULED);
   /* relaxed: only the runner that took it from a queue writes RUNNING. */
-  atomic_store_explicit(&h->state, SH_RUNNING, memory_order_relaxed);
+  sh_atomic_store(&h->state, SH_RUNNING, memory_order_relaxed);
   if (h->vacant) {
     uint32_t n = run_vacant(h);
     sh_house_settle(h);

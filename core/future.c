@@ -9,6 +9,7 @@
  * find it by id; only the house's runner touches either.
  */
 #include "future.h"
+#include "atomic.h"
 
 #include <string.h>
 
@@ -252,11 +253,13 @@ void sh_future_forget(sh_future *f) {
 
 bool sh_future_done(const sh_future *f) { return f != NULL && f->done; }
 int sh_future_error(const sh_future *f) {
+  SH_FROM_USER();
   if (f == NULL) return -EINVAL;
   return f->done ? f->error : -EINPROGRESS;
 }
 sh_msg *sh_future_msg(const sh_future *f) { return f != NULL && f->done ? f->reply : NULL; }
 sh_msg *sh_future_take(sh_future *f) {
+  SH_FROM_USER();
   if (f == NULL || !f->done) return NULL;
   sh_msg *m = f->reply;
   f->reply = NULL;

@@ -17,6 +17,8 @@
  */
 #include "gate.h"
 
+#include "atomic.h"
+
 #include <fiu-local.h>
 
 #include "faults.h"
@@ -60,13 +62,13 @@ void sh_gate_free(sh_gate *g) {
 }
 
 static uint32_t cap_of(const sh_gate *g) {
-  return atomic_load_explicit(&g->cap, memory_order_relaxed); /* see the field */
+  return sh_atomic_load(&g->cap, memory_order_relaxed); /* see the field */
 }
 
 static void note_high_water(sh_gate *g, uint32_t used) {
   /* relaxed: a metric. Bounded: each failed CAS saw a higher mark. */
-  uint32_t hw = atomic_load_explicit(&g->high_water, memory_order_relaxed);
-  while (used > hw && !atomic_compare_exchange_weak_explicit(&g->high_water, &hw, used,
+  uint32_t hw = sh_atomic_load(&g->high_water, memory_order_relaxed);
+  while (used > hw && !sh_atomic_cas_weak(&g->high_water, &hw, used,
                                                              memory_order_relaxed,
                                                              memory_order_relaxed)) {
   }
@@ -76,14 +78,14 @@ static void note_high_water(sh_gate *g, uint32_t used) {
  * handshake (file comment). The loop retries only when another sender or
  * the actor moved `used` meanwhile. */
 static bool take_slot(sh_gate *g) {
-  uint32_t u = atomic_load_explicit(&g->used, memory_order_seq_cst);
+  uint32_t u = sh_atomic_load(&g->used, memory_order_seq_cst);
 #ifdef SH_MUTANT_gate_slot_off_by_one
   uint32_t cap = cap_of(g) + 1; /* Planted bug: one slot more than the capacity. */
 #else
   uint32_t cap = cap_of(g);
 #endif
   while (u < cap) {
-    if (atomic_compare_exchange_weak_explicit(&g->used, &u, u + 1, memory_order_seq_cst,
+    if (sh_atomic_cas_weak(&g->used, &u, u + 1, memory_order_seq_cst,
                                               memory_order_seq_cst)) {
       note_high_water(g, u + 1);
       return true;
@@ -96,13 +98,13 @@ static bool take_slot(sh_gate *g) {
 
 /* Under the lock, where the flag is written. relaxed: the lock orders it. */
 static bool is_closed_locked(const sh_gate *g) {
-  return atomic_load_explicit(&g->closed, memory_order_relaxed);
+  return sh_atomic_load(&g->closed, memory_order_relaxed);
 }
 
 static bool is_closed(const sh_gate *g) {
   /* acquire: pairs with the release store in sh_gate_close; a sender woken
    * by the refusal that follows it sees the gate closed. */
-  return atomic_load_explicit(&g->closed, memory_order_acquire);
+  return sh_atomic_load(&g->closed, memory_order_acquire);
 }
 
 void sh_gate_reset(sh_gate *g, uint32_t cap, uint32_t gen) {
@@ -112,12 +114,12 @@ void sh_gate_reset(sh_gate *g, uint32_t cap, uint32_t gen) {
   g->gen = gen;
   /* release: metrics of the new generation; a reader of the last one's
    * that loads one of these (acquire) knows its house was taken (addr.c). */
-  atomic_store_explicit(&g->cap, cap, memory_order_release);
-  atomic_store_explicit(&g->high_water, 0, memory_order_release);
-  atomic_store_explicit(&g->suspended, 0, memory_order_release);
-  atomic_store_explicit(&g->refused, 0, memory_order_release);
+  sh_atomic_store(&g->cap, cap, memory_order_release);
+  sh_atomic_store(&g->high_water, 0, memory_order_release);
+  sh_atomic_store(&g->suspended, 0, memory_order_release);
+  sh_atomic_store(&g->refused, 0, memory_order_release);
   /* release: see is_closed; the new actor is published after this. */
-  atomic_store_explicit(&g->closed, false, memory_order_release);
+  sh_atomic_store(&g->closed, false, memory_order_release);
   sh_spin_unlock(&g->lock);
 }
 
@@ -127,28 +129,28 @@ int sh_gate_try(sh_gate *g) {
 #ifdef SH_MUTANT_gate_try_overtakes
   /* Planted bug: a fast sender takes a free slot ahead of queued waiters. */
 #else
-  if (atomic_load_explicit(&g->nwaiters, memory_order_seq_cst) > 0) return -EAGAIN;
+  if (sh_atomic_load(&g->nwaiters, memory_order_seq_cst) > 0) return -EAGAIN;
 #endif
   SH_YIELD("gate.try");
   return take_slot(g) ? 0 : -EAGAIN;
 }
 
 void sh_gate_refused(sh_gate *g) {
-  atomic_fetch_add_explicit(&g->refused, 1, memory_order_relaxed); /* relaxed: a metric */
+  sh_atomic_fetch_add(&g->refused, 1, memory_order_relaxed); /* relaxed: a metric */
 }
 
 static void fifo_append(sh_gate *g, sh_waiter *w) {
   sh_list_push_back(&g->fifo, &w->link);
   /* release: a reader of the metrics that sees this waiter queued (acquire)
    * also sees it counted in `suspended`, which enter bumps first. */
-  atomic_fetch_add_explicit(&g->queued, 1, memory_order_release);
+  sh_atomic_fetch_add(&g->queued, 1, memory_order_release);
 }
 
 static void fifo_unlink(sh_gate *g, sh_waiter *w) {
   sh_list_remove(&w->link);
-  uint32_t queued = atomic_fetch_sub_explicit(&g->queued, 1, memory_order_relaxed); /* a metric */
+  uint32_t queued = sh_atomic_fetch_sub(&g->queued, 1, memory_order_relaxed); /* a metric */
   /* relaxed: under the lock, which orders it against the next enter. */
-  uint32_t waiters = atomic_fetch_sub_explicit(&g->nwaiters, 1, memory_order_relaxed);
+  uint32_t waiters = sh_atomic_fetch_sub(&g->nwaiters, 1, memory_order_relaxed);
   SH_ASSERT(queued > 0 && waiters >= queued); /* nwaiters counts every queued waiter */
 }
 
@@ -164,18 +166,18 @@ int sh_gate_enter(sh_gate *g, sh_waiter *w) {
     return -ESHUTDOWN;
   }
   /* seq_cst: the store half of the sender's side of the handshake. */
-  atomic_fetch_add_explicit(&g->nwaiters, 1, memory_order_seq_cst);
+  sh_atomic_fetch_add(&g->nwaiters, 1, memory_order_seq_cst);
   SH_YIELD("gate.enter"); /* an actor's release may land here */
   if (sh_list_empty(&g->fifo) && take_slot(g)) {
-    atomic_fetch_sub_explicit(&g->nwaiters, 1, memory_order_relaxed);
+    sh_atomic_fetch_sub(&g->nwaiters, 1, memory_order_relaxed);
     sh_spin_unlock(&g->lock);
     return 0;
   }
-  atomic_fetch_add_explicit(&g->suspended, 1, memory_order_relaxed); /* before queued: see fifo_append */
+  sh_atomic_fetch_add(&g->suspended, 1, memory_order_relaxed); /* before queued: see fifo_append */
   fifo_append(g, w);
   /* relaxed: the waiter's state is read by its own sender under this lock
    * (cancel) or after the verdict's store. */
-  atomic_store_explicit(&w->state, SH_WAITER_QUEUED, memory_order_relaxed);
+  sh_atomic_store(&w->state, SH_WAITER_QUEUED, memory_order_relaxed);
   /* It stays counted in nwaiters until popped or cancelled (fifo_unlink). */
   sh_spin_unlock(&g->lock);
   return -EINPROGRESS;
@@ -183,10 +185,10 @@ int sh_gate_enter(sh_gate *g, sh_waiter *w) {
 
 bool sh_gate_cancel(sh_gate *g, sh_waiter *w) {
   sh_spin_lock(&g->lock);
-  bool queued = atomic_load_explicit(&w->state, memory_order_relaxed) == SH_WAITER_QUEUED;
+  bool queued = sh_atomic_load(&w->state, memory_order_relaxed) == SH_WAITER_QUEUED;
   if (queued) {
     fifo_unlink(g, w);
-    atomic_store_explicit(&w->state, SH_WAITER_CANCELLED, memory_order_relaxed);
+    sh_atomic_store(&w->state, SH_WAITER_CANCELLED, memory_order_relaxed);
   }
   sh_spin_unlock(&g->lock);
   return queued;
@@ -197,10 +199,10 @@ bool sh_gate_cancel(sh_gate *g, sh_waiter *w) {
  * the caller may read it outside the lock. */
 static sh_waiter *pop_first(sh_gate *g) {
   sh_waiter *w = SH_LIST_ENTRY(sh_list_first(&g->fifo), sh_waiter, link);
-  SH_ASSERT(atomic_load_explicit(&w->state, memory_order_relaxed) == SH_WAITER_QUEUED);
+  SH_ASSERT(sh_atomic_load(&w->state, memory_order_relaxed) == SH_WAITER_QUEUED);
   fifo_unlink(g, w);
   /* relaxed: the lock orders it against a cancel. */
-  atomic_store_explicit(&w->state, SH_WAITER_POPPED, memory_order_relaxed);
+  sh_atomic_store(&w->state, SH_WAITER_POPPED, memory_order_relaxed);
   return w;
 }
 
@@ -214,14 +216,14 @@ sh_waiter *sh_gate_pop_admitted(sh_gate *g) {
 
 bool sh_gate_release(sh_gate *g) {
   /* seq_cst: the actor's half of the handshake (file comment). */
-  uint32_t was = atomic_fetch_sub_explicit(&g->used, 1, memory_order_seq_cst);
+  uint32_t was = sh_atomic_fetch_sub(&g->used, 1, memory_order_seq_cst);
   SH_ASSERT(was > 0); /* a take gives back a slot its admission took */
   SH_YIELD("gate.release");
 #ifdef SH_MUTANT_gate_release_no_look
   /* Planted bug: the waiters are looked at only when the queue is visibly full. */
-  return was == cap_of(g) && atomic_load_explicit(&g->nwaiters, memory_order_seq_cst) > 0;
+  return was == cap_of(g) && sh_atomic_load(&g->nwaiters, memory_order_seq_cst) > 0;
 #else
-  return atomic_load_explicit(&g->nwaiters, memory_order_seq_cst) > 0;
+  return sh_atomic_load(&g->nwaiters, memory_order_seq_cst) > 0;
 #endif
 }
 
@@ -229,7 +231,7 @@ void sh_gate_close(sh_gate *g, uint32_t gen) {
   sh_spin_lock(&g->lock);
   /* release: see is_closed. Under the lock: enter and pop_admitted decide
    * on it there. A stop of an older generation closes nothing. */
-  if (g->gen == gen) atomic_store_explicit(&g->closed, true, memory_order_release);
+  if (g->gen == gen) sh_atomic_store(&g->closed, true, memory_order_release);
   sh_spin_unlock(&g->lock);
 }
 
@@ -245,16 +247,16 @@ sh_waiter *sh_gate_pop_refused(sh_gate *g, uint32_t gen) {
 }
 
 uint32_t sh_gate_queued(const sh_gate *g) {
-  return atomic_load_explicit(&g->queued, memory_order_relaxed);
+  return sh_atomic_load(&g->queued, memory_order_relaxed);
 }
 
 void sh_gate_stats(const sh_gate *g, sh_mailbox_stats *out) {
   /* acquire: see fifo_append, and for the metrics sh_gate_reset. */
-  out->waiting = atomic_load_explicit(&g->queued, memory_order_acquire);
-  out->capacity = atomic_load_explicit(&g->cap, memory_order_acquire);
-  out->depth = atomic_load_explicit(&g->used, memory_order_relaxed);
-  uint32_t hw = atomic_load_explicit(&g->high_water, memory_order_acquire);
+  out->waiting = sh_atomic_load(&g->queued, memory_order_acquire);
+  out->capacity = sh_atomic_load(&g->cap, memory_order_acquire);
+  out->depth = sh_atomic_load(&g->used, memory_order_relaxed);
+  uint32_t hw = sh_atomic_load(&g->high_water, memory_order_acquire);
   if (hw > out->high_water) out->high_water = hw;
-  out->suspended = atomic_load_explicit(&g->suspended, memory_order_acquire);
-  out->refused = atomic_load_explicit(&g->refused, memory_order_acquire);
+  out->suspended = sh_atomic_load(&g->suspended, memory_order_acquire);
+  out->refused = sh_atomic_load(&g->refused, memory_order_acquire);
 }

@@ -15,6 +15,7 @@
  */
 #include "house.h"
 
+#include "atomic.h"
 #include "check.h"
 #include "msg.h"
 #include "sleeper.h"
@@ -26,7 +27,7 @@ static bool stopped(const sh_house *h) {
    * form a store-load handshake with settle's store of WAITING and its load
    * of `stopped`; with release/acquire both sides could miss each other and
    * leave a stopped house waiting with its stop work undone. */
-  return atomic_load_explicit(&h->life, memory_order_seq_cst) & SH_LIFE_STOPPED;
+  return sh_atomic_load(&h->life, memory_order_seq_cst) & SH_LIFE_STOPPED;
 }
 
 /* What the runner knows of its house, taken while it still owns it: after
@@ -58,7 +59,7 @@ static bool view_has_work(const sh_house *h, const work_view *v) {
   for (int b = 0; b < SH_BOXES; b++) {
     if (v->held && !stop && (b == SH_BOX_ASK || b == SH_BOX_NOTICE)) continue;
     /* seq_cst: the load half of the push/settle handshake (file comment). */
-    if (sh_mailbox_backlog((uint32_t)atomic_load_explicit(&h->mb.pushed[b], memory_order_seq_cst),
+    if (sh_mailbox_backlog((uint32_t)sh_atomic_load(&h->mb.pushed[b], memory_order_seq_cst),
                            v->taken[b]) > 0)
       return true;
   }
@@ -113,13 +114,13 @@ static void enqueue(sh_house *h) {
   follow(h);
   /* relaxed: priority is a hint decided at enqueue; a stale value costs
    * order, not correctness. */
-  bool high = atomic_load_explicit(&h->high, memory_order_relaxed);
+  bool high = sh_atomic_load(&h->high, memory_order_relaxed);
   sh_worker_enqueue(h->sys, h->owner, &h->qlink, high, h->cls->kind == SH_IO_ACTOR);
 }
 
 void sh_house_poke(sh_house *h) {
   /* seq_cst: the load half of the push/settle handshake (file comment). */
-  int s = atomic_load_explicit(&h->state, memory_order_seq_cst);
+  int s = sh_atomic_load(&h->state, memory_order_seq_cst);
   SH_YIELD("house.poke");
   if (s != SH_WAITING) {
     /* A bridge's thread is its house's runner: wake it instead. The push's
@@ -131,10 +132,10 @@ void sh_house_poke(sh_house *h) {
 #ifdef SH_MUTANT_house_poke_load_store
   /* Planted bug: a store, not a CAS: two producers may both queue the house. */
   SH_YIELD("house.poke.ready");
-  atomic_store_explicit(&h->state, SH_READY, memory_order_seq_cst);
+  sh_atomic_store(&h->state, SH_READY, memory_order_seq_cst);
   enqueue(h);
 #else
-  if (atomic_compare_exchange_strong_explicit(&h->state, &s, SH_READY, memory_order_seq_cst,
+  if (sh_atomic_cas(&h->state, &s, SH_READY, memory_order_seq_cst,
                                               memory_order_seq_cst))
     enqueue(h);
 #endif
@@ -146,7 +147,7 @@ void sh_house_push(sh_house *h, sh_box box, sh_msg *m) {
   /* Priority is decided at enqueue: a producer may raise it, only the owner
    * lowers it (settle). relaxed: a hint read when the house is queued. */
   if ((box == SH_BOX_REPLY && n > SH_HIGH_REPLIES) || (box == SH_BOX_EVENT && n > SH_HIGH_EVENTS))
-    atomic_store_explicit(&h->high, true, memory_order_relaxed);
+    sh_atomic_store(&h->high, true, memory_order_relaxed);
   sh_house_poke(h);
 }
 
@@ -172,14 +173,14 @@ static void verdict(sh_waiter *w, bool admitted) {
   if (admitted) sh_house_push(target, box, m);
   /* seq_cst: the waker's store in the sleeper's handshake. The thread may
    * reuse the waiter the moment it sees this: it is our last touch of it. */
-  atomic_store_explicit(&w->state, admitted ? SH_WAITER_ADMITTED : SH_WAITER_REFUSED,
+  sh_atomic_store(&w->state, admitted ? SH_WAITER_ADMITTED : SH_WAITER_REFUSED,
                         memory_order_seq_cst);
   sh_sleeper_wake(s);
 }
 
 void sh_house_hand_off(sh_gate *g) {
   /* Bounded by the capacity: each turn fills one of `cap` slots, or stops. */
-  uint32_t cap = atomic_load_explicit(&g->cap, memory_order_relaxed); /* see the field */
+  uint32_t cap = sh_atomic_load(&g->cap, memory_order_relaxed); /* see the field */
   for (uint32_t i = 0; i < cap; i++) {
     sh_waiter *w = sh_gate_pop_admitted(g);
     if (w == NULL) return;
@@ -214,7 +215,7 @@ bool sh_house_gates_empty(const sh_house *h) {
 void sh_house_stop(sh_house *h, uint32_t gen) {
   uint32_t live = sh_life(gen, false);
   /* acquire: the gates of this generation, set before it was published. */
-  if (atomic_load_explicit(&h->life, memory_order_acquire) != live) return;
+  if (sh_atomic_load(&h->life, memory_order_acquire) != live) return;
   sh_gate *ask = sh_house_gate(h, SH_BOX_ASK), *notice = sh_house_gate(h, SH_BOX_NOTICE);
   /* The gates close before `stopped` is published: a runner that sees it
    * drains the mailboxes, and each take would otherwise hand the freed
@@ -229,7 +230,7 @@ void sh_house_stop(sh_house *h, uint32_t gen) {
   /* seq_cst: the store half of the stop handshake with settle (see
    * stopped()); the poke below is its load half. A CAS, so that a stop
    * never reaches a later generation: only one stop of gen wins. */
-  if (!atomic_compare_exchange_strong_explicit(&h->life, &live, live | SH_LIFE_STOPPED,
+  if (!sh_atomic_cas(&h->life, &live, live | SH_LIFE_STOPPED,
                                                memory_order_seq_cst, memory_order_seq_cst))
     return;
 #ifdef SH_MUTANT_house_stop_late_close
@@ -293,18 +294,18 @@ static void update_priority(sh_house *h) {
   bool high = sh_mailbox_size(&h->mb, SH_BOX_REPLY) > SH_HIGH_REPLIES ||
               sh_mailbox_size(&h->mb, SH_BOX_EVENT) > SH_HIGH_EVENTS ||
               sh_dispatcher_count(&h->futures) == 0;
-  atomic_store_explicit(&h->high, high, memory_order_relaxed);
+  sh_atomic_store(&h->high, high, memory_order_relaxed);
 }
 
 void sh_house_settle(sh_house *h) {
-  int s = atomic_load_explicit(&h->state, memory_order_relaxed);
+  int s = sh_atomic_load(&h->state, memory_order_relaxed);
   SH_ASSERT(s == SH_RUNNING || s == SH_MOUNTING); /* only its runner settles it */
   update_priority(h);
   work_view v = view_of(h);
   if (view_has_work(h, &v)) {
     /* release: whoever pops it next sees our writes (the queue lock orders
      * them too); no other thread can claim a house that is not WAITING. */
-    atomic_store_explicit(&h->state, SH_READY, memory_order_release);
+    sh_atomic_store(&h->state, SH_READY, memory_order_release);
     enqueue(h);
     return;
   }
@@ -313,7 +314,7 @@ void sh_house_settle(sh_house *h) {
   SH_YIELD("house.settle.look");
   /* seq_cst: the store half of the handshake (file comment). From here a
    * producer may queue the house and another worker run it. */
-  atomic_store_explicit(&h->state, SH_WAITING, memory_order_seq_cst);
+  sh_atomic_store(&h->state, SH_WAITING, memory_order_seq_cst);
   SH_YIELD("house.settle");
 #ifdef SH_MUTANT_house_no_recheck
   /* Planted bug: no second look: a push during the first is left waiting. */
@@ -327,10 +328,10 @@ void sh_house_mount(sh_house *h) {
   /* acq_rel: the mounting queue's lock already orders the spawner's writes
    * before us; the CAS is the one legal transition, and the check catches a
    * house mounted twice. Producers never touch CREATED. */
-  bool ok = atomic_compare_exchange_strong_explicit(&h->state, &s, SH_MOUNTING,
+  bool ok = sh_atomic_cas(&h->state, &s, SH_MOUNTING,
                                                     memory_order_acq_rel, memory_order_acquire);
   SH_ASSERT(ok);
   h->mounted = true;
-  if (h->cls->mount != NULL) h->cls->mount(h->actor);
+  if (h->cls->mount != NULL) SH_USER_VOID(h->cls->mount(h->actor));
   sh_house_settle(h);
 }

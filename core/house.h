@@ -38,6 +38,7 @@
 
 #include <stackhouse/stackhouse.h>
 
+#include "atomic.h"
 #include "dispatcher.h"
 #include "gate.h"
 #include "housequeue.h"
@@ -220,18 +221,18 @@ bool sh_house_gates_empty(const sh_house *h);
  * the send path and the handlers; the exact decisions are the gate's
  * (closed under its lock) and the runner's (the generation tag). */
 static inline bool sh_house_live(const sh_house *h, uint32_t gen) {
-  return atomic_load_explicit(&h->life, memory_order_acquire) == sh_life(gen, false);
+  return sh_atomic_load(&h->life, memory_order_acquire) == sh_life(gen, false);
 }
 static inline bool sh_house_stopped(const sh_house *h) {
-  return atomic_load_explicit(&h->life, memory_order_acquire) & SH_LIFE_STOPPED;
+  return sh_atomic_load(&h->life, memory_order_acquire) & SH_LIFE_STOPPED;
 }
 /* The house's current generation. Its runner, or the spawn that made it. */
 static inline uint32_t sh_house_gen(const sh_house *h) {
-  return sh_life_gen(atomic_load_explicit(&h->life, memory_order_relaxed));
+  return sh_life_gen(sh_atomic_load(&h->life, memory_order_relaxed));
 }
 /* The gate of box in this generation, or NULL. */
 static inline sh_gate *sh_house_gate(const sh_house *h, sh_box box) {
-  return atomic_load_explicit(&h->gate[sh_req(box)], memory_order_acquire);
+  return sh_atomic_load(&h->gate[sh_req(box)], memory_order_acquire);
 }
 
 #endif

@@ -5,6 +5,8 @@
  */
 #include "housequeue.h"
 
+#include "atomic.h"
+
 #include <stddef.h>
 
 #include "check.h"
@@ -12,7 +14,8 @@
 void sh_hq_init(sh_house_queue *q) {
   for (int i = 0; i < 2; i++) {
     sh_spin_init(&q->sub[i].lock);
-    q->sub[i].head = q->sub[i].tail = NULL;
+    atomic_init(&q->sub[i].head, NULL);
+    q->sub[i].tail = NULL;
 #ifdef SH_CHECKED
     q->sub[i].linked = 0;
 #endif
@@ -32,16 +35,16 @@ uint32_t sh_hq_push(sh_house_queue *q, sh_hq_link *h, bool high) {
 #ifdef SH_MUTANT_housequeue_count_after_link
   uint32_t n; /* Planted bug: counted after it is linked (below). */
 #else
-  uint32_t n = (uint32_t)atomic_fetch_add_explicit(&q->count, 1, memory_order_seq_cst) + 1;
+  uint32_t n = (uint32_t)sh_atomic_fetch_add(&q->count, 1, memory_order_seq_cst) + 1;
 #endif
   SH_YIELD("hq.push");
   sh_spin_lock(&l->lock);
   if (l->tail != NULL)
     l->tail->next = h;
   else
-    /* Atomic (relaxed) because pop_list peeks at head without the lock: a
-     * plain store there would be a data race. The lock orders the rest. */
-    __atomic_store_n(&l->head, h, __ATOMIC_RELAXED);
+    /* relaxed: pop_list's unlocked peek is a hint; a plain store there
+     * would be a data race. The lock orders the rest. */
+    sh_atomic_store(&l->head, h, memory_order_relaxed);
   l->tail = h;
 #ifdef SH_CHECKED
   l->linked++;
@@ -50,22 +53,23 @@ uint32_t sh_hq_push(sh_house_queue *q, sh_hq_link *h, bool high) {
 #ifdef SH_MUTANT_housequeue_count_after_link
   /* Planted bug: a popper may take the house before it is counted. */
   SH_YIELD("hq.push.count");
-  n = (uint32_t)atomic_fetch_add_explicit(&q->count, 1, memory_order_seq_cst) + 1;
+  n = (uint32_t)sh_atomic_fetch_add(&q->count, 1, memory_order_seq_cst) + 1;
 #endif
   return n;
 }
 
 static sh_hq_link *take_locked(sh_house_queue *q, sh_hq_list *l) {
-  sh_hq_link *h = l->head;
+  /* relaxed: under the lock, which orders it. */
+  sh_hq_link *h = sh_atomic_load(&l->head, memory_order_relaxed);
   if (h == NULL) return NULL;
   /* Atomic store: pairs with pop_list's unlocked peek (see sh_hq_push). */
-  __atomic_store_n(&l->head, h->next, __ATOMIC_RELAXED);
-  if (l->head == NULL) l->tail = NULL;
+  sh_atomic_store(&l->head, h->next, memory_order_relaxed);
+  if (h->next == NULL) l->tail = NULL;
   h->next = NULL;
   /* relaxed: the count is a hint for stealing and parking; the push side's
    * increment (before the link, so this never runs ahead of it) is what must
    * not be missed, and it is seq_cst. */
-  uint32_t was = (uint32_t)atomic_fetch_sub_explicit(&q->count, 1, memory_order_relaxed);
+  uint32_t was = (uint32_t)sh_atomic_fetch_sub(&q->count, 1, memory_order_relaxed);
   SH_ASSERT(was > 0); /* counted before linked: a linked house is always counted */
 #ifdef SH_CHECKED
   /* The same rule, whatever the backlog: pushers count before they link and
@@ -79,7 +83,7 @@ static sh_hq_link *take_locked(sh_house_queue *q, sh_hq_list *l) {
 
 static sh_hq_link *pop_list(sh_house_queue *q, sh_hq_list *l, bool try_only) {
   /* An unlocked peek keeps an owner from taking an empty list's lock. */
-  if (__atomic_load_n(&l->head, __ATOMIC_RELAXED) == NULL) return NULL;
+  if (sh_atomic_load(&l->head, memory_order_relaxed) == NULL) return NULL;
   if (try_only) {
     if (!sh_spin_trylock(&l->lock)) return NULL;
   } else {
@@ -91,7 +95,7 @@ static sh_hq_link *pop_list(sh_house_queue *q, sh_hq_list *l, bool try_only) {
 }
 
 static sh_hq_link *pop(sh_house_queue *q, bool try_only) {
-  if (atomic_load_explicit(&q->count, memory_order_relaxed) == 0) return NULL;
+  if (sh_atomic_load(&q->count, memory_order_relaxed) == 0) return NULL;
 #ifdef SH_MUTANT_housequeue_normal_first
   /* Planted bug: the normal list is served before the high-priority one. */
   sh_hq_link *h = pop_list(q, &q->sub[0], try_only);

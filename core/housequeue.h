@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "atomic.h"
 #include "check.h"
 #include "spinlock.h"
 
@@ -24,7 +25,10 @@ typedef struct sh_hq_link {
 /* Each list on its own cache line: pushes to one do not slow pops of the other. */
 typedef struct sh_hq_list {
   _Alignas(64) sh_spin lock;
-  sh_hq_link *head, *tail;
+  /* Atomic (relaxed) because pop_list peeks at head without the lock; the
+   * lock orders the rest. */
+  _Atomic(sh_hq_link *) head;
+  sh_hq_link *tail;
 #ifdef SH_CHECKED
   uint32_t linked; /* links in this list, under the lock: the count's check */
 #endif
@@ -45,7 +49,7 @@ sh_hq_link *sh_hq_trypop(sh_house_queue *q);
 static inline uint32_t sh_hq_count(const sh_house_queue *q) {
   /* seq_cst: read by a worker that is about to park, after announcing it
    * parks; pairs with the pusher's seq_cst increment then parked check. */
-  return (uint32_t)atomic_load_explicit(&q->count, memory_order_seq_cst);
+  return (uint32_t)sh_atomic_load(&q->count, memory_order_seq_cst);
 }
 
 #endif

@@ -4,6 +4,8 @@
  */
 #include "hstore.h"
 
+#include "atomic.h"
+
 #include <fiu-local.h>
 
 #include "faults.h"
@@ -67,7 +69,7 @@ static sh_house *pop_usable(sh_hfree *l) {
     int s = SH_WAITING;
     /* seq_cst: against a late push's poke (house.c), which CASes from
      * WAITING too; one of the two wins. */
-    if (atomic_compare_exchange_strong_explicit(&h->state, &s, SH_CREATED, memory_order_seq_cst,
+    if (sh_atomic_cas(&h->state, &s, SH_CREATED, memory_order_seq_cst,
                                                 memory_order_seq_cst))
       return h;
     fifo_push(l, h);
@@ -90,7 +92,7 @@ static bool slab_new(sh_system *sys, sh_hfree *to) {
     SH_ASSERT(((uintptr_t)h & ~(uintptr_t)SH_TOKEN_HOUSE_MASK) == 0); /* fits a token */
     sh_house_init(h, sys, NULL, SH_WAITING);
     /* not yet live */
-    atomic_store_explicit(&h->life, sh_life(0, true) | SH_LIFE_VACANT, memory_order_relaxed);
+    sh_atomic_store(&h->life, sh_life(0, true) | SH_LIFE_VACANT, memory_order_relaxed);
     h->vacant = true;
     fifo_push(to, h);
   }
@@ -132,7 +134,7 @@ static sh_house *take_outside(sh_system *sys) {
   if (!slab_new(sys, &fresh)) return NULL;
   h = fifo_pop(&fresh);
   /* relaxed: nobody else has seen a house of a new slab. */
-  atomic_store_explicit(&h->state, SH_CREATED, memory_order_relaxed);
+  sh_atomic_store(&h->state, SH_CREATED, memory_order_relaxed);
   sh_spin_lock(&sys->store_lock);
   fifo_move(&fresh, &sys->spare, SH_SLAB_HOUSES);
   sh_spin_unlock(&sys->store_lock);
@@ -169,7 +171,7 @@ static void give(sh_house *h) {
 static bool next_generation(sh_house *h) {
   uint32_t gen = sh_house_gen(h);
   if (gen >= SH_GEN_MAX) return false;
-  atomic_store_explicit(&h->life, sh_life(gen + 1, true) | SH_LIFE_VACANT, memory_order_release);
+  sh_atomic_store(&h->life, sh_life(gen + 1, true) | SH_LIFE_VACANT, memory_order_release);
   return true;
 }
 
@@ -185,7 +187,7 @@ void sh_hstore_actor_free(sh_house *h) {
 }
 
 void sh_hstore_untake(sh_house *h) {
-  SH_ASSERT(atomic_load_explicit(&h->state, memory_order_relaxed) == SH_CREATED);
+  SH_ASSERT(sh_atomic_load(&h->state, memory_order_relaxed) == SH_CREATED);
   /* The spawn may have opened its gates, and a sender of an older
    * generation may even wait at one. */
   sh_house_close_gates(h, sh_house_gen(h));
@@ -193,7 +195,7 @@ void sh_hstore_untake(sh_house *h) {
   bool reuse = next_generation(h);
   /* seq_cst: a late push that saw CREATED did not queue it; from WAITING
    * on, it would. Look once more, as a settle does. */
-  atomic_store_explicit(&h->state, SH_WAITING, memory_order_seq_cst);
+  sh_atomic_store(&h->state, SH_WAITING, memory_order_seq_cst);
   if (sh_house_has_work(h)) sh_house_poke(h);
   if (reuse) give(h);
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "atomic.h"
 #include "addr.h"
 #include "bridge.h"
 #include "check.h"
@@ -35,6 +36,7 @@
 #define SH_SHUTDOWN_MAX_PASSES 10000
 
 void sh_config_default(sh_config *cfg) {
+  SH_FROM_USER();
   memset(cfg, 0, sizeof(*cfg));
   cfg->max_per_run = 64;
   cfg->max_batch = 32;
@@ -65,6 +67,7 @@ static void free_system(sh_system *sys) {
 }
 
 int sh_system_new(const sh_config *cfg, sh_system **out) {
+  SH_FROM_USER();
   if (out == NULL) return -EINVAL;
   sh_config c;
   if (cfg != NULL)
@@ -106,13 +109,14 @@ uint32_t sh_system_workers(const sh_system *sys) { return sys->nworkers; }
 static void stop_workers(sh_system *sys) {
   for (uint32_t i = 0; i < sys->nworkers; i++) {
     /* release: the worker's acquire load sees everything before the stop. */
-    atomic_store_explicit(&sys->workers[i].stop, true, memory_order_release);
+    sh_atomic_store(&sys->workers[i].stop, true, memory_order_release);
     sh_plat_wake(sys->plat, i);
   }
   sh_plat_join(sys->plat);
 }
 
 int sh_system_start(sh_system *sys) {
+  SH_FROM_USER();
   if (sys == NULL || sys->started || sh_system_is_shut(sys)) return -EINVAL;
   sys->started = true;
   /* Fault point: as if the first worker thread could not start. */
@@ -124,26 +128,29 @@ int sh_system_start(sh_system *sys) {
 /* ---- lifecycle ------------------------------------------------------- */
 
 void sh_system_exit(sh_system *sys, int code) {
+  SH_FROM_USER();
   bool was = false;
   /* The first exit decides the code. acq_rel: the waiter's acquire sees it. */
-  if (atomic_compare_exchange_strong_explicit(&sys->exiting, &was, true, memory_order_acq_rel,
+  if (sh_atomic_cas(&sys->exiting, &was, true, memory_order_acq_rel,
                                               memory_order_acquire)) {
-    atomic_store_explicit(&sys->exit_code, code, memory_order_release);
+    sh_atomic_store(&sys->exit_code, code, memory_order_release);
     sh_plat_event_set(sys->exit_event);
   }
 }
 
 int sh_system_wait(sh_system *sys) {
+  SH_FROM_USER();
   if (sys == NULL || sh_worker_current() != NULL) return -EINVAL;
   sh_plat_event_wait(sys->exit_event);
-  return atomic_load_explicit(&sys->exit_code, memory_order_acquire);
+  return sh_atomic_load(&sys->exit_code, memory_order_acquire);
 }
 
 int sh_system_wait_ms(sh_system *sys, int64_t timeout_ms) {
+  SH_FROM_USER();
   if (sys == NULL || timeout_ms < 0 || sh_worker_current() != NULL) return -EINVAL;
   uint64_t deadline = sh_plat_now_ns() + (uint64_t)timeout_ms * 1000000u;
   /* A wake may be spurious: only the exit flag ends the wait early. */
-  while (!atomic_load_explicit(&sys->exiting, memory_order_acquire))
+  while (!sh_atomic_load(&sys->exiting, memory_order_acquire))
     if (sh_plat_event_wait_until(sys->exit_event, deadline) == -ETIMEDOUT) return -ETIMEDOUT;
   /* The exiting thread stores the code, then sets the event. */
   return sh_system_wait(sys);
@@ -191,16 +198,17 @@ static void discard_stacks(sh_house *h, void *arg) {
  * (system.h). Bounded by those: new ones back off; each ends after a few
  * steps (a push, queueing a waiter, a spawn). */
 static void quiesce_outside(sh_system *sys) {
-  while (atomic_load_explicit(&sys->outside_sends, memory_order_acquire) != 0) sh_plat_yield_cpu();
+  while (sh_atomic_load(&sys->outside_sends, memory_order_acquire) != 0) sh_plat_yield_cpu();
 }
 
 int sh_system_shutdown(sh_system *sys) {
+  SH_FROM_USER();
   if (sys == NULL || sh_worker_current() != NULL) return -EINVAL;
   if (sh_system_is_shut(sys)) return 0;
   /* seq_cst: the store half of the handshake with calls from threads that
    * are not workers (system.h), which quiesce_outside then waits for; it
    * also pairs with is_shut's acquire. */
-  atomic_store_explicit(&sys->shut, true, memory_order_seq_cst);
+  sh_atomic_store(&sys->shut, true, memory_order_seq_cst);
   if (sys->started) stop_workers(sys);
 #ifdef SH_MUTANT_lifecycle_no_quiesce
   /* Planted bug: outside sends still in flight race with the drain. */
@@ -217,13 +225,14 @@ int sh_system_shutdown(sh_system *sys) {
    * outstanding objects are exact from here on. */
   for (uint32_t i = 0; i < sys->nworkers; i++) sh_pool_flush(&sys->workers[i].pool);
   /* seq_cst: the waker's store in the bridges' sleep handshake (sleeper.h). */
-  atomic_store_explicit(&sys->drained, true, memory_order_seq_cst);
+  sh_atomic_store(&sys->drained, true, memory_order_seq_cst);
   sh_bridge_shutdown(sys);
   sh_worker_enter(NULL);
   return rc;
 }
 
 void sh_system_free(sh_system *sys) {
+  SH_FROM_USER();
   if (sys == NULL) return;
   /* Freeing from a worker would free the ground it stands on. */
   SH_ASSERT(sh_worker_current() == NULL);
@@ -257,6 +266,7 @@ static const size_t stats_field[SH_C_COUNT] = {
 #undef STAT
 
 void sh_system_stats(const sh_system *sys, sh_stats *out) {
+  SH_FROM_USER();
   uint64_t v[SH_C_COUNT];
   for (int k = 0; k < SH_C_COUNT; k++) v[k] = sh_counters_get(&sys->counters, k);
   uint64_t outstanding = 0, mallocs = 0;
@@ -265,7 +275,7 @@ void sh_system_stats(const sh_system *sys, sh_stats *out) {
     for (int k = 0; k < SH_C_COUNT; k++) v[k] += sh_counters_get(&w->counters, k);
     /* An object waiting in some worker's outbox is freed, just not home yet. */
     outstanding += sh_pool_outstanding(&w->pool) - sh_pool_in_outboxes(&w->pool);
-    mallocs += atomic_load_explicit(&w->pool.mallocs, memory_order_relaxed);
+    mallocs += sh_atomic_load(&w->pool.mallocs, memory_order_relaxed);
   }
   memset(out, 0, sizeof(*out));
   for (int k = 0; k < SH_C_COUNT; k++) *(uint64_t *)(void *)((char *)out + stats_field[k]) = v[k];
@@ -274,6 +284,7 @@ void sh_system_stats(const sh_system *sys, sh_stats *out) {
 }
 
 int sh_run(const sh_config *cfg, const sh_actor_class *entry, int argc, char **argv) {
+  SH_FROM_USER();
   sh_system *sys;
   int rc = sh_system_new(cfg, &sys);
   if (rc != 0) return rc;

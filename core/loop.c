@@ -8,6 +8,7 @@
  */
 #include "loop.h"
 
+#include "atomic.h"
 #include "check.h"
 #include "dispatch.h"
 #include "house.h"
@@ -25,10 +26,10 @@ static void run_house(sh_worker *w, sh_hq_link *l) {
   sh_house *h = sh_house_of_link(l);
   /* Only the worker that popped a house can claim it, so no CAS: relaxed,
    * because the queue's lock already ordered the queuer's writes before ours. */
-  SH_ASSERT(atomic_load_explicit(&h->state, memory_order_relaxed) == SH_READY);
+  SH_ASSERT(sh_atomic_load(&h->state, memory_order_relaxed) == SH_READY);
   /* Policy: an IO actor is bound to its worker's IO; nobody steals it. */
   SH_ASSERT(h->cls->kind != SH_IO_ACTOR || h->owner == w->index);
-  atomic_store_explicit(&h->state, SH_SCHEDULED, memory_order_relaxed);
+  sh_atomic_store(&h->state, SH_SCHEDULED, memory_order_relaxed);
   sh_dispatch_run(w, h);
 }
 
@@ -133,7 +134,7 @@ static bool work_visible(sh_worker *w, uint64_t now) {
 
 static bool stopping(const sh_worker *w) {
   /* acquire: pairs with the shutdown's release store. */
-  return atomic_load_explicit(&w->stop, memory_order_acquire);
+  return sh_atomic_load(&w->stop, memory_order_acquire);
 }
 
 static void park(sh_worker *w) {
@@ -141,12 +142,12 @@ static void park(sh_worker *w) {
   /* A pool with idle objects above its floor wakes us when they may go. */
   uint64_t trim_due = sh_pool_trim(&w->pool, now);
   /* seq_cst: the store half of the parking handshake (worker.c). */
-  atomic_store_explicit(&w->parked, 1, memory_order_seq_cst);
+  sh_atomic_store(&w->parked, 1, memory_order_seq_cst);
   SH_YIELD("worker.park");
   if (work_visible(w, now) || stopping(w)) {
     /* relaxed: we never slept; a waker that saw 1 sends a wake we drain at
      * our next park (one spurious turn, nothing lost). */
-    atomic_store_explicit(&w->parked, 0, memory_order_relaxed);
+    sh_atomic_store(&w->parked, 0, memory_order_relaxed);
     return;
   }
   sh_counters_own_add(&w->counters, SH_C_PARKS, 1);
@@ -155,7 +156,7 @@ static void park(sh_worker *w) {
   sh_plat_park(w->sys->plat, w->index, next == UINT64_MAX ? SH_PLAT_NO_DEADLINE : next);
   /* relaxed: a waker that found parked = 1 already cleared it; a timeout or
    * spurious return clears it here, and a late wake costs one extra turn. */
-  atomic_store_explicit(&w->parked, 0, memory_order_relaxed);
+  sh_atomic_store(&w->parked, 0, memory_order_relaxed);
 }
 
 /* Poll a short while before sleeping: a wakeup costs tens of microseconds,

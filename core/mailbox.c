@@ -11,6 +11,7 @@
  */
 #include "mailbox.h"
 
+#include "atomic.h"
 #include "check.h"
 #include <stddef.h>
 
@@ -25,7 +26,7 @@ static sh_msg *msg_of(sh_mlink *l) {
 /* The node after l, or NULL. acquire: pairs with the producer's release
  * store of the link, so the node is seen complete. */
 static sh_mlink *next_of(sh_mlink *l) {
-  return (sh_mlink *)(void *)atomic_load_explicit(l, memory_order_acquire);
+  return (sh_mlink *)(void *)sh_atomic_load(l, memory_order_acquire);
 }
 
 void sh_mailbox_init(sh_mailboxes *mb) {
@@ -40,14 +41,14 @@ void sh_mailbox_init(sh_mailboxes *mb) {
 }
 
 static void link_last(sh_mailboxes *mb, unsigned i, sh_mlink *l) {
-  atomic_store_explicit(l, NULL, memory_order_relaxed);
+  sh_atomic_store(l, NULL, memory_order_relaxed);
   /* acq_rel: release publishes the node's contents (and its NULL link) to
    * whoever links after us; acquire orders our store into the previous link
    * after the previous producer's initialisation of it. */
-  sh_mlink *prev = atomic_exchange_explicit(&mb->head[i], l, memory_order_acq_rel);
+  sh_mlink *prev = sh_atomic_exchange(&mb->head[i], l, memory_order_acq_rel);
   SH_YIELD("mailbox.push.link");
   /* release: the consumer's acquire load of the previous link sees the node complete. */
-  atomic_store_explicit(prev, (sh_msg *)(void *)l, memory_order_release);
+  sh_atomic_store(prev, (sh_msg *)(void *)l, memory_order_release);
 }
 
 uint32_t sh_mailbox_push(sh_mailboxes *mb, unsigned i, sh_msg *m) {
@@ -61,10 +62,10 @@ uint32_t sh_mailbox_push(sh_mailboxes *mb, unsigned i, sh_msg *m) {
    * spin on the house until the producer ran again. A message taken before
    * it is counted makes the count run behind for a moment (nonempty() reads
    * that as empty; the count then arrives and the house is poked again). */
-  uint32_t n = atomic_fetch_add_explicit(&mb->pushed[i], 1, memory_order_seq_cst) + 1;
+  uint32_t n = sh_atomic_fetch_add(&mb->pushed[i], 1, memory_order_seq_cst) + 1;
   /* relaxed: an estimate; the consumer publishes its takes now and then. It
    * may have published takes of messages pushed after ours: backlog clamps. */
-  return sh_mailbox_backlog(n, atomic_load_explicit(&mb->taken_seen[i], memory_order_relaxed));
+  return sh_mailbox_backlog(n, sh_atomic_load(&mb->taken_seen[i], memory_order_relaxed));
 }
 
 static sh_msg *pop(sh_mailboxes *mb, unsigned i, sh_mlink *tail, sh_mlink *next) {
@@ -88,7 +89,7 @@ sh_msg *sh_mailbox_take(sh_mailboxes *mb, unsigned i) {
 #ifdef SH_MUTANT_mailbox_no_head_check
   /* Planted bug: no look for a producer half-way: the sentinel may pass it. */
 #else
-  if (tail != atomic_load_explicit(&mb->head[i], memory_order_acquire)) return NULL;
+  if (tail != sh_atomic_load(&mb->head[i], memory_order_acquire)) return NULL;
 #endif
   link_last(mb, i, &mb->sentinel[i]);
   next = next_of(tail);
@@ -101,7 +102,7 @@ void sh_mailbox_push_head(sh_mailboxes *mb, unsigned i, sh_msg *m) {
   /* Only the consumer touches tail, so this is a plain list push. It must
    * work on an empty mailbox too (tail == sentinel): the old design forgot the
    * tail there and lost the message. */
-  atomic_store_explicit(link_of(m), (sh_msg *)(void *)mb->tail[i], memory_order_relaxed);
+  sh_atomic_store(link_of(m), (sh_msg *)(void *)mb->tail[i], memory_order_relaxed);
   mb->tail[i] = link_of(m);
 #ifdef SH_MUTANT_mailbox_push_head_uncounted
   /* Planted bug: the message put back stays counted as taken. */

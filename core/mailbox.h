@@ -15,6 +15,7 @@
 #ifndef SH_MAILBOX_H
 #define SH_MAILBOX_H
 
+#include "atomic.h"
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -56,7 +57,7 @@ void sh_mailbox_push_head(sh_mailboxes *mb, unsigned i, sh_msg *m);
 /* Consumer only: lets producers' size estimates catch up with the takes. */
 static inline void sh_mailbox_publish(sh_mailboxes *mb, unsigned i) {
   /* relaxed: an estimate for the producers' priority hint, nothing more. */
-  atomic_store_explicit(&mb->taken_seen[i], mb->taken[i], memory_order_relaxed);
+  sh_atomic_store(&mb->taken_seen[i], mb->taken[i], memory_order_relaxed);
 }
 /* Messages counted and not yet taken, from the two counters. A message is
  * linked before it is counted, so the consumer may have taken it already:
@@ -68,12 +69,12 @@ static inline uint32_t sh_mailbox_backlog(uint32_t pushed, uint32_t taken) {
 static inline bool sh_mailbox_nonempty(const sh_mailboxes *mb, unsigned i) {
   /* seq_cst: part of the producer/consumer store-load handshake on the house
    * state (see house.c): neither side may miss the other's write. */
-  return sh_mailbox_backlog(atomic_load_explicit(&mb->pushed[i], memory_order_seq_cst),
+  return sh_mailbox_backlog(sh_atomic_load(&mb->pushed[i], memory_order_seq_cst),
                             mb->taken[i]) > 0;
 }
 /* Consumer only: counted messages in queue i. */
 static inline uint32_t sh_mailbox_size(const sh_mailboxes *mb, unsigned i) {
-  return sh_mailbox_backlog(atomic_load_explicit(&mb->pushed[i], memory_order_relaxed),
+  return sh_mailbox_backlog(sh_atomic_load(&mb->pushed[i], memory_order_relaxed),
                             mb->taken[i]);
 }
 

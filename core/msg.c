@@ -3,6 +3,7 @@
  * object: alloc, fill, send; the receiver's runtime frees it when done.
  */
 #include "msg.h"
+#include "atomic.h"
 
 #include <string.h>
 
@@ -13,6 +14,7 @@ const sh_msg_type sh_exception_type = {"sh_exception", sizeof(sh_exception), SH_
 SH_MSG_DEFINE(sh_args, SH_NOTICE, 0);
 
 sh_msg *sh_msg_alloc(const sh_msg_type *t) {
+  SH_FROM_USER();
   if (t == NULL || t->size < sizeof(sh_msg)) return NULL;
   sh_msg *m = sh_mem_alloc(t->size);
   if (m == NULL) return NULL;
@@ -22,6 +24,7 @@ sh_msg *sh_msg_alloc(const sh_msg_type *t) {
 }
 
 sh_msg *sh_msg_fill(sh_msg *m, const void *init, size_t size) {
+  SH_FROM_USER();
   if (m == NULL) return NULL;
   SH_ASSERT(size == m->type->size);
   memcpy((unsigned char *)m + sizeof(sh_msg), (const unsigned char *)init + sizeof(sh_msg),
@@ -30,6 +33,7 @@ sh_msg *sh_msg_fill(sh_msg *m, const void *init, size_t size) {
 }
 
 void sh_msg_free(sh_msg *m) {
+  SH_FROM_USER();
   if (m == NULL) return;
   if (m->type->drop != NULL) m->type->drop(m);
   sh_mem_free(m);

@@ -48,6 +48,7 @@
  */
 #include "pool.h"
 
+#include "atomic.h"
 #include "check.h"
 #include <fiu-local.h>
 
@@ -114,7 +115,7 @@ _Static_assert(SH_POOL_SLAB_BYTES >= SH_POOL_SLAB_HDR + 2 * SH_POOL_MAX_SIZE,
 
 /* An owner-only counter: relaxed load and store, no read-modify-write. */
 static void own_inc(atomic_uint_fast64_t *c) {
-  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+  sh_atomic_store(c, sh_atomic_load(c, memory_order_relaxed) + 1, memory_order_relaxed);
 }
 
 static size_t class_size(uint32_t cls) { return (size_t)SH_POOL_MIN_CLASS << cls; }
@@ -264,12 +265,12 @@ static void drain_remote(sh_pool *p, sh_pool_class *c) {
    * line) when nothing came back. Only the owner empties the stack, so a
    * non-NULL head stays non-NULL until our exchange; a push we miss is taken
    * on the next drain. */
-  if (atomic_load_explicit(&c->remote, memory_order_relaxed) == NULL) return;
+  if (sh_atomic_load(&c->remote, memory_order_relaxed) == NULL) return;
   /* acquire: pairs with the pushers' release CAS, so their writes of o->next
    * (and of the header state) are visible before we walk the list. Nothing of
    * ours needs publishing (pushers never read through the head), so no release. */
   SH_YIELD("pool.remote.take");
-  sh_pool_obj *o = atomic_exchange_explicit(&c->remote, NULL, memory_order_acquire);
+  sh_pool_obj *o = sh_atomic_exchange(&c->remote, NULL, memory_order_acquire);
   while (o) {
     sh_pool_obj *next = o->next;
     SH_ASSERT(o->slab->owner == p && o->state == SH_POOL_FREE);
@@ -371,9 +372,9 @@ static void push_remote(sh_pool *owner, uint32_t cls, sh_pool_obj *head, sh_pool
                         uint32_t n) {
   sh_pool_class *c = &owner->cls[cls];
   /* relaxed: a statistic, exact once the freeing threads are joined. */
-  atomic_fetch_add_explicit(&owner->remote_frees, n, memory_order_relaxed);
+  sh_atomic_fetch_add(&owner->remote_frees, n, memory_order_relaxed);
   /* relaxed: we only store the head as our link, never read through it. */
-  sh_pool_obj *top = atomic_load_explicit(&c->remote, memory_order_relaxed);
+  sh_pool_obj *top = sh_atomic_load(&c->remote, memory_order_relaxed);
   do {
     SH_YIELD("pool.remote.push");
     tail->next = top;
@@ -381,15 +382,15 @@ static void push_remote(sh_pool *owner, uint32_t cls, sh_pool_obj *head, sh_pool
      * of the bodies) become visible to the owner's acquire exchange.
      * failure relaxed: we just retry with the new head. Lock-free: a failed
      * CAS means another push succeeded. */
-  } while (!atomic_compare_exchange_weak_explicit(&c->remote, &top, head, memory_order_release,
+  } while (!sh_atomic_cas_weak(&c->remote, &top, head, memory_order_release,
                                                   memory_order_relaxed));
 }
 /* nout has one writer, the pool's owner: a relaxed load and store. */
 static uint32_t nout(const sh_pool_class *c) {
-  return (uint32_t)atomic_load_explicit(&c->nout, memory_order_relaxed);
+  return (uint32_t)sh_atomic_load(&c->nout, memory_order_relaxed);
 }
 static void set_nout(sh_pool_class *c, uint32_t n) {
-  atomic_store_explicit(&c->nout, n, memory_order_relaxed);
+  sh_atomic_store(&c->nout, n, memory_order_relaxed);
 }
 
 static void flush_class(sh_pool_class *c, uint32_t cls) {
@@ -489,7 +490,7 @@ uint64_t sh_pool_in_outboxes(const sh_pool *p) {
 
 uint64_t sh_pool_outstanding(const sh_pool *p) {
   /* relaxed: a statistic; exact when no thread frees concurrently, as documented. */
-  uint64_t remote = atomic_load_explicit(&p->remote_frees, memory_order_relaxed);
-  return atomic_load_explicit(&p->allocs, memory_order_relaxed) -
-         atomic_load_explicit(&p->local_frees, memory_order_relaxed) - remote;
+  uint64_t remote = sh_atomic_load(&p->remote_frees, memory_order_relaxed);
+  return sh_atomic_load(&p->allocs, memory_order_relaxed) -
+         sh_atomic_load(&p->local_frees, memory_order_relaxed) - remote;
 }

@@ -7,6 +7,7 @@
 
 #include <fiu-local.h>
 
+#include "atomic.h"
 #include "faults.h"
 
 #include "house.h"
@@ -17,6 +18,7 @@
 
 /* sh_thread is never defined: a handle is the platform's thread itself. */
 int sh_thread_start(void (*fn)(void *arg), void *arg, sh_thread **out) {
+  SH_FROM_USER();
   sh_fault_return_on("sh/thread/start", -EAGAIN);
   sh_plat_thread *t = NULL;
   int rc = sh_plat_thread_start(fn, arg, &t);
@@ -28,6 +30,7 @@ void sh_thread_join(sh_thread *t) { sh_plat_thread_join((sh_plat_thread *)t); }
 
 /* Production builds compile SH_YIELD to nothing. */
 void sh_yield_point(const char *where) {
+  SH_FROM_USER();
   (void)where;
   SH_YIELD(where);
 }
@@ -35,6 +38,7 @@ void sh_yield_point(const char *where) {
 void sh_yield_cpu(void) { sh_plat_yield_cpu(); }
 
 void sh_actor_probe_get(const sh_actor *self, sh_actor_probe *out) {
+  SH_FROM_USER();
   const sh_dispatcher *d = &self->house->futures;
   out->asks_pending = sh_dispatcher_count(d);
   out->ask_buckets = sh_dispatcher_capacity(d);
@@ -43,11 +47,12 @@ void sh_actor_probe_get(const sh_actor *self, sh_actor_probe *out) {
 
 static void count_busy(sh_house *h, void *arg) {
   /* relaxed: the workers are joined (the caller's contract). */
-  int s = atomic_load_explicit(&h->state, memory_order_relaxed);
+  int s = sh_atomic_load(&h->state, memory_order_relaxed);
   if (s == SH_READY || s == SH_SCHEDULED || s == SH_RUNNING) (*(uint32_t *)arg)++;
 }
 
 uint32_t sh_system_busy(const sh_system *sys) {
+  SH_FROM_USER();
   uint32_t n = 0;
   sh_hstore_each((sh_system *)sys, count_busy, &n);
   return n;

@@ -3,7 +3,7 @@
  * sh_notice and sh_notice_try.
  */
 #include "send.h"
-
+#include "atomic.h"
 #include "addr.h"
 #include "check.h"
 #include "msg.h"
@@ -59,6 +59,7 @@ static int notice_now(const sh_addr *to, sh_msg *m, sh_house **t) {
 }
 
 int sh_notice(const sh_addr *to, sh_msg *m) {
+  SH_FROM_USER();
   if (!notice_usable(to, m)) {
     sh_msg_free(m);
     return -EINVAL;
@@ -73,6 +74,7 @@ int sh_notice(const sh_addr *to, sh_msg *m) {
 }
 
 int sh_notice_try(const sh_addr *to, sh_msg *m) {
+  SH_FROM_USER();
   if (!notice_usable(to, m)) return -EINVAL;
   sh_house *t;
   return notice_now(to, m, &t);

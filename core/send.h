@@ -21,6 +21,7 @@
 
 #include <stackhouse/stackhouse.h>
 
+#include "atomic.h"
 #include "gate.h"
 #include "house.h"
 
@@ -48,7 +49,7 @@ static inline sh_box sh_send_box(const sh_house *t, sh_msg_kind kind) {
   if (kind == SH_ASK) return SH_BOX_ASK;
   /* relaxed: set before the generation's life began (spawn.c); a stale
    * value only misroutes a message its generation tag refuses. */
-  return (sh_box)atomic_load_explicit(&t->notice_box, memory_order_relaxed);
+  return (sh_box)sh_atomic_load(&t->notice_box, memory_order_relaxed);
 }
 
 /* After sh_send_now's -EAGAIN, for a sender that will wait: w (holding

@@ -10,6 +10,7 @@
  */
 #include <fiu-local.h>
 
+#include "atomic.h"
 #include "faults.h"
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,7 @@ static bool house_gate(sh_house *h, sh_box box, uint32_t cap, uint32_t gen) {
       return false;
   }
   /* release: the gate's state before a sender that loads it (acquire). */
-  atomic_store_explicit(&h->gate[sh_req(box)], g, memory_order_release);
+  sh_atomic_store(&h->gate[sh_req(box)], g, memory_order_release);
   return true;
 }
 
@@ -48,7 +49,7 @@ static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner, boo
   /* No longer vacant, before anything of the last actor's is reset: the
    * resets are release stores, so a reader of the old figures that loads a
    * reset value (acquire) then sees this store too (addr.c). */
-  atomic_store_explicit(&h->life, sh_life(gen, true), memory_order_relaxed);
+  sh_atomic_store(&h->life, sh_life(gen, true), memory_order_relaxed);
   if (!house_gate(h, SH_BOX_ASK, c->ask_capacity, gen) ||
       !house_gate(h, SH_BOX_NOTICE, c->notice_capacity, gen))
     return false;
@@ -56,15 +57,15 @@ static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner, boo
   if (h->actor == NULL) return false;
   h->cls = c;
   h->owner = owner;
-  atomic_store_explicit(&h->notice_box, c->ordered ? SH_BOX_ASK : SH_BOX_NOTICE,
+  sh_atomic_store(&h->notice_box, c->ordered ? SH_BOX_ASK : SH_BOX_NOTICE,
                         memory_order_relaxed); /* published by make_live */
   h->pinned = pinned;
   h->seq = sh_system_next_seq(sys);
   h->max_per_run = c->max_per_run != 0 ? c->max_per_run : sys->cfg.max_per_run;
   h->max_batch = c->max_batch != 0 ? c->max_batch : sys->cfg.max_batch;
   /* relaxed: a hint; a new actor has no pending future, so high. */
-  atomic_store_explicit(&h->high, true, memory_order_relaxed);
-  for (int i = 0; i < SH_REQ_BOXES; i++) atomic_store_explicit(&h->high_water[i], 0, memory_order_release);
+  sh_atomic_store(&h->high, true, memory_order_relaxed);
+  for (int i = 0; i < SH_REQ_BOXES; i++) sh_atomic_store(&h->high_water[i], 0, memory_order_release);
   h->vacant = false;
   h->actor->house = h;
   h->actor->sys = sys;
@@ -88,7 +89,7 @@ static sh_house *house_new(sh_system *sys, const sh_actor_class *c, uint32_t own
  * the init hook, which may not be sent to yet (seq_cst: as every write of
  * `life`, part of the stop handshake's order). */
 static void make_live(sh_house *h) {
-  atomic_store_explicit(&h->life, sh_life(sh_house_gen(h), false), memory_order_seq_cst);
+  sh_atomic_store(&h->life, sh_life(sh_house_gen(h), false), memory_order_seq_cst);
 }
 
 static int check_class(const sh_actor_class *c) {
@@ -103,7 +104,7 @@ static int check_class(const sh_actor_class *c) {
 
 static uint32_t round_robin(sh_system *sys) {
   /* relaxed: placement only needs to spread, not to order. */
-  return (uint32_t)(atomic_fetch_add_explicit(&sys->next_worker, 1, memory_order_relaxed) %
+  return (uint32_t)(sh_atomic_fetch_add(&sys->next_worker, 1, memory_order_relaxed) %
                     sys->nworkers);
 }
 
@@ -117,7 +118,7 @@ static uint32_t owner_of_one(sh_system *sys) {
 /* Undoes an instance whose init hook ran (rc 0: its stop hook runs too,
  * init and stop come in pairs) or failed. */
 static void instance_undo(sh_house *h, bool inited) {
-  if (inited && h->cls->stop != NULL) h->cls->stop(h->actor);
+  if (inited && h->cls->stop != NULL) SH_USER_VOID(h->cls->stop(h->actor));
   sh_hstore_actor_free(h);
   sh_hstore_untake(h);
 }
@@ -129,7 +130,7 @@ static int instance_new(sh_system *sys, const sh_actor_class *c, void *arg, uint
   if (h == NULL) return -ENOMEM;
   *token = sh_token(h, sh_house_gen(h));
   h->actor->self = self != NULL ? self : (const sh_addr *)*token;
-  int rc = c->init != NULL ? c->init(h->actor, arg) : 0;
+  int rc = c->init != NULL ? SH_USER(c->init(h->actor, arg)) : 0;
   if (rc != 0) {
     instance_undo(h, false);
     return rc > 0 ? -rc : rc;
@@ -218,7 +219,7 @@ static int spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t in
                  int64_t pin, const sh_addr **out) {
   if (sys == NULL || out == NULL || instances == 0 || check_class(c) != 0) return -EINVAL;
   /* acquire: pairs with sh_system_exit's CAS. */
-  if (sh_system_is_shut(sys) || atomic_load_explicit(&sys->exiting, memory_order_acquire))
+  if (sh_system_is_shut(sys) || sh_atomic_load(&sys->exiting, memory_order_acquire))
     return -ESHUTDOWN;
   /* From a thread that is not a worker, shutdown waits for the whole spawn
    * (send.h): it begins before shutdown, or fails. */
@@ -231,11 +232,13 @@ static int spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t in
 
 int sh_spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t instances,
              const sh_addr **out) {
+  SH_FROM_USER();
   return spawn(sys, c, arg, instances, -1, out);
 }
 
 int sh_spawn_on(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t worker,
                 const sh_addr **out) {
+  SH_FROM_USER();
   if (sys == NULL || worker >= sys->nworkers) return -EINVAL;
   return spawn(sys, c, arg, 1, worker, out);
 }

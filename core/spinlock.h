@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "atomic.h"
 #include "check.h"
 #include "plat.h"
 
@@ -36,14 +37,14 @@ static inline bool sh_spin_take(sh_spin *l) {
   /* Relaxed pre-check: do not take the line exclusive when it is visibly held.
    * The exchange is acquire: the critical section must see the previous
    * holder's writes, which its release store published. */
-  if (atomic_load_explicit(&l->held, memory_order_relaxed)) return false;
+  if (sh_atomic_load(&l->held, memory_order_relaxed)) return false;
 #ifdef SH_MUTANT_spinlock_load_store
   /* Planted bug: test then set, not one exchange: two takers both get the lock. */
   SH_YIELD("spin.trylock.set");
-  atomic_store_explicit(&l->held, true, memory_order_relaxed);
+  sh_atomic_store(&l->held, true, memory_order_relaxed);
   return true;
 #else
-  return !atomic_exchange_explicit(&l->held, true, memory_order_acquire);
+  return !sh_atomic_exchange(&l->held, true, memory_order_acquire);
 #endif
 }
 
@@ -78,7 +79,7 @@ static inline void sh_spin_unlock(sh_spin *l) {
   l->holder = 0;
 #endif
   /* Release: publishes the critical section's writes to the next acquirer. */
-  atomic_store_explicit(&l->held, false, memory_order_release);
+  sh_atomic_store(&l->held, false, memory_order_release);
   SH_YIELD("spin.unlock");
 }
 

@@ -8,6 +8,7 @@
  * deliver replies, exceptions or timeouts, which wake it (sh_stack_wake).
  */
 #include "stack.h"
+#include "atomic.h"
 
 #include <fiu-local.h>
 
@@ -49,16 +50,19 @@ sh_actor *sh_stack_actor(const sh_stack *st) { return st->house->actor; }
 sh_msg *sh_stack_msg(const sh_stack *st) { return st->msg; }
 size_t sh_stack_batch_len(const sh_stack *st) { return st->nbatch; }
 sh_msg *sh_stack_batch_msg(const sh_stack *st, size_t i) {
+  SH_FROM_USER();
   return i < st->nbatch ? st->batch[i].msg : NULL;
 }
 
 sh_yield sh_suspend(sh_stack *st, int next_state) {
+  SH_FROM_USER();
   st->next_state = next_state;
   st->any = false;
   return SH_SUSPEND;
 }
 
 sh_yield sh_suspend_any(sh_stack *st, int next_state) {
+  SH_FROM_USER();
   st->next_state = next_state;
   st->any = true;
   return SH_SUSPEND;
@@ -143,7 +147,7 @@ static bool invoke(sh_stack *st) {
   st->made = 0;
   st->failed_now = 0;
   st->running = true;
-  sh_yield y = fn(st->house->actor, st);
+  sh_yield y = SH_USER(fn(st->house->actor, st));
   st->running = false;
   st->failing = st->made > 0 && st->failed_now == st->made ? st->failing + 1 : 0;
   if (y == SH_RETURN && !st->done) sh_return(st, NULL);

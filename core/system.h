@@ -15,6 +15,7 @@
 
 #include <stackhouse/stackhouse.h>
 
+#include "atomic.h"
 #include "counters.h"
 #include "hfree.h"
 #include "plat.h"
@@ -57,12 +58,12 @@ struct sh_system {
 /* The creation number of the next house (relaxed: unique is all it needs;
  * in the simulator, one thread makes it deterministic). */
 static inline uint64_t sh_system_next_seq(sh_system *sys) {
-  return atomic_fetch_add_explicit(&sys->nhouses, 1, memory_order_relaxed);
+  return sh_atomic_fetch_add(&sys->nhouses, 1, memory_order_relaxed);
 }
 
 static inline bool sh_system_is_shut(const sh_system *sys) {
   /* acquire: pairs with the release store in sh_system_shutdown. */
-  return atomic_load_explicit(&sys->shut, memory_order_acquire);
+  return sh_atomic_load(&sys->shut, memory_order_acquire);
 }
 
 /* A send, spawn or stop from a thread that is not a worker runs between
@@ -73,11 +74,11 @@ static inline bool sh_system_is_shut(const sh_system *sys) {
  * (seq_cst) and then reads the count. One sees the other. */
 static inline void sh_system_outside_end(sh_system *sys) {
   /* release: what the call did is seen by shutdown's acquire load. */
-  atomic_fetch_sub_explicit(&sys->outside_sends, 1, memory_order_release);
+  sh_atomic_fetch_sub(&sys->outside_sends, 1, memory_order_release);
 }
 static inline bool sh_system_outside_begin(sh_system *sys) {
-  atomic_fetch_add_explicit(&sys->outside_sends, 1, memory_order_seq_cst);
-  if (!atomic_load_explicit(&sys->shut, memory_order_seq_cst)) return true;
+  sh_atomic_fetch_add(&sys->outside_sends, 1, memory_order_seq_cst);
+  if (!sh_atomic_load(&sys->shut, memory_order_seq_cst)) return true;
   sh_system_outside_end(sys);
   return false;
 }

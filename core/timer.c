@@ -11,6 +11,8 @@
  */
 #include "timer.h"
 
+#include "atomic.h"
+
 #include <fiu-local.h>
 
 #include "faults.h"
@@ -76,7 +78,7 @@ void sh_timer_cancel_node(sh_worker *w, sh_timer *t) {
   /* acq_rel: on success the wheel's later acquire load sees CANCELLED and
    * frees; on failure (FIRED) the acquire makes the firing side's writes
    * visible before we touch `dead`. */
-  if (atomic_compare_exchange_strong_explicit(&t->state, &s, SH_TIMER_CANCELLED,
+  if (sh_atomic_cas(&t->state, &s, SH_TIMER_CANCELLED,
                                               memory_order_acq_rel, memory_order_acquire)) {
     if (own_wheel && sh_wheel_linked(&t->link)) {
       sh_wheel_remove(&w->wheel, &t->link);
@@ -107,7 +109,7 @@ static void fire(sh_wheel_link *l, void *ctx) {
   sh_worker *w = ctx;
   sh_timer *t = from_link(l);
   /* acquire: see the actor's cancellation before reusing the node. */
-  if (atomic_load_explicit(&t->state, memory_order_acquire) == SH_TIMER_CANCELLED) {
+  if (sh_atomic_load(&t->state, memory_order_acquire) == SH_TIMER_CANCELLED) {
     sh_mem_free(t);
     return;
   }
@@ -123,9 +125,9 @@ static void fire(sh_wheel_link *l, void *ctx) {
 #ifdef SH_MUTANT_timer_fire_no_recheck
   /* Planted bug: a plain store trusts the load above: a cancel since then is lost. */
   (void)s;
-  atomic_store_explicit(&t->state, SH_TIMER_FIRED, memory_order_release);
+  sh_atomic_store(&t->state, SH_TIMER_FIRED, memory_order_release);
 #else
-  if (!atomic_compare_exchange_strong_explicit(&t->state, &s, SH_TIMER_FIRED, memory_order_acq_rel,
+  if (!sh_atomic_cas(&t->state, &s, SH_TIMER_FIRED, memory_order_acq_rel,
                                                memory_order_acquire)) {
     sh_mem_free(t); /* cancelled between the load and the CAS */
     return;
@@ -151,7 +153,7 @@ static void call_timeout(sh_house *h, uint64_t id, void *arg) {
   /* acquire: a stop seen here also shows what the stopper wrote before it;
    * a stop not yet seen costs one last timeout call before the stop work. */
   if (h->cls->timeout != NULL && !sh_house_stopped(h))
-    h->cls->timeout(h->actor, id, arg);
+    SH_USER_VOID(h->cls->timeout(h->actor, id, arg));
 }
 
 void sh_timer_event(sh_house *h, sh_msg *m) {
@@ -173,6 +175,7 @@ void sh_timer_event(sh_house *h, sh_msg *m) {
 
 int sh_timer_start(sh_actor *self, int64_t delay_ms, int64_t period_ms, void *arg,
                    uint64_t *id_out) {
+  SH_FROM_USER();
   sh_worker *w = sh_worker_current();
   if (self == NULL || w == NULL || self->house == NULL || delay_ms < 0 || period_ms < 0)
     return -EINVAL;
@@ -191,6 +194,7 @@ int sh_timer_start(sh_actor *self, int64_t delay_ms, int64_t period_ms, void *ar
 }
 
 int sh_timer_cancel(sh_actor *self, uint64_t id) {
+  SH_FROM_USER();
   if (self == NULL || self->house == NULL) return -EINVAL;
   sh_house *h = self->house;
   sh_timer *t = find(h, id);

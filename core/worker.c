@@ -12,6 +12,8 @@
  */
 #include "worker.h"
 
+#include "atomic.h"
+
 #include <fiu-local.h>
 
 #include "faults.h"
@@ -57,11 +59,11 @@ void sh_worker_wake(sh_worker *w) {
   /* seq_cst: the load half of the parking handshake (file comment). */
 #ifdef SH_MUTANT_worker_wake_relaxed
   /* Planted bug: relaxed, the load half of the handshake may miss parked = 1. */
-  if (atomic_load_explicit(&w->parked, memory_order_relaxed) == 0) return;
+  if (sh_atomic_load(&w->parked, memory_order_relaxed) == 0) return;
 #else
-  if (atomic_load_explicit(&w->parked, memory_order_seq_cst) == 0) return;
+  if (sh_atomic_load(&w->parked, memory_order_seq_cst) == 0) return;
 #endif
-  if (atomic_exchange_explicit(&w->parked, 0, memory_order_seq_cst) == 0) return;
+  if (sh_atomic_exchange(&w->parked, 0, memory_order_seq_cst) == 0) return;
   SH_YIELD("worker.wake");
   /* Fault point: the platform refuses the wake for now (as an interrupted
    * write to an eventfd would); it is tried again after giving way, a few
@@ -82,7 +84,7 @@ static void offer_backlog(sh_worker *owner, uint32_t backlog) {
   for (uint32_t i = 1; i < sys->nworkers; i++) {
     sh_worker *peer = &sys->workers[(owner->index + i) % sys->nworkers];
     /* relaxed: a hint for whom to wake; sh_worker_wake re-reads it properly. */
-    if (atomic_load_explicit(&peer->parked, memory_order_relaxed) != 0) {
+    if (sh_atomic_load(&peer->parked, memory_order_relaxed) != 0) {
       sh_worker_wake(peer);
       return;
     }

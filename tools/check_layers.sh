@@ -14,6 +14,11 @@
 #     (the scenario framework's among them), system headers, and bench's
 #     own: bench/common/*.h, a suite's bench/SUITE/common/*.h from within
 #     bench/SUITE/.
+#  4. core/ touches atomic words only through core/atomic.h: no
+#     atomic_*() or atomic_*_explicit() operation of <stdatomic.h> and no
+#     __atomic or __sync builtin elsewhere in core/ (atomic_init and the
+#     types excepted), so that the simulator's memory model hears of every
+#     shared access.
 # Includes resolve as the compiler would with the Makefile's INC_<dir> flags:
 # a quoted include first in the including file's directory.
 # Usage: tools/check_layers.sh [ROOT]   (default: the repository of this script)
@@ -40,6 +45,7 @@ self_test() {
     echo "#include \"${next[i]}.h\"" > "$t/core/$m.h"; echo "#include \"$m.h\"" > "$t/core/$m.c"; i=$((i+1))
   done
   echo '#include "sim.h"' >> "$t/core/c.c"
+  echo 'int f(_Atomic int *p) { return atomic_load_explicit(p, memory_order_relaxed); }' >> "$t/core/b.c"
   printf '#include <stackhouse/scenario.h>\n#include "a.h"\n#include <stdio.h>\n' > "$t/scenarios/s.c"
   printf '#include <stackhouse/stackhouse.h>\n#include <b.h>\n' > "$t/examples/e.c"
   printf '#include "bench.h"\n#include <stackhouse/stackhouse.h>\n' > "$t/bench/p.c"
@@ -47,11 +53,12 @@ self_test() {
   out=$("$0" "$t"); rc=$?
   local want
   for want in 'cycle of 4 modules.*a, b, c, d' 'core/c.c: .*"sim.h".*backend-sim' \
-              'scenarios/s.c: .*"a.h"' 'examples/e.c: .*<b.h>' 'bench/q.c: .*"s/common/h.h"'; do
+              'scenarios/s.c: .*"a.h"' 'examples/e.c: .*<b.h>' 'bench/q.c: .*"s/common/h.h"' \
+              'core/b.c:2:.*atomic_load_explicit.*core/atomic.h'; do
     grep -q "$want" <<<"$out" || { echo "self-test: broken tree: no line matching '$want' in:"; echo "$out"; return 1; }
   done
-  [ "$rc" -eq 1 ] && [ "$(wc -l <<<"$out")" -eq 5 ] ||
-    { echo "self-test: broken tree: want exit 1 and 5 lines, got $rc:"; echo "$out"; return 1; }
+  [ "$rc" -eq 1 ] && [ "$(wc -l <<<"$out")" -eq 6 ] ||
+    { echo "self-test: broken tree: want exit 1 and 6 lines, got $rc:"; echo "$out"; return 1; }
   # Fixed: d -> a becomes b -> a (the allowed pair), the strays go.
   echo '#include "a.h"' > "$t/core/b.c"; : > "$t/core/d.h"; : > "$t/core/c.c"
   echo '#include <stackhouse/scenario.h>' > "$t/scenarios/s.c"; echo '#include <stdio.h>' > "$t/examples/e.c"
@@ -74,7 +81,7 @@ files=$(find . -path ./build -prune -o -path ./.git -prune -o -type f -name '*.[
 incs=$(sed -n 's/^INC_\([A-Za-z0-9_-]*\)[[:space:]]*:*=[[:space:]]*/\1 /p' Makefile 2>/dev/null)
 allowed=$(sed -n 's/^Allowed include cycle:[[:space:]]*//p' docs/internals.md 2>/dev/null | head -n 1)
 
-LC_ALL=C awk -v files="$files" -v incs="$incs" -v allowed="$allowed" '
+out=$(LC_ALL=C awk -v files="$files" -v incs="$incs" -v allowed="$allowed" '
 function top(p) { return substr(p, 1, index(p, "/") - 1) }
 function dir(p) { sub(/\/[^\/]*$/, "", p); return p }
 # Folds "." and ".." so that a "../x.h" names the file the compiler opens.
@@ -190,4 +197,14 @@ BEGIN {
   if (nbad) exit 1
   printf "layers: %d core modules, %d include edges, largest cycle: %s\n", nmod, nedges,
          (maxsize > 1 ? maxsize " modules (" maxnames ")" : "none")
-}'
+}'); rc=$?
+
+# Rule 4: grep, line by line; a comment naming an operation is no use of it.
+ops='\b(atomic_(load|store|exchange|fetch_[a-z]+|compare_exchange_[a-z]+|flag_[a-z_]+|thread_fence|signal_fence)(_explicit)?|__atomic_[a-z_]+|__sync_[a-z_]+)[ \t]*\('
+for f in $(grep -lE "$ops" core/*.[ch] 2>/dev/null); do
+  [ "$f" = core/atomic.h ] && continue
+  bad=$(grep -nE "$ops" "$f" | grep -vE '^[0-9]+:[ \t]*(/?\*|//)' | sed "s|^|$f:|; s|\$| : an atomic operation outside core/atomic.h (use its sh_atomic_* wrapper)|")
+  [ -n "$bad" ] && { out=$(printf '%s\n%s' "$bad" "$out" | sed '/^$/d'); rc=1; }
+done
+echo "$out"
+exit $rc

@@ -47,6 +47,7 @@ typedef enum sh_sim_choice_kind {
   SH_SIM_PREEMPT = 0, /* the strategy preempted the running fiber at a scheduling point */
   SH_SIM_FORCED = 1,  /* the running fiber parked, blocked, finished or yielded its CPU */
   SH_SIM_FAULT = 2,   /* a fault point fired (`to` names the point: sh_sim_fault_id) */
+  SH_SIM_STALE = 3,   /* a weak load read a stale value (`to`: its rank among the step's candidates) */
 } sh_sim_choice_kind;
 
 /* One decision of a run, at step `step`: a switch to fiber `to` (kinds
@@ -97,6 +98,12 @@ typedef struct sh_sim_options {
    * caller keeps the string alive for the run. A bad spec fails the run
    * (FAIL:setup). */
   const char *faults;
+  /* Weak memory: a load weaker than seq_cst that could read the value a
+   * store of another fiber overwrote lately (one not known to happen before
+   * it) reads that value with this probability, in permille (0, the
+   * default: loads read the newest value, and the model costs nothing).
+   * shsim fuzz draws it per seed. See docs/simulator.md, "Weak memory". */
+  uint32_t stale_permille;
 } sh_sim_options;
 
 void sh_sim_options_default(sh_sim_options *o);
@@ -115,6 +122,7 @@ typedef struct sh_sim_report {
   uint64_t switches;  /* fiber switches */
   uint64_t jumps;     /* times the clock jumped because every fiber slept */
   uint64_t faults;    /* fault points that fired (options.faults) */
+  uint64_t stale_reads; /* weak loads that read a stale value (options.stale_permille) */
 } sh_sim_report;
 
 /* A fault spec's entries, in order: fn(ctx, pattern, p) for each (fn may be

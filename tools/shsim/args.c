@@ -39,6 +39,9 @@ static void usage(FILE *f) {
           "         --schedule FILE (run only: follow the decisions of a replay or schedule\n"
           "           file, with the options given on the command line)\n"
           "         --record FILE (run only: write the run's replay file)\n"
+          "         --stale-permille P  a weak load that may read a value another fiber\n"
+          "           overwrote lately reads it with probability P/1000 (default 0: never;\n"
+          "           fuzz draws 0, 250 or 750 per seed)\n"
           "         --faults 'PATTERN:P[,PATTERN:P...]' fault points (libfiu names, a\n"
           "           trailing * matches any rest) fire with probability P (0..1), decided by\n"
           "           the seed: e.g. 'sh/pool/*:0.01,sh/timer/new:0.001' (fuzz: each seed\n"
@@ -96,6 +99,7 @@ static const opt_def opts[] = {
     OPT("--steps-max", OPT_U64, CMD_ANY_SIM, true, sim.max_steps),
     OPT("--switch-permille", OPT_U32, CMD_SIM, true, sim.switch_permille),
     OPT("--pct-depth", OPT_U32, CMD_SIM, true, sim.pct_depth),
+    OPT("--stale-permille", OPT_U32, CMD_SIM, true, sim.stale_permille),
     OPT("--pct-steps", OPT_U64, CMD_SIM, true, sim.pct_steps),
     OPT("--check-determinism", OPT_FLAG, ARGS_CMD_RUN | CMD_MANY, true, check_determinism),
     OPT("--timeout-s", OPT_U64, CMD_ANY_SIM | ARGS_CMD_REPLAY, false, timeout_s),
@@ -238,6 +242,7 @@ static int check_args(const args *a) {
     return bad_arg("needs", "--seeds A..B");
   if (a->shard_i < 1 || a->shard_i > a->shard_n) return bad_arg("out of range (1 <= I <= N):", "--shard");
   if (a->sim.switch_permille > 1000) return bad_arg("out of range (0..1000):", "--switch-permille");
+  if (a->sim.stale_permille > 1000) return bad_arg("out of range (0..1000):", "--stale-permille");
   if (a->sim.pct_depth < 1) return bad_arg("out of range (>= 1):", "--pct-depth");
   if (a->timeout_s < 1 || a->timeout_s > 86400 * 7) return bad_arg("out of range:", "--timeout-s");
   _Static_assert(POOL_JOBS_MAX == 256, "the message below names the bound");

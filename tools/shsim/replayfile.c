@@ -32,13 +32,13 @@ typedef struct opt_key {
 static const opt_key opt_keys[] = {
     KEY(seed, false),          KEY(switch_permille, true), KEY(pct_depth, true),
     KEY(pct_steps, false),     KEY(step_ns, false),        KEY(idle_step_ns, false),
-    KEY(max_steps, false),     KEY(vtime_limit_ns, false),
+    KEY(max_steps, false),     KEY(vtime_limit_ns, false), KEY(stale_permille, true),
 };
 #undef KEY
 #define NKEYS (sizeof(opt_keys) / sizeof(opt_keys[0]))
 
 /* The decision kinds, by their index (sh_sim_choice_kind) in a file. */
-static const char *const kind_names[] = {"preempt", "forced", "fault"};
+static const char *const kind_names[] = {"preempt", "forced", "fault", "stale"};
 #define NKINDS (sizeof(kind_names) / sizeof(kind_names[0]))
 
 /* ---- the binary's identity ------------------------------------------------------------- */
@@ -101,7 +101,7 @@ static size_t header_format(char *buf, size_t size, const replay_run *r) {
   if (r->faults != NULL && n >= 0 && (size_t)n < size)
     n += snprintf(buf + n, size - (size_t)n, "faults=%s\n", r->faults);
   if (n >= 0 && (size_t)n < size)
-    n += snprintf(buf + n, size - (size_t)n, "# decisions: STEP preempt|forced FIBER, STEP fault POINT\n");
+    n += snprintf(buf + n, size - (size_t)n, "# decisions: STEP preempt|forced FIBER, STEP fault POINT, STEP stale RANK\n");
   return n < 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;
 }
 

@@ -63,7 +63,10 @@ void swarm_draw(uint64_t seed, sh_sim_options *o, uint32_t *workers) {
     o->pct_depth = (uint32_t)draw(&x, 1, SWARM_PCT_DEPTH_MAX);
     o->pct_steps = draw(&x, 100, SWARM_PCT_STEPS_MAX);
   }
-  /* Last: without faults, a seed draws what it always drew. */
+  /* Weak memory: off for a third of the seeds, where runs are faster. */
+  static const uint32_t stale_rates[] = {0, 250, 750};
+  o->stale_permille = stale_rates[draw(&x, 0, 2)];
+  /* Faults last: a seed draws the same configuration with them as without. */
   if (o->faults == NULL) return;
   swarm_scale sc = {&x, 0};
   /* A spec too long to scale runs as given. */
@@ -80,4 +83,5 @@ void swarm_fprint_command(FILE *f, const args *a, const char *name, uint64_t see
   if (drawn.sim.strategy == SH_SIM_PCT)
     fprintf(f, " --pct-depth %u --pct-steps %llu", drawn.sim.pct_depth,
             (unsigned long long)drawn.sim.pct_steps);
+  if (drawn.sim.stale_permille != 0) fprintf(f, " --stale-permille %u", drawn.sim.stale_permille);
 }

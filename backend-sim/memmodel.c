@@ -1,0 +1,181 @@
+/* The simulator's memory model: weak loads (memmodel.h). */
+#include "memmodel.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "atomic.h"
+#include "replay.h"
+#include "rng.h"
+#include "run.h"
+
+_Static_assert((SH_SIMMEM_WINDOW & (SH_SIMMEM_WINDOW - 1)) == 0, "the window is a power of two");
+
+/* Fibers whose reads the model tracks (a bit each in sh_simmem_store.seen);
+ * the others always read the newest value. */
+#define SH_SIMMEM_FIBERS 64u
+
+/* One store the model heard of: the word, its values before and after, when
+ * (the model's clock), by whom, and which fibers read the value it left. */
+typedef struct sh_simmem_store {
+  const volatile void *a;
+  uint64_t before, after;
+  uint64_t t;
+  uint32_t writer;
+  uint64_t seen;
+} sh_simmem_store;
+
+static struct {
+  sh_simmem_store ring[SH_SIMMEM_WINDOW]; /* the last stores, newest at head - 1 */
+  uint32_t head;
+  /* A filter over the ring's words: bit b set while some store in the ring
+   * is to a word of bucket b (in[b] of them). Most loads are of words no
+   * recent store touched, and skip the scan. The address only picks the
+   * bucket: a miss in the filter is a miss in the ring, so the outcome is
+   * the same for any layout of memory. */
+  uint64_t filter;
+  uint8_t in[64];
+  uint64_t clock; /* stores heard of, ever: a store's t */
+  /* Per fiber: every store with t <= sync[f] happens before its next operation. */
+  uint64_t sync[SH_SIM_MAX_FIBERS];
+  uint32_t permille;
+  sh_simrng rng;
+  uint64_t step; /* the step of the last candidate, and how many it held */
+  uint32_t rank;
+  uint64_t stale;
+} M;
+
+bool sh_plat_mem_on;
+
+void sh_simmem_configure(const sh_sim_options *o, uint64_t *x) {
+  memset(&M, 0, sizeof(M));
+  M.permille = o->stale_permille <= 1000 ? o->stale_permille : 1000;
+  /* Under replay the schedule decides: the model runs whatever the rate. */
+  sh_plat_mem_on = M.permille > 0 || o->schedule != NULL;
+  sh_simrng_seed(&M.rng, x);
+}
+
+void sh_simmem_sync(uint32_t f) {
+  if (f < SH_SIM_MAX_FIBERS) M.sync[f] = M.clock;
+}
+
+uint64_t sh_simmem_stale_reads(void) { return M.stale; }
+
+void sh_plat_mem_sync(void) {
+  /* The program's code gave control back: whatever it synchronized with
+   * happens before what follows. */
+  if (sh_simrun_active() != NULL) sh_simmem_sync(sh_simrun_cur());
+}
+
+static uint32_t bucket(const volatile void *a) {
+  return (uint32_t)(((uintptr_t)a >> 3) * 0x9E3779B97F4A7C15ull >> 58);
+}
+
+/* The newest store to a within the window, or NULL. Bounded by the window. */
+static sh_simmem_store *newest(const volatile void *a) {
+  if ((M.filter >> bucket(a) & 1u) == 0) return NULL;
+  for (uint32_t i = 1; i <= SH_SIMMEM_WINDOW; i++) {
+    sh_simmem_store *s = &M.ring[(M.head - i) & (SH_SIMMEM_WINDOW - 1)];
+    if (s->a == a) return s;
+  }
+  return NULL;
+}
+
+/* The oldest store the window holds: everything before it is visible. */
+static uint64_t window_start(void) {
+  return M.clock > SH_SIMMEM_WINDOW ? M.clock - SH_SIMMEM_WINDOW : 0;
+}
+
+static bool acquires(memory_order mo) { return mo != memory_order_relaxed && mo != memory_order_release; }
+
+/* The running fiber read what store s left: with acquire, it has seen all
+ * before s. s is NULL for a store the model does not know: t_unknown is a
+ * time no earlier than that store's. */
+static void reads(uint32_t f, sh_simmem_store *s, memory_order mo, uint64_t t_unknown) {
+  if (s != NULL && f < SH_SIMMEM_FIBERS) s->seen |= 1ull << f;
+  if (!acquires(mo)) return;
+  uint64_t t = s != NULL ? s->t : t_unknown;
+  if (M.sync[f] < t) M.sync[f] = t;
+}
+
+/* Whether this candidate load reads stale: the schedule's decision. */
+static bool decide_stale(uint32_t f) {
+  sh_simrun *S = &sh_simrun_state;
+  if (M.step != S->steps) {
+    M.step = S->steps;
+    M.rank = 0;
+  }
+  uint32_t rank = M.rank++;
+  bool stale;
+  if (sh_simreplay_on())
+    stale = sh_simreplay_stale(S->steps, rank);
+  else
+    stale = M.permille != 0 && sh_simrng_below(&M.rng, 1000) < M.permille;
+  if (!stale) return false;
+  M.stale++;
+  sh_simreplay_record(S->steps, rank, SH_SIM_STALE);
+  sh_simrun_mix(SH_SIMRUN_MIX_STALE);
+  sh_simrun_mix(((uint64_t)rank << 32) | f);
+  return true;
+}
+
+uint64_t sh_plat_mem_load(const volatile void *a, uint64_t now, memory_order mo) {
+  sh_plat *p = sh_simrun_active();
+  if (p == NULL) return now;
+  uint32_t f = p->cur;
+  sh_simmem_store *s = newest(a);
+  /* A word written behind the model's back (initialized, reused) since:
+   * its newest value is all there is, from a store of unknown time. */
+  uint64_t t_unknown = window_start();
+  if (s != NULL && s->after != now) {
+    s = NULL;
+    t_unknown = M.clock;
+  }
+  /* seq_cst reads the newest store (the simulator's order is the total
+   * order); a weaker load may miss the newest store unless that store
+   * happens before it, the fiber made it, or the fiber saw it already
+   * (coherence: no going back). */
+  if (s != NULL && mo != memory_order_seq_cst && f < SH_SIMMEM_FIBERS && s->writer != f &&
+      s->t > M.sync[f] && (s->seen >> f & 1u) == 0 && s->before != s->after && decide_stale(f)) {
+    /* Read the value before s: what happens before it, this fiber has seen. */
+    if (acquires(mo) && M.sync[f] < s->t - 1) M.sync[f] = s->t - 1;
+    return s->before;
+  }
+  reads(f, s, mo, t_unknown);
+  return now;
+}
+
+static void record(uint32_t f, const volatile void *a, uint64_t before, uint64_t after) {
+  sh_simmem_store *s = &M.ring[M.head++ & (SH_SIMMEM_WINDOW - 1)];
+  if (s->a != NULL) {
+    uint32_t old = bucket(s->a);
+    if (--M.in[old] == 0) M.filter &= ~(1ull << old);
+  }
+  uint32_t b = bucket(a);
+  M.in[b]++;
+  M.filter |= 1ull << b;
+  *s = (sh_simmem_store){.a = a, .before = before, .after = after, .t = ++M.clock, .writer = f,
+                         .seen = f < SH_SIMMEM_FIBERS ? 1ull << f : 0};
+}
+
+void sh_plat_mem_store(const volatile void *a, uint64_t before, uint64_t after) {
+  sh_plat *p = sh_simrun_active();
+  if (p == NULL) return;
+  record(p->cur, a, before, after);
+}
+
+/* A read-modify-write reads the newest value, and writes (unless it left
+ * the word as it was: a failed compare-and-exchange). */
+void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, memory_order mo) {
+  sh_plat *p = sh_simrun_active();
+  if (p == NULL) return;
+  sh_simmem_store *s = newest(a);
+  uint64_t t_unknown = window_start();
+  if (s != NULL && s->after != before) {
+    s = NULL;
+    t_unknown = M.clock;
+  }
+  reads(p->cur, s, mo, t_unknown);
+  if (before != after) record(p->cur, a, before, after);
+}

@@ -1,0 +1,42 @@
+/*
+ * The simulator's memory model (memmodel.c): weak loads.
+ *
+ * Every fiber runs on one OS thread, so every atomic of the core is, as
+ * executed, sequentially consistent. The model gives back some of what a
+ * weakly ordered machine allows: the core's atomics (core/atomic.h) report
+ * each store and read-modify-write, and a load weaker than seq_cst may be
+ * handed the value a store of another fiber overwrote, if that store was
+ * one of the last SH_SIMMEM_WINDOW stores the model heard of and it does
+ * not happen before the load. "Happens before" is over-approximated, so the
+ * model never invents a value the C11 model forbids: a fiber is taken to
+ * have seen everything up to the latest store that any of its acquire (or
+ * stronger) operations read, everything up to the moment it was made
+ * runnable after a park, a block or its start, and everything up to each
+ * moment the program's own code gave control to the runtime (a call of the
+ * public API, the return of a handler or hook: core/atomic.h), since the
+ * program may synchronize in ways the model does not see. Which loads read
+ * stale is a decision of the schedule (SH_SIM_STALE): recorded, replayed,
+ * shrunk.
+ */
+#ifndef SH_SIM_MEMMODEL_H
+#define SH_SIM_MEMMODEL_H
+
+#include <stackhouse/sim.h>
+#include <stdint.h>
+
+/* Stores a fiber may not see yet, at most: a store older than the last
+ * SH_SIMMEM_WINDOW is visible to every fiber (a store buffer drains). */
+#define SH_SIMMEM_WINDOW 16u
+
+/* A new simulation: no store is remembered; the decisions' stream is
+ * seeded from *x (which advances). */
+void sh_simmem_configure(const sh_sim_options *o, uint64_t *x);
+
+/* Fiber `f` synchronized with everything so far (it was started, woken, or
+ * unblocked). */
+void sh_simmem_sync(uint32_t f);
+
+/* Loads that read a stale value in this run. */
+uint64_t sh_simmem_stale_reads(void);
+
+#endif
