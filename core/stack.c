@@ -141,7 +141,9 @@ static sh_stack_fn handler_of(const sh_stack *st) {
 /* One handler invocation; true when the stack must run again at once. */
 static bool invoke(sh_stack *st) {
   sh_stack_fn fn = handler_of(st);
-  SH_ASSERT(fn != NULL && !st->running && !st->done);
+  /* A deferred stack runs from its house's ready list only, which unmarks
+   * it first: run by anything else, it would run twice. */
+  SH_ASSERT(fn != NULL && !st->running && !st->done && !st->deferred);
   st->epoch++;
   st->fresh_done = 0;
   st->made = 0;

@@ -13,7 +13,8 @@
  * -EPROTO, a thrown error, -EDEADLK for a suspend with nothing pending,
  * -ELOOP for a handler whose asks keep failing at once); a stack that keeps
  * being ready at once (puts with room) is deferred to its house's next run
- * after max_per_run invocations, never failed; a notice stack returning a
+ * after max_per_run invocations, never failed, and replies that find it
+ * deferred do not run it; a notice stack returning a
  * reply frees it; replies to asks of a stack that already returned are
  * counted as unknown.
  *
@@ -509,6 +510,47 @@ static void test_ready_stack_deferred(void **state) {
   assert_int_equal(st.asks, st.asks_resolved);
 }
 
+/* A deferred stack that replies find waiting in the ready list: each is
+ * only recorded, and the stack runs once, from the ready list (run by the
+ * reply too, it would run twice; the runtime asserts it never is). Each
+ * invocation asks the dead actor, which fails at once and so ends its wait
+ * for any, and a responder, whose reply comes when worker 1 runs. */
+static sh_yield deferred_any_fn(sh_actor *self, sh_stack *st) {
+  (void)self;
+  if (fact[1]) return sh_return(st, NULL);
+  fact[0]++;
+  ask_v(st, dead, 0);
+  ask_v(st, resp[0], 0);
+  return sh_suspend_any(st, S1);
+}
+
+static void test_deferred_stack_woken_by_reply(void **state) {
+  (void)state;
+  subject_notice_fn = deferred_any_fn;
+  send_go(subject, 0);
+  step(0);
+  sh_house *h = subject_house();
+  int per_run = (int)h->max_per_run;
+  assert_int_equal(fact[0], per_run);
+  assert_false(sh_list_empty(&h->ready));
+  step(1); /* the responder: a reply for each invocation, the stack deferred */
+  step(0); /* the replies, a run's budget of them: only recorded */
+  assert_int_equal(fact[0], per_run);
+  step(0); /* the ready list: more rounds of invocations */
+  int ran = fact[0];
+  assert_true(ran > per_run);
+  assert_false(sh_list_empty(&h->ready));
+  fact[1] = 1; /* its next invocation returns */
+  th_drain(1);
+  th_drain(0);
+  assert_int_equal(fact[0], ran);
+  assert_true(sh_list_empty(&h->stacks));
+  assert_true(sh_list_empty(&h->ready));
+  th_drain(1);
+  sh_stats st = th_stats();
+  assert_int_equal(st.asks, st.asks_resolved);
+}
+
 /* A put's outcome is exact even when its own actor stops: its notice is
  * either in the mailbox (0) or handed back (an error). PUTTER waits with
  * NPUTS puts at a full mailbox; the target stops (every waiter refused, each
@@ -630,6 +672,7 @@ int main(void) {
       T(test_suspend_nothing_pending),
       T(test_reentry_bound),
       T(test_ready_stack_deferred),
+      T(test_deferred_stack_woken_by_reply),
       T(test_put_exact_when_sender_stops),
       T(test_notice_return_frees_reply),
       T(test_late_reply_is_unknown),
