@@ -215,14 +215,19 @@ sh_waiter *sh_gate_pop_admitted(sh_gate *g) {
 }
 
 bool sh_gate_release(sh_gate *g) {
+#ifdef SH_MUTANT_gate_release_look_first
+  /* Planted bug: the waiters are looked at before the slot is given back: a
+   * sender that finds the gate full in between is never handed the slot. */
+  bool waiters = sh_atomic_load(&g->nwaiters, memory_order_seq_cst) > 0;
+  SH_YIELD("gate.release");
+  uint32_t was = sh_atomic_fetch_sub(&g->used, 1, memory_order_seq_cst);
+  SH_ASSERT(was > 0);
+  return waiters;
+#else
   /* seq_cst: the actor's half of the handshake (file comment). */
   uint32_t was = sh_atomic_fetch_sub(&g->used, 1, memory_order_seq_cst);
   SH_ASSERT(was > 0); /* a take gives back a slot its admission took */
   SH_YIELD("gate.release");
-#ifdef SH_MUTANT_gate_release_no_look
-  /* Planted bug: the waiters are looked at only when the queue is visibly full. */
-  return was == cap_of(g) && sh_atomic_load(&g->nwaiters, memory_order_seq_cst) > 0;
-#else
   return sh_atomic_load(&g->nwaiters, memory_order_seq_cst) > 0;
 #endif
 }
