@@ -40,6 +40,7 @@ static struct {
   /* Per fiber: every store with t <= sync[f] happens before its next operation. */
   uint64_t sync[SH_SIM_MAX_FIBERS];
   uint32_t permille;
+  bool points; /* options.atomic_points */
   sh_simrng rng;
   uint64_t step; /* the step of the last candidate, and how many it held */
   uint32_t rank;
@@ -51,8 +52,9 @@ bool sh_plat_mem_on;
 void sh_simmem_configure(const sh_sim_options *o, uint64_t *x) {
   memset(&M, 0, sizeof(M));
   M.permille = o->stale_permille <= 1000 ? o->stale_permille : 1000;
+  M.points = o->atomic_points != 0;
   /* Under replay the schedule decides: the model runs whatever the rate. */
-  sh_plat_mem_on = M.permille > 0 || o->schedule != NULL;
+  sh_plat_mem_on = M.permille > 0 || o->schedule != NULL || M.points;
   sh_simrng_seed(&M.rng, x);
 }
 
@@ -118,6 +120,10 @@ static bool decide_stale(uint32_t f) {
   sh_simrun_mix(SH_SIMRUN_MIX_STALE);
   sh_simrun_mix(((uint64_t)rank << 32) | f);
   return true;
+}
+
+void sh_plat_mem_write_next(void) {
+  if (M.points) sh_simrun_point("atomic.write", false);
 }
 
 uint64_t sh_plat_mem_load(const volatile void *a, uint64_t now, memory_order mo) {

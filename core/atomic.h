@@ -44,6 +44,11 @@
  * predicted branch more than in production. A word's value travels as 64
  * bits. */
 extern bool sh_plat_mem_on;
+/* A store or read-modify-write comes next: with options.atomic_points, a
+ * scheduling point, so that a race between any load and the write after it
+ * (a read-modify-write split in two, a check then an act) can be
+ * scheduled. */
+void sh_plat_mem_write_next(void);
 uint64_t sh_plat_mem_load(const volatile void *a, uint64_t now, memory_order mo);
 void sh_plat_mem_store(const volatile void *a, uint64_t before, uint64_t after);
 void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, memory_order mo);
@@ -68,6 +73,7 @@ void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, me
     __auto_type sh_sp_ = (p);                                                                      \
     SH_ATOMIC_T(sh_sp_) sh_snew_ = (v);                                                            \
     if (__builtin_expect(sh_plat_mem_on, 0)) {                                                     \
+      sh_plat_mem_write_next();                                                                    \
       uint64_t sh_sold_ = SH_ATOMIC_NOW(sh_sp_);                                                   \
       atomic_store_explicit(sh_sp_, sh_snew_, (mo));                                               \
       sh_plat_mem_store(sh_sp_, sh_sold_, SH_ATOMIC_U64(sh_snew_));                                \
@@ -82,6 +88,7 @@ void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, me
   __extension__({                                                                                  \
     __auto_type sh_rp_ = (p);                                                                      \
     memory_order sh_rmo_ = (mo);                                                                   \
+    if (__builtin_expect(sh_plat_mem_on, 0)) sh_plat_mem_write_next();                             \
     SH_ATOMIC_T(sh_rp_) sh_rold_ = op;                                                             \
     if (__builtin_expect(sh_plat_mem_on, 0))                                                       \
       sh_plat_mem_rmw(sh_rp_, SH_ATOMIC_U64(sh_rold_), SH_ATOMIC_NOW(sh_rp_), sh_rmo_);           \
@@ -102,6 +109,7 @@ void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, me
   __extension__({                                                                                  \
     __auto_type sh_cp_ = (p);                                                                      \
     __auto_type sh_ce_ = (expected);                                                               \
+    if (__builtin_expect(sh_plat_mem_on, 0)) sh_plat_mem_write_next();                             \
     uint64_t sh_cwas_ = SH_ATOMIC_U64(*sh_ce_);                                                    \
     bool sh_cok_ = cas(sh_cp_, sh_ce_, (desired), (mo_ok), (mo_fail));                             \
     if (__builtin_expect(sh_plat_mem_on, 0)) {                                                     \

@@ -219,7 +219,6 @@ bool sh_gate_release(sh_gate *g) {
   /* Planted bug: the waiters are looked at before the slot is given back: a
    * sender that finds the gate full in between is never handed the slot. */
   bool waiters = sh_atomic_load(&g->nwaiters, memory_order_seq_cst) > 0;
-  SH_YIELD("gate.release");
   uint32_t was = sh_atomic_fetch_sub(&g->used, 1, memory_order_seq_cst);
   SH_ASSERT(was > 0);
   return waiters;

@@ -131,7 +131,6 @@ void sh_house_poke(sh_house *h) {
   /* One winner among concurrent producers (and the runner's re-check). */
 #ifdef SH_MUTANT_house_poke_load_store
   /* Planted bug: a store, not a CAS: two producers may both queue the house. */
-  SH_YIELD("house.poke.ready");
   sh_atomic_store(&h->state, SH_READY, memory_order_seq_cst);
   enqueue(h);
 #else
@@ -235,7 +234,6 @@ void sh_house_stop(sh_house *h, uint32_t gen) {
     return;
 #ifdef SH_MUTANT_house_stop_late_close
   /* Planted bug: a runner that saw `stopped` may hand a freed slot on meanwhile. */
-  SH_YIELD("house.stop.close");
   if (ask != NULL) sh_gate_close(ask, gen);
   if (notice != NULL) sh_gate_close(notice, gen);
 #endif

@@ -52,7 +52,6 @@ uint32_t sh_hq_push(sh_house_queue *q, sh_hq_link *h, bool high) {
   sh_spin_unlock(&l->lock);
 #ifdef SH_MUTANT_housequeue_count_after_link
   /* Planted bug: a popper may take the house before it is counted. */
-  SH_YIELD("hq.push.count");
   n = (uint32_t)sh_atomic_fetch_add(&q->count, 1, memory_order_seq_cst) + 1;
 #endif
   return n;

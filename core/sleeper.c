@@ -26,7 +26,6 @@ int sh_sleeper_sleep(sh_sleeper *s, uint64_t deadline, bool (*ready)(void *ctx),
 #ifdef SH_MUTANT_sleeper_check_before_store
   /* Planted bug: checked before the flag is up: a waker in between sees nobody asleep. */
   bool is_ready = ready(ctx);
-  SH_YIELD("bridge.sleep");
   sh_atomic_store(&s->sleeping, 1, memory_order_seq_cst);
   if (is_ready) {
 #else

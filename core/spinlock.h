@@ -40,7 +40,6 @@ static inline bool sh_spin_take(sh_spin *l) {
   if (sh_atomic_load(&l->held, memory_order_relaxed)) return false;
 #ifdef SH_MUTANT_spinlock_load_store
   /* Planted bug: test then set, not one exchange: two takers both get the lock. */
-  SH_YIELD("spin.trylock.set");
   sh_atomic_store(&l->held, true, memory_order_relaxed);
   return true;
 #else

@@ -104,6 +104,12 @@ typedef struct sh_sim_options {
    * default: loads read the newest value, and the model costs nothing).
    * shsim fuzz draws it per seed. See docs/simulator.md, "Weak memory". */
   uint32_t stale_permille;
+  /* 1: every atomic store and read-modify-write of the runtime is also a
+   * scheduling point, just before it, so that a race between a load and
+   * the write after it can be scheduled, not only at the runtime's own
+   * yield points (0, the default: runs take fewer steps). shsim fuzz
+   * draws it per seed. */
+  uint32_t atomic_points;
 } sh_sim_options;
 
 void sh_sim_options_default(sh_sim_options *o);

@@ -42,6 +42,8 @@ static void usage(FILE *f) {
           "         --stale-permille P  a weak load that may read a value another fiber\n"
           "           overwrote lately reads it with probability P/1000 (default 0: never;\n"
           "           fuzz draws 0, 250 or 750 per seed)\n"
+          "         --atomic-points 1  every atomic store and read-modify-write of the\n"
+          "           runtime is also a scheduling point (default 0; fuzz draws 0 or 1)\n"
           "         --faults 'PATTERN:P[,PATTERN:P...]' fault points (libfiu names, a\n"
           "           trailing * matches any rest) fire with probability P (0..1), decided by\n"
           "           the seed: e.g. 'sh/pool/*:0.01,sh/timer/new:0.001' (fuzz: each seed\n"
@@ -100,6 +102,7 @@ static const opt_def opts[] = {
     OPT("--switch-permille", OPT_U32, CMD_SIM, true, sim.switch_permille),
     OPT("--pct-depth", OPT_U32, CMD_SIM, true, sim.pct_depth),
     OPT("--stale-permille", OPT_U32, CMD_SIM, true, sim.stale_permille),
+    OPT("--atomic-points", OPT_U32, CMD_SIM, true, sim.atomic_points),
     OPT("--pct-steps", OPT_U64, CMD_SIM, true, sim.pct_steps),
     OPT("--check-determinism", OPT_FLAG, ARGS_CMD_RUN | CMD_MANY, true, check_determinism),
     OPT("--timeout-s", OPT_U64, CMD_ANY_SIM | ARGS_CMD_REPLAY, false, timeout_s),
@@ -242,6 +245,7 @@ static int check_args(const args *a) {
     return bad_arg("needs", "--seeds A..B");
   if (a->shard_i < 1 || a->shard_i > a->shard_n) return bad_arg("out of range (1 <= I <= N):", "--shard");
   if (a->sim.switch_permille > 1000) return bad_arg("out of range (0..1000):", "--switch-permille");
+  if (a->sim.atomic_points > 1) return bad_arg("out of range (0 or 1):", "--atomic-points");
   if (a->sim.stale_permille > 1000) return bad_arg("out of range (0..1000):", "--stale-permille");
   if (a->sim.pct_depth < 1) return bad_arg("out of range (>= 1):", "--pct-depth");
   if (a->timeout_s < 1 || a->timeout_s > 86400 * 7) return bad_arg("out of range:", "--timeout-s");

@@ -33,6 +33,7 @@ static const opt_key opt_keys[] = {
     KEY(seed, false),          KEY(switch_permille, true), KEY(pct_depth, true),
     KEY(pct_steps, false),     KEY(step_ns, false),        KEY(idle_step_ns, false),
     KEY(max_steps, false),     KEY(vtime_limit_ns, false), KEY(stale_permille, true),
+    KEY(atomic_points, true),
 };
 #undef KEY
 #define NKEYS (sizeof(opt_keys) / sizeof(opt_keys[0]))

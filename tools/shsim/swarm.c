@@ -66,6 +66,8 @@ void swarm_draw(uint64_t seed, sh_sim_options *o, uint32_t *workers) {
   /* Weak memory: off for a third of the seeds, where runs are faster. */
   static const uint32_t stale_rates[] = {0, 250, 750};
   o->stale_permille = stale_rates[draw(&x, 0, 2)];
+  /* A scheduling point at every atomic operation: every other seed. */
+  o->atomic_points = (uint32_t)draw(&x, 0, 1);
   /* Faults last: a seed draws the same configuration with them as without. */
   if (o->faults == NULL) return;
   swarm_scale sc = {&x, 0};
@@ -84,4 +86,5 @@ void swarm_fprint_command(FILE *f, const args *a, const char *name, uint64_t see
     fprintf(f, " --pct-depth %u --pct-steps %llu", drawn.sim.pct_depth,
             (unsigned long long)drawn.sim.pct_steps);
   if (drawn.sim.stale_permille != 0) fprintf(f, " --stale-permille %u", drawn.sim.stale_permille);
+  if (drawn.sim.atomic_points != 0) fprintf(f, " --atomic-points 1");
 }
