@@ -34,7 +34,10 @@
 #define VICTIMS 40u
 #define STOP_AT 2u      /* messages a victim handles before it stops itself */
 #define SENDERS 4u
-#define MAX_ROUNDS 5000u /* per sender: a bound, never reached */
+/* Rounds per sender: a bound, never reached. High: a sender whose victim
+ * stopped spins through rounds of refusals until the spawner's next
+ * victim, and on threads the spawner's worker may be descheduled. */
+#define MAX_ROUNDS 10000000u
 
 typedef struct sr_world {
   sh_scn *s;
