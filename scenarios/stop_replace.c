@@ -171,15 +171,14 @@ typedef struct round_locals {
 
 enum { ROUND_WAIT = 1 };
 
-/* A send's result: 0 or -ESHUTDOWN; only -ESHUTDOWN, at once, for a round
- * begun late. */
-static void check_send(sr_world *wd, const round_locals *l, int rc, bool at_once, const char *what) {
+/* A send's result: 0 or -ESHUTDOWN; only -ESHUTDOWN for a round begun
+ * late (that it came at once, round_start checks). */
+static void check_send(sr_world *wd, const round_locals *l, int rc, const char *what) {
   SH_SCN_CHECK(wd->s, rc == 0 || rc == -ESHUTDOWN, "%s to victim %u: %d", what, l->to, rc);
   if (rc == -ESHUTDOWN) atomic_fetch_add(&wd->refused, 1);
   if (l->late)
-    SH_SCN_CHECK(wd->s, at_once && rc == -ESHUTDOWN,
-                 "%s to victim %u, stopped before: %d%s, want %d at once", what, l->to, rc,
-                 at_once ? "" : " after a wait", -ESHUTDOWN);
+    SH_SCN_CHECK(wd->s, rc == -ESHUTDOWN, "%s to victim %u, stopped before: %d, want %d", what,
+                 l->to, rc, -ESHUTDOWN);
 }
 
 /* The sends of a round; the put and the ask are waited for. */
@@ -189,7 +188,7 @@ static void round_start(sr_world *wd, sh_stack *st, round_locals *l) {
   const sh_addr *to = wd->victim[l->to];
   /* A notice does not wait for room: a full mailbox refuses it. */
   int rc = sh_notice(to, sr_new(wd, &sr_note_type, l->to));
-  if (rc != -EAGAIN || l->late) check_send(wd, l, rc, true, "a notice");
+  if (rc != -EAGAIN || l->late) check_send(wd, l, rc, "a notice");
   l->put = sh_put(st, to, sr_new(wd, &sr_note_type, l->to), SH_FOREVER);
   l->ask = sh_ask(st, to, sr_new(wd, &sr_ask_type, l->to), SH_FOREVER);
   SH_SCN_CHECK(wd->s, l->put != NULL && l->ask != NULL, "a put or an ask not made");
@@ -199,7 +198,7 @@ static void round_start(sr_world *wd, sh_stack *st, round_locals *l) {
 }
 
 static void round_end(sr_world *wd, round_locals *l) {
-  if (l->put != NULL) check_send(wd, l, sh_future_error(l->put), true, "a put");
+  if (l->put != NULL) check_send(wd, l, sh_future_error(l->put), "a put");
   if (l->ask == NULL) return;
   uint64_t v = 0;
   if (sh_scn_num_of(l->ask, &v)) {
@@ -209,7 +208,7 @@ static void round_end(sr_world *wd, round_locals *l) {
     atomic_fetch_add(&wd->answered, 1);
     return;
   }
-  check_send(wd, l, sh_future_error(l->ask), true, "an ask");
+  check_send(wd, l, sh_future_error(l->ask), "an ask");
 }
 
 static sh_yield sender_notice(sh_actor *self, sh_stack *st) {
