@@ -165,6 +165,15 @@ int sh_gate_enter(sh_gate *g, sh_waiter *w) {
     sh_spin_unlock(&g->lock);
     return -ESHUTDOWN;
   }
+  /* Reset for a later generation since the sender looked at its target
+   * (sh_send_wait): that target is gone, though the gate is open. Decided
+   * here, under the lock that a reset takes: the sender's look was one
+   * scheduling point away, and a queued waiter of an older generation would
+   * wait for the newer actor's room, then be told it was admitted. */
+  if (g->gen != w->gen) {
+    sh_spin_unlock(&g->lock);
+    return -ESHUTDOWN;
+  }
   /* seq_cst: the store half of the sender's side of the handshake. */
   sh_atomic_fetch_add(&g->nwaiters, 1, memory_order_seq_cst);
   SH_YIELD("gate.enter"); /* an actor's release may land here */

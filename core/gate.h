@@ -98,7 +98,8 @@ void sh_gate_reset(sh_gate *g, uint32_t cap, uint32_t gen);
  * -ESHUTDOWN once the gate is closed. */
 int sh_gate_try(sh_gate *g);
 /* A sender that will wait: admits w's message now (0: w is not queued), or
- * queues w (-EINPROGRESS), or -ESHUTDOWN when the gate is closed. */
+ * queues w (-EINPROGRESS), or -ESHUTDOWN when the gate is closed or was
+ * reset for a later generation than w's. */
 int sh_gate_enter(sh_gate *g, sh_waiter *w);
 /* The sender takes w back: true if w was still queued (it is CANCELLED and
  * the sender owns its message again); false when the gate already popped it. */

@@ -13,7 +13,9 @@
 int sh_send_wait(sh_waiter *w) {
   sh_house *t = w->target;
   sh_gate *g = sh_house_gate(t, (sh_box)w->box);
-  /* The gate went with the generation: the target is gone. */
+  /* The gate went with the generation, or the generation ended: the target
+   * is gone. A look only: it may change before the gate's lock is taken,
+   * and the gate decides there (sh_gate_enter). */
 #ifdef SH_MUTANT_send_wait_no_gen_check
   /* Planted bug: only the gate is checked, not that the target's generation lives. */
   if (g == NULL) return -ESHUTDOWN;
