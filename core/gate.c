@@ -170,7 +170,13 @@ int sh_gate_enter(sh_gate *g, sh_waiter *w) {
    * here, under the lock that a reset takes: the sender's look was one
    * scheduling point away, and a queued waiter of an older generation would
    * wait for the newer actor's room, then be told it was admitted. */
+#ifdef SH_MUTANT_gate_enter_any_gen
+  /* Planted bug: the sender's look at the generation is trusted: a waiter of
+   * an older generation is admitted to (or queued at) the newer one's gate. */
+  if (false) {
+#else
   if (g->gen != w->gen) {
+#endif
     sh_spin_unlock(&g->lock);
     return -ESHUTDOWN;
   }
@@ -209,6 +215,10 @@ bool sh_gate_cancel(sh_gate *g, sh_waiter *w) {
 static sh_waiter *pop_first(sh_gate *g) {
   sh_waiter *w = SH_LIST_ENTRY(sh_list_first(&g->fifo), sh_waiter, link);
   SH_ASSERT(sh_atomic_load(&w->state, memory_order_relaxed) == SH_WAITER_QUEUED);
+  /* A gate queues only senders of its own generation, and a stop refuses
+   * them all before the house can be reused: whoever a gate hands a slot to
+   * or refuses is of its generation. */
+  SH_INVARIANT(w->gen == g->gen);
   fifo_unlink(g, w);
   /* relaxed: the lock orders it against a cancel. */
   sh_atomic_store(&w->state, SH_WAITER_POPPED, memory_order_relaxed);

@@ -16,12 +16,7 @@ int sh_send_wait(sh_waiter *w) {
   /* The gate went with the generation, or the generation ended: the target
    * is gone. A look only: it may change before the gate's lock is taken,
    * and the gate decides there (sh_gate_enter). */
-#ifdef SH_MUTANT_send_wait_no_gen_check
-  /* Planted bug: only the gate is checked, not that the target's generation lives. */
-  if (g == NULL) return -ESHUTDOWN;
-#else
   if (g == NULL || !sh_house_live(t, w->gen)) return -ESHUTDOWN;
-#endif
   SH_ASSERT(w->msg != NULL);
   /* Admitted now or later, the message holds a slot. */
   w->msg->internal = w->gen | SH_MSG_SLOT;
