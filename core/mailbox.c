@@ -96,17 +96,3 @@ sh_msg *sh_mailbox_take(sh_mailboxes *mb, unsigned i) {
   if (next != NULL) return pop(mb, i, tail, next);
   return NULL;
 }
-
-void sh_mailbox_push_head(sh_mailboxes *mb, unsigned i, sh_msg *m) {
-  SH_ASSERT(m != NULL && i < SH_MAILBOXES);
-  /* Only the consumer touches tail, so this is a plain list push. It must
-   * work on an empty mailbox too (tail == sentinel): the old design forgot the
-   * tail there and lost the message. */
-  sh_atomic_store(link_of(m), (sh_msg *)(void *)mb->tail[i], memory_order_relaxed);
-  mb->tail[i] = link_of(m);
-#ifdef SH_MUTANT_mailbox_push_head_uncounted
-  /* Planted bug: the message put back stays counted as taken. */
-#else
-  mb->taken[i]--;
-#endif
-}

@@ -1,9 +1,7 @@
 /*
  * A house's intrusive MPSC mailboxes (Vyukov's queue with a sentinel node):
  * any thread pushes, only the house's current runner takes. Messages link
- * through their header's `next`, so a push allocates nothing. The runner may
- * also push a message back at the head (a message it took but must hand
- * over later).
+ * through their header's `next`, so a push allocates nothing.
  *
  * The SH_MAILBOXES queues of a house are kept field by field, not queue by
  * queue: all producers' fields share one cache line, all the consumer's
@@ -37,7 +35,7 @@ typedef struct sh_mailboxes {
   /* Consumer's line: taking a message writes only here, so a busy mailbox
    * does not bounce a shared counter between cores per message. */
   _Alignas(64) sh_mlink *tail[SH_MAILBOXES];
-  uint32_t taken[SH_MAILBOXES];          /* messages ever taken, less those pushed back */
+  uint32_t taken[SH_MAILBOXES];          /* messages ever taken (wraps) */
   /* Both sides, rarely: producers link a sentinel when its queue ran empty,
    * the consumer re-links it and publishes its takes once per run. */
   _Alignas(64) sh_mlink sentinel[SH_MAILBOXES]; /* keep the queues non-empty for the protocol */
@@ -52,8 +50,6 @@ uint32_t sh_mailbox_push(sh_mailboxes *mb, unsigned i, sh_msg *m);
 /* Consumer only. NULL when empty, or when a push is half-way (it will be seen
  * by the consumer's next look: a push always ends by making the house ready). */
 sh_msg *sh_mailbox_take(sh_mailboxes *mb, unsigned i);
-/* Consumer only: pushes m back so that it is the next message taken. */
-void sh_mailbox_push_head(sh_mailboxes *mb, unsigned i, sh_msg *m);
 /* Consumer only: lets producers' size estimates catch up with the takes. */
 static inline void sh_mailbox_publish(sh_mailboxes *mb, unsigned i) {
   /* relaxed: an estimate for the producers' priority hint, nothing more. */

@@ -8,8 +8,7 @@
  *   bug3_batch_recycle   batched asks are answered to their own askers
  *
  * (The fourth, a put back at the head of an empty mailbox that lost the
- * message, cannot be reached through the public API; a unit test under the
- * simulator covers it.)
+ * message, has no scenario: the mailbox no longer puts messages back.)
  *
  * Counters the actors share are seq_cst (the default) unless marked: they
  * are few, off any hot path, and each end condition reads them together.

@@ -1,12 +1,9 @@
 /*
  * Tests for the MPSC mailbox (core/mailbox.c): FIFO order, an exact size,
- * take on an empty mailbox, put_head (including the regression for known
- * bug 4 of the original design: put_head on an EMPTY mailbox must leave the
- * mailbox whole, so later puts queue behind it and nothing is lost), a
- * randomized put/put_head/take run checked against a deque model, and
- * multi-producer stress runs (also built under TSan) that check every
- * message arrives exactly once and in per-producer order, into one queue
- * and into neighbouring queues of one set. The queues of a set are
+ * take on an empty mailbox, a randomized put/take run checked against a
+ * FIFO model, and multi-producer stress runs (also built under TSan) that
+ * check every message arrives exactly once and in per-producer order, into
+ * one queue and into neighbouring queues of one set. The queues of a set are
  * independent, and the sentinel is re-linked whenever a queue runs empty.
  *
  * Threads never call cmocka asserts (they longjmp): they record what they saw
@@ -52,10 +49,6 @@ static tmsg *msg_new(uint32_t producer, uint32_t seq) {
 
 static void put_seq(sh_mailboxes *mb, uint32_t seq) {
   sh_mailbox_push(mb, Q, &msg_new(0, seq)->hdr);
-}
-
-static void put_head_seq(sh_mailboxes *mb, uint32_t seq) {
-  sh_mailbox_push_head(mb, Q, &msg_new(0, seq)->hdr);
 }
 
 /* Takes one message, checks it is `seq` and frees it. */
@@ -120,99 +113,14 @@ static void test_size_exact(void **state) {
     expect_take(&mb, i);
     assert_int_equal(sh_mailbox_size(&mb, Q), 50 - i);
   }
-  put_head_seq(&mb, 20);
-  assert_int_equal(sh_mailbox_size(&mb, Q), 31);
   /* put returns an estimate of the size after it that counts takes as of
-   * the consumer's last publish: never below the true size (32 here)... */
-  assert_true(sh_mailbox_push(&mb, Q, &msg_new(0, 51)->hdr) >= 32);
-  /* ...and exact once the consumer published (put_head included). */
-  expect_take(&mb, 20);
+   * the consumer's last publish: never below the true size (31 here)... */
+  assert_true(sh_mailbox_push(&mb, Q, &msg_new(0, 51)->hdr) >= 31);
+  /* ...and exact once the consumer published. */
+  expect_take(&mb, 21);
   sh_mailbox_publish(&mb, Q);
-  assert_int_equal(sh_mailbox_push(&mb, Q, &msg_new(0, 52)->hdr), 32);
-  put_head_seq(&mb, 20);
-  expect_run(&mb, 20, 33);
-  expect_empty(&mb);
-}
-
-static void test_put_head_goes_first(void **state) {
-  (void)state;
-  sh_mailboxes mb;
-  sh_mailbox_init(&mb);
-  for (uint32_t i = 1; i <= 3; i++) put_seq(&mb, i);
-  put_head_seq(&mb, 0);
-  assert_int_equal(sh_mailbox_size(&mb, Q), 4);
-  expect_run(&mb, 0, 4);
-  expect_empty(&mb);
-}
-
-/* Known bug 4: put_head on an empty mailbox, then puts, then takes: the head
- * message first, then every put in order, nothing lost. `drained` runs it on
- * a mailbox that has already been used and emptied (the sentinel re-linked). */
-static void check_put_head_on_empty(bool drained) {
-  sh_mailboxes mb;
-  sh_mailbox_init(&mb);
-  if (drained) {
-    put_seq(&mb, 100);
-    put_seq(&mb, 101);
-    expect_run(&mb, 100, 2);
-    expect_empty(&mb);
-  }
-  put_head_seq(&mb, 0);
-  assert_int_equal(sh_mailbox_size(&mb, Q), 1);
-  assert_true(sh_mailbox_nonempty(&mb, Q));
-  sh_mailbox_publish(&mb, Q);
-  for (uint32_t i = 1; i <= 5; i++)
-    assert_int_equal(sh_mailbox_push(&mb, Q, &msg_new(0, i)->hdr), i + 1);
-  expect_run(&mb, 0, 6);
-  expect_empty(&mb);
-  /* The mailbox is still sound afterwards. */
-  put_seq(&mb, 7);
-  put_seq(&mb, 8);
-  expect_run(&mb, 7, 2);
-  expect_empty(&mb);
-}
-
-static void test_put_head_on_empty_then_put(void **state) {
-  (void)state;
-  check_put_head_on_empty(false);
-}
-
-static void test_put_head_on_drained_then_put(void **state) {
-  (void)state;
-  check_put_head_on_empty(true);
-}
-
-/* Two put_heads on an empty mailbox stack up (last in, first out), and the
- * later puts still queue behind both. */
-static void test_put_head_twice_on_empty(void **state) {
-  (void)state;
-  sh_mailboxes mb;
-  sh_mailbox_init(&mb);
-  put_head_seq(&mb, 1);
-  put_head_seq(&mb, 0);
-  put_seq(&mb, 2);
-  put_seq(&mb, 3);
-  assert_int_equal(sh_mailbox_size(&mb, Q), 4);
-  expect_run(&mb, 0, 4);
-  expect_empty(&mb);
-}
-
-/* A taken message put back after a partial drain is the next one out, both
- * in the middle of the queue and when only the last linked message is left. */
-static void test_put_head_after_partial_drain(void **state) {
-  (void)state;
-  sh_mailboxes mb;
-  sh_mailbox_init(&mb);
-  for (uint32_t i = 1; i <= 5; i++) put_seq(&mb, i);
-  sh_msg *m = sh_mailbox_take(&mb, Q);
-  assert_non_null(m);
-  assert_int_equal(((tmsg *)m)->seq, 1);
-  sh_mailbox_push_head(&mb, Q, m); /* the very message taken goes back */
-  expect_run(&mb, 1, 4);       /* 1..4: only 5 (the last linked) is left */
-  put_head_seq(&mb, 4);
-  put_seq(&mb, 6);
-  assert_int_equal(sh_mailbox_size(&mb, Q), 3);
-  expect_run(&mb, 4, 3);
+  assert_int_equal(sh_mailbox_push(&mb, Q, &msg_new(0, 52)->hdr), 31);
+  expect_run(&mb, 22, 31);
   expect_empty(&mb);
 }
 
@@ -239,8 +147,8 @@ static void test_sentinel_relinked_when_drained(void **state) {
   }
 }
 
-/* The queues of one set share lines but nothing else: interleaved pushes,
- * put_heads and takes, each queue running empty (its sentinel re-linked)
+/* The queues of one set share lines but nothing else: interleaved pushes
+ * and takes, each queue running empty (its sentinel re-linked)
  * while its neighbours are busy. */
 static void test_queues_independent(void **state) {
   (void)state;
@@ -256,10 +164,6 @@ static void test_queues_independent(void **state) {
       while ((m = sh_mailbox_take(&mb, i)) != NULL) {
         assert_int_equal(((tmsg *)m)->producer, i);
         assert_int_equal(((tmsg *)m)->seq, want[i]++);
-        if (want[i] % 5 == 0) {
-          sh_mailbox_push_head(&mb, i, m); /* back in front: out again next */
-          assert_ptr_equal(sh_mailbox_take(&mb, i), m);
-        }
         free(m);
       }
       assert_ptr_equal(mb.tail[i], &mb.sentinel[i]);
@@ -279,25 +183,19 @@ static void test_queues_independent(void **state) {
   }
 }
 
-/* Random puts, put_heads and takes against a deque model: order and size
- * must match after every step. */
+/* Random puts and takes against a FIFO model: order and size must match
+ * after every step. */
 #define MODEL_CAP 4096
-typedef struct deque {
+typedef struct fifo {
   uint32_t v[MODEL_CAP];
   uint32_t first, n; /* ring buffer */
-} deque;
+} fifo;
 
-static void dq_push_back(deque *d, uint32_t x) {
+static void fifo_push(fifo *d, uint32_t x) {
   assert_true(d->n < MODEL_CAP);
   d->v[(d->first + d->n++) % MODEL_CAP] = x;
 }
-static void dq_push_front(deque *d, uint32_t x) {
-  assert_true(d->n < MODEL_CAP);
-  d->first = (d->first + MODEL_CAP - 1) % MODEL_CAP;
-  d->v[d->first] = x;
-  d->n++;
-}
-static uint32_t dq_pop_front(deque *d) {
+static uint32_t fifo_pop(fifo *d) {
   uint32_t x = d->v[d->first];
   d->first = (d->first + 1) % MODEL_CAP;
   d->n--;
@@ -306,28 +204,25 @@ static uint32_t dq_pop_front(deque *d) {
 
 static void test_interleaving_matches_model(void **state) {
   (void)state;
-  static deque model;
+  static fifo model;
   model.first = model.n = 0;
   sh_mailboxes mb;
   sh_mailbox_init(&mb);
   uint64_t rng = 0x5eed0001; /* fixed seed: every run checks the same interleavings */
   uint32_t next_seq = 0;
   for (int step = 0; step < 100000; step++) {
-    uint64_t r = th_xorshift(&rng) % 8;
-    if (r < 3 && model.n < MODEL_CAP) {
-      dq_push_back(&model, next_seq);
+    bool put = th_xorshift(&rng) % 2 == 0; /* as many puts as takes: often empty */
+    if (put && model.n < MODEL_CAP) {
+      fifo_push(&model, next_seq);
       put_seq(&mb, next_seq++);
-    } else if (r < 4 && model.n < MODEL_CAP) {
-      dq_push_front(&model, next_seq);
-      put_head_seq(&mb, next_seq++);
     } else if (model.n == 0) {
       assert_null(sh_mailbox_take(&mb, Q));
     } else {
-      expect_take(&mb, dq_pop_front(&model));
+      expect_take(&mb, fifo_pop(&model));
     }
     assert_int_equal(sh_mailbox_size(&mb, Q), model.n);
   }
-  while (model.n > 0) expect_take(&mb, dq_pop_front(&model));
+  while (model.n > 0) expect_take(&mb, fifo_pop(&model));
   expect_empty(&mb);
 }
 
@@ -336,20 +231,16 @@ static void test_interleaving_matches_model(void **state) {
 #define PRODUCERS 4
 #define PER_PRODUCER 50000u
 #define TOTAL (PRODUCERS * PER_PRODUCER)
-/* In the put_head run the consumer puts back one message in this many. */
-#define PUT_BACK_EVERY 7
 
 typedef struct stress {
   sh_mailboxes mb;
   pthread_barrier_t start;
-  bool put_back; /* the consumer also exercises put_head */
-  bool spread;   /* producers two by two into neighbouring queues, not all into Q */
+  bool spread; /* producers two by two into neighbouring queues, not all into Q */
   /* Written by the consumer, read by main after the join. */
   uint32_t next_seq[PRODUCERS];
   uint64_t taken;
   uint64_t bad_order; /* a message out of its producer's order, or a duplicate */
   uint64_t bad_producer;
-  uint64_t bad_put_back; /* the take after a put_head was not that message */
 } stress;
 
 typedef struct producer_arg {
@@ -413,14 +304,6 @@ static void *consumer_main(void *arg) {
   unsigned q = Q;
   while (s->taken < TOTAL) {
     sh_msg *m = take_any(s, &q);
-    if (s->put_back && s->taken % PUT_BACK_EVERY == 0) {
-      /* Producers keep putting meanwhile: the message put back must still be
-       * the next one out. */
-      sh_mailbox_push_head(&s->mb, q, m);
-      sh_msg *again = take_wait(&s->mb, q);
-      if (again != m) s->bad_put_back++;
-      m = again;
-    }
     check_message(s, (const tmsg *)m);
     free(m);
     s->taken++;
@@ -428,11 +311,10 @@ static void *consumer_main(void *arg) {
   return NULL;
 }
 
-static void run_stress(bool put_back, bool spread) {
+static void run_stress(bool spread) {
   stress *s = calloc(1, sizeof(*s));
   assert_non_null(s);
   sh_mailbox_init(&s->mb);
-  s->put_back = put_back;
   s->spread = spread;
   assert_int_equal(pthread_barrier_init(&s->start, NULL, PRODUCERS + 1), 0);
   pthread_t prod[PRODUCERS], cons;
@@ -448,7 +330,6 @@ static void run_stress(bool put_back, bool spread) {
   assert_int_equal(s->taken, TOTAL);
   assert_int_equal(s->bad_producer, 0);
   assert_int_equal(s->bad_order, 0);
-  assert_int_equal(s->bad_put_back, 0);
   for (int p = 0; p < PRODUCERS; p++) assert_int_equal(s->next_seq[p], PER_PRODUCER);
   for (unsigned q = 0; q < SH_MAILBOXES; q++) assert_null(sh_mailbox_take(&s->mb, q));
   expect_empty(&s->mb);
@@ -458,17 +339,12 @@ static void run_stress(bool put_back, bool spread) {
 
 static void test_multi_producer_stress(void **state) {
   (void)state;
-  run_stress(false, false);
-}
-
-static void test_multi_producer_stress_with_put_head(void **state) {
-  (void)state;
-  run_stress(true, false);
+  run_stress(false);
 }
 
 static void test_neighbour_queues_stress(void **state) {
   (void)state;
-  run_stress(true, true);
+  run_stress(true);
 }
 
 int main(void) {
@@ -478,16 +354,10 @@ int main(void) {
       cmocka_unit_test(test_take_empty_returns_null),
       cmocka_unit_test(test_fifo_order),
       cmocka_unit_test(test_size_exact),
-      cmocka_unit_test(test_put_head_goes_first),
-      cmocka_unit_test(test_put_head_on_empty_then_put),
-      cmocka_unit_test(test_put_head_on_drained_then_put),
-      cmocka_unit_test(test_put_head_twice_on_empty),
-      cmocka_unit_test(test_put_head_after_partial_drain),
       cmocka_unit_test(test_sentinel_relinked_when_drained),
       cmocka_unit_test(test_queues_independent),
       cmocka_unit_test(test_interleaving_matches_model),
       cmocka_unit_test(test_multi_producer_stress),
-      cmocka_unit_test(test_multi_producer_stress_with_put_head),
       cmocka_unit_test(test_neighbour_queues_stress),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
