@@ -9,7 +9,8 @@
  * another fiber overwrote lately, as a load on real hardware may read a
  * store not yet visible to it. A load ordered too weakly for the handshake
  * it is part of can thus fail a run in the simulator, as it would on a
- * weakly ordered machine (see docs/simulator.md, "Weak memory").
+ * weakly ordered machine (see docs/simulator.md, "Weak memory and atomic
+ * points").
  *
  * The macros take a pointer to an _Atomic object of an integer, bool or
  * pointer type and evaluate each argument once.
