@@ -51,7 +51,7 @@ bool sh_plat_mem_on;
 
 void sh_simmem_configure(const sh_sim_options *o, uint64_t *x) {
   memset(&M, 0, sizeof(M));
-  M.permille = o->stale_permille <= 1000 ? o->stale_permille : 1000;
+  M.permille = o->stale_permille <= SH_SIMMEM_MAX_PERMILLE ? o->stale_permille : SH_SIMMEM_MAX_PERMILLE;
   M.points = o->atomic_points != 0;
   /* Under replay the schedule decides: the model runs whatever the rate. */
   sh_plat_mem_on = M.permille > 0 || o->schedule != NULL || M.points;
@@ -109,6 +109,7 @@ static bool decide_stale(uint32_t f) {
     M.rank = 0;
   }
   uint32_t rank = M.rank++;
+  if (rank >= SH_SIMMEM_STEP_CANDIDATES) return false;
   bool stale;
   if (sh_simreplay_on())
     stale = sh_simreplay_stale(S->steps, rank);
@@ -124,6 +125,19 @@ static bool decide_stale(uint32_t f) {
 
 void sh_plat_mem_write_next(void) {
   if (M.points) sh_simrun_point("atomic.write", false);
+}
+
+void sh_plat_mem_fresh(const volatile void *p, size_t n) {
+  uintptr_t lo = (uintptr_t)p, hi = lo + n;
+  /* Bounded by the window. */
+  for (uint32_t i = 0; i < SH_SIMMEM_WINDOW; i++) {
+    sh_simmem_store *s = &M.ring[i];
+    uintptr_t a = (uintptr_t)s->a;
+    if (s->a == NULL || a < lo || a >= hi) continue;
+    uint32_t b = bucket(s->a);
+    if (--M.in[b] == 0) M.filter &= ~(1ull << b);
+    s->a = NULL;
+  }
 }
 
 uint64_t sh_plat_mem_load(const volatile void *a, uint64_t now, memory_order mo) {

@@ -28,6 +28,17 @@
  * SH_SIMMEM_WINDOW is visible to every fiber (a store buffer drains). */
 #define SH_SIMMEM_WINDOW 16u
 
+/* The rate at most (permille): a fiber polling a word another fiber wrote
+ * must come to see the write (C11 asks it of every store), so each look
+ * keeps a chance of reading fresh. */
+#define SH_SIMMEM_MAX_PERMILLE 900u
+
+/* Loads of one step that may read stale, at most; the later ones read the
+ * newest value. A step's decisions are told apart under replay only up to
+ * a bound (replay.c), and such a step is a loop without a scheduling
+ * point. */
+#define SH_SIMMEM_STEP_CANDIDATES 32u
+
 /* A new simulation: no store is remembered; the decisions' stream is
  * seeded from *x (which advances). */
 void sh_simmem_configure(const sh_sim_options *o, uint64_t *x);

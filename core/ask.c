@@ -27,7 +27,7 @@ static sh_waiter *waiter_new(sh_future *f, sh_house *t, uint32_t gen, sh_box box
   sh_fault_return_on("sh/gate/waiter", NULL);
   sh_waiter *w = (sh_waiter *)(void *)sh_msg_alloc(&sh_waiter_type);
   if (w == NULL) return NULL;
-  atomic_init(&w->state, SH_WAITER_IDLE);
+  sh_atomic_init(&w->state, SH_WAITER_IDLE);
   w->msg = m;
   w->target = t;
   w->gen = gen;

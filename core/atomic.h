@@ -13,13 +13,15 @@
  * points").
  *
  * The macros take a pointer to an _Atomic object of an integer, bool or
- * pointer type and evaluate each argument once.
+ * pointer type and evaluate each argument once. sh_atomic_init and
+ * SH_MEM_FRESH mark memory that begins a new life.
  */
 #ifndef SH_ATOMIC_H
 #define SH_ATOMIC_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifndef SH_SIM
@@ -37,6 +39,8 @@
 #define SH_USER(call) (call)
 #define SH_USER_VOID(call) call
 #define SH_FROM_USER() ((void)0)
+#define SH_MEM_FRESH(p, n) ((void)0)
+#define sh_atomic_init(p, v) atomic_init((p), (v))
 
 #else
 
@@ -50,6 +54,10 @@ extern bool sh_plat_mem_on;
  * (a read-modify-write split in two, a check then an act) can be
  * scheduled. */
 void sh_plat_mem_write_next(void);
+/* n bytes at p begin a new life (just allocated or initialized): what the
+ * model remembers of stores to them is forgotten, so that no load reads a
+ * value of their earlier life (whose free happened before this). */
+void sh_plat_mem_fresh(const volatile void *p, size_t n);
 uint64_t sh_plat_mem_load(const volatile void *a, uint64_t now, memory_order mo);
 void sh_plat_mem_store(const volatile void *a, uint64_t before, uint64_t after);
 void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, memory_order mo);
@@ -58,6 +66,14 @@ void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, me
 #define SH_ATOMIC_T(p) __typeof__((void)0, *(p))
 #define SH_ATOMIC_U64(v) ((uint64_t)(uintptr_t)(v))
 #define SH_ATOMIC_NOW(p) SH_ATOMIC_U64(atomic_load_explicit((p), memory_order_relaxed))
+
+#define SH_MEM_FRESH(p, n) (__builtin_expect(sh_plat_mem_on, 0) ? sh_plat_mem_fresh((p), (n)) : (void)0)
+#define sh_atomic_init(p, v)                                                                       \
+  __extension__({                                                                                  \
+    __auto_type sh_ip_ = (p);                                                                      \
+    atomic_init(sh_ip_, (v));                                                                      \
+    SH_MEM_FRESH(sh_ip_, sizeof(*sh_ip_));                                                         \
+  })
 
 #define sh_atomic_load(p, mo)                                                                      \
   __extension__({                                                                                  \

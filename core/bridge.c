@@ -35,7 +35,7 @@ static sh_bridge *bridge_alloc(sh_system *sys) {
   }
   sh_house_init(&b->house, sys, &bridge_class, SH_OUTSIDE);
   b->house.outside = &b->sleeper;
-  atomic_init(&b->w.state, SH_WAITER_IDLE);
+  sh_atomic_init(&b->w.state, SH_WAITER_IDLE);
   return b;
 }
 

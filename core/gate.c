@@ -42,17 +42,17 @@ sh_gate *sh_gate_new(uint32_t cap, uint32_t gen) {
   sh_gate *g = aligned_alloc(64, (sizeof(sh_gate) + 63) & ~(size_t)63);
   if (g == NULL) return NULL;
   memset(g, 0, sizeof(*g));
-  atomic_init(&g->cap, cap);
+  sh_atomic_init(&g->cap, cap);
   g->gen = gen;
-  atomic_init(&g->used, 0);
-  atomic_init(&g->nwaiters, 0);
+  sh_atomic_init(&g->used, 0);
+  sh_atomic_init(&g->nwaiters, 0);
   sh_spin_init(&g->lock);
-  atomic_init(&g->closed, false);
+  sh_atomic_init(&g->closed, false);
   sh_list_init(&g->fifo);
-  atomic_init(&g->queued, 0);
-  atomic_init(&g->high_water, 0);
-  atomic_init(&g->suspended, 0);
-  atomic_init(&g->refused, 0);
+  sh_atomic_init(&g->queued, 0);
+  sh_atomic_init(&g->high_water, 0);
+  sh_atomic_init(&g->suspended, 0);
+  sh_atomic_init(&g->refused, 0);
   return g;
 }
 

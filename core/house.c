@@ -72,14 +72,14 @@ bool sh_house_has_work(const sh_house *h) {
 }
 
 void sh_house_init(sh_house *h, sh_system *sys, const sh_actor_class *c, sh_house_state state) {
-  atomic_init(&h->state, (int)state);
+  sh_atomic_init(&h->state, (int)state);
   /* A new actor has no pending future: high priority. */
-  atomic_init(&h->high, true);
-  atomic_init(&h->notice_box, SH_BOX_NOTICE);
-  atomic_init(&h->life, sh_life(0, false));
+  sh_atomic_init(&h->high, true);
+  sh_atomic_init(&h->notice_box, SH_BOX_NOTICE);
+  sh_atomic_init(&h->life, sh_life(0, false));
   sh_mailbox_init(&h->mb);
   sh_dispatcher_init(&h->futures, SH_DISPATCHER_INITIAL);
-  for (int i = 0; i < SH_REQ_BOXES; i++) atomic_init(&h->high_water[i], 0);
+  for (int i = 0; i < SH_REQ_BOXES; i++) sh_atomic_init(&h->high_water[i], 0);
   sh_list_init(&h->stacks);
   sh_list_init(&h->ready);
   sh_list_init(&h->timers);

@@ -14,13 +14,13 @@
 void sh_hq_init(sh_house_queue *q) {
   for (int i = 0; i < 2; i++) {
     sh_spin_init(&q->sub[i].lock);
-    atomic_init(&q->sub[i].head, NULL);
+    sh_atomic_init(&q->sub[i].head, NULL);
     q->sub[i].tail = NULL;
 #ifdef SH_CHECKED
     q->sub[i].linked = 0;
 #endif
   }
-  atomic_init(&q->count, 0);
+  sh_atomic_init(&q->count, 0);
 }
 
 uint32_t sh_hq_push(sh_house_queue *q, sh_hq_link *h, bool high) {

@@ -87,6 +87,7 @@ static bool slab_new(sh_system *sys, sh_hfree *to) {
   sh_hslab *s = aligned_alloc(SH_HOUSE_ALIGN, size);
   if (s == NULL) return false;
   memset(s, 0, size);
+  SH_MEM_FRESH(s, size); /* memory malloc may have had elsewhere (atomic.h) */
   for (uint32_t i = 0; i < SH_SLAB_HOUSES; i++) {
     sh_house *h = slab_house(s, i);
     SH_ASSERT(((uintptr_t)h & ~(uintptr_t)SH_TOKEN_HOUSE_MASK) == 0); /* fits a token */

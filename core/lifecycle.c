@@ -85,8 +85,8 @@ int sh_system_new(const sh_config *cfg, sh_system **out) {
   sys->nworkers = c.workers;
   sh_spin_init(&sys->reg_lock);
   sh_spin_init(&sys->store_lock);
-  atomic_init(&sys->outside_sends, 0);
-  for (int i = 0; i < SH_C_COUNT; i++) atomic_init(&sys->counters.v[i], 0);
+  sh_atomic_init(&sys->outside_sends, 0);
+  for (int i = 0; i < SH_C_COUNT; i++) sh_atomic_init(&sys->counters.v[i], 0);
   sys->workers = aligned_alloc(64, sizeof(sh_worker) * c.workers);
   rc = sys->workers == NULL ? -ENOMEM : sh_plat_new(c.workers, &sys->plat);
   if (rc == 0) rc = sh_plat_event_new(&sys->exit_event);

@@ -31,12 +31,12 @@ static sh_mlink *next_of(sh_mlink *l) {
 
 void sh_mailbox_init(sh_mailboxes *mb) {
   for (unsigned i = 0; i < SH_MAILBOXES; i++) {
-    atomic_init(&mb->sentinel[i], NULL);
-    atomic_init(&mb->head[i], &mb->sentinel[i]);
+    sh_atomic_init(&mb->sentinel[i], NULL);
+    sh_atomic_init(&mb->head[i], &mb->sentinel[i]);
     mb->tail[i] = &mb->sentinel[i];
-    atomic_init(&mb->pushed[i], 0);
+    sh_atomic_init(&mb->pushed[i], 0);
     mb->taken[i] = 0;
-    atomic_init(&mb->taken_seen[i], 0);
+    sh_atomic_init(&mb->taken_seen[i], 0);
   }
 }
 

@@ -35,6 +35,6 @@ sh_msg *sh_msg_fill(sh_msg *m, const void *init, size_t size) {
 void sh_msg_free(sh_msg *m) {
   SH_FROM_USER();
   if (m == NULL) return;
-  if (m->type->drop != NULL) m->type->drop(m);
+  if (m->type->drop != NULL) SH_USER_VOID(m->type->drop(m));
   sh_mem_free(m);
 }

@@ -290,6 +290,9 @@ static void *alloc_plain(size_t size) {
   o->slab = NULL;
   o->cls = SH_POOL_PLAIN;
   o->state = SH_POOL_LIVE;
+  /* malloc's own locks order its free before this: the simulator's memory
+   * model cannot see them, so it is told. */
+  SH_MEM_FRESH(body_of(o), size);
   return body_of(o);
 }
 
@@ -302,19 +305,19 @@ void sh_pool_init(sh_pool *p, uint32_t max_cached, uint32_t keep, uint64_t idle_
     c->nspare = 0;
     /* 0: a class nobody has used counts as idle (it holds nothing anyway). */
     c->last_use_ns = 0;
-    atomic_init(&c->nout, 0);
+    sh_atomic_init(&c->nout, 0);
     c->out_owner = NULL;
     c->out_head = c->out_tail = NULL;
-    atomic_init(&c->remote, NULL);
+    sh_atomic_init(&c->remote, NULL);
   }
   p->max_cached = max_cached;
   p->keep = keep;
   p->idle_ns = idle_ns;
-  atomic_init(&p->allocs, 0);
-  atomic_init(&p->mallocs, 0);
-  atomic_init(&p->slab_frees, 0);
-  atomic_init(&p->local_frees, 0);
-  atomic_init(&p->remote_frees, 0);
+  sh_atomic_init(&p->allocs, 0);
+  sh_atomic_init(&p->mallocs, 0);
+  sh_atomic_init(&p->slab_frees, 0);
+  sh_atomic_init(&p->local_frees, 0);
+  sh_atomic_init(&p->remote_frees, 0);
 }
 
 /*
@@ -347,6 +350,8 @@ void *sh_pool_alloc(sh_pool *p, size_t size) {
   unpoison_live(o, size);
   c->last_use_ns = SH_POOL_TOUCHED;
   own_inc(&p->allocs);
+  /* A new life: its last one's stores are no value to read (atomic.h). */
+  SH_MEM_FRESH(body_of(o), size);
   return body_of(o);
 }
 

@@ -6,7 +6,7 @@
 #include "atomic.h"
 
 int sh_sleeper_init(sh_sleeper *s) {
-  atomic_init(&s->sleeping, 0);
+  sh_atomic_init(&s->sleeping, 0);
   return sh_plat_event_new(&s->ev) != 0 ? -ENOMEM : 0;
 }
 

@@ -187,7 +187,7 @@ static int spawn_group(sh_system *sys, const sh_actor_class *c, void *arg, uint3
   if (a == NULL) return -ENOMEM;
   a->kind = kind;
   a->n = n;
-  atomic_init(&a->robin, 0);
+  sh_atomic_init(&a->robin, 0);
   int rc = 0;
   uint32_t made = 0;
   for (; made < n && rc == 0; made++) {

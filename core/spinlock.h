@@ -25,7 +25,7 @@ typedef struct sh_spin {
 } sh_spin;
 
 static inline void sh_spin_init(sh_spin *l) {
-  atomic_init(&l->held, false);
+  sh_atomic_init(&l->held, false);
 #ifdef SH_CHECKED
   l->holder = 0;
 #endif

@@ -60,7 +60,7 @@ static sh_timer *timer_new(sh_worker *w, sh_house *h, sh_timer_kind kind, uint64
   t->arg = arg;
   t->kind = kind;
   t->wheel_worker = w->index;
-  atomic_init(&t->state, SH_TIMER_PENDING);
+  sh_atomic_init(&t->state, SH_TIMER_PENDING);
   sh_wheel_add(&w->wheel, &t->link, expiry(delay_ns));
   return t;
 }

@@ -28,14 +28,14 @@ void sh_worker_init(sh_worker *w, sh_system *sys, uint32_t index) {
   sh_hq_init(&w->mounting);
   sh_hq_init(&w->io);
   sh_hq_init(&w->state);
-  atomic_init(&w->parked, 0);
-  atomic_init(&w->stop, false);
+  sh_atomic_init(&w->parked, 0);
+  sh_atomic_init(&w->stop, false);
   w->sys = sys;
   w->index = index;
   w->idle_count = 0;
   sh_pool_init(&w->pool, sys->cfg.pool_max_cached, sys->cfg.pool_keep, sys->cfg.pool_idle_ns);
   sh_wheel_init(&w->wheel, sh_plat_now_ns());
-  for (int i = 0; i < SH_C_COUNT; i++) atomic_init(&w->counters.v[i], 0);
+  for (int i = 0; i < SH_C_COUNT; i++) sh_atomic_init(&w->counters.v[i], 0);
 }
 
 void sh_worker_destroy(sh_worker *w) { sh_pool_destroy(&w->pool); }

@@ -100,9 +100,10 @@ typedef struct sh_sim_options {
   const char *faults;
   /* Weak memory: a load weaker than seq_cst that could read the value a
    * store of another fiber overwrote lately (one not known to happen before
-   * it) reads that value with this probability, in permille (0, the
-   * default: loads read the newest value, and the model costs nothing).
-   * shsim fuzz draws it per seed. See docs/simulator.md, "Weak memory and atomic points". */
+   * it) reads that value with this probability, in permille, at most 900
+   * (0, the default: loads read the newest value, and the model costs
+   * nothing). shsim fuzz draws it per seed. See docs/simulator.md, "Weak
+   * memory and atomic points". */
   uint32_t stale_permille;
   /* 1: every atomic store and read-modify-write of the runtime is also a
    * scheduling point, just before it, so that a race between a load and

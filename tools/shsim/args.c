@@ -40,7 +40,7 @@ static void usage(FILE *f) {
           "           file, with the options given on the command line)\n"
           "         --record FILE (run only: write the run's replay file)\n"
           "         --stale-permille P  a weak load that may read a value another fiber\n"
-          "           overwrote lately reads it with probability P/1000 (default 0: never;\n"
+          "           overwrote lately reads it with probability P/1000, P <= 900 (default 0;\n"
           "           fuzz draws 0, 250 or 750 per seed)\n"
           "         --atomic-points 1  every atomic store and read-modify-write of the\n"
           "           runtime is also a scheduling point (default 0; fuzz draws 0 or 1)\n"
@@ -246,7 +246,7 @@ static int check_args(const args *a) {
   if (a->shard_i < 1 || a->shard_i > a->shard_n) return bad_arg("out of range (1 <= I <= N):", "--shard");
   if (a->sim.switch_permille > 1000) return bad_arg("out of range (0..1000):", "--switch-permille");
   if (a->sim.atomic_points > 1) return bad_arg("out of range (0 or 1):", "--atomic-points");
-  if (a->sim.stale_permille > 1000) return bad_arg("out of range (0..1000):", "--stale-permille");
+  if (a->sim.stale_permille > 900) return bad_arg("out of range (0..900):", "--stale-permille");
   if (a->sim.pct_depth < 1) return bad_arg("out of range (>= 1):", "--pct-depth");
   if (a->timeout_s < 1 || a->timeout_s > 86400 * 7) return bad_arg("out of range:", "--timeout-s");
   _Static_assert(POOL_JOBS_MAX == 256, "the message below names the bound");
