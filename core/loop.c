@@ -37,8 +37,8 @@ static void run_house(sh_worker *w, sh_hq_link *l) {
  * worker's: a spawn queues it on the owner it placed it on, a ready on its
  * owner, and `owner` changes only in the ready that follows a sender, before
  * the house is queued (house.c). So the mount hook runs on the owner, and a
- * pinned house, or one never stolen, runs only there: steal() is the one
- * path that runs a house on another worker. */
+ * house runs elsewhere only when an idle worker steals a run of it
+ * (steal(), the one such path; a pinned house too, as sh_spawn_on says). */
 static sh_hq_link *own(const sh_worker *w, sh_hq_link *l) {
   SH_INVARIANT(l == NULL || sh_house_of_link(l)->owner == w->index);
   return l;
