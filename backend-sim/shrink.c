@@ -1,7 +1,11 @@
 /*
  * Shrinking a failing schedule (sim.h: sh_sim_shrink).
  *
- * Zeller's ddmin, complements only: split the schedule into k chunks and
+ * First the cheap cuts: no choice at all; the shortest prefix that still
+ * fails, by bisection (a run often goes wrong early, and every choice
+ * after that only decorates it); every choice of one kind (preemptions,
+ * forced switches, faults, stale reads) at once. Then Zeller's ddmin,
+ * complements only: split the schedule into k chunks and
  * try it without each chunk in turn; a smaller schedule that still fails
  * replaces it (and k shrinks by one, at least 2); when no chunk can go, the
  * chunks halve (k doubles) until they are single choices. A choice that is
@@ -36,14 +40,47 @@ static bool try_without(shrinker *k, size_t lo, size_t hi) {
   return true;
 }
 
-/* One pass with `chunks` chunks: true if one could go. */
+/* Tries s without its choices of kind `kind`; keeps it if it still fails. */
+static bool try_without_kind(shrinker *k, uint32_t kind) {
+  if (k->trials >= k->max_trials) return false;
+  size_t m = 0;
+  for (size_t i = 0; i < k->n; i++)
+    if (k->s[i].kind != kind) k->trial[m++] = k->s[i];
+  if (m == k->n) return false;
+  k->trials++;
+  if (!k->fails(k->ctx, k->trial, m)) return false;
+  memcpy(k->s, k->trial, m * sizeof(*k->s));
+  k->n = m;
+  return true;
+}
+
+/* A short prefix that still fails, by bisection over its length: failing
+ * is not monotonic in it, so this is a prefix that fails, not always the
+ * shortest. Bounded by log2(n) trials. */
+static void cut_tail(shrinker *k) {
+  size_t lo = 0; /* prefixes shorter than lo are not tried again */
+  while (lo < k->n && k->trials < k->max_trials) {
+    size_t mid = lo + (k->n - lo) / 2;
+    if (!try_without(k, mid, k->n)) lo = mid + 1;
+  }
+}
+
+/* One pass over chunks of the size `chunks` chunks give: true if some
+ * could go. A chunk that goes is not tried again, nor are those before it:
+ * the pass goes on with the chunk that took its place, so a pass costs at
+ * most `chunks` trials however many go (restarting from the first chunk
+ * after each success made shrinking quadratic in long schedules). */
 static bool pass(shrinker *k, size_t chunks) {
   size_t size = (k->n + chunks - 1) / chunks;
-  for (size_t lo = 0; lo < k->n; lo += size) {
+  bool any = false;
+  for (size_t lo = 0; lo < k->n;) {
     size_t hi = lo + size < k->n ? lo + size : k->n;
-    if (try_without(k, lo, hi)) return true;
+    if (try_without(k, lo, hi))
+      any = true;
+    else
+      lo = hi;
   }
-  return false;
+  return any;
 }
 
 size_t sh_sim_shrink(sh_sim_choice *s, size_t n, sh_sim_fails_fn still_fails, void *ctx,
@@ -53,6 +90,8 @@ size_t sh_sim_shrink(sh_sim_choice *s, size_t n, sh_sim_fails_fn still_fails, vo
   if (n > 0 && k.trial != NULL) {
     /* Often no preemption at all is needed: the cheapest answer first. */
     if (!try_without(&k, 0, k.n)) {
+      cut_tail(&k);
+      for (uint32_t kind = SH_SIM_PREEMPT; kind <= SH_SIM_STALE; kind++) try_without_kind(&k, kind);
       size_t chunks = 2;
       /* Bounded: each round either drops a chunk (n falls) or doubles the
        * chunks, up to n; and by max_trials. */

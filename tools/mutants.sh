@@ -18,7 +18,10 @@ cd "$(dirname "$0")/.." || exit 2
 MAKE=${MAKE:-make}
 CHUNK=100
 TEST_TIMEOUT_S=120
-SHRINK_TIMEOUT_S=300
+SHRINK_TIMEOUT_S=600
+# Replays a shrink may spend: a failure with atomic points on has thousands
+# of decisions, and each replay of it is a whole run.
+SHRINK_TRIALS=10000
 OUT=build/mutants
 
 # Every listed mutant as `name<TAB>module<TAB>bug`, sorted by name.
@@ -100,9 +103,10 @@ shrunk_len() {
   # words: SHSIM run SCENARIO --seed N [options]
   local file="$dir/shrunk.replay"
   rm -f "$file"
-  timeout -k 10 $SHRINK_TIMEOUT_S "$bin" shrink "${words[@]:2}" --out "$file" > "$dir/shrink.log" 2>&1
+  timeout -k 10 $SHRINK_TIMEOUT_S "$bin" shrink "${words[@]:2}" --max-trials $SHRINK_TRIALS \
+    --out "$file" > "$dir/shrink.log" 2>&1
   if [ -f "$file" ]; then
-    grep -cE '^[0-9]+ (preempt|forced|fault) ' "$file"
+    grep -cE '^[0-9]+ (preempt|forced|fault|stale) ' "$file"
   else
     echo "-"
   fi
