@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.." || exit 2
 MAKE=${MAKE:-make}
 CHUNK=100
 TEST_TIMEOUT_S=120
-SHRINK_TIMEOUT_S=600
+SHRINK_TIMEOUT_S=1200
 # Replays a shrink may spend: a failure with atomic points on has thousands
 # of decisions, and each replay of it is a whole run.
 SHRINK_TRIALS=10000
