@@ -64,6 +64,7 @@ typedef struct sh_addr sh_addr;
 typedef struct sh_msg sh_msg;
 typedef struct sh_msg_type sh_msg_type;
 typedef struct sh_actor_class sh_actor_class;
+typedef struct sh_channel sh_channel; /* networking: <stackhouse/net.h> */
 struct sh_house;
 
 /* ------------------------------------------------------------------ */
@@ -185,6 +186,15 @@ struct sh_actor_class {
 
   /* Actor timers (sh_timer_start) fire here, on the actor, as events. */
   void (*timeout)(sh_actor *self, uint64_t timer_id, void *arg);
+
+  /* IO actors (<stackhouse/net.h>): `channel` handles, in a channel stack,
+   * one request that reached the tail of one of the actor's channels
+   * (sh_stack_channel, sh_stack_msg); its sh_return writes the reply (NULL:
+   * none) back to that channel, and its sh_throw closes the channel with
+   * the error. `channel_event` hears each channel's life (an
+   * sh_channel_event: open, end of input, writable, closed). */
+  sh_stack_fn channel;
+  void (*channel_event)(sh_actor *self, sh_channel *ch, int event, int error);
 
   uint32_t max_batch;   /* 0: the system default */
   uint32_t max_per_run; /* messages per scheduling; 0: the system default */

@@ -1,0 +1,38 @@
+/*
+ * Byte buffers (the public sh_buf of net.h): chains of fixed-size pages from
+ * the worker's pools (mem.h), so that steady-state reads and writes allocate
+ * nothing. A page's bytes are data[start, end); pages are appended at the
+ * tail and consumed at the head. This header adds what the channel layer
+ * needs beyond the public calls: reading straight into the tail page, and
+ * writing straight from the pages.
+ */
+#ifndef SH_BUFFER_H
+#define SH_BUFFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <stackhouse/net.h>
+
+struct sh_page {
+  sh_page *next;
+  uint32_t start, end; /* data[start, end) holds bytes */
+  uint8_t data[SH_PAGE_DATA];
+};
+
+/* Room at the tail: *p points at `*room` (> 0) writable bytes of the tail
+ * page, a new page appended if the tail is full (or there is none).
+ * -ENOMEM when a page was needed and none could be had. Commit what was
+ * written with sh_buf_commit. */
+int sh_buf_reserve(sh_buf *b, uint8_t **p, size_t *room);
+/* n bytes (at most the room reserved) were written at the tail. An empty
+ * page left by a reserve whose commit is 0 stays for the next reserve. */
+void sh_buf_commit(sh_buf *b, size_t n);
+/* Fills up to max iovecs with the buffer's bytes from the head, at most
+ * `limit` bytes in all; how many iovecs. */
+int sh_buf_iov(const sh_buf *b, struct iovec *iov, int max, size_t limit);
+/* Pages the buffer holds (for accounting and tests). */
+size_t sh_buf_pages(const sh_buf *b);
+
+#endif

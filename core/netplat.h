@@ -1,0 +1,95 @@
+/*
+ * The socket seam: the network half of the platform (core/plat.h is the
+ * rest), as small as an event loop's poller API. backend-epoll/net.c
+ * implements it with non-blocking sockets on each worker's epoll set;
+ * backend-sim/net.c with a deterministic fake network of simulated
+ * addresses. The core never calls a socket function itself.
+ *
+ * Sockets. A sh_sock is a non-negative handle (a descriptor on epoll, a
+ * fake socket's number in the simulator). Every call is non-blocking and
+ * returns a negative errno on failure; -EAGAIN means "not now: wait for
+ * the readiness event". Addresses are IPv4, in host byte order.
+ *
+ * Readiness is edge-triggered: once a socket is watched by a worker, that
+ * worker's readiness function (sh_net_set_ready) is called with the
+ * socket's token when its state changes: bytes (or a connection, or a
+ * datagram) arrived, room to write came back, a connect finished, the peer
+ * closed or reset. Between two reports the core must itself remember that
+ * more may remain (it stopped reading before -EAGAIN). Reports reach the
+ * readiness function only on the watching worker, and only from inside
+ * sh_net_poll; never after sh_net_close of the socket returned. A parked
+ * worker is woken by readiness of its sockets: sh_plat_park returns, and
+ * keeps what it saw for the next sh_net_poll, which reports it first.
+ */
+#ifndef SH_NETPLAT_H
+#define SH_NETPLAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h> /* struct iovec: a layout, no system call */
+
+#include <stackhouse/net.h>
+
+#include "plat.h"
+
+typedef int32_t sh_sock;
+
+/* Readiness bits reported to the readiness function. */
+enum {
+  SH_IO_IN = 1u,  /* readable; a listener: a connection to accept */
+  SH_IO_OUT = 2u, /* writable again; a connecting socket: the connect ended (sh_net_error) */
+  SH_IO_HUP = 4u, /* the peer closed its side or reset: reads will say so */
+  SH_IO_ERR = 8u, /* an error is pending (sh_net_error) */
+};
+
+/* Called on the watching worker with the token given to sh_net_watch. It
+ * must not close sockets or call sh_net_poll: it only notes the event. */
+typedef void (*sh_net_ready_fn)(void *token, uint32_t events);
+
+/* The core's readiness function, for every worker of p; once, before
+ * sh_plat_start. */
+void sh_net_set_ready(sh_plat *p, sh_net_ready_fn fn);
+
+/* Worker `worker` watches s from now on (read, write and hang-up, edge
+ * triggered), reporting `token`. Any thread. A socket is watched by one
+ * worker at most, once. */
+int sh_net_watch(sh_plat *p, uint32_t worker, sh_sock s, void *token);
+
+/* Reports worker `worker`'s pending readiness without waiting, at most
+ * `max` reports; how many. The worker's own thread. */
+uint32_t sh_net_poll(sh_plat *p, uint32_t worker, uint32_t max);
+
+/* TCP. A listener with SO_REUSEADDR; port 0 picks a free port (sh_net_local
+ * says which). */
+int sh_net_listen(const sh_netaddr *at, int backlog, sh_sock *out);
+/* A connection waiting on listener l, or -EAGAIN; -EMFILE / -ENFILE when
+ * out of descriptors (the connection stays queued). */
+int sh_net_accept(sh_sock l, sh_sock *out, sh_netaddr *peer);
+/* Starts a connect: 0 with *out set (connected, or in progress: SH_IO_OUT
+ * reports its end, and sh_net_error its outcome). */
+int sh_net_connect(const sh_netaddr *to, sh_sock *out);
+/* The socket's pending error (0 when none), cleared by the call. */
+int sh_net_error(sh_sock s);
+/* The address s is bound to. */
+int sh_net_local(sh_sock s, sh_netaddr *out);
+
+/* Bytes read (> 0), 0 at the end of the stream, -EAGAIN, or an error
+ * (-ECONNRESET, ...). */
+int64_t sh_net_read(sh_sock s, void *buf, size_t len);
+/* Bytes written (maybe fewer than offered), -EAGAIN, or an error (-EPIPE,
+ * -ECONNRESET, ...). Never raises SIGPIPE. */
+int64_t sh_net_writev(sh_sock s, const struct iovec *iov, int iovcnt);
+/* Closes the write side: the peer reads the end of the stream once every
+ * byte written before arrived. */
+int sh_net_shutdown(sh_sock s);
+/* Closes s and forgets its watch: no report for s after this returns. */
+void sh_net_close(sh_sock s);
+
+/* UDP: a socket bound to `at` (port 0: a free one). */
+int sh_net_udp_open(const sh_netaddr *at, sh_sock *out);
+/* len bytes, or -EAGAIN, or an error (-EMSGSIZE past SH_NET_MAX_DATAGRAM). */
+int64_t sh_net_sendto(sh_sock s, const void *buf, size_t len, const sh_netaddr *to);
+/* One datagram (bytes, truncated to len), or -EAGAIN. */
+int64_t sh_net_recvfrom(sh_sock s, void *buf, size_t len, sh_netaddr *from);
+
+#endif
