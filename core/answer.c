@@ -3,6 +3,7 @@
  * hears; a batch ask stack answers each ask of its batch, with copies of
  * one reply where the handler gave one for all.
  */
+#include "channel.h"
 #include "check.h"
 #include "atomic.h"
 #include "house.h"
@@ -94,6 +95,9 @@ sh_yield sh_return(sh_stack *st, sh_msg *reply) {
     }
     answer_batch(st, reply, -ENODATA);
     break;
+  case SH_STACK_CHANNEL:
+    sh_chanflow_result(st, reply, 0); /* written to the channel in its turn */
+    break;
   default:
     sh_msg_free(reply); /* nobody to answer for a notice */
     break;
@@ -108,6 +112,7 @@ sh_yield sh_throw(sh_stack *st, int error) {
   st->done = true;
   if (st->kind == SH_STACK_ASK) refuse_stack(st, error);
   if (st->kind == SH_STACK_BATCH_ASK) answer_batch(st, NULL, error);
+  if (st->kind == SH_STACK_CHANNEL) sh_chanflow_result(st, NULL, error);
   return SH_RETURN;
 }
 

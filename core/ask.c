@@ -178,3 +178,19 @@ sh_future *sh_put(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms
   }
   return f;
 }
+
+sh_future *sh_sleep(sh_stack *st, int64_t ms) {
+  SH_FROM_USER();
+  if (st == NULL || ms < 0) return NULL;
+  sh_future *f = sh_future_new(st);
+  if (f == NULL) return NULL;
+  f->sleep = true;
+  if (ms == 0) {
+    sh_future_end_now(f, NULL, 0);
+    return f;
+  }
+  sh_future_track(f);
+  /* A sleep is an ask nobody answers: its timeout completes it. */
+  if (!arm(f, ms)) sh_future_resolve(st->house, sh_future_id(f), NULL, -ENOMEM);
+  return f;
+}

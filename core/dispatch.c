@@ -15,6 +15,7 @@
 #include "dispatch.h"
 
 #include "atomic.h"
+#include "channel.h"
 #include "check.h"
 #include "future.h"
 #include "gate.h"
@@ -174,6 +175,14 @@ static bool batch_add(batcher *b, sh_msg *m) {
  * the batch being built, which goes first, and batches of its own kind
  * begin. */
 static void deliver(batcher *b, sh_msg *m) {
+  if (m->type == &sh_accepted_type) {
+    /* An accepted connection becomes the actor's channel; its handlers
+     * hear of it through the channel, never as this notice. */
+    batch_flush(b);
+    sh_count(b->h->sys, SH_C_DELIVERED);
+    sh_tcp_adopt(b->h, m);
+    return;
+  }
   if (b->mixed && m->type->kind != b->takes) {
     batch_flush(b);
     *b = batcher_of(b->h, m->type->kind, true);
@@ -283,6 +292,10 @@ static uint32_t drain_in_order(sh_house *h, uint32_t budget) {
 
 /* Events: timers, ticks, and senders' waiters coming back from a gate. */
 static void on_event(sh_house *h, sh_msg *m) {
+  if (m->type == &sh_chev_type) {
+    sh_channel_on_event(h, m);
+    return;
+  }
   if (m->type == &sh_waiter_type) {
     sh_future_waiter_back(h, (sh_waiter *)m);
     return;
@@ -334,6 +347,7 @@ static void note_high_water(sh_house *h) {
  * promises pending when it starts. */
 static void finish_stop(sh_worker *w, sh_house *h) {
   if (!h->mounted) return;
+  sh_channel_close_all(h);
   sh_timer_cancel_all(w, h);
   sh_future_fail_all(h);
   /* Stacks deferred to a later run (stack.h) are still to end, and futures
@@ -348,7 +362,7 @@ static void finish_stop(sh_worker *w, sh_house *h) {
  * again or that its house would have to keep. */
 static bool done_with(const sh_house *h) {
   if (!h->stop_done || !sh_list_empty(&h->stacks) || !sh_list_empty(&h->timers) ||
-      sh_dispatcher_count(&h->futures) != 0)
+      sh_dispatcher_count(&h->futures) != 0 || sh_channel_any(h))
     return false;
   for (int b = 0; b < SH_BOXES; b++)
     if (sh_mailbox_nonempty(&h->mb, b)) return false;

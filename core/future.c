@@ -151,6 +151,16 @@ void sh_future_answer(sh_house *h, sh_msg *m) {
 }
 
 /* f is no longer kept past its house's stop. */
+bool sh_future_resolve(sh_house *h, uint64_t id, sh_msg *reply, int error) {
+  sh_future *f = pop(h, id);
+  if (f == NULL) {
+    sh_msg_free(reply);
+    return false;
+  }
+  sh_future_complete(f, reply, error);
+  return true;
+}
+
 static void unkeep(sh_house *h, sh_future *f) {
   if (!f->node.kept) return;
   f->node.kept = false;
@@ -234,6 +244,10 @@ void sh_future_time_out(sh_house *h, sh_future *f) {
 #else
   pop(h, sh_future_id(f));
 #endif
+  if (f->sleep) {
+    sh_future_complete(f, back, 0);
+    return;
+  }
   sh_count(h->sys, SH_C_ASKS_TIMED_OUT);
   SH_TRACE(SH_TRACE_TIMEOUT, h->seq, "timeout", SH_TRACE_FLOW(h->seq, sh_future_id(f)));
   sh_future_complete(f, back, -ETIMEDOUT);

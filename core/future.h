@@ -38,6 +38,7 @@ struct sh_future {
   bool done;
   bool put;                   /* sh_put's: done once the notice is in the mailbox */
   bool returning;             /* its waiter was popped: the waiter's return decides */
+  bool sleep;                 /* sh_sleep's: its timeout is its success */
 };
 
 static inline sh_future *sh_future_of_node(sh_dnode *n) {
@@ -76,6 +77,11 @@ void sh_future_complete(sh_future *f, sh_msg *reply, int error);
  * or counts the reply as unknown (the ask timed out or was forgotten).
  * Takes ownership of m. */
 void sh_future_answer(struct sh_house *h, sh_msg *m);
+/* The outcome of future `id` of house h, from elsewhere than a reply (a
+ * channel's response or close): completes it if it is still pending and
+ * returns true; else frees reply and returns false (its stack ended, or
+ * it failed or timed out first). */
+bool sh_future_resolve(struct sh_house *h, uint64_t id, sh_msg *reply, int error);
 /* A stack waiter came back from a gate (its header was the event): ends
  * the put it waited for, or fails the ask it held when refused. */
 void sh_future_waiter_back(struct sh_house *h, struct sh_waiter *w);

@@ -99,7 +99,7 @@ static inline unsigned sh_req(sh_box box) { return (unsigned)box - SH_BOX_ASK; }
 struct sh_sleeper;
 
 /* Bytes of actor struct a house holds itself (see small_actor). */
-#define SH_HOUSE_SMALL_ACTOR 80u
+#define SH_HOUSE_SMALL_ACTOR 64u
 
 typedef struct sh_house {
   /* Three cache lines (mailbox.h): producers', the runner's, and both. */
@@ -150,6 +150,7 @@ typedef struct sh_house {
   sh_list stacks;             /* live stacks (sh_stack.link), for shutdown */
   sh_list ready;              /* deferred stacks, ready to run again (stack.h) */
   sh_list timers;             /* live actor timers (sh_timer.actor_link), cancel by id */
+  sh_list channels;           /* an IO actor's channels (channel.h) */
 
   /* The rest of the stride: an actor whose struct fits lives here, with no
    * allocation of its own (hstore.h). */

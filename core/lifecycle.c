@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "channel.h"
 #include "atomic.h"
 #include "addr.h"
 #include "bridge.h"
@@ -98,6 +99,8 @@ int sh_system_new(const sh_config *cfg, sh_system **out) {
     free_system(sys);
     return rc;
   }
+  /* Readiness of sockets reaches their channels' actors (channel.h). */
+  sh_net_set_ready(sys->plat, sh_channel_ready);
   memset(sys->workers, 0, sizeof(sh_worker) * c.workers);
   for (uint32_t i = 0; i < c.workers; i++) sh_worker_init(&sys->workers[i], sys, i);
   *out = sys;
@@ -240,6 +243,7 @@ void sh_system_free(sh_system *sys) {
   sh_worker_enter(&sys->workers[0]);
   sh_hstore_free(sys);
   sh_bridge_destroy_all(sys);
+  sh_tcp_servers_free(sys);
   sh_addr *a = sys->addrs;
   while (a != NULL) {
     sh_addr *next = a->all_next;

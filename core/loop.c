@@ -12,6 +12,7 @@
 #include "check.h"
 #include "dispatch.h"
 #include "house.h"
+#include "netplat.h"
 #include "system.h"
 #include "timer.h"
 
@@ -75,13 +76,21 @@ static uint64_t state_deadline(const sh_worker *w, uint64_t now, uint64_t io_ns,
   return now + io_ns * (100 - ratio) / ratio;
 }
 
+/* The IO phase: readiness of the worker's sockets becomes events in their
+ * actors' houses (channel.h), which the IO queue runs next. A worker that
+ * watches no socket skips the poll (a system call on epoll). */
+static uint32_t poll_io(sh_worker *w, uint64_t now, uint64_t *io_ns) {
+  if (w->watched == 0) return 0;
+  uint32_t n = sh_net_poll(w->sys->plat, w->index, SH_TURN_MAX_IO_EVENTS);
+  if (n > 0) *io_ns = sh_plat_now_ns() - now;
+  return n;
+}
+
 /* One turn of the loop at time `now`; how many things it did. */
 static uint32_t turn(sh_worker *w, uint64_t now) {
-  /* The IO phase comes with the channels; until then a turn sees no IO
-   * events (the wakeup fd is drained by the park) and takes no time. */
-  uint32_t io_events = 0;
   uint64_t io_ns = 0;
-  uint32_t did = run_mounting(w, SH_TURN_MAX_HOUSES);
+  uint32_t io_events = poll_io(w, now, &io_ns);
+  uint32_t did = io_events + run_mounting(w, SH_TURN_MAX_HOUSES);
   did += run_queue(w, &w->io, SH_TURN_MAX_HOUSES, UINT64_MAX);
   /* The wheel is only walked when something is due: the idle poll runs
    * this every few hundred nanoseconds. */

@@ -13,6 +13,8 @@
 
 /* Houses a turn takes from the mounting and IO-actor queues at most. */
 #define SH_TURN_MAX_HOUSES 4096u
+/* Readiness reports one IO phase takes from the platform. */
+#define SH_TURN_MAX_IO_EVENTS 256u
 
 /* The plat entry (sh_plat_entry): worker `index` of system `sys` runs its
  * loop until told to stop. */

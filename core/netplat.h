@@ -34,6 +34,10 @@
 
 typedef int32_t sh_sock;
 
+/* The largest datagram sh_net_sendto takes and sh_net_recvfrom returns
+ * (IPv4's limit for UDP). */
+#define SH_NET_MAX_DATAGRAM 65507u
+
 /* Readiness bits reported to the readiness function. */
 enum {
   SH_IO_IN = 1u,  /* readable; a listener: a connection to accept */

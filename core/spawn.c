@@ -99,6 +99,8 @@ static int check_class(const sh_actor_class *c) {
   if (c->ask_capacity > SH_MAX_CAPACITY || c->notice_capacity > SH_MAX_CAPACITY) return -EINVAL;
   /* An ordered class's notices share the ask mailbox and its bound. */
   if (c->ordered && c->notice_capacity != 0) return -EINVAL;
+  /* Channels live on their actor's worker: only IO actors have them. */
+  if (c->channel != NULL && c->kind != SH_IO_ACTOR) return -EINVAL;
   return 0;
 }
 

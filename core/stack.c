@@ -15,6 +15,7 @@
 #include "faults.h"
 #include <string.h>
 
+#include "channel.h"
 #include "check.h"
 #include "future.h"
 #include "house.h"
@@ -98,6 +99,7 @@ static void recycle_seen(sh_stack *st) {
 
 static void finish(sh_stack *st) {
   sh_house *h = st->house;
+  sh_chrec *chrec = st->chrec;
   if (st->deferred) {
     sh_list_remove(&st->ready_link);
     st->deferred = false;
@@ -120,6 +122,8 @@ static void finish(sh_stack *st) {
   }
   sh_list_remove(&st->link);
   sh_mem_free(st);
+  /* Last: what the channel does with the result may run other stacks. */
+  if (chrec != NULL) sh_chanflow_stack_end(chrec);
 }
 
 void sh_stack_discard(sh_stack *st) {
@@ -134,6 +138,7 @@ static sh_stack_fn handler_of(const sh_stack *st) {
   case SH_STACK_ASK: return c->ask;
   case SH_STACK_BATCH_NOTICE: return c->batch_notice;
   case SH_STACK_BATCH_ASK: return c->batch_ask;
+  case SH_STACK_CHANNEL: return c->channel;
   default: return NULL;
   }
 }

@@ -27,7 +27,7 @@ typedef enum sh_stack_kind {
   SH_STACK_ASK = 1,
   SH_STACK_BATCH_NOTICE = 2,
   SH_STACK_BATCH_ASK = 3,
-  SH_STACK_CHANNEL = 4, /* reserved for channels (IO) */
+  SH_STACK_CHANNEL = 4, /* a request from a channel (channel.h) */
 } sh_stack_kind;
 
 /* One message of a batch, with what a reply needs captured when the
@@ -62,6 +62,7 @@ struct sh_stack {
   struct sh_house *reply_to;   /* ask: the asker, captured at dispatch */
   uint64_t ask_id;
   int owed; /* ask: a refusal its message carries when the stack finishes */
+  struct sh_chrec *chrec;      /* channel stacks: the request's record (channel.h) */
 
   sh_list pending;             /* uncompleted futures (sh_future.link) */
   sh_list completed;           /* completed futures, kept for the handler to read */

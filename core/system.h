@@ -50,6 +50,7 @@ struct sh_system {
   sh_addr *addrs;                   /* groups of instances (addr.h) */
   struct sh_bridge *bridges;        /* every bridge, open or closed */
   struct sh_bridge *bridge_free;    /* closed bridges, for reuse */
+  struct sh_tcp_server *servers;    /* TCP servers (tcpserver.c), freed with the system */
   atomic_bool drained;              /* shutdown finished its drain */
 
   sh_counters counters;             /* counts by threads that are not workers */

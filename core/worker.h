@@ -33,6 +33,7 @@ typedef struct sh_worker {
   uint32_t index;
   uint64_t idle_count;              /* loop turns in a row that found nothing */
   bool poll_yielded;                /* this idle stretch gave the CPU away once */
+  uint32_t watched;                 /* sockets it watches: its loop polls them (channel.h) */
   sh_pool pool;
   sh_hfree houses;                  /* retired houses for this worker's spawns */
   sh_wheel wheel;

@@ -309,6 +309,12 @@ SH_API sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t tim
 SH_API int sh_ask_try(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms,
                       sh_future **out);
 
+/* From a stack: a future that completes with 0 once ms milliseconds passed
+ * (SH_NOWAIT: at once), to wait on like any other (a stack's sleep; its
+ * worker runs others meanwhile). Fails with -ESHUTDOWN if the actor stops
+ * first. NULL for a negative ms (SH_FOREVER included) or -ENOMEM. */
+SH_API sh_future *sh_sleep(sh_stack *st, int64_t ms);
+
 SH_API bool sh_future_done(const sh_future *f);
 /* 0 for a reply; else -ETIMEDOUT, -ESHUTDOWN, or what the other side threw. */
 SH_API int sh_future_error(const sh_future *f);
