@@ -187,6 +187,24 @@ static void test_handlers_without_callbacks_are_skipped(void **state) {
   stop(&pl);
 }
 
+/* Inbound: answers every note back toward the head, as a responder would. */
+static int reply_in(sh_pctx *c, sh_msg *m) {
+  record("R:%d ", ((note *)m)->n);
+  return sh_pctx_write(c, m);
+}
+
+static const sh_handler H_REPLY = {"R", 0, NULL, reply_in, rec_out, NULL};
+
+static void test_reply_from_the_middle(void **state) {
+  (void)state;
+  sh_pipeline pl;
+  start(&pl, OPTS(&H_A, &H_NOTHING, &H_REPLY, &H_C));
+  assert_int_equal(sh_pipeline_inbound(&pl, new_note(1)), 0);
+  /* The reply starts below R: neither R's outbound nor anything above. */
+  assert_string_equal(trail, "A>1 R:1 A<1 head:1 ");
+  stop(&pl);
+}
+
 /* ---- a length-prefixed codec ------------------------------------------- */
 
 /* Frames are a 2-byte big-endian length and that many bytes. */
@@ -464,6 +482,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       FRESH(test_order_through_four_handlers),
       FRESH(test_handlers_without_callbacks_are_skipped),
+      FRESH(test_reply_from_the_middle),
       FRESH(test_decoder_split_at_every_offset),
       FRESH(test_encoder_writes_the_out_buffer),
       FRESH(test_bytes_without_decoder_move),
