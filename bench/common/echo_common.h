@@ -2,8 +2,8 @@
  * What the echo benchmark's two plain-Linux programs (echo_bare, the server
  * that sets the limit, and echo_load, the client) share: option values,
  * the loopback address, socket settings, and what they do when run with no
- * arguments. Header-only: they use no stackhouse and bench/common is linked
- * into every bench.
+ * arguments. Header-only: every bench links bench/common's objects, and
+ * the others need none of this.
  *
  * With no arguments both print what they are for and exit 0: `make bench`
  * runs every bench program bare, and a server that started listening there
