@@ -105,7 +105,7 @@ void sh_channel_open(sh_channel *ch) {
 /* ---- readiness ------------------------------------------------------------ */
 
 void sh_channel_poke(sh_channel *ch) {
-  if (ch->state & (SH_CHS_EVENT | SH_CHS_CLOSED)) return;
+  if (ch->state & (SH_CHS_EVENT | SH_CHS_CLOSED | SH_CHS_CLOSING)) return;
   ch->state |= SH_CHS_EVENT;
   sh_house_push(ch->house, SH_BOX_EVENT, &ch->ev);
 }
