@@ -6,7 +6,8 @@
  * registered in it; parking is epoll_wait on that instance and waking is a
  * write to the eventfd. The eventfd is a counter, so a wake sent before the
  * park leaves it readable and the park returns at once: no wake is lost.
- * Later, socket interest joins the same epoll set (see sh_plat_park).
+ * Sockets join the same epoll set (net.c), so their readiness ends a park
+ * too; what the park fetched waits in the worker's stash (net.h).
  *
  * No global mutable state: everything lives in sh_plat or in thread-locals.
  */
@@ -15,6 +16,8 @@
 #endif
 
 #include "plat.h"
+
+#include "net.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -30,10 +33,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Events fetched per epoll_wait. Only the wakeup fd is registered today; when
- * sockets join, anything not fetched in one call is fetched by the next (the
- * set is level-triggered), so a small array costs nothing in correctness. */
-#define SH_PLAT_MAX_EVENTS 8
+/* Events fetched per epoll_wait. Anything not fetched in one call is fetched
+ * by the next (an edge-triggered socket stays on the ready list until it is
+ * fetched; the eventfd is level-triggered), so a small array costs nothing
+ * in correctness. */
+#define SH_PLAT_MAX_EVENTS SH_NET_BATCH
 
 /* sh_plat_worker_index when the thread is not one of our workers. */
 #define SH_PLAT_NOT_A_WORKER UINT32_MAX
@@ -45,11 +49,13 @@ typedef struct sh_plat_worker {
   int evfd;        /* -1 when not created */
   pthread_t thread;
   bool started;    /* thread created and not yet joined */
+  sh_net_stash stash; /* socket events the last park fetched */
 } sh_plat_worker;
 
 struct sh_plat {
   sh_plat_entry entry;
   void *ctx;
+  sh_net_state net;
   uint32_t nworkers;
   sh_plat_worker workers[];
 };
@@ -102,6 +108,11 @@ int sh_plat_new(uint32_t workers, sh_plat **out) {
   sh_plat *p = calloc(1, sizeof *p + (size_t)workers * sizeof p->workers[0]);
   if (p == NULL) return -ENOMEM;
   p->nworkers = workers;
+  int rc = sh_net_state_init(&p->net);
+  if (rc < 0) {
+    free(p);
+    return rc;
+  }
   /* Mark every fd absent first so a failure half way can close just what exists. */
   for (uint32_t i = 0; i < workers; i++) {
     p->workers[i].plat = p;
@@ -110,9 +121,10 @@ int sh_plat_new(uint32_t workers, sh_plat **out) {
     p->workers[i].evfd = -1;
   }
   for (uint32_t i = 0; i < workers; i++) {
-    int rc = sh_plat_worker_init(&p->workers[i]);
+    rc = sh_plat_worker_init(&p->workers[i]);
     if (rc < 0) {
       sh_plat_close_fds(p);
+      sh_net_state_free(&p->net);
       free(p);
       return rc;
     }
@@ -126,8 +138,15 @@ void sh_plat_free(sh_plat *p) {
   for (uint32_t i = 0; i < p->nworkers; i++)
     assert(!p->workers[i].started && "sh_plat_free before sh_plat_join");
   sh_plat_close_fds(p);
+  sh_net_state_free(&p->net);
+  sh_net_thread_forget(p);
   free(p);
 }
+
+sh_net_state *sh_plat_net(sh_plat *p) { return &p->net; }
+sh_net_stash *sh_plat_stash(sh_plat *p, uint32_t w) { return &p->workers[w].stash; }
+int sh_plat_epfd(sh_plat *p, uint32_t w) { return p->workers[w].epfd; }
+uint32_t sh_plat_nworkers(const sh_plat *p) { return p->nworkers; }
 
 /* ---- threads ------------------------------------------------------------- */
 
@@ -139,6 +158,7 @@ static void *sh_plat_thread_main(void *arg) {
   snprintf(name, sizeof name, "sh-worker-%u", (unsigned)w->index);
   (void)pthread_setname_np(pthread_self(), name);
   sh_plat_tls_worker = w->index;
+  sh_net_thread_enter(w->plat);
   w->plat->entry(w->plat->ctx, w->index);
   return NULL;
 }
@@ -256,17 +276,25 @@ void sh_plat_park(sh_plat *p, uint32_t w, uint64_t deadline_ns) {
   /* Only worker w parks on w; threads that are not workers (tests, a
    * single-threaded driver) may park on any index. */
   assert(sh_plat_tls_worker == SH_PLAT_NOT_A_WORKER || sh_plat_tls_worker == w);
+  sh_net_thread_enter(p);
   sh_plat_worker *wk = &p->workers[w];
+  /* Readiness already stashed is a reason not to sleep; a full stash is
+   * fetched no further (it would have nowhere to go). */
+  int room = SH_PLAT_MAX_EVENTS - (int)wk->stash.n;
+  if (room == 0) return;
+  int timeout = wk->stash.n > 0 ? 0 : sh_plat_timeout_ms(deadline_ns);
   struct epoll_event evs[SH_PLAT_MAX_EVENTS];
-  int n = epoll_wait(wk->epfd, evs, SH_PLAT_MAX_EVENTS, sh_plat_timeout_ms(deadline_ns));
+  int n = epoll_wait(wk->epfd, evs, room, timeout);
   if (n < 0) {
     /* EINTR (a signal) is an allowed spurious return; anything else is a bad fd. */
     assert(errno == EINTR);
     return;
   }
   for (int i = 0; i < n; i++) {
-    if (evs[i].data.ptr == NULL) sh_plat_drain(wk->evfd);
-    /* else: socket readiness, dispatched here once IO registration exists. */
+    if (evs[i].data.ptr == NULL)
+      sh_plat_drain(wk->evfd);
+    else
+      sh_net_stash_event(&wk->stash, &evs[i]); /* for the next sh_net_poll */
   }
 }
 

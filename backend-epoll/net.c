@@ -1,0 +1,360 @@
+/*
+ * The socket seam (core/netplat.h) on Linux: non-blocking, close-on-exec
+ * IPv4 sockets, watched edge-triggered on their worker's epoll set (see
+ * net.h for the stash that park fills and sh_net_poll empties).
+ *
+ * sh_net_close must be called on the thread of the worker that watches the
+ * socket (or on the thread that drives that worker by parking and polling):
+ * it drops the socket's stashed reports, which only that thread touches.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* accept4 */
+#endif
+
+#include "net.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <fiu-local.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "faults.h"
+
+/* The largest UDP payload over IPv4 (65535 - 8 - 20), unless the public
+ * header sets a smaller limit. */
+#ifndef SH_NET_MAX_DATAGRAM
+#define SH_NET_MAX_DATAGRAM 65507
+#endif
+
+/* Runs a system call again while a signal interrupts it. */
+#define SH_NET_RETRY(r, call) \
+  do {                        \
+    (r) = (call);             \
+  } while ((r) < 0 && errno == EINTR)
+
+/* The platform whose workers this thread drives; sh_net_close's way back to
+ * the stash of the socket it closes. */
+static _Thread_local sh_plat *sh_net_tls_plat;
+
+/* ---- state shared with plat.c ------------------------------------------- */
+
+int sh_net_state_init(sh_net_state *st) {
+  memset(st, 0, sizeof *st);
+  return -pthread_mutex_init(&st->mu, NULL);
+}
+
+void sh_net_state_free(sh_net_state *st) {
+  pthread_mutex_destroy(&st->mu);
+  free(st->slots);
+  st->slots = NULL;
+  st->nslots = 0;
+}
+
+static uint32_t sh_net_events(uint32_t ep) {
+  uint32_t ev = 0;
+  if (ep & EPOLLIN) ev |= SH_IO_IN;
+  if (ep & EPOLLOUT) ev |= SH_IO_OUT;
+  if (ep & (EPOLLRDHUP | EPOLLHUP)) ev |= SH_IO_HUP;
+  if (ep & EPOLLERR) ev |= SH_IO_ERR;
+  return ev;
+}
+
+void sh_net_stash_event(sh_net_stash *stash, const struct epoll_event *ev) {
+  assert(stash->n < SH_NET_BATCH);
+  stash->ev[stash->n].token = ev->data.ptr;
+  stash->ev[stash->n].events = sh_net_events(ev->events);
+  stash->n++;
+}
+
+void sh_net_thread_enter(sh_plat *p) { sh_net_tls_plat = p; }
+
+void sh_net_thread_forget(sh_plat *p) {
+  if (sh_net_tls_plat == p) sh_net_tls_plat = NULL;
+}
+
+/* ---- readiness ----------------------------------------------------------- */
+
+void sh_net_set_ready(sh_plat *p, sh_net_ready_fn fn) {
+  assert(p != NULL);
+  sh_plat_net(p)->ready = fn;
+}
+
+/* Makes slot s exist; under st->mu. */
+static int sh_net_slots_reserve(sh_net_state *st, size_t s) {
+  if (s < st->nslots) return 0;
+  size_t n = st->nslots > 0 ? st->nslots : 64;
+  while (n <= s) n *= 2;
+  sh_net_slot *slots = realloc(st->slots, n * sizeof *slots);
+  if (slots == NULL) return -ENOMEM;
+  memset(slots + st->nslots, 0, (n - st->nslots) * sizeof *slots);
+  st->slots = slots;
+  st->nslots = n;
+  return 0;
+}
+
+/* Records (or, with token NULL, clears) who watches s; the previous slot
+ * goes to *old if not NULL. */
+static int sh_net_slot_set(sh_net_state *st, sh_sock s, void *token, uint32_t worker,
+                           sh_net_slot *old) {
+  pthread_mutex_lock(&st->mu);
+  int rc = sh_net_slots_reserve(st, (size_t)s);
+  if (rc == 0) {
+    if (old != NULL) *old = st->slots[s];
+    st->slots[s] = (sh_net_slot){.token = token, .worker = worker};
+  }
+  pthread_mutex_unlock(&st->mu);
+  return rc;
+}
+
+int sh_net_watch(sh_plat *p, uint32_t worker, sh_sock s, void *token) {
+  assert(p != NULL && worker < sh_plat_nworkers(p) && s >= 0);
+  /* A NULL pointer marks the worker's wakeup eventfd in the epoll set. */
+  assert(token != NULL);
+  sh_net_state *st = sh_plat_net(p);
+  sh_net_slot old = {0};
+  int rc = sh_net_slot_set(st, s, token, worker, &old);
+  if (rc < 0) return rc;
+  struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = token};
+  if (epoll_ctl(sh_plat_epfd(p, worker), EPOLL_CTL_ADD, s, &ev) == 0) return 0;
+  rc = -errno;
+  /* The slot exists now, so this cannot fail; a watch refused as a second
+   * one (-EEXIST) leaves the first in place. */
+  (void)sh_net_slot_set(st, s, old.token, old.worker, NULL);
+  return rc;
+}
+
+/* Hands the first k stashed reports to fn and keeps the rest in order. */
+static void sh_net_stash_report(sh_net_stash *stash, uint32_t k, sh_net_ready_fn fn) {
+  for (uint32_t i = 0; i < k; i++) fn(stash->ev[i].token, stash->ev[i].events);
+  memmove(stash->ev, stash->ev + k, (stash->n - k) * sizeof stash->ev[0]);
+  stash->n -= k;
+}
+
+/* Drops every stashed report of token. */
+static void sh_net_stash_drop(sh_net_stash *stash, const void *token) {
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < stash->n; i++)
+    if (stash->ev[i].token != token) stash->ev[kept++] = stash->ev[i];
+  stash->n = kept;
+}
+
+/* One epoll_wait without waiting, reporting at most `room` sockets. The
+ * wakeup eventfd is left as it is: draining it here would lose a wake sent
+ * before the worker's next park. Sets *more when the set may hold more. */
+static uint32_t sh_net_poll_once(int epfd, uint32_t room, sh_net_ready_fn fn, bool *more) {
+  struct epoll_event evs[SH_NET_BATCH];
+  /* One slot more than the room, so the eventfd (level-triggered: it comes
+   * back while a wake is pending) cannot crowd out the last socket. */
+  int want = room + 1 < SH_NET_BATCH ? (int)room + 1 : SH_NET_BATCH;
+  int n;
+  SH_NET_RETRY(n, epoll_wait(epfd, evs, want, 0));
+  assert(n >= 0); /* only a bad descriptor could fail */
+  uint32_t got = 0;
+  for (int i = 0; i < n; i++) {
+    if (evs[i].data.ptr == NULL) continue;
+    fn(evs[i].data.ptr, sh_net_events(evs[i].events));
+    got++;
+  }
+  *more = n == want && got > 0;
+  return got;
+}
+
+uint32_t sh_net_poll(sh_plat *p, uint32_t worker, uint32_t max) {
+  assert(p != NULL && worker < sh_plat_nworkers(p));
+  sh_net_thread_enter(p);
+  sh_net_ready_fn fn = sh_plat_net(p)->ready;
+  assert(fn != NULL && "sh_net_set_ready before sh_net_poll");
+  sh_net_stash *stash = sh_plat_stash(p, worker);
+  uint32_t done = stash->n < max ? stash->n : max;
+  sh_net_stash_report(stash, done, fn);
+  bool more = true;
+  while (done < max && more) {
+    uint32_t room = max - done < SH_NET_BATCH ? max - done : SH_NET_BATCH;
+    done += sh_net_poll_once(sh_plat_epfd(p, worker), room, fn, &more);
+  }
+  return done;
+}
+
+/* ---- addresses and options ----------------------------------------------- */
+
+static struct sockaddr_in sh_net_sockaddr(const sh_netaddr *a) {
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(a->ip);
+  sa.sin_port = htons(a->port);
+  return sa;
+}
+
+static void sh_net_from_sockaddr(const struct sockaddr_in *sa, sh_netaddr *out) {
+  out->ip = ntohl(sa->sin_addr.s_addr);
+  out->port = ntohs(sa->sin_port);
+}
+
+static int sh_net_setopt(int fd, int level, int name) {
+  int one = 1;
+  return setsockopt(fd, level, name, &one, sizeof one) < 0 ? -errno : 0;
+}
+
+/* A new non-blocking, close-on-exec IPv4 socket of type `type`, or -errno. */
+static int sh_net_socket(int type) {
+  int fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  return fd < 0 ? -errno : fd;
+}
+
+/* Closes fd and passes rc (< 0) on: the tail of every failed setup. */
+static int sh_net_fail(int fd, int rc) {
+  close(fd);
+  return rc;
+}
+
+/* ---- TCP ------------------------------------------------------------------ */
+
+int sh_net_listen(const sh_netaddr *at, int backlog, sh_sock *out) {
+  assert(at != NULL && out != NULL);
+  int fd = sh_net_socket(SOCK_STREAM);
+  if (fd < 0) return fd;
+  int rc = sh_net_setopt(fd, SOL_SOCKET, SO_REUSEADDR);
+  if (rc < 0) return sh_net_fail(fd, rc);
+  struct sockaddr_in sa = sh_net_sockaddr(at);
+  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) return sh_net_fail(fd, -errno);
+  if (listen(fd, backlog) < 0) return sh_net_fail(fd, -errno);
+  *out = fd;
+  return 0;
+}
+
+int sh_net_accept(sh_sock l, sh_sock *out, sh_netaddr *peer) {
+  assert(out != NULL);
+  /* Before the call, so the connection stays queued as when out of fds. */
+  if (sh_fault("sh/net/accept")) return -EMFILE;
+  struct sockaddr_in sa;
+  socklen_t len;
+  int fd;
+  /* ECONNABORTED: that connection is gone, another may be queued. */
+  do {
+    len = sizeof sa;
+    fd = accept4(l, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  } while (fd < 0 && (errno == EINTR || errno == ECONNABORTED));
+  if (fd < 0) return -errno;
+  int rc = sh_net_setopt(fd, IPPROTO_TCP, TCP_NODELAY);
+  if (rc < 0) return sh_net_fail(fd, rc);
+  if (peer != NULL) sh_net_from_sockaddr(&sa, peer);
+  *out = fd;
+  return 0;
+}
+
+int sh_net_connect(const sh_netaddr *to, sh_sock *out) {
+  assert(to != NULL && out != NULL);
+  if (sh_fault("sh/net/connect")) return -ECONNREFUSED;
+  int fd = sh_net_socket(SOCK_STREAM);
+  if (fd < 0) return fd;
+  int rc = sh_net_setopt(fd, IPPROTO_TCP, TCP_NODELAY);
+  if (rc < 0) return sh_net_fail(fd, rc);
+  struct sockaddr_in sa = sh_net_sockaddr(to);
+  /* Not retried on EINTR: the connect goes on in the background (a second
+   * call would say EALREADY), and its end is reported like EINPROGRESS's. */
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 && errno != EINPROGRESS &&
+      errno != EINTR)
+    return sh_net_fail(fd, -errno);
+  *out = fd;
+  return 0;
+}
+
+int sh_net_error(sh_sock s) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) < 0) return -errno;
+  return -err;
+}
+
+int sh_net_local(sh_sock s, sh_netaddr *out) {
+  assert(out != NULL);
+  struct sockaddr_in sa;
+  socklen_t len = sizeof sa;
+  if (getsockname(s, (struct sockaddr *)&sa, &len) < 0) return -errno;
+  sh_net_from_sockaddr(&sa, out);
+  return 0;
+}
+
+int64_t sh_net_read(sh_sock s, void *buf, size_t len) {
+  if (sh_fault("sh/net/read")) return -ECONNRESET;
+  ssize_t r;
+  SH_NET_RETRY(r, recv(s, buf, len, 0));
+  return r < 0 ? -errno : r;
+}
+
+int64_t sh_net_writev(sh_sock s, const struct iovec *iov, int iovcnt) {
+  if (sh_fault("sh/net/write")) return -EPIPE;
+  /* sendmsg rather than writev: only it takes MSG_NOSIGNAL, so a write to
+   * a closed peer is -EPIPE and not a SIGPIPE that kills the process. */
+  struct msghdr msg = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
+  ssize_t r;
+  SH_NET_RETRY(r, sendmsg(s, &msg, MSG_NOSIGNAL));
+  return r < 0 ? -errno : r;
+}
+
+int sh_net_shutdown(sh_sock s) { return shutdown(s, SHUT_WR) < 0 ? -errno : 0; }
+
+/* Forgets who watches s, taking it out of its worker's epoll set (which a
+ * close does only once no other descriptor shares the socket) and dropping
+ * its stashed reports. Needs the platform this thread drives. */
+static void sh_net_unwatch(sh_sock s) {
+  sh_plat *p = sh_net_tls_plat;
+  if (p == NULL) return;
+  sh_net_state *st = sh_plat_net(p);
+  sh_net_slot old = {0};
+  pthread_mutex_lock(&st->mu);
+  if ((size_t)s < st->nslots) {
+    old = st->slots[s];
+    st->slots[s] = (sh_net_slot){0};
+  }
+  pthread_mutex_unlock(&st->mu);
+  if (old.token == NULL) return;
+  (void)epoll_ctl(sh_plat_epfd(p, old.worker), EPOLL_CTL_DEL, s, NULL);
+  sh_net_stash_drop(sh_plat_stash(p, old.worker), old.token);
+}
+
+void sh_net_close(sh_sock s) {
+  if (s < 0) return;
+  sh_net_unwatch(s);
+  /* Not retried on EINTR: Linux frees the descriptor anyway, and a retry
+   * could close one another thread just opened. */
+  close(s);
+}
+
+/* ---- UDP ------------------------------------------------------------------ */
+
+int sh_net_udp_open(const sh_netaddr *at, sh_sock *out) {
+  assert(at != NULL && out != NULL);
+  int fd = sh_net_socket(SOCK_DGRAM);
+  if (fd < 0) return fd;
+  struct sockaddr_in sa = sh_net_sockaddr(at);
+  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) return sh_net_fail(fd, -errno);
+  *out = fd;
+  return 0;
+}
+
+int64_t sh_net_sendto(sh_sock s, const void *buf, size_t len, const sh_netaddr *to) {
+  assert(to != NULL);
+  if (len > SH_NET_MAX_DATAGRAM) return -EMSGSIZE;
+  struct sockaddr_in sa = sh_net_sockaddr(to);
+  ssize_t r;
+  SH_NET_RETRY(r, sendto(s, buf, len, MSG_NOSIGNAL, (struct sockaddr *)&sa, sizeof sa));
+  return r < 0 ? -errno : r;
+}
+
+int64_t sh_net_recvfrom(sh_sock s, void *buf, size_t len, sh_netaddr *from) {
+  struct sockaddr_in sa;
+  socklen_t salen = sizeof sa;
+  ssize_t r;
+  SH_NET_RETRY(r, recvfrom(s, buf, len, 0, (struct sockaddr *)&sa, &salen));
+  if (r < 0) return -errno;
+  if (from != NULL) sh_net_from_sockaddr(&sa, from);
+  return r;
+}
