@@ -28,9 +28,6 @@
 
 /* The largest UDP payload over IPv4 (65535 - 8 - 20), unless the public
  * header sets a smaller limit. */
-#ifndef SH_NET_MAX_DATAGRAM
-#define SH_NET_MAX_DATAGRAM 65507
-#endif
 
 /* Runs a system call again while a signal interrupts it. */
 #define SH_NET_RETRY(r, call) \
