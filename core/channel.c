@@ -9,6 +9,7 @@
 
 #include "buffer.h"
 #include "check.h"
+#include "future.h"
 #include "house.h"
 #include "mem.h"
 #include "system.h"
@@ -142,10 +143,12 @@ static void maybe_free(sh_channel *ch) {
   sh_mem_free(ch);
 }
 
+static int fail_error(const sh_channel *ch) { return ch->error != 0 ? ch->error : -ECONNABORTED; }
+
 static void teardown(sh_channel *ch) {
   int error = ch->error;
   ch->state = (ch->state | SH_CHS_CLOSED) & ~SH_CHS_CLOSING;
-  sh_chanflow_fail_all(ch, error != 0 ? error : -ECONNABORTED);
+  sh_chanflow_fail_all(ch, fail_error(ch));
   sh_pipeline_closed(&ch->pl, error);
   sh_net_close(ch->sock);
   if (ch->state & SH_CHS_WATCHED) owner_of(ch->house)->watched--;
@@ -161,6 +164,11 @@ void sh_channel_close_with(sh_channel *ch, int error) {
   ch->error = error;
   ch->state |= SH_CHS_CLOSING;
   sh_channel_enter(ch);
+  /* Whoever waits on the channel learns at once, even when the rest of
+   * the close waits for the outermost entry to leave. */
+  if (ch->connect_fid != 0) sh_future_resolve(ch->house, ch->connect_fid, NULL, fail_error(ch));
+  ch->connect_fid = 0;
+  sh_chanflow_fail_all(ch, fail_error(ch));
   sh_channel_leave(ch);
 }
 

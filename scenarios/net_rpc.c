@@ -171,7 +171,7 @@ typedef struct cli_locals {
   sh_future *nap;
 } cli_locals;
 
-enum { C_CONNECTED = 1, C_ANSWERED, C_NAPPED, C_CLOSED };
+enum { C_CONNECTED = 1, C_ANSWERED, C_NAPPED };
 
 static sh_future *ask_one(sh_stack *st, sh_scn *s, cli_locals *l, uint32_t i) {
   rpc_req *q = (rpc_req *)sh_msg_alloc(&rpc_req_type);
@@ -226,9 +226,10 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
     if (l->nap == NULL) return sh_throw(st, -ENOMEM);
     return sh_suspend_any(st, C_NAPPED);
   case C_NAPPED:
+    /* The close fails what is still inflight at once: this invocation
+     * reads every late future (a future is read in the invocation after
+     * it completed). */
     sh_channel_close(l->ch);
-    return sh_suspend(st, C_CLOSED);
-  case C_CLOSED:
     for (uint32_t i = REQS; i < REQS + LATE; i++) {
       int e = sh_future_error(l->f[i]);
       if (e == 0) continue; /* answered before the close */
