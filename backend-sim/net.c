@@ -208,6 +208,19 @@ int sh_simnet_bind(sh_simnet_sock *k, const sh_netaddr *at) {
   return 0;
 }
 
+int sh_simnet_open_bound(sh_simnet_kind kind, const sh_netaddr *at, sh_sock *out) {
+  sh_simnet_sock *k;
+  int rc = sh_simnet_sock_new(kind, &k);
+  if (rc != 0) return rc;
+  rc = sh_simnet_bind(k, at);
+  if (rc != 0) {
+    sh_simnet_sock_free(k);
+    return rc;
+  }
+  *out = k->id;
+  return 0;
+}
+
 /* ---- time --------------------------------------------------------------------- */
 
 uint64_t sh_simnet_draw(uint64_t n) {
@@ -424,7 +437,7 @@ uint32_t sh_net_poll(sh_plat *p, uint32_t worker, uint32_t max) {
     sh_simrun_mix(((uint64_t)ev << 32) | (uint32_t)k->id);
     if (N.ready_fn != NULL) N.ready_fn(k->token, ev);
   }
-  memmove(l->ids, l->ids + i, (l->n - i) * sizeof(*l->ids));
+  if (i > 0) memmove(l->ids, l->ids + i, (l->n - i) * sizeof(*l->ids));
   l->n -= i;
   return got;
 }

@@ -100,6 +100,8 @@ int sh_simnet_sock_new(sh_simnet_kind kind, sh_simnet_sock **out);
 void sh_simnet_sock_free(sh_simnet_sock *k);
 /* Binds k to `at` (port 0: a free one); -EADDRINUSE. */
 int sh_simnet_bind(sh_simnet_sock *k, const sh_netaddr *at);
+/* A new socket of `kind` bound to `at` (a listener, a UDP socket). */
+int sh_simnet_open_bound(sh_simnet_kind kind, const sh_netaddr *at, sh_sock *out);
 /* The socket of `kind` bound to a (0.0.0.0 binds every address), or NULL. */
 sh_simnet_sock *sh_simnet_find(sh_simnet_kind kind, const sh_netaddr *a);
 /* A port for a connecting socket. */

@@ -52,16 +52,7 @@ uint32_t sh_simnet_tcp_level(const sh_simnet_sock *k) {
 
 int sh_net_listen(const sh_netaddr *at, int backlog, sh_sock *out) {
   (void)backlog; /* not enforced: a connect always finds room */
-  sh_simnet_sock *k;
-  int rc = sh_simnet_sock_new(SH_SIMNET_LISTENER, &k);
-  if (rc != 0) return rc;
-  rc = sh_simnet_bind(k, at);
-  if (rc != 0) {
-    sh_simnet_sock_free(k);
-    return rc;
-  }
-  *out = k->id;
-  return 0;
+  return sh_simnet_open_bound(SH_SIMNET_LISTENER, at, out);
 }
 
 int sh_net_accept(sh_sock l, sh_sock *out, sh_netaddr *peer) {

@@ -16,16 +16,7 @@
 #define SH_SIMNET_HOLD_NS 1000000u
 
 int sh_net_udp_open(const sh_netaddr *at, sh_sock *out) {
-  sh_simnet_sock *k;
-  int rc = sh_simnet_sock_new(SH_SIMNET_UDP, &k);
-  if (rc != 0) return rc;
-  rc = sh_simnet_bind(k, at);
-  if (rc != 0) {
-    sh_simnet_sock_free(k);
-    return rc;
-  }
-  *out = k->id;
-  return 0;
+  return sh_simnet_open_bound(SH_SIMNET_UDP, at, out);
 }
 
 /* d (taken) leaves k now. */
