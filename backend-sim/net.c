@@ -49,7 +49,8 @@
  *   sh/net/reset      at a write (which fails) or a segment's arrival: the
  *                     connection is reset; both ends get -ECONNRESET from
  *                     every read and write, and SH_IO_HUP|SH_IO_ERR
- *   sh/net/delay      a segment or datagram is 1-20 ms late (order kept)
+ *   sh/net/delay      something sent (a segment, an end of stream, a
+ *                     connect, a datagram) is 1-20 ms late (order kept)
  *   sh/net/partition  at a connect or write: the two ips are cut for
  *                     50-200 ms; what is sent meanwhile, connects included,
  *                     arrives when it heals
