@@ -32,10 +32,10 @@
  * then 0, with SH_IO_IN|SH_IO_HUP; after a close arrived its writes say
  * -EPIPE. Bytes arriving at a closed socket are lost.
  *
- * UDP. A datagram (at most 64 KiB, else -EMSGSIZE) arrives one latency
- * later at the socket bound to its destination then, if any (else it is
- * lost, as when 1024 are unread); recvfrom returns one datagram, cut to
- * the length asked for.
+ * UDP. A datagram (at most SH_NET_MAX_DATAGRAM bytes, IPv4's 65,507, else
+ * -EMSGSIZE) arrives one latency later at the socket bound to its
+ * destination then, if any (else it is lost, as when 1024 are unread);
+ * recvfrom returns one datagram, cut to the length asked for.
  *
  * Readiness is edge-triggered: an arrival (or room to write) adds the
  * socket to its watching worker's ready list, once, with the events ORed,

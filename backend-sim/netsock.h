@@ -14,8 +14,11 @@
 
 /* Bytes a direction may have in flight plus unread. */
 #define SH_SIMNET_WINDOW (64u * 1024u)
-/* A datagram's bytes, at most. */
-#define SH_SIMNET_MAX_DATAGRAM (64u * 1024u)
+/* A datagram's bytes, at most: IPv4's limit for UDP, unless the seam
+ * says otherwise. */
+#ifndef SH_NET_MAX_DATAGRAM
+#define SH_NET_MAX_DATAGRAM 65507u
+#endif
 /* Datagrams a UDP socket keeps unread; more are lost, as in a full buffer. */
 #define SH_SIMNET_UDP_QUEUE 1024u
 /* No worker watches the socket. */

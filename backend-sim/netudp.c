@@ -60,7 +60,7 @@ static int send_then_held(sh_simnet_sock *k, sh_simnet_seg *d) {
 int64_t sh_net_sendto(sh_sock s, const void *buf, size_t len, const sh_netaddr *to) {
   sh_simnet_sock *k = sh_simnet_get(s, SH_SIMNET_UDP);
   if (k == NULL) return -EBADF;
-  if (len > SH_SIMNET_MAX_DATAGRAM) return -EMSGSIZE;
+  if (len > SH_NET_MAX_DATAGRAM) return -EMSGSIZE;
   sh_simnet_seg *d = dgram_new(k, buf, len, to);
   if (d == NULL) return -ENOMEM;
   if (sh_fault("sh/net/drop")) {
