@@ -22,8 +22,11 @@
  * TCP. A connect arrives after one latency: with a listener there, the
  * connection is made (the listener: SH_IO_IN and one more queued
  * connection; the connector: SH_IO_OUT, sh_net_error 0); without one, the
- * connector gets SH_IO_OUT|SH_IO_ERR and -ECONNREFUSED. The backlog is not
- * enforced. A write takes at most what the window leaves (64 KiB in
+ * connector gets SH_IO_OUT|SH_IO_ERR and -ECONNREFUSED, if a host is there
+ * (a loopback address, or one some socket is bound to; a socket bound to
+ * 0.0.0.0 makes every address a host). At an address with no host nobody
+ * answers: the connect never ends (the caller's timeout does). The backlog
+ * is not enforced. A write takes at most what the window leaves (64 KiB in
  * flight plus unread per direction): past it a write is partial, then
  * -EAGAIN, and the writer gets SH_IO_OUT when the reader makes room. A
  * write's bytes are cut into 1 to 3 segments of random sizes, each with
@@ -41,8 +44,9 @@
  * socket to its watching worker's ready list, once, with the events ORed,
  * and makes that worker runnable if parked; sh_plat_park returns at once
  * while the list has something; sh_net_poll hands it to the readiness
- * function. A new watch reports what the socket already has. Closing a
- * socket takes it out of every list.
+ * function with, as epoll does, whatever else holds then (writable,
+ * readable, at the end of stream, reset). A new watch reports what the
+ * socket already has. Closing a socket takes it out of every list.
  *
  * Faults (core/faults.h: decided, recorded, replayed and shrunk by
  * fault.c, never drawn from the network's stream; their sizes are):
@@ -187,6 +191,15 @@ sh_simnet_sock *sh_simnet_find(sh_simnet_kind kind, const sh_netaddr *a) {
     if (k->kind == kind && same_addr(k->local.ip, k->local.port, a)) return k;
   }
   return NULL;
+}
+
+bool sh_simnet_host(uint32_t ip) {
+  if (ip >> 24 == 127) return true;
+  for (uint32_t i = 0; i < N.bound.n; i++) {
+    uint32_t b = N.tab[N.bound.ids[i]]->local.ip;
+    if (b == ip || b == 0) return true;
+  }
+  return false;
 }
 
 uint16_t sh_simnet_port(void) {
@@ -430,7 +443,9 @@ uint32_t sh_net_poll(sh_plat *p, uint32_t worker, uint32_t max) {
   for (; i < l->n && got < max; i++) {
     sh_simnet_sock *k = sh_simnet_get(l->ids[i], 0);
     if (k == NULL) continue;
-    uint32_t ev = k->ready;
+    /* As epoll's edge-triggered reports: the edge decides when, the
+     * report says all the socket has now. */
+    uint32_t ev = k->ready | sh_simnet_level(k);
     k->ready = 0;
     k->listed = false;
     got++;

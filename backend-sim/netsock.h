@@ -107,6 +107,9 @@ int sh_simnet_bind(sh_simnet_sock *k, const sh_netaddr *at);
 int sh_simnet_open_bound(sh_simnet_kind kind, const sh_netaddr *at, sh_sock *out);
 /* The socket of `kind` bound to a (0.0.0.0 binds every address), or NULL. */
 sh_simnet_sock *sh_simnet_find(sh_simnet_kind kind, const sh_netaddr *a);
+/* Whether a host answers at ip: loopback, or an address some socket is
+ * bound to (0.0.0.0: every address). */
+bool sh_simnet_host(uint32_t ip);
 /* A port for a connecting socket. */
 uint16_t sh_simnet_port(void);
 /* Uniform in [0, n), n > 0, from the network's stream; mixed into the hash. */

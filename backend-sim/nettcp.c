@@ -104,6 +104,7 @@ static sh_simnet_sock *connect_arrives(const sh_simnet_ev *ev) {
   sh_simnet_sock *c = sh_simnet_get(ev->src, SH_SIMNET_STREAM);
   if (c == NULL || c->state != SH_SIMNET_CONNECTING) return NULL; /* closed meanwhile */
   sh_simnet_sock *l = ev->flag ? NULL : sh_simnet_find(SH_SIMNET_LISTENER, &ev->to);
+  if (l == NULL && !ev->flag && !sh_simnet_host(ev->to.ip)) return NULL; /* nobody answers */
   return l != NULL ? connect_to(c, l, &ev->to) : refuse(c);
 }
 

@@ -3,7 +3,8 @@
  * netudp.c) through the socket seam (core/netplat.h), on a simulated
  * platform driven directly: each worker runs a body that does its IO,
  * polls its readiness and parks; the virtual clock jumps to the arrivals.
- *   - connect, accept and echo across two workers; refused connects; the
+ *   - connect, accept and echo across two workers; refused connects, and
+ *     connects to an address with no host, which never end; the
  *     end of stream after shutdown and close; the window (a partial write,
  *     -EAGAIN, SH_IO_OUT once the reader made room); UDP datagrams;
  *   - each network fault point does what net.c says;
@@ -237,14 +238,24 @@ static void test_echo(void **state) {
 }
 
 static void refused_body(uint32_t w) {
-  sh_netaddr nobody = {IP(10, 0, 0, 9), 7};
-  CHECK(sh_net_connect(&nobody, &C.s) == 0);
+  sh_netaddr closed = {IP(10, 0, 0, 1), 7}; /* the listener's host, another port */
+  CHECK(sh_net_connect(&closed, &C.s) == 0);
   CHECK(sh_net_watch(P, w, C.s, &C) == 0);
   CHECK(await(w, &C, SH_IO_OUT | SH_IO_ERR) == (SH_IO_OUT | SH_IO_ERR));
   CHECK(sh_net_error(C.s) == -ECONNREFUSED);
   CHECK(sh_net_error(C.s) == 0);
   unsigned char b[4];
   CHECK(sh_net_read(C.s, b, sizeof(b)) == -ENOTCONN);
+  sh_net_close(C.s);
+  C = (tsock){.s = -1};
+  /* No host at all: no answer, ever. */
+  sh_netaddr nobody = {IP(192, 0, 2, 1), 9};
+  CHECK(sh_net_connect(&nobody, &C.s) == 0);
+  CHECK(sh_net_watch(P, w, C.s, &C) == 0);
+  nap(w, 10 * SEC);
+  sh_net_poll(P, w, 64);
+  CHECK(C.reports == 0 && sh_net_error(C.s) == 0);
+  CHECK(write_str(&C, "x") == -EAGAIN);
   close_all();
 }
 
