@@ -29,6 +29,7 @@
 #include "fault.h"
 #include "memmodel.h"
 #include "misuse.h"
+#include "net.h"
 #include "run.h"
 #include "strategy.h"
 #include "watchdog.h"
@@ -98,6 +99,7 @@ void sh_plat_free(sh_plat *p) {
   sh_simrun_mix(S->now);
   sh_simrun_trace_close();
   sh_simfault_end();
+  sh_simnet_end();
   sh_simwatchdog_disarm();
   sh_simmisuse_unbind();
   S->plat = NULL;
@@ -198,7 +200,8 @@ void sh_plat_park(sh_plat *p, uint32_t w, uint64_t deadline_ns) {
   assert(p == S->plat && w == p->cur && w < p->nworkers);
   sh_simrun_fiber *f = &p->f[w];
   sh_simrun_step(p, false);
-  if (f->wake_pending || deadline_ns <= S->now) {
+  /* Readiness not yet polled is a wake that came first, too. */
+  if (f->wake_pending || deadline_ns <= S->now || sh_simnet_ready(w)) {
     /* A wake that came first synchronizes as one that comes later. */
     if (f->wake_pending) sh_simmem_sync(w);
     f->wake_pending = false;

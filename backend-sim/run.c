@@ -13,13 +13,15 @@
  * is preempted. Every switch is recorded (replay.c).
  *
  * Time. When no fiber can run, the clock jumps to the earliest deadline of
- * a park or of a timed event wait; if there is none, nothing can ever run
- * again: FAIL:deadlock.
+ * a park or of a timed event wait, or to the fake network's next arrival
+ * (net.c), whichever comes first; if there is none, nothing can ever run
+ * again: FAIL:deadlock. Arrivals due are delivered before sleepers wake.
  *
  * Trace hash. 64 bits, mixed (sh_simrun_mix) with every switch (from, to,
  * the yield point's name), every time jump (new time), every thread fiber's
  * creation (its index), every core trace point (fiber, kind, house number,
- * name, flow id) and the final step count and clock. Names are hashed by
+ * name, flow id), every send, arrival and draw of the fake network (net.c)
+ * and the final step count and clock. Names are hashed by
  * content, never by address.
  */
 #include "run.h"
@@ -32,6 +34,7 @@
 
 #include "fault.h"
 #include "memmodel.h"
+#include "net.h"
 #include "replay.h"
 #include "strategy.h"
 #include "watchdog.h"
@@ -82,6 +85,8 @@ void sh_sim_configure(const sh_sim_options *o) {
   sh_simfault_configure(o, &x);
   /* Weak memory's stream after it, for the same reason. */
   sh_simmem_configure(o, &x);
+  /* The network's stream after those: a run without sockets stays as it was. */
+  sh_simnet_configure(o, &x);
   sh_simreplay_reset(o->schedule, o->schedule_len);
   S->hash = 0x5348534D00000000ull ^ o->seed;
   S->configured = true;
@@ -147,8 +152,9 @@ static bool sleeping(const sh_simrun_fiber *f) {
   return f->state == SH_SIMRUN_PARKED || f->state == SH_SIMRUN_BLOCKED;
 }
 
+/* The network's next arrival counts as a deadline: the clock stops there. */
 void sh_simrun_recompute_deadline(sh_plat *p) {
-  uint64_t d = SH_PLAT_NO_DEADLINE;
+  uint64_t d = sh_simnet_next();
   for (uint32_t i = 0; i < p->nfibers; i++)
     if (sleeping(&p->f[i]) && p->f[i].deadline < d) d = p->f[i].deadline;
   p->next_deadline = d;
@@ -176,8 +182,10 @@ void sh_simrun_block(sh_plat *p, uint64_t deadline_ns) {
   if (deadline_ns < p->next_deadline) p->next_deadline = deadline_ns;
 }
 
-/* Sleeping fibers whose deadline has come become runnable. */
+/* Arrivals due are delivered (their readiness wakes parked workers), then
+ * sleeping fibers whose deadline has come become runnable. */
 static void expire(sh_plat *p) {
+  if (sh_simnet_next() <= S->now) sh_simnet_deliver(S->now);
   for (uint32_t i = 0; i < p->nfibers; i++)
     if (sleeping(&p->f[i]) && p->f[i].deadline <= S->now) sh_simrun_make_runnable(&p->f[i]);
   sh_simrun_recompute_deadline(p);

@@ -82,7 +82,8 @@ extern sh_simrun sh_simrun_state;
 
 /* What the trace hash mixes in before each kind of record. */
 enum { SH_SIMRUN_MIX_SWITCH = 1, SH_SIMRUN_MIX_JUMP, SH_SIMRUN_MIX_TRACE, SH_SIMRUN_MIX_END,
-       SH_SIMRUN_MIX_THREAD, SH_SIMRUN_MIX_FAULT, SH_SIMRUN_MIX_STALE };
+       SH_SIMRUN_MIX_THREAD, SH_SIMRUN_MIX_FAULT, SH_SIMRUN_MIX_STALE,
+       SH_SIMRUN_MIX_NET };
 
 /* Mixes v into the trace hash. Inline: every trace point mixes five times. */
 static inline void sh_simrun_mix(uint64_t v) {

@@ -115,13 +115,14 @@ static void instant(sh_simtrace *t, uint64_t ns, uint32_t tid, const char *cat, 
   close_event(t);
 }
 
-/* A flow end: `enclosing` binds it to the slice open at ns (a reply's
- * message), otherwise to the next slice on the track (the timeout instant). */
-static void flow_event(sh_simtrace *t, uint64_t ns, uint32_t tid, char ph, uint64_t id,
-                       bool enclosing, const char *type) {
+/* A flow end of flow `flow` (ask, net): `enclosing` binds it to the slice
+ * open at ns (a reply's message), otherwise to the next slice on the track
+ * (the timeout instant). */
+static void flow_event(sh_simtrace *t, uint64_t ns, uint32_t tid, const char *flow, char ph,
+                       uint64_t id, bool enclosing, const char *type) {
   open_event(t, ph, tid, &ns);
-  note(t, fprintf(t->f, ",\"name\":\"ask\",\"cat\":\"flow\",\"id\":\"0x%" PRIx64 "\"%s", id,
-                  enclosing && ph == 'f' ? ",\"bp\":\"e\"" : ""));
+  note(t, fprintf(t->f, ",\"name\":\"%s\",\"cat\":\"flow\",\"id\":\"0x%" PRIx64 "\"%s", flow,
+                  id, enclosing && ph == 'f' ? ",\"bp\":\"e\"" : ""));
   note(t, fputs(",\"args\":{\"type\":", t->f));
   put_str(t, type);
   note(t, fputs("}", t->f));
@@ -229,20 +230,34 @@ void sh_simtrace_event(sh_simtrace *t, uint64_t ns, uint32_t track, sh_trace_kin
       end_run(t, ns, track);
     break;
   case SH_TRACE_ASK:
-    flow_event(t, ns, track, 's', id, true, name);
+    flow_event(t, ns, track, "ask", 's', id, true, name);
     break;
   case SH_TRACE_REPLY:
-    flow_event(t, ns, track, 'f', id, true, name);
+    flow_event(t, ns, track, "ask", 'f', id, true, name);
     break;
   case SH_TRACE_TIMEOUT:
     /* The end first: it binds to the next slice, the instant right after. */
-    flow_event(t, ns, track, 'f', id, false, name);
+    flow_event(t, ns, track, "ask", 'f', id, false, name);
     instant(t, ns, track, "timeout", name, id);
     break;
   default:
     instant(t, ns, track, "unmatched", "unknown trace kind", 0);
     break;
   }
+}
+
+/* A slice of its own holds the arrow's end: the track may have none open
+ * (a worker polling between runs), and its B/E pair leaves the nesting of
+ * the run and message slices as it was. */
+void sh_simtrace_net(sh_simtrace *t, uint64_t ns, uint32_t track, bool send, uint64_t id,
+                     const char *what) {
+  if (t == NULL || track >= t->tracks) return;
+  open_event(t, 'B', track, &ns);
+  put_name(t, send ? "net send" : "net arrival");
+  note(t, fputs(",\"cat\":\"net\"", t->f));
+  close_event(t);
+  flow_event(t, ns, track, "net", send ? 's' : 'f', id, true, what);
+  end(t, ns, track);
 }
 
 void sh_simtrace_instant(sh_simtrace *t, uint64_t ns, uint32_t track, const char *name) {

@@ -13,6 +13,7 @@
 #ifndef SH_SIM_TRACE_H
 #define SH_SIM_TRACE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "plat.h"
@@ -32,6 +33,12 @@ int sh_simtrace_track(sh_simtrace *t, uint32_t track, const char *name);
 /* A core trace point (plat.h sh_trace_kind) on `track` at virtual time `ns`. */
 void sh_simtrace_event(sh_simtrace *t, uint64_t ns, uint32_t track, sh_trace_kind kind,
                        uint64_t house, const char *name, uint64_t flow);
+
+/* A network flow arrow's end (net.c): send (true) on the sender's track
+ * when it is sent, or its arrival on the receiver's; `id` joins the two,
+ * `what` says what went (tcp, fin, connect, udp). */
+void sh_simtrace_net(sh_simtrace *t, uint64_t ns, uint32_t track, bool send, uint64_t id,
+                     const char *what);
 
 /* An instant event named `name` (e.g. "park", "time jump", "FAIL: deadlock"). */
 void sh_simtrace_instant(sh_simtrace *t, uint64_t ns, uint32_t track, const char *name);

@@ -1,0 +1,142 @@
+/*
+ * The fake network's insides, shared by net.c (sockets, arrivals,
+ * readiness, the clock), nettcp.c (streams) and netudp.c (datagrams).
+ * The model itself is described at the top of net.c.
+ */
+#ifndef SH_SIM_NETSOCK_H
+#define SH_SIM_NETSOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "netplat.h"
+
+/* Bytes a direction may have in flight plus unread. */
+#define SH_SIMNET_WINDOW (64u * 1024u)
+/* A datagram's bytes, at most: IPv4's limit for UDP, unless the seam
+ * says otherwise. */
+#ifndef SH_NET_MAX_DATAGRAM
+#define SH_NET_MAX_DATAGRAM 65507u
+#endif
+/* Datagrams a UDP socket keeps unread; more are lost, as in a full buffer. */
+#define SH_SIMNET_UDP_QUEUE 1024u
+/* No worker watches the socket. */
+#define SH_SIMNET_NO_WORKER UINT32_MAX
+
+/* Bytes on their way or waiting to be read: a segment of a stream, or a
+ * datagram (from, to). */
+typedef struct sh_simnet_seg {
+  struct sh_simnet_seg *next;
+  sh_netaddr from, to;
+  uint32_t len, off;
+  unsigned char data[];
+} sh_simnet_seg;
+
+typedef enum sh_simnet_kind {
+  SH_SIMNET_LISTENER = 1,
+  SH_SIMNET_STREAM,
+  SH_SIMNET_UDP,
+} sh_simnet_kind;
+
+typedef enum sh_simnet_state {
+  SH_SIMNET_IDLE,
+  SH_SIMNET_CONNECTING,
+  SH_SIMNET_CONNECTED,
+  SH_SIMNET_REFUSED,
+} sh_simnet_state;
+
+typedef struct sh_simnet_sock {
+  sh_sock id;
+  sh_simnet_kind kind;
+  sh_simnet_state state;
+  sh_netaddr local, peer;
+  sh_sock peer_id;     /* a stream's other end, or -1 */
+  int err;             /* pending error (positive errno), for sh_net_error */
+  bool reset;          /* reads and writes say -ECONNRESET */
+  bool rd_eof;         /* the peer's end of stream arrived (after its bytes) */
+  bool wr_shut;        /* our write side is closed */
+  bool peer_closed;    /* the peer closed: writes say -EPIPE */
+  bool want_out;       /* a write was cut short: report SH_IO_OUT with room */
+  bool bound;          /* in the table of bound addresses */
+  uint32_t inflight;   /* stream: bytes written, not yet read by the peer */
+  uint64_t last_at;    /* the latest arrival sent from here: order is kept */
+  sh_simnet_seg *rx, *rx_tail; /* arrived, unread */
+  uint32_t rx_count;
+  size_t rx_bytes;
+  sh_sock *acceptq;    /* listener: connections not yet accepted */
+  uint32_t nq, capq;
+  sh_simnet_seg *held; /* UDP: a datagram held back to follow the next one */
+  uint64_t held_ref;
+  uint32_t watcher;    /* the watching worker, or SH_SIMNET_NO_WORKER */
+  void *token;
+  uint32_t ready;      /* readiness not yet reported */
+  bool listed;         /* in its watcher's ready list */
+} sh_simnet_sock;
+
+typedef enum sh_simnet_evkind {
+  SH_SIMNET_EV_SEG = 1, /* stream bytes reach dst */
+  SH_SIMNET_EV_FIN,     /* the end of src's stream reaches dst */
+  SH_SIMNET_EV_CONNECT, /* src's connect reaches `to` */
+  SH_SIMNET_EV_DGRAM,   /* a datagram reaches seg->to */
+  SH_SIMNET_EV_RELEASE, /* src's held datagram goes now if still held (ref) */
+} sh_simnet_evkind;
+
+/* An arrival: the network changes a socket at time `at`. */
+typedef struct sh_simnet_ev {
+  uint64_t at, seq;
+  sh_simnet_evkind kind;
+  bool flag; /* FIN: the peer closed (not only shut down); CONNECT: refused */
+  sh_sock src, dst;
+  sh_netaddr to;
+  uint64_t ref;
+  sh_simnet_seg *seg; /* owned by the event until delivered */
+} sh_simnet_ev;
+
+/* ---- net.c ---- */
+
+/* The live socket numbered s (of `kind` if not 0), or NULL. */
+sh_simnet_sock *sh_simnet_get(sh_sock s, sh_simnet_kind kind);
+/* A new socket, numbered next; -ENOMEM. */
+int sh_simnet_sock_new(sh_simnet_kind kind, sh_simnet_sock **out);
+/* Forgets k: its number, address, unread bytes and pending readiness. */
+void sh_simnet_sock_free(sh_simnet_sock *k);
+/* Binds k to `at` (port 0: a free one); -EADDRINUSE. */
+int sh_simnet_bind(sh_simnet_sock *k, const sh_netaddr *at);
+/* A new socket of `kind` bound to `at` (a listener, a UDP socket). */
+int sh_simnet_open_bound(sh_simnet_kind kind, const sh_netaddr *at, sh_sock *out);
+/* The socket of `kind` bound to a (0.0.0.0 binds every address), or NULL. */
+sh_simnet_sock *sh_simnet_find(sh_simnet_kind kind, const sh_netaddr *a);
+/* Whether a host answers at ip: loopback, or an address some socket is
+ * bound to (0.0.0.0: every address). */
+bool sh_simnet_host(uint32_t ip);
+/* A port for a connecting socket. */
+uint16_t sh_simnet_port(void);
+/* Uniform in [0, n), n > 0, from the network's stream; mixed into the hash. */
+uint64_t sh_simnet_draw(uint64_t n);
+/* When something sent now from k toward ip `to` arrives: one latency,
+ * later for a delay fault or a partition, never before k's last arrival. */
+uint64_t sh_simnet_arrival(sh_simnet_sock *k, uint32_t to);
+/* The fault point sh/net/partition: the pair is cut for a while. */
+void sh_simnet_maybe_partition(uint32_t a, uint32_t b);
+/* Queues ev (a copy; the seq is set here); -ENOMEM (the caller keeps seg). */
+int sh_simnet_send(sh_simnet_ev *ev);
+/* A segment holding len bytes gathered from iov at byte `skip`; NULL. */
+sh_simnet_seg *sh_simnet_seg_new(const struct iovec *iov, int iovcnt, size_t skip, size_t len);
+/* Frees a chain of segments. */
+void sh_simnet_seg_free(sh_simnet_seg *s);
+/* Appends an arrived segment to k's unread ones. */
+void sh_simnet_rx_push(sh_simnet_sock *k, sh_simnet_seg *s);
+/* k's state changed: its watcher will be told (and woken if parked). */
+void sh_simnet_notify(sh_simnet_sock *k, uint32_t events);
+/* The readiness k has now, for a new watch. */
+uint32_t sh_simnet_level(const sh_simnet_sock *k);
+
+/* ---- nettcp.c / netudp.c: an arrival reaches its socket; which one (for
+ * the trace), or NULL when it was lost ---- */
+sh_simnet_sock *sh_simnet_tcp_deliver(sh_simnet_ev *ev);
+sh_simnet_sock *sh_simnet_udp_deliver(sh_simnet_ev *ev);
+/* The readiness of a stream or listener (nettcp.c). */
+uint32_t sh_simnet_tcp_level(const sh_simnet_sock *k);
+
+#endif
