@@ -21,9 +21,9 @@
 #define SH_CH_WRITE_LIMIT (4u << 20)
 #define SH_CH_READ_PAGES 16u
 #define SH_CH_MAX_PENDING 64u
-/* Rounds of deferred work one outermost leave does (a close found on the
- * way needs one more). */
-#define SH_CH_LEAVE_ROUNDS 4
+/* Rounds of deferred work one outermost leave does before it leaves the
+ * rest to a later run (each round may free room or end stacks). */
+#define SH_CH_LEAVE_ROUNDS 16
 
 const sh_msg_type sh_chev_type = {"sh_channel_event", sizeof(sh_msg), SH_NOTICE, 0, NULL};
 
@@ -199,19 +199,27 @@ static void deferred_work(sh_channel *ch) {
 void sh_channel_leave(sh_channel *ch) {
   SH_ASSERT(ch->busy > 0);
   if (ch->busy > 1) {
+    /* Something happened inside (a stack ended, bytes were written): the
+     * outermost leave goes round once more. */
     ch->busy--;
+    ch->dirty = true;
     return;
   }
-  /* Still counted busy: what runs here (stacks, hooks) only nests. */
-  for (int i = 0; i < SH_CH_LEAVE_ROUNDS && !(ch->state & SH_CHS_CLOSED); i++) {
+  /* Still counted busy: what runs here (stacks, hooks) only nests. Each
+   * round may end stacks or free room that the next round acts on. */
+  int i;
+  for (i = 0; i < SH_CH_LEAVE_ROUNDS && !(ch->state & SH_CHS_CLOSED); i++) {
     if (ch->state & SH_CHS_CLOSING) {
       teardown(ch);
       break;
     }
+    ch->dirty = false;
     deferred_work(ch);
-    if (!(ch->state & SH_CHS_CLOSING)) break;
+    if (!ch->dirty && !(ch->state & SH_CHS_CLOSING)) break;
   }
   ch->busy = 0;
+  /* Still more to do after the bound: in a later run. */
+  if (i == SH_CH_LEAVE_ROUNDS) sh_channel_poke(ch);
   maybe_free(ch);
 }
 

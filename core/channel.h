@@ -82,6 +82,7 @@ struct sh_channel {
   uint32_t state; /* SH_CHS_* */
   uint32_t ready; /* readiness bits gathered since the event was queued */
   uint32_t busy;  /* entry points under way (the file comment) */
+  bool dirty;     /* an entry nested in the outermost one did something */
   uint32_t refs;  /* stacks of its requests still running */
   uint32_t worker;
   sh_sock sock;

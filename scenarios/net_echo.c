@@ -130,7 +130,8 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
   switch (sh_stack_state(st)) {
   case SH_START:
     l->c = &wd->conns[sh_scn_go_n(st)];
-    l->f = sh_tcp_connect(st, &wd->at, NULL);
+    /* A slow reader also reads little at a time. */
+    l->f = sh_tcp_connect(st, &wd->at, &(sh_channel_opts){.read_pages = wd->slow ? 1 : 0});
     if (l->f == NULL) return sh_throw(st, -ENOMEM);
     return sh_suspend(st, J_CONNECTED);
   case J_CONNECTED:
