@@ -129,7 +129,10 @@ static sh_yield server_channel(sh_actor *self, sh_stack *st) {
     sc->barrier_running = req->barrier;
     /* A drawn while, so that requests finish out of order. */
     l->f = sh_sleep(st, (int64_t)(req->v % 4));
-    if (l->f == NULL) return sh_throw(st, -ENOMEM);
+    if (l->f == NULL) {
+      srv_conn_end(sc);
+      return sh_throw(st, -ENOMEM);
+    }
     return sh_suspend(st, 1);
   }
   if (srv_conn_end(l->sc)) return sh_return(st, NULL);
