@@ -29,6 +29,18 @@ const char *const sh_fault_points[] = {
     "sh/bridge/new",    /* bridge.c: an outside-thread bridge */
     "sh/thread/start",  /* probe.c: a program's thread */
     "sh/worker/wake",   /* worker.c: a wake of a parked worker, refused for a while */
+    /* The network (backend-epoll/net.c on a machine, backend-sim/net*.c in
+     * the simulator: the same names, each backend's own failure). */
+    "sh/net/accept",    /* an accept finds no descriptor (-EMFILE) */
+    "sh/net/connect",   /* a connect is refused */
+    "sh/net/read",      /* epoll: a read fails (-ECONNRESET); simulator: a short read */
+    "sh/net/write",     /* epoll: a write fails (-EPIPE); simulator: a short write */
+    "sh/net/reset",     /* simulator: a connection is reset */
+    "sh/net/delay",     /* simulator: a segment, datagram or connect is late */
+    "sh/net/partition", /* simulator: two addresses are cut for a while */
+    "sh/net/drop",      /* simulator: a datagram is lost */
+    "sh/net/dup",       /* simulator: a datagram arrives twice */
+    "sh/net/reorder",   /* simulator: a datagram arrives after the next one */
 };
 const size_t sh_fault_npoints = sizeof(sh_fault_points) / sizeof(sh_fault_points[0]);
 
