@@ -3,7 +3,7 @@
  * hears; a batch ask stack answers each ask of its batch, with copies of
  * one reply where the handler gave one for all.
  */
-#include "channel.h"
+#include "chanhooks.h"
 #include "check.h"
 #include "atomic.h"
 #include "house.h"

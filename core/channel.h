@@ -29,6 +29,7 @@
 
 #include <stackhouse/net.h>
 
+#include "chanhooks.h"
 #include "inflight.h"
 #include "list.h"
 #include "netplat.h"
@@ -162,9 +163,5 @@ bool sh_chanflow_idle(const sh_channel *ch);
 void sh_chanflow_fail_all(sh_channel *ch, int error);
 /* The write buffer fell below its low watermark: waiting sends complete. */
 void sh_chanflow_writable(sh_channel *ch);
-/* A channel stack's outcome (answer.c), and its end (stack.c: after the
- * stack was freed, with the record it held). */
-void sh_chanflow_result(sh_stack *st, sh_msg *reply, int error);
-void sh_chanflow_stack_end(sh_chrec *r);
 
 #endif

@@ -17,6 +17,7 @@
 #include "gate.h"
 #include "house.h"
 #include "mem.h"
+#include "chanhooks.h"
 #include "msg.h"
 #include "stack.h"
 #include "timer.h"
@@ -250,7 +251,11 @@ void sh_future_time_out(sh_house *h, sh_future *f) {
   }
   sh_count(h->sys, SH_C_ASKS_TIMED_OUT);
   SH_TRACE(SH_TRACE_TIMEOUT, h->seq, "timeout", SH_TRACE_FLOW(h->seq, sh_future_id(f)));
+  struct sh_channel *connecting = f->connecting;
   sh_future_complete(f, back, -ETIMEDOUT);
+  /* A connect that timed out gives its socket back now, not when the
+   * network gives up on it. */
+  if (connecting != NULL) sh_tcp_connect_expired(connecting);
 }
 
 void sh_future_forget(sh_future *f) {

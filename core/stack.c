@@ -15,7 +15,7 @@
 #include "faults.h"
 #include <string.h>
 
-#include "channel.h"
+#include "chanhooks.h"
 #include "check.h"
 #include "future.h"
 #include "house.h"
@@ -99,7 +99,7 @@ static void recycle_seen(sh_stack *st) {
 
 static void finish(sh_stack *st) {
   sh_house *h = st->house;
-  sh_chrec *chrec = st->chrec;
+  struct sh_chrec *chrec = st->chrec;
   if (st->deferred) {
     sh_list_remove(&st->ready_link);
     st->deferred = false;

@@ -136,6 +136,11 @@ static void connect_done(sh_channel *ch) {
   if (!sh_future_resolve(h, fid, &r->hdr, 0)) sh_channel_close_with(ch, -ETIMEDOUT);
 }
 
+void sh_tcp_connect_expired(sh_channel *ch) {
+  ch->connect_fid = 0;
+  sh_channel_close_with(ch, -ETIMEDOUT);
+}
+
 static bool io_actor_here(const sh_house *h) {
   return h->cls->kind == SH_IO_ACTOR && sh_worker_current() == &h->sys->workers[h->owner];
 }
@@ -153,6 +158,7 @@ static int connect_start(sh_stack *st, sh_future *f, const sh_netaddr *to, const
   if (ms > 0) f->timer = sh_timer_ask(sh_worker_current(), h, sh_future_id(f), sh_timeout_ns(ms));
   ch->peer = *to;
   ch->connect_fid = sh_future_id(f);
+  f->connecting = ch;
   ch->state |= SH_CHS_CONNECTING;
   return 0;
 }

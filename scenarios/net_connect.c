@@ -1,7 +1,8 @@
 /*
  * Connects that fail: to a port where nothing listens (refused), and to an
- * address that never answers (the connect times out, or on a machine with
- * no route there, fails at once as unreachable). Each failure reaches the
+ * address that never answers (the connect times out; on a real machine,
+ * with no route there or a firewall that answers for it, it may fail at
+ * once instead). Each failure reaches the
  * connecting stack as its future's error, once, leaks nothing, and leaves
  * the actor able to connect again: a connect to a live server afterwards
  * succeeds.
@@ -98,10 +99,10 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
   if (sh_scn_faulty(s)) return;
   SH_SCN_CHECK(s, wd->finished, "the connects did not all end");
   SH_SCN_CHECK(s, wd->refused == -ECONNREFUSED, "connect to a closed port: %d", wd->refused);
-  SH_SCN_CHECK(s,
-               wd->silent == -ETIMEDOUT ||
-                   (!sh_scn_simulated(s) && (wd->silent == -ENETUNREACH || wd->silent == -EHOSTUNREACH)),
-               "connect to a silent address: %d", wd->silent);
+  /* A real machine may have no route there, or a firewall that answers
+   * for it: any error will do, as long as the connect ended. */
+  bool silent_ok = sh_scn_simulated(s) ? wd->silent == -ETIMEDOUT : wd->silent < 0;
+  SH_SCN_CHECK(s, silent_ok, "connect to a silent address: %d", wd->silent);
   SH_SCN_CHECK(s, wd->ok == 0, "connect to a live server: %d", wd->ok);
 }
 

@@ -1,0 +1,23 @@
+/*
+ * What stacks and futures tell the channels (channel.h) about the stacks
+ * and futures of channel requests: declared apart, so that stack.c,
+ * future.c and answer.c call into the channel layer without including it
+ * (channel.c uses futures and stacks: including channel.h back would make
+ * an include cycle).
+ */
+#ifndef SH_CHANHOOKS_H
+#define SH_CHANHOOKS_H
+
+#include <stackhouse/stackhouse.h>
+
+struct sh_chrec;
+struct sh_channel;
+
+/* A channel stack's outcome (answer.c): its result, or what it threw. */
+void sh_chanflow_result(sh_stack *st, sh_msg *reply, int error);
+/* A channel stack ended (stack.c, after freeing it, with the record it held). */
+void sh_chanflow_stack_end(struct sh_chrec *r);
+/* A connect's future timed out (future.c): the channel closes. */
+void sh_tcp_connect_expired(struct sh_channel *ch);
+
+#endif
