@@ -167,6 +167,12 @@ void sh_chanflow_stack_end(sh_chrec *r) {
 
 /* ---- futures and sends --------------------------------------------------- */
 
+/* The future keeps the channel allocated while the stack may read it. */
+static void hold(sh_future *f, sh_channel *ch) {
+  f->chan = ch;
+  sh_channel_hold(ch);
+}
+
 static bool usable(const sh_stack *st, const sh_channel *ch, const sh_msg *m) {
   return st != NULL && ch != NULL && m != NULL && st->house == ch->house;
 }
@@ -184,6 +190,7 @@ sh_future *sh_channel_ask(sh_stack *st, sh_channel *ch, sh_msg *m) {
     sh_msg_free(m);
     return NULL;
   }
+  hold(f, ch);
   if (stopped(ch) || (ch->state & (SH_CHS_SHUT | SH_CHS_CLOSE_FLUSH))) {
     rec_free(r);
     sh_msg_free(m);
@@ -212,6 +219,7 @@ sh_future *sh_channel_send(sh_stack *st, sh_channel *ch, sh_msg *m) {
     sh_msg_free(m);
     return NULL;
   }
+  hold(f, ch);
   int rc = sh_channel_write(ch, m);
   if (rc != 0 || ch->out.len < ch->o.write_high) {
     sh_future_end_now(f, NULL, rc);

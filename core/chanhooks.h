@@ -19,5 +19,9 @@ void sh_chanflow_result(sh_stack *st, sh_msg *reply, int error);
 void sh_chanflow_stack_end(struct sh_chrec *r);
 /* A connect's future timed out (future.c): the channel closes. */
 void sh_tcp_connect_expired(struct sh_channel *ch);
+/* Keep a channel allocated (a channel future holds it until it is freed),
+ * and let it go: a closed channel is freed with its last hold. */
+void sh_channel_hold(struct sh_channel *ch);
+void sh_channel_unhold(struct sh_channel *ch);
 
 #endif

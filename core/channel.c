@@ -159,6 +159,14 @@ static void teardown(sh_channel *ch) {
   ch->state |= SH_CHS_FREE_DUE;
 }
 
+void sh_channel_hold(sh_channel *ch) { ch->refs++; }
+
+void sh_channel_unhold(sh_channel *ch) {
+  SH_ASSERT(ch->refs > 0);
+  ch->refs--;
+  maybe_free(ch);
+}
+
 void sh_channel_close_with(sh_channel *ch, int error) {
   if (ch->state & (SH_CHS_CLOSED | SH_CHS_CLOSING)) return;
   ch->error = error;
@@ -225,16 +233,20 @@ void sh_channel_leave(sh_channel *ch) {
 
 void sh_channel_close_all(sh_house *h) {
   /* Every channel is held first, so that what a close runs (the actor's
-   * hook closing another channel) frees none under our feet; then each is
-   * closed and let go, which frees it. */
+   * hook closing another channel, a stack a failed future resumes) frees
+   * none under our feet; then each is closed and let go, which frees it.
+   * A stopped actor opens no new channel (its connects fail), and the
+   * walks stop at the n held ones anyway: new ones go at the tail. */
+  uint32_t n = 0;
   sh_list *l;
-  for (l = sh_list_first(&h->channels); l != NULL; l = sh_list_next(&h->channels, l))
+  for (l = sh_list_first(&h->channels); l != NULL; l = sh_list_next(&h->channels, l), n++)
     sh_channel_enter(SH_LIST_ENTRY(l, sh_channel, link));
-  for (l = sh_list_first(&h->channels); l != NULL; l = sh_list_next(&h->channels, l))
+  l = sh_list_first(&h->channels);
+  for (uint32_t i = 0; i < n; i++, l = sh_list_next(&h->channels, l))
     sh_channel_close_with(SH_LIST_ENTRY(l, sh_channel, link), -ESHUTDOWN);
   l = sh_list_first(&h->channels);
-  /* Bounded by the list: each turn lets one channel go. */
-  while (l != NULL) {
+  /* Bounded by the held channels: each turn lets one go. */
+  for (uint32_t i = 0; i < n; i++) {
     sh_list *next = sh_list_next(&h->channels, l);
     sh_channel_leave(SH_LIST_ENTRY(l, sh_channel, link));
     l = next;

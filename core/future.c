@@ -50,6 +50,12 @@ static void cancel_timer(sh_future *f) {
   f->timer = NULL;
 }
 
+/* A channel future lets go of its channel as it goes. */
+static void release(sh_future *f) {
+  if (f->chan != NULL) sh_channel_unhold(f->chan);
+  sh_mem_free(f);
+}
+
 void sh_future_unmake(sh_future *f) {
   sh_stack *st = f->stack;
   SH_ASSERT(!f->done && f->waiter == NULL);
@@ -57,7 +63,7 @@ void sh_future_unmake(sh_future *f) {
   sh_list_remove(&f->link);
   st->npending--;
   st->made--;
-  sh_mem_free(f);
+  release(f);
 }
 
 sh_msg *sh_future_reclaim(sh_future *f) {
@@ -80,7 +86,7 @@ void sh_future_free(sh_future *f) {
   if (f->waiter != NULL) sh_msg_free(sh_future_reclaim(f));
   cancel_timer(f);
   sh_msg_free(f->reply);
-  sh_mem_free(f);
+  release(f);
 }
 
 /* Records f's outcome; the stack resumes later (sh_future_complete) or, if
@@ -251,11 +257,18 @@ void sh_future_time_out(sh_house *h, sh_future *f) {
   }
   sh_count(h->sys, SH_C_ASKS_TIMED_OUT);
   SH_TRACE(SH_TRACE_TIMEOUT, h->seq, "timeout", SH_TRACE_FLOW(h->seq, sh_future_id(f)));
-  struct sh_channel *connecting = f->connecting;
-  sh_future_complete(f, back, -ETIMEDOUT);
+  if (!f->connecting) {
+    sh_future_complete(f, back, -ETIMEDOUT);
+    return;
+  }
   /* A connect that timed out gives its socket back now, not when the
-   * network gives up on it. */
-  if (connecting != NULL) sh_tcp_connect_expired(connecting);
+   * network gives up on it. Held across the completion, which may run the
+   * stack and free the future. */
+  struct sh_channel *ch = f->chan;
+  sh_channel_hold(ch);
+  sh_future_complete(f, back, -ETIMEDOUT);
+  sh_tcp_connect_expired(ch);
+  sh_channel_unhold(ch);
 }
 
 void sh_future_forget(sh_future *f) {

@@ -39,9 +39,11 @@ struct sh_future {
   bool put;                   /* sh_put's: done once the notice is in the mailbox */
   bool returning;             /* its waiter was popped: the waiter's return decides */
   bool sleep;                 /* sh_sleep's: its timeout is its success */
-  /* sh_tcp_connect's: its channel, alive while the future is pending (a
-   * close or the connect's end completes the future first). */
-  struct sh_channel *connecting;
+  /* A channel future (an ask, send or connect of a channel): its channel,
+   * which the future keeps allocated until it is freed, so that the stack
+   * that reads its outcome may still call on the channel (chanhooks.h). */
+  struct sh_channel *chan;
+  bool connecting;            /* sh_tcp_connect's: its timeout closes chan */
 };
 
 static inline sh_future *sh_future_of_node(sh_dnode *n) {

@@ -162,7 +162,13 @@ int sh_system_wait_ms(sh_system *sys, int64_t timeout_ms) {
 static bool drain_pass(sh_system *sys) {
   sh_fault_return_on("sh/system/drain", true);
   bool did = false;
-  for (uint32_t i = 0; i < sys->nworkers; i++) did |= sh_loop_drain(&sys->workers[i]);
+  /* Each worker's queues are run as that worker: an IO actor's channels
+   * belong to its worker, and so do the pools and wheels its run uses. */
+  for (uint32_t i = 0; i < sys->nworkers; i++) {
+    sh_worker_enter(&sys->workers[i]);
+    did |= sh_loop_drain(&sys->workers[i]);
+  }
+  sh_worker_enter(&sys->workers[0]);
   return did;
 }
 

@@ -158,7 +158,9 @@ static int connect_start(sh_stack *st, sh_future *f, const sh_netaddr *to, const
   if (ms > 0) f->timer = sh_timer_ask(sh_worker_current(), h, sh_future_id(f), sh_timeout_ns(ms));
   ch->peer = *to;
   ch->connect_fid = sh_future_id(f);
-  f->connecting = ch;
+  f->chan = ch;
+  f->connecting = true;
+  sh_channel_hold(ch);
   ch->state |= SH_CHS_CONNECTING;
   return 0;
 }
@@ -169,7 +171,8 @@ sh_future *sh_tcp_connect(sh_stack *st, const sh_netaddr *to, const sh_channel_o
   if (o != NULL && o->connect_timeout_ms < SH_FOREVER) return NULL;
   sh_future *f = sh_future_new(st);
   if (f == NULL) return NULL;
-  int rc = connect_start(st, f, to, o);
+  /* A stopping actor opens nothing new: its channels are being closed. */
+  int rc = sh_house_stopped(st->house) ? -ESHUTDOWN : connect_start(st, f, to, o);
   if (rc != 0) sh_future_end_now(f, NULL, rc);
   return f;
 }

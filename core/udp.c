@@ -30,14 +30,14 @@ static void read_one(sh_channel *ch) {
     return;
   }
   sh_datagram *d = (sh_datagram *)sh_msg_alloc(&sh_datagram_type);
-  int rc = d != NULL ? sh_buf_append(&d->buf, scratch, (size_t)n) : -ENOMEM;
-  if (rc != 0) {
+  if (d != NULL && sh_buf_append(&d->buf, scratch, (size_t)n) != 0) {
     sh_msg_free(&d->hdr);
-    sh_channel_close_with(ch, rc);
-    return;
+    d = NULL;
   }
+  /* Out of memory, a datagram is lost, as the network could lose it. */
+  if (d == NULL) return;
   d->peer = from;
-  rc = sh_pipeline_inbound(&ch->pl, &d->hdr);
+  int rc = sh_pipeline_inbound(&ch->pl, &d->hdr);
   if (rc < 0) sh_channel_close_with(ch, rc);
 }
 
@@ -75,6 +75,7 @@ int sh_udp_open(sh_actor *self, const sh_netaddr *at, const sh_channel_opts *opt
   sh_house *h = self->house;
   if (h->cls->kind != SH_IO_ACTOR || sh_worker_current() != &h->sys->workers[h->owner])
     return -EINVAL;
+  if (sh_house_stopped(h)) return -ESHUTDOWN;
   sh_sock s;
   int rc = sh_net_udp_open(at, &s);
   if (rc != 0) return rc;

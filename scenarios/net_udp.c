@@ -89,7 +89,7 @@ static sh_yield udp_notice(sh_actor *self, sh_stack *st) {
   world *wd = sh_scn_state(s);
   round_locals *l = sh_stack_locals(st);
   /* Bounded by ROUNDS: each invocation is a round. */
-  if (u->client != NULL && wd->unique < DGRAMS && l->round++ < ROUNDS) {
+  if (u->client != NULL && u->echo != NULL && wd->unique < DGRAMS && l->round++ < ROUNDS) {
     uint8_t p[SIZE];
     for (uint32_t i = 0; i < DGRAMS; i++) {
       if (wd->got[i] != 0) continue;
@@ -105,6 +105,15 @@ static sh_yield udp_notice(sh_actor *self, sh_stack *st) {
   return sh_return(st, NULL);
 }
 
+/* A channel a fault closed is forgotten (its pointer dies with it). */
+static void udp_event(sh_actor *self, sh_channel *ch, int ev, int error) {
+  (void)error;
+  udp_actor *u = (udp_actor *)self;
+  if (ev != SH_CHANNEL_CLOSED) return;
+  if (ch == u->echo) u->echo = NULL;
+  if (ch == u->client) u->client = NULL;
+}
+
 static const sh_actor_class udp_class = {
     .name = "udp_pair",
     .size = sizeof(udp_actor),
@@ -114,6 +123,7 @@ static const sh_actor_class udp_class = {
     .mount = udp_mount,
     .notice = udp_notice,
     .channel = udp_channel,
+    .channel_event = udp_event,
 };
 
 static int setup(sh_scn *s, sh_system *sys) {
