@@ -470,12 +470,18 @@ sim: deps
 	build/bin/shsim sweep all --seeds $(SIM_SEEDS) --stale-permille $(SIM_STALE) || status=1; \
 	exit $$status
 
+# Then the echo benchmark (bench/echo.sh; its servers run until stopped, so
+# the loop above only shows their usage): ECHO_ARGS="--seconds 1", ...
+ECHO_ARGS ?=
 bench:
-	+@$(SUBMAKE) benches
+	+@$(SUBMAKE) benches examples
 	@status=0; for b in $(BENCH_NAMES); do \
 	  echo "== bench $$b"; \
 	  build/release/bench/$$b || { echo "bench $$b: FAILED (exit status $$?)"; status=1; }; \
-	done; exit $$status
+	done; \
+	echo "== bench/echo.sh $(ECHO_ARGS)"; \
+	bash bench/echo.sh $(ECHO_ARGS) || { echo "bench/echo.sh: FAILED"; status=1; }; \
+	exit $$status
 
 # The Savina suite against CAF, Erlang and Go (bench/compare_savina.sh, which
 # installs the peers on demand): SAVINA_ARGS="--quick", "--only fib", ...
@@ -592,7 +598,7 @@ help:
 	@echo "make test       deps; asan build from scratch; every test under ASan+UBSan,"
 	@echo "                TSAN_TESTS under TSan; then make all. TESTS=\"...\" runs a subset"
 	@echo "make sim        every scenario under the simulator: SIM_SEEDS (1..1000) x SIM_SWEEPS"
-	@echo "make bench      build and run every bench/*.c"
+	@echo "make bench      build and run every bench/*.c, then bench/echo.sh [ECHO_ARGS=...]"
 	@echo "make savina     the Savina suite against CAF, Erlang, Go (SAVINA_ARGS=--quick)"
 	@echo "make coverage   tests + simulated scenarios in build/cov: build/coverage/lcov.info, HTML"
 	@echo "make mutants    the planted bugs (tools/mutants/list*): each built, fuzzed over"

@@ -9,8 +9,11 @@
 #                      [--check] [SERVER_CMD...]
 #
 # With no SERVER_CMD it measures every server of the `servers` table below
-# in turn, the bare epoll server (bench/echo_bare.c, the limit) first, and
-# prints one table of them all. With SERVER_CMD it measures that command
+# in turn, the bare epoll server (bench/echo_bare.c, the limit) first, then
+# the stackhouse one (examples/echo.c), and prints one table of them all;
+# each row after the first server's has its ratio to the first server's row
+# of the same connections and size (req/s; MB/s follows, the size being
+# the same). With SERVER_CMD it measures that command
 # alone: {port} and {workers} in its words are replaced by the port and the
 # worker count, and a command without {port} gets `--port P` appended.
 # Each server is started on a free port, measured, and stopped.
@@ -30,6 +33,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # command. To compare one more server, add a line.
 servers=(
   "bare build/release/bench/echo_bare --port {port} --workers {workers}"
+  "stackhouse build/release/examples/echo --port {port} --workers {workers}"
 )
 
 seconds=3
@@ -58,7 +62,7 @@ if (($#)); then
 fi
 
 load=build/release/bench/echo_load
-make --no-print-directory -j2 "$load" build/release/bench/echo_bare >/dev/null
+make --no-print-directory -j2 "$load" build/release/bench/echo_bare build/release/examples/echo >/dev/null
 
 # A port nothing listens on (nor will, for a few seconds, with luck):
 # connecting to it is refused.
@@ -93,10 +97,27 @@ stop_server() {
 }
 trap stop_server EXIT
 
+# The first server's req/s by "connections/size": the ratios' denominators.
+declare -A first_rps=()
+first=
+
+# One row of the table: server, connections, size, req/s, MB/s, and the
+# ratio to the first server's row when there is one.
+row() {
+  local ratio=
+  if [[ $1 == "$first" ]]; then
+    first_rps[$2/$3]=$4
+  elif [[ -n ${first_rps[$2/$3]:-} && $4 != FAILED ]]; then
+    ratio=$(awk -v a="$4" -v b="${first_rps[$2/$3]}" 'BEGIN { if (b > 0) printf "%.2f", a / b }')
+  fi
+  printf '%-12s %11s %6s %12s %10s %6s\n' "$1" "$2" "$3" "$4" "$5" "$ratio"
+}
+
 status=0
-printf '%-12s %11s %6s %12s %10s\n' server connections size 'req/s' 'MB/s'
+printf '%-12s %11s %6s %12s %10s %6s\n' server connections size 'req/s' 'MB/s' ratio
 for entry in "${servers[@]}"; do
   name=${entry%% *}
+  first=${first:-$name}
   port=$(free_port)
   cmd=${entry#* }
   cmd=${cmd//\{port\}/$port}
@@ -116,9 +137,9 @@ for entry in "${servers[@]}"; do
                  ${load_opts[@]+"${load_opts[@]}"}); then
         rps=$(sed -n 's/.*req\/s=\([0-9.]*\).*/\1/p' <<<"$out")
         mbs=$(sed -n 's/.*MB\/s=\([0-9.]*\).*/\1/p' <<<"$out")
-        printf '%-12s %11s %6s %12s %10s\n' "$name" "$c" "$s" "$rps" "$mbs"
+        row "$name" "$c" "$s" "$rps" "$mbs"
       else
-        printf '%-12s %11s %6s %12s %10s\n' "$name" "$c" "$s" FAILED -
+        row "$name" "$c" "$s" FAILED -
         status=1
       fi
     done
