@@ -318,6 +318,15 @@ build/release/bench/savina/%: build/release/obj/bench/savina/%.o \
 	    build/release/libstackhouse.a $(BENCH_LDLIBS) -lm -lpthread $(LDLIBS)
 examples: $(addprefix build/release/examples/,$(EXAMPLE_NAMES))
 
+# The echo example with the malloc counter linked in, SIGUSR1 printing its
+# counts (bench/counted/malloc_signal.c): bench/echo.sh --mallocs.
+build/release/bench/echo_counted: build/release/obj/examples/echo.o \
+    build/release/obj/bench/counted/malloc_signal.o build/release/obj/bench/common/malloc_count.o \
+    build/release/libstackhouse.a
+	@mkdir -p $(@D)
+	$(call say,LD release,$@)
+	$(Q)$(CC) $(release_ALL_LDFLAGS) -o $@ $(filter %.o,$^) build/release/libstackhouse.a -lpthread $(LDLIBS)
+
 # ------------------------------------------------------------------ tools ---
 # The scenario runners go to build/bin/: shsim (the simulator, SIM_CFG build,
 # release by default; `make sim SIM_CFG=asan` runs the sweep under ASan+UBSan)
