@@ -6,7 +6,7 @@
 #
 #   bash bench/echo.sh [--seconds T] [--workers W] [--threads N]
 #                      [--connections "1 16 256"] [--sizes "64 16384"]
-#                      [--check] [SERVER_CMD...]
+#                      [--check] [--mallocs | --idle N] [SERVER_CMD...]
 #
 # With no SERVER_CMD it measures every server of the `servers` table below
 # in turn, the bare epoll server (bench/echo_bare.c, the limit) first, then
@@ -21,6 +21,19 @@
 # --seconds T per measurement (default 3); --workers W server threads
 # (default: the CPU count); --threads N load threads (default: echo_load's,
 # the CPU count); --check has echo_load verify every byte echoed.
+#
+# --mallocs measures the stackhouse server's allocations instead: the echo
+# example linked with the malloc counter (build/release/bench/echo_counted,
+# SIGUSR1 prints its count), read at each measurement's start, a second in,
+# a second before its end, and after it. The window between the middle two
+# reads is steady state (every connection open, echoing): its mallocs over
+# the requests echoed in it (the run's, prorated) are the mallocs per
+# message. The whole run's count adds what opening and closing the
+# connections costs. T is at least 3.
+#
+# --idle N measures memory per idle connection instead: for every server
+# of the table, its resident set before N connections open, once they are
+# open, and once each has echoed one message (echo_load --idle).
 #
 # The load client runs on the same machine as the server and competes with
 # it for the CPUs: the figures compare servers measured the same way on the
@@ -37,6 +50,8 @@ servers=(
 )
 
 seconds=3
+mode=table
+idle=0
 workers=$(nproc 2>/dev/null || echo 1)
 connections="1 16 256"
 sizes="64 16384"
@@ -49,6 +64,8 @@ while (($#)); do
     --connections) connections=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --check) load_opts+=(--check); shift ;;
+    --mallocs) mode=mallocs; shift ;;
+    --idle) mode=idle; idle=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     --) shift; break ;;
     -*) echo "echo.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -62,7 +79,8 @@ if (($#)); then
 fi
 
 load=build/release/bench/echo_load
-make --no-print-directory -j2 "$load" build/release/bench/echo_bare build/release/examples/echo >/dev/null
+counted=build/release/bench/echo_counted
+make --no-print-directory -j2 "$load" build/release/bench/echo_bare build/release/examples/echo "$counted" >/dev/null
 
 # A port nothing listens on (nor will, for a few seconds, with luck):
 # connecting to it is refused.
@@ -113,37 +131,106 @@ row() {
   printf '%-12s %11s %6s %12s %10s %6s\n' "$1" "$2" "$3" "$4" "$5" "$ratio"
 }
 
-status=0
-printf '%-12s %11s %6s %12s %10s %6s\n' server connections size 'req/s' 'MB/s' ratio
-for entry in "${servers[@]}"; do
-  name=${entry%% *}
-  first=${first:-$name}
+# Starts the server of table entry $1 ("name command") on a free port, its
+# stderr to $2 (default: ours): sets name, port and server_pid. False when
+# it does not come to accept.
+start_server() {
+  name=${1%% *}
   port=$(free_port)
-  cmd=${entry#* }
+  local cmd=${1#* }
   cmd=${cmd//\{port\}/$port}
   cmd=${cmd//\{workers\}/$workers}
   # Word splitting is wanted: the table's commands are plain words.
   # shellcheck disable=SC2086
-  $cmd >/dev/null &
+  $cmd >/dev/null 2>"${2:-/dev/stderr}" &
   server_pid=$!
-  if ! wait_listening "$server_pid" "$port"; then
+  wait_listening "$server_pid" "$port" || { stop_server; return 1; }
+}
+
+# The value of KEY=value in echo_load's line $2.
+field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" <<<"$2"; }
+
+table() {
+  printf '%-12s %11s %6s %12s %10s %6s\n' server connections size 'req/s' 'MB/s' ratio
+  for entry in "${servers[@]}"; do
+    start_server "$entry" || { status=1; continue; }
+    first=${first:-$name}
+    for c in $connections; do
+      for s in $sizes; do
+        if out=$("$load" --port "$port" --connections "$c" --size "$s" --seconds "$seconds" \
+                   ${load_opts[@]+"${load_opts[@]}"}); then
+          row "$name" "$c" "$s" "$(field 'req\/s' "$out")" "$(field 'MB\/s' "$out")"
+        else
+          row "$name" "$c" "$s" FAILED -
+          status=1
+        fi
+      done
+    done
     stop_server
-    status=1
-    continue
-  fi
+  done
+}
+
+# The counted server's allocations so far: SIGUSR1, then the line it
+# writes to $mlog.
+count_mallocs() {
+  local lines
+  lines=$(wc -l <"$mlog")
+  kill -USR1 "$server_pid"
+  for _ in {1..50}; do
+    [[ $(wc -l <"$mlog") -gt $lines ]] && break
+    sleep 0.1
+  done
+  tail -n 1 "$mlog" | sed -n 's/^mallocs=\([0-9]*\).*/\1/p'
+}
+
+mallocs() {
+  ((seconds >= 3)) || { echo "echo.sh: --mallocs needs --seconds 3 or more" >&2; exit 2; }
+  mlog=$(mktemp)
+  start_server "stackhouse $counted --port {port} --workers {workers}" "$mlog" || { status=1; return; }
+  printf '%11s %6s %10s %12s %10s %14s %10s\n' connections size requests 'run mallocs' \
+    'per req' 'steady mallocs' 'per msg'
+  local out lpid m0 m1 m2 m3 r
   for c in $connections; do
     for s in $sizes; do
-      if out=$("$load" --port "$port" --connections "$c" --size "$s" --seconds "$seconds" \
-                 ${load_opts[@]+"${load_opts[@]}"}); then
-        rps=$(sed -n 's/.*req\/s=\([0-9.]*\).*/\1/p' <<<"$out")
-        mbs=$(sed -n 's/.*MB\/s=\([0-9.]*\).*/\1/p' <<<"$out")
-        row "$name" "$c" "$s" "$rps" "$mbs"
-      else
-        row "$name" "$c" "$s" FAILED -
-        status=1
-      fi
+      m0=$(count_mallocs)
+      out=$(mktemp)
+      "$load" --port "$port" --connections "$c" --size "$s" --seconds "$seconds" \
+        ${load_opts[@]+"${load_opts[@]}"} >"$out" &
+      lpid=$!
+      sleep 1
+      m1=$(count_mallocs)
+      sleep $((seconds - 2))
+      m2=$(count_mallocs)
+      wait "$lpid" || status=1
+      m3=$(count_mallocs)
+      r=$(field requests "$(cat "$out")")
+      rm -f "$out"
+      awk -v c="$c" -v s="$s" -v r="${r:-0}" -v run=$((m3 - m0)) -v st=$((m2 - m1)) -v t="$seconds" \
+        'BEGIN { w = r * (t - 2) / t; if (r == 0) r = 1; if (w == 0) w = 1;
+                 printf "%11s %6s %10s %12s %10.4f %14s %10.4f\n", c, s, r, run, run / r, st, st / w }'
     done
   done
   stop_server
-done
+  rm -f "$mlog"
+}
+
+idle_conns() {
+  for entry in "${servers[@]}"; do
+    start_server "$entry" || { status=1; continue; }
+    if out=$("$load" --port "$port" --idle --pid "$server_pid" --connections "$idle" \
+               --size 64 --seconds 1); then
+      printf '%-12s %s\n' "$name" "$out"
+    else
+      status=1
+    fi
+    stop_server
+  done
+}
+
+status=0
+case $mode in
+  table) table ;;
+  mallocs) mallocs ;;
+  idle) idle_conns ;;
+esac
 exit $status
