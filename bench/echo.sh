@@ -83,11 +83,13 @@ counted=build/release/bench/echo_counted
 make --no-print-directory -j2 "$load" build/release/bench/echo_bare build/release/examples/echo "$counted" >/dev/null
 
 # A port nothing listens on (nor will, for a few seconds, with luck):
-# connecting to it is refused.
+# connecting to it is refused. Below Linux's ephemeral ports (32768 up),
+# which the load's connections use: a port one of them holds (or held, in
+# TIME_WAIT) cannot be bound, though connecting to it is refused.
 free_port() {
   local p
   for _ in {1..50}; do
-    p=$((20000 + RANDOM % 40000))
+    p=$((20000 + RANDOM % 12000))
     (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
   done
   echo "echo.sh: no free port found" >&2
@@ -132,8 +134,9 @@ row() {
 }
 
 # Starts the server of table entry $1 ("name command") on a free port, its
-# stderr to $2 (default: ours): sets name, port and server_pid. False when
-# it does not come to accept.
+# stderr to file $2 if given: sets name, port and server_pid. False when
+# it does not come to accept. (Not 2>/dev/stderr: when our stderr is a
+# file, that opens it anew, truncated, and writes over what it held.)
 start_server() {
   name=${1%% *}
   port=$(free_port)
@@ -142,7 +145,7 @@ start_server() {
   cmd=${cmd//\{workers\}/$workers}
   # Word splitting is wanted: the table's commands are plain words.
   # shellcheck disable=SC2086
-  $cmd >/dev/null 2>"${2:-/dev/stderr}" &
+  if [[ -n ${2:-} ]]; then $cmd >/dev/null 2>"$2" & else $cmd >/dev/null & fi
   server_pid=$!
   wait_listening "$server_pid" "$port" || { stop_server; return 1; }
 }
