@@ -483,7 +483,7 @@ sim: deps
 # the loop above only shows their usage): ECHO_ARGS="--seconds 1", ...
 ECHO_ARGS ?=
 bench:
-	+@$(SUBMAKE) benches examples
+	+@$(SUBMAKE) benches
 	@status=0; for b in $(BENCH_NAMES); do \
 	  echo "== bench $$b"; \
 	  build/release/bench/$$b || { echo "bench $$b: FAILED (exit status $$?)"; status=1; }; \
