@@ -318,6 +318,15 @@ build/release/bench/savina/%: build/release/obj/bench/savina/%.o \
 	    build/release/libstackhouse.a $(BENCH_LDLIBS) -lm -lpthread $(LDLIBS)
 examples: $(addprefix build/release/examples/,$(EXAMPLE_NAMES))
 
+# The echo example with the malloc counter linked in, SIGUSR1 printing its
+# counts (bench/counted/malloc_signal.c): bench/echo.sh --mallocs.
+build/release/bench/echo_counted: build/release/obj/examples/echo.o \
+    build/release/obj/bench/counted/malloc_signal.o build/release/obj/bench/common/malloc_count.o \
+    build/release/libstackhouse.a
+	@mkdir -p $(@D)
+	$(call say,LD release,$@)
+	$(Q)$(CC) $(release_ALL_LDFLAGS) -o $@ $(filter %.o,$^) build/release/libstackhouse.a -lpthread $(LDLIBS)
+
 # ------------------------------------------------------------------ tools ---
 # The scenario runners go to build/bin/: shsim (the simulator, SIM_CFG build,
 # release by default; `make sim SIM_CFG=asan` runs the sweep under ASan+UBSan)
@@ -470,12 +479,18 @@ sim: deps
 	build/bin/shsim sweep all --seeds $(SIM_SEEDS) --stale-permille $(SIM_STALE) || status=1; \
 	exit $$status
 
+# Then the echo benchmark (bench/echo.sh; its servers run until stopped, so
+# the loop above only shows their usage): ECHO_ARGS="--seconds 1", ...
+ECHO_ARGS ?=
 bench:
 	+@$(SUBMAKE) benches
 	@status=0; for b in $(BENCH_NAMES); do \
 	  echo "== bench $$b"; \
 	  build/release/bench/$$b || { echo "bench $$b: FAILED (exit status $$?)"; status=1; }; \
-	done; exit $$status
+	done; \
+	echo "== bench/echo.sh $(ECHO_ARGS)"; \
+	bash bench/echo.sh $(ECHO_ARGS) || { echo "bench/echo.sh: FAILED"; status=1; }; \
+	exit $$status
 
 # The Savina suite against CAF, Erlang and Go (bench/compare_savina.sh, which
 # installs the peers on demand): SAVINA_ARGS="--quick", "--only fib", ...
@@ -592,7 +607,7 @@ help:
 	@echo "make test       deps; asan build from scratch; every test under ASan+UBSan,"
 	@echo "                TSAN_TESTS under TSan; then make all. TESTS=\"...\" runs a subset"
 	@echo "make sim        every scenario under the simulator: SIM_SEEDS (1..1000) x SIM_SWEEPS"
-	@echo "make bench      build and run every bench/*.c"
+	@echo "make bench      build and run every bench/*.c, then bench/echo.sh [ECHO_ARGS=...]"
 	@echo "make savina     the Savina suite against CAF, Erlang, Go (SAVINA_ARGS=--quick)"
 	@echo "make coverage   tests + simulated scenarios in build/cov: build/coverage/lcov.info, HTML"
 	@echo "make mutants    the planted bugs (tools/mutants/list*): each built, fuzzed over"

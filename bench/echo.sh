@@ -6,11 +6,14 @@
 #
 #   bash bench/echo.sh [--seconds T] [--workers W] [--threads N]
 #                      [--connections "1 16 256"] [--sizes "64 16384"]
-#                      [--check] [SERVER_CMD...]
+#                      [--check] [--mallocs | --idle N] [SERVER_CMD...]
 #
 # With no SERVER_CMD it measures every server of the `servers` table below
-# in turn, the bare epoll server (bench/echo_bare.c, the limit) first, and
-# prints one table of them all. With SERVER_CMD it measures that command
+# in turn, the bare epoll server (bench/echo_bare.c, the limit) first, then
+# the stackhouse one (examples/echo.c), and prints one table of them all;
+# each row after the first server's has its ratio to the first server's row
+# of the same connections and size (req/s; MB/s follows, the size being
+# the same). With SERVER_CMD it measures that command
 # alone: {port} and {workers} in its words are replaced by the port and the
 # worker count, and a command without {port} gets `--port P` appended.
 # Each server is started on a free port, measured, and stopped.
@@ -18,6 +21,19 @@
 # --seconds T per measurement (default 3); --workers W server threads
 # (default: the CPU count); --threads N load threads (default: echo_load's,
 # the CPU count); --check has echo_load verify every byte echoed.
+#
+# --mallocs measures the stackhouse server's allocations instead: the echo
+# example linked with the malloc counter (build/release/bench/echo_counted,
+# SIGUSR1 prints its count), read at each measurement's start, a second in,
+# a second before its end, and after it. The window between the middle two
+# reads is steady state (every connection open, echoing): its mallocs over
+# the requests echoed in it (the run's, prorated) are the mallocs per
+# message. The whole run's count adds what opening and closing the
+# connections costs. T is at least 3.
+#
+# --idle N measures memory per idle connection instead: for every server
+# of the table, its resident set before N connections open, once they are
+# open, and once each has echoed one message (echo_load --idle).
 #
 # The load client runs on the same machine as the server and competes with
 # it for the CPUs: the figures compare servers measured the same way on the
@@ -30,9 +46,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # command. To compare one more server, add a line.
 servers=(
   "bare build/release/bench/echo_bare --port {port} --workers {workers}"
+  "stackhouse build/release/examples/echo --port {port} --workers {workers}"
 )
 
 seconds=3
+mode=table
+idle=0
 workers=$(nproc 2>/dev/null || echo 1)
 connections="1 16 256"
 sizes="64 16384"
@@ -45,6 +64,8 @@ while (($#)); do
     --connections) connections=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --check) load_opts+=(--check); shift ;;
+    --mallocs) mode=mallocs; shift ;;
+    --idle) mode=idle; idle=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     --) shift; break ;;
     -*) echo "echo.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -58,14 +79,17 @@ if (($#)); then
 fi
 
 load=build/release/bench/echo_load
-make --no-print-directory -j2 "$load" build/release/bench/echo_bare >/dev/null
+counted=build/release/bench/echo_counted
+make --no-print-directory -j2 "$load" build/release/bench/echo_bare build/release/examples/echo "$counted" >/dev/null
 
 # A port nothing listens on (nor will, for a few seconds, with luck):
-# connecting to it is refused.
+# connecting to it is refused. Below Linux's ephemeral ports (32768 up),
+# which the load's connections use: a port one of them holds (or held, in
+# TIME_WAIT) cannot be bound, though connecting to it is refused.
 free_port() {
   local p
   for _ in {1..50}; do
-    p=$((20000 + RANDOM % 40000))
+    p=$((20000 + RANDOM % 12000))
     (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
   done
   echo "echo.sh: no free port found" >&2
@@ -93,36 +117,123 @@ stop_server() {
 }
 trap stop_server EXIT
 
-status=0
-printf '%-12s %11s %6s %12s %10s\n' server connections size 'req/s' 'MB/s'
-for entry in "${servers[@]}"; do
-  name=${entry%% *}
+# The first server's req/s by "connections/size": the ratios' denominators.
+declare -A first_rps=()
+first=
+
+# One row of the table: server, connections, size, req/s, MB/s, and the
+# ratio to the first server's row when there is one.
+row() {
+  local ratio=
+  if [[ $1 == "$first" ]]; then
+    first_rps[$2/$3]=$4
+  elif [[ -n ${first_rps[$2/$3]:-} && $4 != FAILED ]]; then
+    ratio=$(awk -v a="$4" -v b="${first_rps[$2/$3]}" 'BEGIN { if (b > 0) printf "%.2f", a / b }')
+  fi
+  printf '%-12s %11s %6s %12s %10s %6s\n' "$1" "$2" "$3" "$4" "$5" "$ratio"
+}
+
+# Starts the server of table entry $1 ("name command") on a free port, its
+# stderr to file $2 if given: sets name, port and server_pid. False when
+# it does not come to accept. (Not 2>/dev/stderr: when our stderr is a
+# file, that opens it anew, truncated, and writes over what it held.)
+start_server() {
+  name=${1%% *}
   port=$(free_port)
-  cmd=${entry#* }
+  local cmd=${1#* }
   cmd=${cmd//\{port\}/$port}
   cmd=${cmd//\{workers\}/$workers}
   # Word splitting is wanted: the table's commands are plain words.
   # shellcheck disable=SC2086
-  $cmd >/dev/null &
+  if [[ -n ${2:-} ]]; then $cmd >/dev/null 2>"$2" & else $cmd >/dev/null & fi
   server_pid=$!
-  if ! wait_listening "$server_pid" "$port"; then
+  wait_listening "$server_pid" "$port" || { stop_server; return 1; }
+}
+
+# The value of KEY=value in echo_load's line $2.
+field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" <<<"$2"; }
+
+table() {
+  printf '%-12s %11s %6s %12s %10s %6s\n' server connections size 'req/s' 'MB/s' ratio
+  for entry in "${servers[@]}"; do
+    start_server "$entry" || { status=1; continue; }
+    first=${first:-$name}
+    for c in $connections; do
+      for s in $sizes; do
+        if out=$("$load" --port "$port" --connections "$c" --size "$s" --seconds "$seconds" \
+                   ${load_opts[@]+"${load_opts[@]}"}); then
+          row "$name" "$c" "$s" "$(field 'req\/s' "$out")" "$(field 'MB\/s' "$out")"
+        else
+          row "$name" "$c" "$s" FAILED -
+          status=1
+        fi
+      done
+    done
     stop_server
-    status=1
-    continue
-  fi
+  done
+}
+
+# The counted server's allocations so far: SIGUSR1, then the line it
+# writes to $mlog.
+count_mallocs() {
+  local lines
+  lines=$(wc -l <"$mlog")
+  kill -USR1 "$server_pid"
+  for _ in {1..50}; do
+    [[ $(wc -l <"$mlog") -gt $lines ]] && break
+    sleep 0.1
+  done
+  tail -n 1 "$mlog" | sed -n 's/^mallocs=\([0-9]*\).*/\1/p'
+}
+
+mallocs() {
+  ((seconds >= 3)) || { echo "echo.sh: --mallocs needs --seconds 3 or more" >&2; exit 2; }
+  mlog=$(mktemp)
+  start_server "stackhouse $counted --port {port} --workers {workers}" "$mlog" || { status=1; return; }
+  printf '%11s %6s %10s %12s %10s %14s %10s\n' connections size requests 'run mallocs' \
+    'per req' 'steady mallocs' 'per msg'
+  local out lpid m0 m1 m2 m3 r
   for c in $connections; do
     for s in $sizes; do
-      if out=$("$load" --port "$port" --connections "$c" --size "$s" --seconds "$seconds" \
-                 ${load_opts[@]+"${load_opts[@]}"}); then
-        rps=$(sed -n 's/.*req\/s=\([0-9.]*\).*/\1/p' <<<"$out")
-        mbs=$(sed -n 's/.*MB\/s=\([0-9.]*\).*/\1/p' <<<"$out")
-        printf '%-12s %11s %6s %12s %10s\n' "$name" "$c" "$s" "$rps" "$mbs"
-      else
-        printf '%-12s %11s %6s %12s %10s\n' "$name" "$c" "$s" FAILED -
-        status=1
-      fi
+      m0=$(count_mallocs)
+      out=$(mktemp)
+      "$load" --port "$port" --connections "$c" --size "$s" --seconds "$seconds" \
+        ${load_opts[@]+"${load_opts[@]}"} >"$out" &
+      lpid=$!
+      sleep 1
+      m1=$(count_mallocs)
+      sleep $((seconds - 2))
+      m2=$(count_mallocs)
+      wait "$lpid" || status=1
+      m3=$(count_mallocs)
+      r=$(field requests "$(cat "$out")")
+      rm -f "$out"
+      awk -v c="$c" -v s="$s" -v r="${r:-0}" -v run=$((m3 - m0)) -v st=$((m2 - m1)) -v t="$seconds" \
+        'BEGIN { w = r * (t - 2) / t; if (r == 0) r = 1; if (w == 0) w = 1;
+                 printf "%11s %6s %10s %12s %10.4f %14s %10.4f\n", c, s, r, run, run / r, st, st / w }'
     done
   done
   stop_server
-done
+  rm -f "$mlog"
+}
+
+idle_conns() {
+  for entry in "${servers[@]}"; do
+    start_server "$entry" || { status=1; continue; }
+    if out=$("$load" --port "$port" --idle --pid "$server_pid" --connections "$idle" \
+               --size 64 --seconds 1); then
+      printf '%-12s %s\n' "$name" "$out"
+    else
+      status=1
+    fi
+    stop_server
+  done
+}
+
+status=0
+case $mode in
+  table) table ;;
+  mallocs) mallocs ;;
+  idle) idle_conns ;;
+esac
 exit $status

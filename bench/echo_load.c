@@ -19,9 +19,16 @@
  * the previous request, or one connection's bytes on another) fails with
  * exit status 1. Without --check the bytes are not looked at, so that the
  * client costs the server's side of the machine as little as it can.
+ *
+ * --idle --pid P measures the server's memory per idle connection instead:
+ * the resident set of process P (VmRSS) before the connections open, once
+ * they are open and accepted (a second later), and once each has echoed
+ * one --size message; then they stay open, idle, for --seconds while the
+ * caller looks at the server, and close.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -42,17 +49,21 @@
 static const char usage[] =
     "usage: echo_load --port P [--connections C] [--size S] [--seconds T]\n"
     "                 [--threads N] [--check]\n"
+    "       echo_load --port P --idle --pid PID [--connections C] [--size S]\n"
     "  Load for an echo server on 127.0.0.1:P: C connections (default 16),\n"
     "  each sending one S-byte message (default 64), waiting for its echo and\n"
     "  sending the next, for T seconds (default 5), on N threads (default:\n"
     "  the CPU count, at most C). Prints\n"
     "    connections=C size=S requests=R req/s=X MB/s=Y\n"
     "  (MB/s: 10^6 bytes received per second). --check verifies that every\n"
-    "  byte echoed is the byte sent (exit status 1 if not).\n";
+    "  byte echoed is the byte sent (exit status 1 if not).\n"
+    "  --idle: the resident set of the server PID before C connections open,\n"
+    "  once open and after one S-byte echo on each; they then stay idle for T\n"
+    "  seconds. Prints KiB and bytes per connection.\n";
 
 typedef struct options {
-  unsigned long port, connections, size, seconds, threads;
-  bool check;
+  unsigned long port, connections, size, seconds, threads, pid;
+  bool check, idle;
 } options;
 
 typedef struct lconn {
@@ -185,6 +196,8 @@ static options parse(int argc, char **argv) {
     else if (strcmp(a, "--seconds") == 0) o.seconds = echo_num(PROG, argc, argv, &i, 1, 3600);
     else if (strcmp(a, "--threads") == 0) o.threads = echo_num(PROG, argc, argv, &i, 1, 1024);
     else if (strcmp(a, "--check") == 0) o.check = true;
+    else if (strcmp(a, "--idle") == 0) o.idle = true;
+    else if (strcmp(a, "--pid") == 0) o.pid = echo_num(PROG, argc, argv, &i, 1, 1ul << 30);
     else {
       fprintf(stderr, PROG ": unknown option %s (see --help)\n", a);
       exit(2);
@@ -192,6 +205,10 @@ static options parse(int argc, char **argv) {
   }
   if (o.port == 0) {
     fprintf(stderr, PROG ": --port is required (see --help)\n");
+    exit(2);
+  }
+  if (o.idle && o.pid == 0) {
+    fprintf(stderr, PROG ": --idle needs the server's --pid (see --help)\n");
     exit(2);
   }
   if (o.threads > o.connections) o.threads = o.connections;
@@ -219,8 +236,77 @@ static loader *loaders_new(const options *o) {
   return ls;
 }
 
+/* ---- --idle: the server's memory per idle connection -------------------- */
+
+/* The resident set of process pid, in KiB (VmRSS of /proc/pid/status). */
+static unsigned long rss_kib(unsigned long pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%lu/status", pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) echo_die(PROG, path);
+  unsigned long kib = 0;
+  while (fgets(line, sizeof line, f) != NULL)
+    if (sscanf(line, "VmRSS: %lu kB", &kib) == 1) break;
+  fclose(f);
+  return kib;
+}
+
+/* Waits until fd is ready for events (or fails: the send or recv says). */
+static void wait_fd(int fd, short events) {
+  struct pollfd p = {.fd = fd, .events = events};
+  if (poll(&p, 1, 10000) == 0) {
+    errno = ETIMEDOUT;
+    echo_die(PROG, "--idle: the server does not answer");
+  }
+}
+
+/* One message out and its whole echo back on c, whatever the time. */
+static void round_trip(lconn *c, size_t size) {
+  for (c->sent = 0; c->sent < size;) {
+    ssize_t n = send(c->fd, c->out + c->sent, size - c->sent, MSG_NOSIGNAL);
+    if (n > 0) c->sent += (size_t)n;
+    else if (again(n)) wait_fd(c->fd, POLLOUT);
+    else echo_die(PROG, "--idle: send");
+  }
+  for (c->got = 0; c->got < size;) {
+    ssize_t n = recv(c->fd, c->in + c->got, size - c->got, 0);
+    if (n > 0) c->got += (size_t)n;
+    else if (again(n)) wait_fd(c->fd, POLLIN);
+    else echo_die(PROG, "--idle: recv");
+  }
+}
+
+static void settle(void) {
+  struct timespec t = {.tv_sec = 1};
+  while (nanosleep(&t, &t) != 0 && errno == EINTR) {}
+}
+
+static double per_conn(unsigned long kib, unsigned long base, unsigned long n) {
+  return ((double)kib - (double)base) * 1024.0 / (double)n;
+}
+
+static int idle_main(const options *o) {
+  unsigned long n = o->connections, rss0 = rss_kib(o->pid);
+  lconn *cs = calloc(n, sizeof *cs);
+  if (cs == NULL) echo_die(PROG, "calloc");
+  for (unsigned long i = 0; i < n; i++) conn_open(&cs[i], o, (uint32_t)i);
+  settle(); /* the server accepts them meanwhile */
+  unsigned long rss1 = rss_kib(o->pid);
+  for (unsigned long i = 0; i < n; i++) round_trip(&cs[i], o->size);
+  settle();
+  unsigned long rss2 = rss_kib(o->pid);
+  printf("connections=%lu size=%lu rss_kib=%lu open_kib=%lu echoed_kib=%lu"
+         " open_bytes/conn=%.0f echoed_bytes/conn=%.0f\n",
+         n, o->size, rss0, rss1, rss2, per_conn(rss1, rss0, n), per_conn(rss2, rss0, n));
+  fflush(stdout);
+  struct timespec idle = {.tv_sec = (time_t)o->seconds};
+  while (nanosleep(&idle, &idle) != 0 && errno == EINTR) {}
+  return 0;
+}
+
 int main(int argc, char **argv) {
   options o = parse(argc, argv);
+  if (o.idle) return idle_main(&o);
   loader *ls = loaders_new(&o);
   pthread_barrier_init(&opened, NULL, (unsigned)o.threads + 1);
   for (unsigned long t = 0; t < o.threads; t++) {
