@@ -78,9 +78,13 @@ static uint64_t state_deadline(const sh_worker *w, uint64_t now, uint64_t io_ns,
 
 /* The IO phase: readiness of the worker's sockets becomes events in their
  * actors' houses (channel.h), which the IO queue runs next. A worker that
- * watches no socket skips the poll (a system call on epoll). */
+ * watches no socket skips the poll (a system call on epoll), and an idle
+ * one polls every SH_IDLE_IO_EVERY turns of its short spin: each poll is a
+ * system call, and a spinning worker's CPU is often the one its peer
+ * needs to send what it waits for. */
+#define SH_IDLE_IO_EVERY 4u
 static uint32_t poll_io(sh_worker *w, uint64_t now, uint64_t *io_ns) {
-  if (w->watched == 0) return 0;
+  if (w->watched == 0 || (w->idle_count % SH_IDLE_IO_EVERY) != 0) return 0;
   uint32_t n = sh_net_poll(w->sys->plat, w->index, SH_TURN_MAX_IO_EVENTS);
   if (n > 0) *io_ns = sh_plat_now_ns() - now;
   return n;

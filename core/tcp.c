@@ -26,19 +26,35 @@ SH_MSG_DEFINE(sh_channel_msg, SH_REPLY, 0);
 
 /* ---- the stream transport ------------------------------------------------- */
 
+/* Reads go through one buffer per thread, as large as a read may be, and
+ * are appended to the channel's pages: one system call for what would
+ * take one per page read in place (a copy is cheaper than a call). A
+ * worker's own, so no two threads share it. */
+#define SH_READ_MAX (16u * SH_PAGE_DATA)
+static _Thread_local uint8_t scratch[SH_READ_MAX];
+
+/* One read of at most `budget` bytes into the read buffer. */
+static int64_t read_into(sh_channel *ch, size_t budget) {
+  int64_t n = sh_net_read(ch->sock, scratch, budget < SH_READ_MAX ? budget : SH_READ_MAX);
+  if (n > 0) {
+    int rc = sh_buf_append(&ch->in, scratch, (size_t)n);
+    if (rc != 0) return rc;
+  }
+  return n;
+}
+
 static void read_some(sh_channel *ch) {
   bool got = false;
-  /* Bounded by the page budget: a busy peer cannot hold the actor. */
-  for (uint32_t i = 0; i < ch->o.read_pages; i++) {
+  size_t budget = (size_t)ch->o.read_pages * SH_PAGE_DATA;
+  /* Bounded by the byte budget (each turn reads at least a byte, or
+   * stops): a busy peer cannot hold the actor. */
+  while (budget > 0) {
     if ((ch->state & (SH_CHS_EOF | SH_CHS_CLOSING)) || !(ch->state & SH_CHS_READABLE) ||
         sh_chanflow_full(ch))
       break;
-    uint8_t *p;
-    size_t room;
-    int rc = sh_buf_reserve(&ch->in, &p, &room);
-    int64_t n = rc != 0 ? rc : sh_net_read(ch->sock, p, room);
+    int64_t n = read_into(ch, budget);
     if (n > 0) {
-      sh_buf_commit(&ch->in, (size_t)n);
+      budget -= (size_t)n < budget ? (size_t)n : budget;
       got = true;
     } else if (n == 0) {
       ch->state |= SH_CHS_EOF;
