@@ -225,6 +225,9 @@ void sh_channel_leave(sh_channel *ch) {
     deferred_work(ch);
     if (!ch->dirty && !(ch->state & SH_CHS_CLOSING)) break;
   }
+  /* A close asked for in the last round cannot wait for a later run: a
+   * closing channel's event is never queued again. */
+  if (ch->state & SH_CHS_CLOSING) teardown(ch);
   ch->busy = 0;
   /* Still more to do after the bound: in a later run. */
   if (i == SH_CH_LEAVE_ROUNDS) sh_channel_poke(ch);
