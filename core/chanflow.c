@@ -212,19 +212,24 @@ sh_future *sh_channel_send(sh_stack *st, sh_channel *ch, sh_msg *m) {
     sh_msg_free(m);
     return NULL;
   }
+  /* The write's flush may fail and close the channel (outside an entry:
+   * at once, and free it): held, it is still there to look at. */
+  sh_channel_hold(ch);
   int rc = sh_channel_write(ch, m);
-  if (rc != 0 || ch->out.len < ch->o.write_high) {
+  if (rc == 0 && stopped(ch)) rc = ch->error != 0 ? ch->error : -EPIPE;
+  sh_chrec *r = NULL;
+  if (rc == 0 && ch->out.len >= ch->o.write_high) {
+    r = rec_new(ch);
+    if (r == NULL) rc = -ENOMEM;
+  }
+  if (r != NULL) {
+    sh_future_track(f);
+    r->fid = sh_future_id(f);
+    sh_list_push_back(&ch->sends, &r->it.link);
+  } else {
     sh_future_end_now(f, NULL, rc);
-    return f;
   }
-  sh_chrec *r = rec_new(ch);
-  if (r == NULL) {
-    sh_future_end_now(f, NULL, -ENOMEM);
-    return f;
-  }
-  sh_future_track(f);
-  r->fid = sh_future_id(f);
-  sh_list_push_back(&ch->sends, &r->it.link);
+  sh_channel_release(ch);
   return f;
 }
 

@@ -249,6 +249,12 @@ void sh_channel_close_all(sh_house *h) {
   }
 }
 
+void sh_channel_release(sh_channel *ch) {
+  SH_ASSERT(ch->refs > 0);
+  ch->refs--;
+  maybe_free(ch);
+}
+
 bool sh_channel_any(const sh_house *h) { return !sh_list_empty(&h->channels); }
 
 /* ---- the actor's calls ------------------------------------------------------------ */

@@ -83,7 +83,7 @@ struct sh_channel {
   uint32_t ready; /* readiness bits gathered since the event was queued */
   uint32_t busy;  /* entry points under way (the file comment) */
   bool dirty;     /* an entry nested in the outermost one did something */
-  uint32_t refs;  /* stacks of its requests still running */
+  uint32_t refs;  /* stacks of its requests still running, and holds (sh_channel_hold) */
   uint32_t worker;
   sh_sock sock;
   int error; /* why it closed */
@@ -125,6 +125,12 @@ bool sh_channel_any(const struct sh_house *h);
 
 /* Tells the actor (its channel_event hook, if any). */
 void sh_channel_tell(sh_channel *ch, sh_channel_event ev, int error);
+
+/* Keeps a channel from being freed while a call still reads it after an
+ * outermost entry of its own (which may close the channel); the release
+ * frees it if it was closed meanwhile. */
+static inline void sh_channel_hold(sh_channel *ch) { ch->refs++; }
+void sh_channel_release(sh_channel *ch);
 
 /* Entering and leaving an entry point (the file comment). */
 static inline void sh_channel_enter(sh_channel *ch) { ch->busy++; }
