@@ -184,7 +184,8 @@ sh_future *sh_channel_ask(sh_stack *st, sh_channel *ch, sh_msg *m) {
     sh_msg_free(m);
     return NULL;
   }
-  if (stopped(ch) || (ch->state & (SH_CHS_SHUT | SH_CHS_CLOSE_FLUSH))) {
+  /* After the peer's end of stream no response can come. */
+  if (stopped(ch) || (ch->state & (SH_CHS_SHUT | SH_CHS_CLOSE_FLUSH | SH_CHS_EOF))) {
     rec_free(r);
     sh_msg_free(m);
     sh_future_end_now(f, NULL, ch->error != 0 ? ch->error : -EPIPE);
@@ -246,14 +247,19 @@ static void end_sends(sh_channel *ch, int error) {
 
 void sh_chanflow_writable(sh_channel *ch) { end_sends(ch, 0); }
 
-void sh_chanflow_fail_all(sh_channel *ch, int error) {
+void sh_chanflow_fail_futures(sh_channel *ch, int error) {
   sh_ifl_item *it;
-  /* Each loop is bounded by its queue: each turn removes one item. */
+  /* Bounded by the queue: each turn removes one item. */
   while ((it = sh_ifl_pop_any(&ch->futs)) != NULL) {
     sh_chrec *r = rec_of(it);
     sh_future_resolve(ch->house, r->fid, NULL, error);
     rec_free(r);
   }
+}
+
+void sh_chanflow_fail_all(sh_channel *ch, int error) {
+  sh_ifl_item *it;
+  sh_chanflow_fail_futures(ch, error);
   end_sends(ch, error);
   while ((it = sh_ifl_pop_any(&ch->stacks)) != NULL) {
     sh_chrec *r = rec_of(it);

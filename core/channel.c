@@ -180,13 +180,15 @@ void sh_channel_close_with(sh_channel *ch, int error) {
   sh_channel_leave(ch);
 }
 
-/* The end of stream was read: the actor hears it once, and once every
+/* The end of stream was read: the actor hears it once, the futures fail
+ * (their responses could only have come before it), and once every
  * request is handled the channel closes after its last byte went out. */
 static void after_eof(sh_channel *ch) {
   if (!(ch->state & SH_CHS_EOF)) return;
   if (!(ch->state & SH_CHS_EOF_TOLD)) {
     ch->state |= SH_CHS_EOF_TOLD;
     sh_channel_tell(ch, SH_CHANNEL_EOF, 0);
+    sh_chanflow_fail_futures(ch, -EPIPE);
   }
   if (sh_chanflow_idle(ch)) ch->state |= SH_CHS_CLOSE_FLUSH;
 }

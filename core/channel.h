@@ -164,6 +164,8 @@ void sh_chanflow_pump(sh_channel *ch);
 bool sh_chanflow_full(const sh_channel *ch);
 /* Whether no request is waiting or being handled. */
 bool sh_chanflow_idle(const sh_channel *ch);
+/* Fails every future with `error` (no response can come any more). */
+void sh_chanflow_fail_futures(sh_channel *ch, int error);
 /* Fails every item with `error`, once (the channel closes). */
 void sh_chanflow_fail_all(sh_channel *ch, int error);
 /* The write buffer fell below its low watermark: waiting sends complete. */
