@@ -170,6 +170,91 @@ static const sh_scenario review_send_reset = {
 };
 SH_SCENARIO(review_send_reset);
 
+/* ---- an ask whose peer closes without answering ---------------------------------- */
+
+typedef struct eo_world {
+  sh_tcp_server *server;
+  sh_netaddr at;
+  bool answered;
+  int error;
+} eo_world;
+
+/* The server reads the request and closes its side unanswered. */
+static sh_yield eo_server_channel(sh_actor *self, sh_stack *st) {
+  (void)self;
+  sh_channel_close_after_flush(sh_stack_channel(st));
+  return sh_return(st, NULL);
+}
+
+static const sh_actor_class eo_server_class = {
+    .name = "review_mute",
+    .size = sizeof(sh_scn_actor),
+    .kind = SH_IO_ACTOR,
+    .init = sh_scn_actor_init,
+    .channel = eo_server_channel,
+};
+
+enum { EO_CONNECTED = 1, EO_ANSWERED };
+
+static sh_yield eo_notice(sh_actor *self, sh_stack *st) {
+  sh_scn *s = sh_scn_of(self);
+  eo_world *wd = sh_scn_state(s);
+  sd_locals *l = sh_stack_locals(st);
+  switch (sh_stack_state(st)) {
+  case SH_START:
+    l->f = sh_tcp_connect(st, &wd->at, NULL);
+    return l->f != NULL ? sh_suspend(st, EO_CONNECTED) : sh_throw(st, -ENOMEM);
+  case EO_CONNECTED: {
+    if (sh_future_failed(l->f)) break;
+    l->ch = sh_future_reply(l->f, sh_channel_msg)->ch;
+    sh_bytes *b = sh_bytes_new("ask?", 4);
+    l->f = b != NULL ? sh_channel_ask(st, l->ch, &b->hdr) : NULL;
+    return l->f != NULL ? sh_suspend(st, EO_ANSWERED) : sh_throw(st, -ENOMEM);
+  }
+  case EO_ANSWERED:
+    wd->answered = true;
+    wd->error = sh_future_error(l->f);
+    break;
+  }
+  sh_scn_done(s, sh_actor_system(self));
+  return sh_return(st, NULL);
+}
+
+static const sh_actor_class eo_client_class = {
+    .name = "review_asker",
+    .size = sizeof(sh_scn_actor),
+    .locals_size = sizeof(sd_locals),
+    .kind = SH_IO_ACTOR,
+    .init = sh_scn_actor_init,
+    .notice = eo_notice,
+};
+
+static int eo_setup(sh_scn *s, sh_system *sys) {
+  eo_world *wd = sh_scn_state(s);
+  sh_netaddr any = {.ip = 0x7f000001, .port = 0};
+  const sh_addr *a;
+  int rc = sh_tcp_serve(sys, &any, &eo_server_class, &(sh_scn_arg){s, 0}, 1, NULL, &wd->server);
+  if (rc == 0) rc = sh_tcp_server_addr(wd->server, &wd->at);
+  if (rc == 0) rc = sh_scn_spawn(s, sys, &eo_client_class, 0, 1, &a);
+  return rc != 0 ? rc : sh_scn_kick(a);
+}
+
+static void eo_verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
+  (void)sys, (void)st;
+  eo_world *wd = sh_scn_state(s);
+  SH_SCN_CHECK(s, wd->answered && wd->error != 0, "the ask ended %d (error %d)", wd->answered,
+               wd->error);
+}
+
+static const sh_scenario review_ask_eof = {
+    .name = "review_ask_eof",
+    .summary = "an ask whose peer closes without answering ends with an error",
+    .state_size = sizeof(eo_world),
+    .setup = eo_setup,
+    .verify = eo_verify,
+};
+SH_SCENARIO(review_ask_eof);
+
 /* ---- the tests ------------------------------------------------------------------ */
 
 static void run_seeds(const char *name, const char *faults) {
@@ -195,8 +280,14 @@ static void test_send_reset(void **state) {
   run_seeds("review_send_reset", "sh/net/reset:1");
 }
 
+static void test_ask_eof(void **state) {
+  (void)state;
+  run_seeds("review_ask_eof", NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ask_eof),
       cmocka_unit_test(test_reconnect_at_stop),
       cmocka_unit_test(test_send_reset),
   };
