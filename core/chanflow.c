@@ -234,11 +234,19 @@ sh_future *sh_channel_send(sh_stack *st, sh_channel *ch, sh_msg *m) {
   return f;
 }
 
-/* Completes every waiting send with `error`. */
+/* Completes with `error` the sends waiting now. Only those: a stack that
+ * one resumes may send again at once, and that send, past the high
+ * watermark, waits for the next drain (completed here, it would let the
+ * stack fill the buffer to its limit). */
 static void end_sends(sh_channel *ch, int error) {
+  if (sh_list_empty(&ch->sends)) return;
+  const sh_list *last = ch->sends.prev;
+  bool more = true;
   sh_list *l;
-  /* Bounded by the list: each turn removes one. */
-  while ((l = sh_list_pop_front(&ch->sends)) != NULL) {
+  /* Bounded by the sends waiting at the start; a close under a resume
+   * empties the list (and no send waits on a closed channel). */
+  while (more && (l = sh_list_pop_front(&ch->sends)) != NULL) {
+    more = l != last;
     sh_chrec *r = SH_LIST_ENTRY(l, sh_chrec, it.link);
     sh_future_resolve(ch->house, r->fid, NULL, error);
     rec_free(r);
