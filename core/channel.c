@@ -227,6 +227,9 @@ void sh_channel_leave(sh_channel *ch) {
     deferred_work(ch);
     if (!ch->dirty && !(ch->state & SH_CHS_CLOSING)) break;
   }
+  /* A close made in the last round: no later run would come for it (a
+   * closing channel queues no event), so it is done now. */
+  if ((ch->state & (SH_CHS_CLOSING | SH_CHS_CLOSED)) == SH_CHS_CLOSING) teardown(ch);
   ch->busy = 0;
   /* Still more to do after the bound: in a later run. */
   if (i == SH_CH_LEAVE_ROUNDS) sh_channel_poke(ch);
