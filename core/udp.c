@@ -32,7 +32,7 @@ static void read_one(sh_channel *ch) {
   sh_datagram *d = (sh_datagram *)sh_msg_alloc(&sh_datagram_type);
   int rc = d != NULL ? sh_buf_append(&d->buf, scratch, (size_t)n) : -ENOMEM;
   if (rc != 0) {
-    sh_msg_free(&d->hdr);
+    if (d != NULL) sh_msg_free(&d->hdr);
     sh_channel_close_with(ch, rc);
     return;
   }
