@@ -65,17 +65,19 @@ static int setup(sh_channel *ch, sh_house *h, sh_channel_kind kind, sh_sock s,
 
 int sh_channel_new(sh_house *h, sh_channel_kind kind, sh_sock s, const sh_channel_opts *o,
                    sh_channel **out) {
-  /* Channels live on their actor's worker (channel.h): only IO actors,
-   * only there. */
-  SH_ASSERT(h->cls->kind == SH_IO_ACTOR && sh_worker_current() == owner_of(h));
   /* A stopped house makes no channel: its stop closes the ones it has, and
    * a close resumes stacks at once (a failed future), which may connect
    * again; a channel made then would slip under that close and keep the
-   * house (an endless connect) from ever being retired. */
+   * house (an endless connect) from ever being retired. First: the
+   * shutdown's drain, on the calling thread as worker 0, mounts houses
+   * that are stopped already, an acceptor of another worker among them. */
   if (sh_house_stopped(h)) {
     sh_net_close(s);
     return -ESHUTDOWN;
   }
+  /* Channels live on their actor's worker (channel.h): only IO actors,
+   * only there. */
+  SH_ASSERT(h->cls->kind == SH_IO_ACTOR && sh_worker_current() == owner_of(h));
   sh_channel *ch = sh_mem_alloc(sizeof(*ch));
   int rc = ch == NULL ? -ENOMEM : 0;
   if (ch != NULL) {
