@@ -191,7 +191,8 @@ sh_future *sh_channel_ask(sh_stack *st, sh_channel *ch, sh_msg *m) {
     return NULL;
   }
   hold(f, ch);
-  if (stopped(ch) || (ch->state & (SH_CHS_SHUT | SH_CHS_CLOSE_FLUSH))) {
+  /* After the peer's end of stream no response can come. */
+  if (stopped(ch) || (ch->state & (SH_CHS_SHUT | SH_CHS_CLOSE_FLUSH | SH_CHS_EOF))) {
     rec_free(r);
     sh_msg_free(m);
     sh_future_end_now(f, NULL, ch->error != 0 ? ch->error : -EPIPE);
@@ -219,28 +220,39 @@ sh_future *sh_channel_send(sh_stack *st, sh_channel *ch, sh_msg *m) {
     sh_msg_free(m);
     return NULL;
   }
+  /* Held by its future: the write's flush may fail and close the channel
+   * (outside an entry: at once), and it is still there to look at. */
   hold(f, ch);
   int rc = sh_channel_write(ch, m);
-  if (rc != 0 || ch->out.len < ch->o.write_high) {
+  if (rc == 0 && stopped(ch)) rc = ch->error != 0 ? ch->error : -EPIPE;
+  sh_chrec *r = NULL;
+  if (rc == 0 && ch->out.len >= ch->o.write_high) {
+    r = rec_new(ch);
+    if (r == NULL) rc = -ENOMEM;
+  }
+  if (r != NULL) {
+    sh_future_track(f);
+    r->fid = sh_future_id(f);
+    sh_list_push_back(&ch->sends, &r->it.link);
+  } else {
     sh_future_end_now(f, NULL, rc);
-    return f;
   }
-  sh_chrec *r = rec_new(ch);
-  if (r == NULL) {
-    sh_future_end_now(f, NULL, -ENOMEM);
-    return f;
-  }
-  sh_future_track(f);
-  r->fid = sh_future_id(f);
-  sh_list_push_back(&ch->sends, &r->it.link);
   return f;
 }
 
-/* Completes every waiting send with `error`. */
+/* Completes with `error` the sends waiting now. Only those: a stack that
+ * one resumes may send again at once, and that send, past the high
+ * watermark, waits for the next drain (completed here, it would let the
+ * stack fill the buffer to its limit). */
 static void end_sends(sh_channel *ch, int error) {
+  if (sh_list_empty(&ch->sends)) return;
+  const sh_list *last = ch->sends.prev;
+  bool more = true;
   sh_list *l;
-  /* Bounded by the list: each turn removes one. */
-  while ((l = sh_list_pop_front(&ch->sends)) != NULL) {
+  /* Bounded by the sends waiting at the start; a close under a resume
+   * empties the list (and no send waits on a closed channel). */
+  while (more && (l = sh_list_pop_front(&ch->sends)) != NULL) {
+    more = l != last;
     sh_chrec *r = SH_LIST_ENTRY(l, sh_chrec, it.link);
     sh_future_resolve(ch->house, r->fid, NULL, error);
     rec_free(r);
@@ -249,14 +261,19 @@ static void end_sends(sh_channel *ch, int error) {
 
 void sh_chanflow_writable(sh_channel *ch) { end_sends(ch, 0); }
 
-void sh_chanflow_fail_all(sh_channel *ch, int error) {
+void sh_chanflow_fail_futures(sh_channel *ch, int error) {
   sh_ifl_item *it;
-  /* Each loop is bounded by its queue: each turn removes one item. */
+  /* Bounded by the queue: each turn removes one item. */
   while ((it = sh_ifl_pop_any(&ch->futs)) != NULL) {
     sh_chrec *r = rec_of(it);
     sh_future_resolve(ch->house, r->fid, NULL, error);
     rec_free(r);
   }
+}
+
+void sh_chanflow_fail_all(sh_channel *ch, int error) {
+  sh_ifl_item *it;
+  sh_chanflow_fail_futures(ch, error);
   end_sends(ch, error);
   while ((it = sh_ifl_pop_any(&ch->stacks)) != NULL) {
     sh_chrec *r = rec_of(it);

@@ -65,6 +65,16 @@ static int setup(sh_channel *ch, sh_house *h, sh_channel_kind kind, sh_sock s,
 
 int sh_channel_new(sh_house *h, sh_channel_kind kind, sh_sock s, const sh_channel_opts *o,
                    sh_channel **out) {
+  /* A stopped house makes no channel: its stop closes the ones it has, and
+   * a close resumes stacks at once (a failed future), which may connect
+   * again; a channel made then would slip under that close and keep the
+   * house (an endless connect) from ever being retired. First, before the
+   * worker check: the shutdown's drain mounts houses that are stopped
+   * already (an acceptor spawned just before the shutdown). */
+  if (sh_house_stopped(h)) {
+    sh_net_close(s);
+    return -ESHUTDOWN;
+  }
   /* Channels live on their actor's worker (channel.h): only IO actors,
    * only there. */
   SH_ASSERT(h->cls->kind == SH_IO_ACTOR && sh_worker_current() == owner_of(h));
@@ -180,13 +190,15 @@ void sh_channel_close_with(sh_channel *ch, int error) {
   sh_channel_leave(ch);
 }
 
-/* The end of stream was read: the actor hears it once, and once every
+/* The end of stream was read: the actor hears it once, the futures fail
+ * (their responses could only have come before it), and once every
  * request is handled the channel closes after its last byte went out. */
 static void after_eof(sh_channel *ch) {
   if (!(ch->state & SH_CHS_EOF)) return;
   if (!(ch->state & SH_CHS_EOF_TOLD)) {
     ch->state |= SH_CHS_EOF_TOLD;
     sh_channel_tell(ch, SH_CHANNEL_EOF, 0);
+    sh_chanflow_fail_futures(ch, -EPIPE);
   }
   if (sh_chanflow_idle(ch)) ch->state |= SH_CHS_CLOSE_FLUSH;
 }

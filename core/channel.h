@@ -84,7 +84,7 @@ struct sh_channel {
   uint32_t ready; /* readiness bits gathered since the event was queued */
   uint32_t busy;  /* entry points under way (the file comment) */
   bool dirty;     /* an entry nested in the outermost one did something */
-  uint32_t refs;  /* stacks of its requests still running */
+  uint32_t refs;  /* stacks of its requests still running, and holds (sh_channel_hold) */
   uint32_t worker;
   sh_sock sock;
   int error; /* why it closed */
@@ -159,6 +159,8 @@ void sh_chanflow_pump(sh_channel *ch);
 bool sh_chanflow_full(const sh_channel *ch);
 /* Whether no request is waiting or being handled. */
 bool sh_chanflow_idle(const sh_channel *ch);
+/* Fails every future with `error` (no response can come any more). */
+void sh_chanflow_fail_futures(sh_channel *ch, int error);
 /* Fails every item with `error`, once (the channel closes). */
 void sh_chanflow_fail_all(sh_channel *ch, int error);
 /* The write buffer fell below its low watermark: waiting sends complete. */
