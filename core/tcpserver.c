@@ -103,12 +103,15 @@ void sh_tcp_accept_some(sh_channel *ch) {
       count(hand_over(srv, s, &peer) ? &srv->accepted : &srv->refused, 1);
     } else if (rc == -EAGAIN) {
       ch->state &= ~SH_CHS_READABLE;
-    } else if (rc == -EMFILE || rc == -ENFILE || rc == -ENOBUFS || rc == -ENOMEM) {
+    } else if (rc == -ECONNABORTED || rc == -EPROTO || rc == -EPERM) {
+      /* That connection's own trouble (reset while queued, refused by a
+       * firewall rule): the next one may be fine. */
+    } else {
+      /* Out of descriptors or memory, or anything the listener itself
+       * suffers: count it, wait, and try again, never in a tight loop. */
       count(&srv->refused, 1);
       back_off(ch);
     }
-    /* Anything else (a connection reset while queued) concerns that
-     * connection only. */
   }
 }
 
