@@ -260,9 +260,10 @@ $(foreach cfg,$(CONFIGS),$(eval $(call config_rules,$(cfg))))
 
 # --------------------------------------------------------------- mutants ---
 # A planted bug (tools/mutants/list*, docs/simulator.md "Planted bugs") is a
-# switch SH_MUTANT_<name> in core/, defined by no other build. `make mutant
-# MUTANT=name` builds it in a configuration of its own, build/mutants/<name>
-# (release flags plus the switch): its shsim and the simulator's tests.
+# switch SH_MUTANT_<name> in core/ (simnet_*: in backend-sim/net*.c), defined
+# by no other build. `make mutant MUTANT=name` builds it in a configuration of
+# its own, build/mutants/<name> (release flags plus the switch): its shsim and
+# the simulator's tests.
 MUTANT :=
 MUTANT_TESTS := $(filter test_sim_%,$(ALL_TESTS))
 ifneq ($(MUTANT),)

@@ -129,6 +129,10 @@ void sh_chanflow_result(sh_stack *st, sh_msg *reply, int error) {
 /* Writes the results whose turn came (all of them without head-of-line). */
 static void release(sh_channel *ch) {
   sh_ifl_item *it;
+#ifdef SH_MUTANT_chanflow_hol_out_of_order
+  /* Planted bug: results are written as their stacks finish, head-of-line or not. */
+  ch->stacks.head_of_line = false;
+#endif
   /* Bounded by the inflight stacks: each turn removes one. */
   while ((it = sh_ifl_release(&ch->stacks)) != NULL) {
     sh_chrec *r = rec_of(it);
@@ -266,7 +270,12 @@ void sh_chanflow_fail_futures(sh_channel *ch, int error) {
   /* Bounded by the queue: each turn removes one item. */
   while ((it = sh_ifl_pop_any(&ch->futs)) != NULL) {
     sh_chrec *r = rec_of(it);
+#ifdef SH_MUTANT_chanflow_close_forgets_future
+    /* Planted bug: a close fails the futures still pending, but forgets those already written. */
+    if (r->msg != NULL) sh_future_resolve(ch->house, r->fid, NULL, error);
+#else
     sh_future_resolve(ch->house, r->fid, NULL, error);
+#endif
     rec_free(r);
   }
 }

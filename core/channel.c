@@ -123,7 +123,12 @@ void sh_channel_poke(sh_channel *ch) {
 
 void sh_channel_ready(void *token, uint32_t events) {
   sh_channel *ch = token;
+#ifdef SH_MUTANT_channel_ready_lost
+  /* Planted bug: readiness that comes while the event is queued is dropped, not gathered. */
+  if (!(ch->state & SH_CHS_EVENT)) ch->ready |= events;
+#else
   ch->ready |= events;
+#endif
   sh_channel_poke(ch);
 }
 
@@ -146,7 +151,12 @@ void sh_channel_on_event(sh_house *h, sh_msg *m) {
 /* ---- closing and freeing ---------------------------------------------------- */
 
 static void maybe_free(sh_channel *ch) {
+#ifdef SH_MUTANT_channel_free_event_queued
+  /* Planted bug: a channel is freed while its readiness event is still queued. */
+  const uint32_t held = 0;
+#else
   const uint32_t held = SH_CHS_EVENT;
+#endif
   if (!(ch->state & SH_CHS_FREE_DUE) || (ch->state & held) || ch->refs > 0 || ch->busy > 0) return;
   sh_list_remove(&ch->link);
   sh_pipeline_fini(&ch->pl);
@@ -200,7 +210,12 @@ static void after_eof(sh_channel *ch) {
     sh_channel_tell(ch, SH_CHANNEL_EOF, 0);
     sh_chanflow_fail_futures(ch, -EPIPE);
   }
+#ifdef SH_MUTANT_channel_eof_close_early
+  /* Planted bug: the end of stream closes once no request waits, though a stack still runs. */
+  if (ch->stacks.npending == 0) ch->state |= SH_CHS_CLOSE_FLUSH;
+#else
   if (sh_chanflow_idle(ch)) ch->state |= SH_CHS_CLOSE_FLUSH;
+#endif
 }
 
 /* One round of what waits for the outermost entry to leave. */

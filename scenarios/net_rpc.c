@@ -13,6 +13,10 @@
  * Both end each connection by closing it with requests still inflight on
  * both sides: every future fails once with the close's error, the server's
  * stacks finish into a closed channel, and nothing leaks.
+ *   net_rpc_eof   as net_rpc, but the client shuts its write side after its
+ *                 requests: the server reads the end of stream while its
+ *                 stacks still run, and must write every result before the
+ *                 close that follows it
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -84,6 +88,7 @@ static bool is_barrier(const sh_msg *m) { return ((const rpc *)m)->barrier; }
 
 typedef struct world {
   bool by_id;
+  bool half_close; /* net_rpc_eof */
   sh_tcp_server *server;
   sh_netaddr at;
   const sh_addr *client;
@@ -210,7 +215,10 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
   cli_locals *l = sh_stack_locals(st);
   switch (sh_stack_state(st)) {
   case SH_START: {
-    sh_channel_opts o = {.handlers = {&codec}, .nhandlers = 1, .max_future_inflight = INFLIGHT,
+    /* A shutdown ends the write side after the bytes buffered: with the
+     * end of stream coming, every request is written at once. */
+    sh_channel_opts o = {.handlers = {&codec}, .nhandlers = 1,
+                         .max_future_inflight = wd->half_close ? REQS : INFLIGHT,
                          .match_by_id = wd->by_id};
     l->f[0] = sh_tcp_connect(st, &wd->at, &o);
     if (l->f[0] == NULL) return sh_throw(st, -ENOMEM);
@@ -220,9 +228,14 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
     if (sh_future_failed(l->f[0])) break;
     l->ch = sh_future_reply(l->f[0], sh_channel_msg)->ch;
     if (!ask_range(st, s, l, 0, REQS)) return sh_throw(st, -ENOMEM);
+    if (wd->half_close) sh_channel_shutdown(l->ch);
     return sh_suspend(st, C_ANSWERED);
   case C_ANSWERED:
     for (uint32_t i = 0; i < REQS; i++) check_answer(s, wd, l, i);
+    if (wd->half_close) {
+      sh_channel_close(l->ch);
+      break;
+    }
     /* Requests left inflight, then a close under them. */
     if (!ask_range(st, s, l, REQS, REQS + LATE)) return sh_throw(st, -ENOMEM);
     l->nap = sh_sleep(st, 1);
@@ -284,6 +297,10 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
 
 static int setup_hol(sh_scn *s, sh_system *sys) { return start(s, sys, false); }
 static int setup_ids(sh_scn *s, sh_system *sys) { return start(s, sys, true); }
+static int setup_eof(sh_scn *s, sh_system *sys) {
+  ((world *)sh_scn_state(s))->half_close = true;
+  return start(s, sys, false);
+}
 
 static const sh_scenario net_rpc = {
     .name = "net_rpc",
@@ -302,3 +319,12 @@ static const sh_scenario net_rpc_ids = {
     .verify = verify,
 };
 SH_SCENARIO(net_rpc_ids);
+
+static const sh_scenario net_rpc_eof = {
+    .name = "net_rpc_eof",
+    .summary = "requests then an end of stream: every result is written before the close",
+    .state_size = sizeof(world),
+    .setup = setup_eof,
+    .verify = verify,
+};
+SH_SCENARIO(net_rpc_eof);

@@ -7,7 +7,7 @@
  * simulator's sh/net/drop, dup, reorder) only cost rounds.
  *
  * Invariants: every datagram that comes back carries intact the contents
- * of one that was sent; a duplicate is recognised as one, never counted
+ * of one that was sent, and each side hears only the other; a duplicate is recognised as one, never counted
  * as new; without faults every number comes back in the first rounds.
  */
 #include <stdatomic.h>
@@ -23,13 +23,14 @@
 typedef struct world {
   uint32_t got[DGRAMS];  /* times each number came back */
   uint32_t unique, dups, bad;
+  uint32_t strangers;    /* datagrams from an address that is not the other side's */
   bool done;
 } world;
 
 typedef struct udp_actor {
   sh_scn_actor a;
   sh_channel *echo, *client;
-  sh_netaddr echo_at;
+  sh_netaddr echo_at, client_at;
 } udp_actor;
 
 static void fill(uint8_t *p, uint32_t n) {
@@ -44,6 +45,7 @@ static void udp_mount(sh_actor *self) {
   int rc = sh_udp_open(self, &any, NULL, &u->echo);
   if (rc == 0) rc = sh_udp_open(self, &any, NULL, &u->client);
   if (rc == 0) sh_channel_local(u->echo, &u->echo_at);
+  if (rc == 0) sh_channel_local(u->client, &u->client_at);
   SH_SCN_CHECK(s, rc == 0 || sh_scn_faulty(s), "udp open: %d", rc);
 }
 
@@ -52,7 +54,14 @@ static sh_yield udp_channel(sh_actor *self, sh_stack *st) {
   udp_actor *u = (udp_actor *)self;
   world *wd = sh_scn_state(u->a.s);
   sh_datagram *d = sh_stack_msg_as(st, sh_datagram);
-  if (sh_stack_channel(st) == u->echo) {
+  bool to_echo = sh_stack_channel(st) == u->echo;
+  /* Each side hears the other alone: a copy is its original's, sender included. */
+  const sh_netaddr *other = to_echo ? &u->client_at : &u->echo_at;
+  if (d->peer.ip != other->ip || d->peer.port != other->port) {
+    wd->strangers++;
+    return sh_return(st, NULL);
+  }
+  if (to_echo) {
     sh_datagram *r = sh_datagram_new(&d->peer, NULL, 0);
     if (r == NULL || sh_buf_move(&r->buf, &d->buf, sh_buf_len(&d->buf)) != 0) {
       if (r != NULL) sh_msg_free(&r->hdr);
@@ -136,6 +145,7 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
   (void)sys, (void)st;
   world *wd = sh_scn_state(s);
   SH_SCN_CHECK_EQ(s, wd->bad, 0, "datagrams that came back damaged");
+  SH_SCN_CHECK_EQ(s, wd->strangers, 0, "datagrams from a sender that is not the other side");
   uint32_t sum = 0;
   for (uint32_t i = 0; i < DGRAMS; i++) sum += wd->got[i];
   SH_SCN_CHECK_EQ(s, sum, wd->unique + wd->dups, "datagrams counted");

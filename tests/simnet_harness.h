@@ -232,11 +232,14 @@ static int64_t send_to_u2(const char *s) {
   return sh_net_sendto(U1.s, s, strlen(s), &b);
 }
 
+/* The sender of the datagram recv_u2 returned last. */
+static sh_netaddr u2_from;
+
 /* The next datagram on U2 (waiting for it), or -EAGAIN after `within`. */
 static int64_t recv_u2(uint32_t w, char *buf, size_t len, uint64_t within) {
   uint64_t until = sh_plat_now_ns() + within;
   for (;;) { /* bounded by the clock */
-    int64_t r = sh_net_recvfrom(U2.s, buf, len, NULL);
+    int64_t r = sh_net_recvfrom(U2.s, buf, len, &u2_from);
     if (r != -EAGAIN || sh_plat_now_ns() >= until) return r;
     sh_net_poll(P, w, 64);
     sh_plat_park(P, w, until);
