@@ -157,4 +157,35 @@ size_t sh_sim_fault_points(const char *const **out) {
 
 bool sh_sim_faults_active(void) { return F.n > 0; }
 
+/* The network's weather: what a correct program copes with and still
+ * does all it should, only later (in the simulator a short read or write
+ * is no error). */
+static const char *const benign_points[] = {
+    "sh/net/delay", "sh/net/partition", "sh/net/read",    "sh/net/write",
+    "sh/net/drop",  "sh/net/dup",       "sh/net/reorder",
+};
+
+static bool is_benign(const char *name) {
+  for (size_t i = 0; i < sizeof(benign_points) / sizeof(benign_points[0]); i++)
+    if (strcmp(name, benign_points[i]) == 0) return true;
+  return false;
+}
+
+/* A name enabled: a benign point, or a pattern whose every runtime point
+ * is one (it is also enabled for a program's own points under it). */
+static bool entry_benign(const char *name) {
+  if (is_benign(name)) return true;
+  size_t len = strlen(name);
+  if (len == 0 || name[len - 1] != '*') return false;
+  for (size_t i = 0; i < sh_fault_npoints; i++)
+    if (sh_fault_matches(name, sh_fault_points[i]) && !is_benign(sh_fault_points[i])) return false;
+  return true;
+}
+
+bool sh_sim_faults_benign(void) {
+  for (size_t i = 0; i < F.n; i++)
+    if (F.pt[i].p > 0 && !entry_benign(F.pt[i].name)) return false;
+  return true;
+}
+
 void sh_sim_faults_disable(void) { sh_simfault_end(); }

@@ -26,16 +26,16 @@ SH_MSG_DEFINE(sh_channel_msg, SH_REPLY, 0);
 
 /* ---- the stream transport ------------------------------------------------- */
 
-/* Reads go through one buffer per thread, as large as a read may be, and
- * are appended to the channel's pages: one system call for what would
- * take one per page read in place (a copy is cheaper than a call). A
- * worker's own, so no two threads share it. */
-#define SH_READ_MAX (16u * SH_PAGE_DATA)
-static _Thread_local uint8_t scratch[SH_READ_MAX];
+/* Reads go through the worker's buffer, as large as a read may be, and are
+ * appended to the channel's pages: one system call for what would take one
+ * per page read in place (a copy is cheaper than a call). */
+_Static_assert(SH_IO_SCRATCH >= 16u * SH_PAGE_DATA, "a read of 16 pages fits the worker's buffer");
 
 /* One read of at most `budget` bytes into the read buffer. */
 static int64_t read_into(sh_channel *ch, size_t budget) {
-  int64_t n = sh_net_read(ch->sock, scratch, budget < SH_READ_MAX ? budget : SH_READ_MAX);
+  uint8_t *scratch = sh_worker_scratch(sh_worker_current());
+  if (scratch == NULL) return -ENOMEM;
+  int64_t n = sh_net_read(ch->sock, scratch, budget < SH_IO_SCRATCH ? budget : SH_IO_SCRATCH);
   if (n > 0) {
     int rc = sh_buf_append(&ch->in, scratch, (size_t)n);
     if (rc != 0) return rc;

@@ -12,14 +12,19 @@
 #include "system.h"
 #include "worker.h"
 
-/* One datagram at a time goes through here: read whole, then copied into
- * pooled pages; on the way out, gathered from its pages. A worker's, so
- * no two threads share it. */
-static _Thread_local uint8_t scratch[SH_NET_MAX_DATAGRAM];
+/* One datagram at a time goes through the worker's buffer: read whole,
+ * then copied into pooled pages; on the way out, gathered from its pages. */
+_Static_assert(SH_IO_SCRATCH >= SH_NET_MAX_DATAGRAM, "a datagram fits the worker's buffer");
 
 static void read_one(sh_channel *ch) {
   sh_netaddr from;
-  int64_t n = sh_net_recvfrom(ch->sock, scratch, sizeof(scratch), &from);
+  uint8_t *scratch = sh_worker_scratch(sh_worker_current());
+  if (scratch == NULL) {
+    /* Out of memory: the datagram waits in the socket for a later try. */
+    ch->state &= ~SH_CHS_READABLE;
+    return;
+  }
+  int64_t n = sh_net_recvfrom(ch->sock, scratch, SH_NET_MAX_DATAGRAM, &from);
   if (n == -EAGAIN) {
     ch->state &= ~SH_CHS_READABLE;
     return;
@@ -57,7 +62,8 @@ int sh_udp_to_head(void *owner, sh_msg *m) {
   if (m->type == &sh_datagram_type) {
     sh_datagram *d = (sh_datagram *)m;
     size_t len = d->buf.len;
-    rc = len > sizeof(scratch) ? -EMSGSIZE : 0;
+    uint8_t *scratch = sh_worker_scratch(sh_worker_current());
+    rc = len > SH_NET_MAX_DATAGRAM ? -EMSGSIZE : scratch == NULL ? -ENOMEM : 0;
     if (rc == 0) {
       sh_buf_peek(&d->buf, 0, scratch, len);
       int64_t n = sh_net_sendto(ch->sock, scratch, len, &d->peer);

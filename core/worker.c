@@ -10,6 +10,8 @@
  * pusher whose exchange takes parked from 1 to 0 writes the wakeup, so a
  * burst of sends to a sleeping worker costs one signal.
  */
+#include <stdlib.h>
+
 #include "worker.h"
 
 #include "atomic.h"
@@ -38,7 +40,15 @@ void sh_worker_init(sh_worker *w, sh_system *sys, uint32_t index) {
   for (int i = 0; i < SH_C_COUNT; i++) sh_atomic_init(&w->counters.v[i], 0);
 }
 
-void sh_worker_destroy(sh_worker *w) { sh_pool_destroy(&w->pool); }
+void sh_worker_destroy(sh_worker *w) {
+  sh_pool_destroy(&w->pool);
+  free(w->io_scratch);
+}
+
+uint8_t *sh_worker_scratch(sh_worker *w) {
+  if (w->io_scratch == NULL) w->io_scratch = malloc(SH_IO_SCRATCH);
+  return w->io_scratch;
+}
 
 void sh_worker_enter(sh_worker *w) { sh_plat_set_local(w != NULL ? &w->pool : NULL); }
 

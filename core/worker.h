@@ -34,6 +34,7 @@ typedef struct sh_worker {
   uint64_t idle_count;              /* loop turns in a row that found nothing */
   bool poll_yielded;                /* this idle stretch gave the CPU away once */
   uint32_t watched;                 /* sockets it watches: its loop polls them (channel.h) */
+  uint8_t *io_scratch;              /* SH_IO_SCRATCH bytes for socket reads, made at first use */
   sh_pool pool;
   sh_hfree houses;                  /* retired houses for this worker's spawns */
   sh_wheel wheel;
@@ -52,6 +53,13 @@ void sh_worker_enter(sh_worker *w);
 
 void sh_worker_init(sh_worker *w, sh_system *sys, uint32_t index);
 void sh_worker_destroy(sh_worker *w);
+/* The worker's buffer for one read from a socket (tcp.c, udp.c), held only
+ * between a read and the copy of what it got: SH_IO_SCRATCH bytes, or NULL
+ * when out of memory. A worker's own, not a thread's: in the simulator the
+ * workers are fibers of one thread, and a copy into pages may be a
+ * scheduling point. */
+#define SH_IO_SCRATCH 65536u
+uint8_t *sh_worker_scratch(sh_worker *w);
 /* Queues a ready house (its link) on worker `owner` and wakes the owner if
  * it sleeps; `io`: the IO-actor queue, else the state-actor queue. */
 void sh_worker_enqueue(sh_system *sys, uint32_t owner, sh_hq_link *l, bool high, bool io);

@@ -39,9 +39,12 @@ typedef struct locals {
 
 enum { REFUSED = 1, SILENT, LIVE };
 
-static sh_future *connect_to(sh_stack *st, uint32_t ip, uint16_t port) {
+/* Only the connect to a silent address has a timeout: a partition (the
+ * network's weather) may hold the others for a while, and they must still
+ * end as they should. */
+static sh_future *connect_to(sh_stack *st, uint32_t ip, uint16_t port, int64_t timeout_ms) {
   sh_netaddr to = {.ip = ip, .port = port};
-  sh_channel_opts o = {.connect_timeout_ms = TIMEOUT_MS};
+  sh_channel_opts o = {.connect_timeout_ms = timeout_ms};
   return sh_tcp_connect(st, &to, &o);
 }
 
@@ -52,16 +55,16 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
   switch (sh_stack_state(st)) {
   case SH_START:
     /* Port 1 of loopback: nothing listens there. */
-    l->f = connect_to(st, 0x7f000001, 1);
+    l->f = connect_to(st, 0x7f000001, 1, SH_FOREVER);
     break;
   case REFUSED:
     wd->refused = sh_future_error(l->f);
     /* A documentation address (TEST-NET-1): nobody answers. */
-    l->f = connect_to(st, 0xc0000201, 9);
+    l->f = connect_to(st, 0xc0000201, 9, TIMEOUT_MS);
     break;
   case SILENT:
     wd->silent = sh_future_error(l->f);
-    l->f = connect_to(st, wd->live.ip, wd->live.port);
+    l->f = connect_to(st, wd->live.ip, wd->live.port, SH_FOREVER);
     break;
   default:
     wd->ok = sh_future_error(l->f);

@@ -120,7 +120,8 @@ bool sh_scn_fault_error(const sh_scn *s, int rc) { return s->faulty && rc != 0 &
 static bool faults_on(const sh_scenario *sc) {
 #ifdef SH_SIM
   if (sc->flags & SH_SCN_NO_FAULTS) sh_sim_faults_disable();
-  return sh_sim_faults_active();
+  /* The network's weather alone excuses nothing: every check holds. */
+  return sh_sim_faults_active() && !sh_sim_faults_benign();
 #else
   /* On threads the points are the process's (SH_FAULTS): no scenario can
    * turn them off, and every one runs as tolerantly as it can. */

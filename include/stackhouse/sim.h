@@ -145,6 +145,13 @@ size_t sh_sim_fault_points(const char *const **out);
 /* Whether the current run has fault points enabled (options.faults). */
 bool sh_sim_faults_active(void);
 
+/* Whether every point the current run enables (with a rate above 0) is
+ * the network's weather: sh/net/delay, partition, read, write (short reads
+ * and writes in the simulator), drop, dup, reorder. A correct program
+ * copes with those and still does all it should, so a scenario runs them
+ * with every check (sh_scn_faulty is false); true when none is enabled. */
+bool sh_sim_faults_benign(void);
+
 /* The current run goes on without faults: its points are disabled (a
  * scenario that cannot tolerate faults, before its system is created). */
 void sh_sim_faults_disable(void);
