@@ -37,7 +37,10 @@
  * be created or started, a setup that fails after a fault fired, or a
  * workload that stalls (no message sent or delivered for 3 s, virtual in the
  * simulator), is a run cut short, not a failure; a scenario's own check that
- * fails after a fault fired is excused; the invariants above still hold (every
+ * fails after a fault fired is excused (not for the network's weather alone:
+ * delays, partitions, short reads and writes, UDP loss, duplicates and
+ * reordering excuse nothing, see sh_sim_faults_benign); the invariants
+ * above still hold (every
  * ask resolved once, every message counted, nothing leaked). A scenario's
  * verify runs for a run cut short too (it is where threads the scenario
  * started are joined; its state may be partly set up) and relaxes what a
