@@ -100,7 +100,9 @@ first_failure() {
 shrunk_len() {
   local bin=$1 cmd=$2 dir=$3
   local -a words
-  read -r -a words <<< "$cmd"
+  # The line quotes its fault spec ('a:0.1,b:0.2'): split it as the shell
+  # would (xargs honours the quotes), not on blanks alone.
+  mapfile -t words < <(xargs -n 1 printf '%s\n' <<< "$cmd")
   # words: SHSIM run SCENARIO --seed N [options]
   local file="$dir/shrunk.replay"
   rm -f "$file"
