@@ -174,6 +174,9 @@ int64_t sh_net_read(sh_sock s, void *buf, size_t len) {
   size_t n = len < k->rx_bytes ? len : k->rx_bytes;
   if (n > 1 && sh_fault("sh/net/read")) n = 1 + sh_simnet_draw(n - 1);
   rx_take(k, buf, n);
+  /* A short read with bytes left behind reports them again (netplat.h):
+   * the caller may take a short read for "nothing more now". */
+  if (n < len && k->rx != NULL) sh_simnet_notify(k, SH_IO_IN);
   sh_simrun_mix(SH_SIMRUN_MIX_NET);
   sh_simrun_mix(((uint64_t)n << 32) | (uint32_t)k->id);
   sh_simnet_sock *w = peer_of(k);

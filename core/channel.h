@@ -61,6 +61,7 @@ enum {
   SH_CHS_HIGH = 1u << 12,      /* the write buffer passed its high watermark */
   SH_CHS_WATCHED = 1u << 13,   /* counted in its worker's watched sockets */
   SH_CHS_FREE_DUE = 1u << 14,  /* closed and told: free once nothing refers to it */
+  SH_CHS_HUP = 1u << 15,       /* the peer's end (or an error) was reported: read to the end */
 };
 
 /* A request of either direction in an inflight queue (pooled). */

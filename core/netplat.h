@@ -78,7 +78,9 @@ int sh_net_error(sh_sock s);
 int sh_net_local(sh_sock s, sh_netaddr *out);
 
 /* Bytes read (> 0), 0 at the end of the stream, -EAGAIN, or an error
- * (-ECONNRESET, ...). */
+ * (-ECONNRESET, ...). A read that returns fewer bytes than asked for
+ * leaves nothing to read now, or reports SH_IO_IN again (as a stream
+ * socket on Linux does): the caller need not read again to see -EAGAIN. */
 int64_t sh_net_read(sh_sock s, void *buf, size_t len);
 /* Bytes written (maybe fewer than offered), -EAGAIN, or an error (-EPIPE,
  * -ECONNRESET, ...). Never raises SIGPIPE. */

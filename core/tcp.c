@@ -31,11 +31,11 @@ SH_MSG_DEFINE(sh_channel_msg, SH_REPLY, 0);
  * per page read in place (a copy is cheaper than a call). */
 _Static_assert(SH_IO_SCRATCH >= 16u * SH_PAGE_DATA, "a read of 16 pages fits the worker's buffer");
 
-/* One read of at most `budget` bytes into the read buffer. */
-static int64_t read_into(sh_channel *ch, size_t budget) {
+/* One read of at most len (<= SH_IO_SCRATCH) bytes into the read buffer. */
+static int64_t read_into(sh_channel *ch, size_t len) {
   uint8_t *scratch = sh_worker_scratch(sh_worker_current());
   if (scratch == NULL) return -ENOMEM;
-  int64_t n = sh_net_read(ch->sock, scratch, budget < SH_IO_SCRATCH ? budget : SH_IO_SCRATCH);
+  int64_t n = sh_net_read(ch->sock, scratch, len);
   if (n > 0) {
     int rc = sh_buf_append(&ch->in, scratch, (size_t)n);
     if (rc != 0) return rc;
@@ -52,10 +52,15 @@ static void read_some(sh_channel *ch) {
     if ((ch->state & (SH_CHS_EOF | SH_CHS_CLOSING)) || !(ch->state & SH_CHS_READABLE) ||
         sh_chanflow_full(ch))
       break;
-    int64_t n = read_into(ch, budget);
+    size_t asked = budget < SH_IO_SCRATCH ? budget : SH_IO_SCRATCH;
+    int64_t n = read_into(ch, asked);
     if (n > 0) {
-      budget -= (size_t)n < budget ? (size_t)n : budget;
+      budget -= (size_t)n;
       got = true;
+      /* Fewer than asked: nothing more now, and more will be reported
+       * (netplat.h), so no read just to hear -EAGAIN. Not once the peer's
+       * end was reported: no report comes for the end itself again. */
+      if ((size_t)n < asked && !(ch->state & SH_CHS_HUP)) ch->state &= ~SH_CHS_READABLE;
     } else if (n == 0) {
       ch->state |= SH_CHS_EOF;
     } else if (n == -EAGAIN) {
@@ -216,5 +221,6 @@ void sh_tcp_on_ready(sh_channel *ch, uint32_t bits) {
   }
   if (bits & (SH_IO_IN | SH_IO_HUP | SH_IO_ERR)) ch->state |= SH_CHS_READABLE;
   if (bits & (SH_IO_OUT | SH_IO_HUP | SH_IO_ERR)) ch->state |= SH_CHS_WRITABLE;
+  if (bits & (SH_IO_HUP | SH_IO_ERR)) ch->state |= SH_CHS_HUP;
   if (ch->state & SH_CHS_OPEN) read_some(ch);
 }
