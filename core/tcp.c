@@ -215,12 +215,15 @@ void sh_tcp_on_ready(sh_channel *ch, uint32_t bits) {
     sh_tcp_accept_some(ch);
     return;
   }
+  /* Noted before a connect takes the report: the one that ends a connect
+   * may also carry the peer's end (it greeted and closed before we
+   * looked), and no report comes for that end again. */
+  if (bits & (SH_IO_HUP | SH_IO_ERR)) ch->state |= SH_CHS_HUP;
   if (ch->state & SH_CHS_CONNECTING) {
     if (bits & (SH_IO_OUT | SH_IO_ERR | SH_IO_HUP)) connect_done(ch);
     return;
   }
   if (bits & (SH_IO_IN | SH_IO_HUP | SH_IO_ERR)) ch->state |= SH_CHS_READABLE;
   if (bits & (SH_IO_OUT | SH_IO_HUP | SH_IO_ERR)) ch->state |= SH_CHS_WRITABLE;
-  if (bits & (SH_IO_HUP | SH_IO_ERR)) ch->state |= SH_CHS_HUP;
   if (ch->state & SH_CHS_OPEN) read_some(ch);
 }

@@ -11,7 +11,8 @@
  *     checked by the client from what it receives (chan_rpc.h);
  *   - back-pressure against a peer that does not read;
  *   - an accept that runs out of descriptors; a refused connect; a connect
- *     from an actor that is not an IO actor;
+ *     from an actor that is not an IO actor; a connect heard after the
+ *     peer greeted and closed;
  *   - a UDP round trip; sh_stop of an actor that owns a channel;
  *   - no pool allocation per message in steady state.
  *
@@ -41,6 +42,7 @@
 #include <unistd.h>
 
 #include <stackhouse/net.h>
+#include <stackhouse/probe.h>
 #include <stackhouse/stackhouse.h>
 
 #include "support/harness.h"
@@ -623,6 +625,69 @@ static void test_connect_refused_and_not_io(void **state) {
   assert_int_equal(atomic_load(&g_connect_null), 1);
 }
 
+/* ---- a connect heard after the peer's greeting and end of stream ------------------------- */
+
+static atomic_int g_greet_eof;
+
+/* Connects, then keeps its worker busy: by the time the worker polls, the
+ * peer's greeting and end of stream came, and the one report the connect
+ * takes says so. */
+static sh_yield greeted_notice(sh_actor *self, sh_stack *st) {
+  probe_locals *l = sh_stack_locals(st);
+  if (sh_stack_state(st) == SH_START) {
+    l->f = sh_tcp_connect(st, &((probe *)self)->cfg.to, NULL);
+    if (l->f == NULL) return sh_throw(st, -ENOMEM);
+    th_sleep_ms(300);
+    return sh_suspend(st, 1);
+  }
+  CHECK(!sh_future_failed(l->f));
+  if (sh_future_failed(l->f)) th_done(self);
+  return sh_return(st, NULL);
+}
+
+static sh_yield greeted_channel(sh_actor *self, sh_stack *st) {
+  (void)self;
+  return sh_return(st, NULL);
+}
+
+static void greeted_event(sh_actor *self, sh_channel *ch, int ev, int error) {
+  (void)ch, (void)error;
+  if (ev == SH_CHANNEL_EOF) atomic_store(&g_greet_eof, 1);
+  if (ev == SH_CHANNEL_CLOSED) th_done(self);
+}
+
+static const sh_actor_class greeted_class = {
+    .name = "greeted", .size = sizeof(probe), .locals_size = sizeof(probe_locals),
+    .kind = SH_IO_ACTOR, .init = probe_init, .notice = greeted_notice,
+    .channel = greeted_channel, .channel_event = greeted_event};
+
+/* The peer accepts, greets and closes before the connecting worker looks:
+ * the connect's one report carries the end of stream too. The client
+ * hears EOF and its channel closes. Catches the end of stream of that
+ * report forgotten (a short read of the greeting then waits for a report
+ * that never comes). */
+static void test_connect_then_greeting_and_eof(void **state) {
+  (void)state;
+  atomic_store(&g_greet_eof, 0);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sa = to_sockaddr(&LOOPBACK_ANY);
+  socklen_t len = sizeof(sa);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  assert_int_equal(listen(fd, 4), 0);
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+  probe_cfg cfg = {.to = {.ip = LOOPBACK_ANY.ip, .port = ntohs(sa.sin_port)}};
+  sh_system *sys = net_env(2, 1);
+  go(th_spawn_on(sys, &greeted_class, &cfg, 1));
+  int c = accept(fd, NULL, NULL);
+  assert_true(c >= 0);
+  raw_send_all(c, "hello", 5);
+  close(c);
+  close(fd);
+  assert_int_equal(sh_system_wait_ms(sys, 5000), 0);
+  th_end_exact(sys);
+  assert_int_equal(atomic_load(&g_greet_eof), 1);
+}
+
 /* ---- UDP ----------------------------------------------------------------------------------- */
 
 typedef struct udp_go { sh_msg hdr; sh_netaddr to; bool ping; } udp_go;
@@ -808,6 +873,7 @@ int main(void) {
       cmocka_unit_test(test_back_pressure),
       cmocka_unit_test(test_accept_out_of_descriptors),
       cmocka_unit_test(test_connect_refused_and_not_io),
+      cmocka_unit_test(test_connect_then_greeting_and_eof),
       cmocka_unit_test(test_udp_round_trip),
       cmocka_unit_test(test_stop_closes_channels),
       cmocka_unit_test(test_steady_state_no_pool_malloc),

@@ -4,7 +4,9 @@
  *   - a stack that reconnects when its connect fails, while its actor stops
  *     (the stop's close fails the connect and resumes the stack at once);
  *   - a send from a stack that no channel entry runs (after a sleep) whose
- *     write fails there and then: the channel closes under the call.
+ *     write fails there and then: the channel closes under the call;
+ *   - a connect heard late, when the peer's greeting and end of stream are
+ *     in the report that ends it: the client must still read the end.
  *
  * Each is a scenario of this file, run over a few seeds; a run must pass
  * (no invariant failed, nothing leaked, no memory error).
@@ -351,10 +353,116 @@ static const sh_scenario review_leave_rounds = {
 };
 SH_SCENARIO(review_leave_rounds);
 
+/* ---- a greeting and the end of stream before the connect is heard -------------- */
+
+/* The server greets each connection and closes it: when the client's
+ * worker hears its connect late, the greeting and the end of stream are
+ * both there already, in the one report the connect takes. */
+static void gc_server_event(sh_actor *self, sh_channel *ch, int ev, int error) {
+  (void)self, (void)error;
+  if (ev != SH_CHANNEL_OPEN) return;
+  sh_bytes *b = sh_bytes_new("hello", 5);
+  if (b != NULL) (void)sh_channel_write(ch, &b->hdr);
+  sh_channel_close_after_flush(ch);
+}
+
+static const sh_actor_class gc_server_class = {
+    .name = "review_greeter",
+    .size = sizeof(sh_scn_actor),
+    .kind = SH_IO_ACTOR,
+    .init = sh_scn_actor_init,
+    .channel = sd_server_channel,
+    .channel_event = gc_server_event,
+};
+
+typedef struct gc_world {
+  sh_tcp_server *server;
+  sh_netaddr at;
+  bool closed;
+  uint32_t busy;
+} gc_world;
+
+#define GC_BUSY_RUNS 2000u
+
+static sh_yield gc_notice(sh_actor *self, sh_stack *st) {
+  sh_scn *s = sh_scn_of(self);
+  gc_world *wd = sh_scn_state(s);
+  sd_locals *l = sh_stack_locals(st);
+  if (sh_stack_state(st) == SH_START) {
+    l->f = sh_tcp_connect(st, &wd->at, NULL);
+    return l->f != NULL ? sh_suspend(st, EO_CONNECTED) : sh_throw(st, -ENOMEM);
+  }
+  /* A failed connect ends the workload; a connected one ends at its CLOSED. */
+  if (sh_future_failed(l->f)) {
+    wd->closed = true;
+    sh_scn_done(s, sh_actor_system(self));
+  }
+  return sh_return(st, NULL);
+}
+
+static void gc_client_event(sh_actor *self, sh_channel *ch, int ev, int error) {
+  (void)ch, (void)error;
+  sh_scn *s = sh_scn_of(self);
+  gc_world *wd = sh_scn_state(s);
+  if (ev != SH_CHANNEL_CLOSED) return;
+  wd->closed = true;
+  sh_scn_done(s, sh_actor_system(self));
+}
+
+static const sh_actor_class gc_client_class = {
+    .name = "review_greeted",
+    .size = sizeof(sh_scn_actor),
+    .locals_size = sizeof(sd_locals),
+    .kind = SH_IO_ACTOR,
+    .init = sh_scn_actor_init,
+    .notice = gc_notice,
+    .channel = sd_server_channel,
+    .channel_event = gc_client_event,
+};
+
+/* Keeps the client's worker in its state phase, long past a network hop,
+ * so that the connect is heard late. */
+static sh_yield gc_busy_notice(sh_actor *self, sh_stack *st) {
+  gc_world *wd = sh_scn_state(sh_scn_of(self));
+  if (!wd->closed && wd->busy++ < GC_BUSY_RUNS) (void)sh_scn_kick(sh_self(self));
+  return sh_return(st, NULL);
+}
+
+static const sh_actor_class gc_busy_class = {
+    .name = "review_busy",
+    .size = sizeof(sh_scn_actor),
+    .kind = SH_STATE_ACTOR,
+    .init = sh_scn_actor_init,
+    .notice = gc_busy_notice,
+};
+
+/* The client and the busy actor share worker 1; the acceptor, spawned
+ * first, runs on worker 0. */
+static int gc_setup(sh_scn *s, sh_system *sys) {
+  gc_world *wd = sh_scn_state(s);
+  sh_netaddr any = {.ip = 0x7f000001, .port = 0};
+  const sh_addr *a, *b;
+  int rc = sh_tcp_serve(sys, &any, &gc_server_class, &(sh_scn_arg){s, 0}, SH_SPAWN_PER_WORKER,
+                        NULL, &wd->server);
+  if (rc == 0) rc = sh_tcp_server_addr(wd->server, &wd->at);
+  if (rc == 0) rc = sh_scn_spawn_on(s, sys, &gc_client_class, 0, 1, &a);
+  if (rc == 0) rc = sh_scn_spawn_on(s, sys, &gc_busy_class, 1, 1, &b);
+  if (rc == 0) rc = sh_scn_kick(a);
+  return rc != 0 ? rc : sh_scn_kick(b);
+}
+
+static const sh_scenario review_greet_close = {
+    .name = "review_greet_close",
+    .summary = "a connect heard after the peer's greeting and end of stream came",
+    .state_size = sizeof(gc_world),
+    .setup = gc_setup,
+};
+SH_SCENARIO(review_greet_close);
+
 /* ---- the tests ------------------------------------------------------------------ */
 
-static void run_seeds(const char *name, const char *faults) {
-  for (uint64_t seed = 1; seed <= 8; seed++) {
+static void run_n_seeds(const char *name, const char *faults, uint64_t n) {
+  for (uint64_t seed = 1; seed <= n; seed++) {
     sh_sim_options o;
     sh_sim_options_default(&o);
     o.seed = seed;
@@ -365,6 +473,8 @@ static void run_seeds(const char *name, const char *faults) {
     if (!r.ok) fail_msg("%s seed %llu: %s %s", name, (unsigned long long)seed, r.kind, r.detail);
   }
 }
+
+static void run_seeds(const char *name, const char *faults) { run_n_seeds(name, faults, 8); }
 
 static void test_reconnect_at_stop(void **state) {
   (void)state;
@@ -381,6 +491,11 @@ static void test_ask_eof(void **state) {
   run_seeds("review_ask_eof", NULL);
 }
 
+static void test_greet_close(void **state) {
+  (void)state;
+  run_n_seeds("review_greet_close", NULL, 16);
+}
+
 static void test_leave_rounds(void **state) {
   (void)state;
   for (lr_close_at = 1; lr_close_at <= 24; lr_close_at++) run_seeds("review_leave_rounds", NULL);
@@ -388,6 +503,7 @@ static void test_leave_rounds(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_greet_close),
       cmocka_unit_test(test_leave_rounds),
       cmocka_unit_test(test_ask_eof),
       cmocka_unit_test(test_reconnect_at_stop),
