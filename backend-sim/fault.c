@@ -171,15 +171,21 @@ static bool is_benign(const char *name) {
   return false;
 }
 
-/* A name enabled: a benign point, or a pattern whose every runtime point
- * is one (it is also enabled for a program's own points under it). */
+/* A name enabled: a benign point, or a pattern whose runtime points are
+ * all benign (it is also enabled for a program's own points under it). A
+ * pattern of a program's own points alone is not: its faults are the
+ * program's, and may excuse its checks. */
 static bool entry_benign(const char *name) {
   if (is_benign(name)) return true;
   size_t len = strlen(name);
   if (len == 0 || name[len - 1] != '*') return false;
-  for (size_t i = 0; i < sh_fault_npoints; i++)
-    if (sh_fault_matches(name, sh_fault_points[i]) && !is_benign(sh_fault_points[i])) return false;
-  return true;
+  size_t matched = 0;
+  for (size_t i = 0; i < sh_fault_npoints; i++) {
+    if (!sh_fault_matches(name, sh_fault_points[i])) continue;
+    if (!is_benign(sh_fault_points[i])) return false;
+    matched++;
+  }
+  return matched > 0;
 }
 
 bool sh_sim_faults_benign(void) {
