@@ -233,7 +233,9 @@ SH_API sh_future *sh_channel_send(sh_stack *st, sh_channel *ch, sh_msg *m);
 /* From a stack: sends request m (taken) to the network and returns a
  * future that completes with the response (a message of kind SH_REPLY
  * reaching the tail), in FIFO order or by id (opts.match_by_id). Fails
- * with the channel's close error. NULL only for -EINVAL or -ENOMEM. */
+ * with the channel's close error, or -EPIPE once the peer's end of stream
+ * was read (no response can come after it). NULL only for -EINVAL or
+ * -ENOMEM. */
 SH_API sh_future *sh_channel_ask(sh_stack *st, sh_channel *ch, sh_msg *m);
 
 /* Sets / reads the id that matches a response to its request. */
