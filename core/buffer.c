@@ -1,15 +1,13 @@
 /*
  * Byte buffers (contract in buffer.h and net.h).
  *
- * Shape. Every page of the chain holds at least one byte, except perhaps the
- * tail: a reserve whose commit was 0 leaves an empty tail for the next
- * reserve. Pages are consumed at the head and freed as soon as they are
- * empty, so a buffer holds at most one page more than its bytes need at
- * each end. Whatever may fail (a page from the pool) is had before anything
+ * Shape. Every page of the chain holds at least one byte. Pages are
+ * consumed at the head and freed as soon as they are empty, so a buffer
+ * holds at most one page more than its bytes need at each end. Whatever may fail (a page from the pool) is had before anything
  * changes, so that every call that fails leaves the buffer as it was.
  *
- * Bounds. Every loop walks the pages of a chain (at most one per byte, plus
- * the empty tail) or the pages a call needs (n / SH_PAGE_DATA + 1).
+ * Bounds. Every loop walks the pages of a chain (at most one per byte) or
+ * the pages a call needs (n / SH_PAGE_DATA + 1).
  */
 #include "buffer.h"
 
@@ -74,22 +72,6 @@ static void link_tail(sh_buf *b, sh_page *first, sh_page *last) {
     b->head = first;
   b->tail = last;
   last->next = NULL;
-}
-
-/* Frees b's tail if it is empty, so that pages linked after it keep every
- * page but the tail non-empty. Rare (a reserve committed nothing): the walk
- * to its predecessor is bounded by b's pages. */
-static void drop_empty_tail(sh_buf *b) {
-  sh_page *t = b->tail;
-  if (t == NULL || page_len(t) > 0) return;
-  sh_page *prev = NULL;
-  for (sh_page *p = b->head; p != t; p = p->next) prev = p;
-  if (prev != NULL)
-    prev->next = NULL;
-  else
-    b->head = NULL;
-  b->tail = prev;
-  sh_mem_free(t);
 }
 
 /* Copies n bytes to the tail page's room and then into the pages of
@@ -238,7 +220,6 @@ int sh_buf_move(sh_buf *dst, sh_buf *src, size_t n) {
   sh_page *spare;
   if (spares(rem, room, &spare) != 0) return -ENOMEM;
   if (last != NULL) {
-    drop_empty_tail(dst);
     sh_page *first = src->head;
     src->head = last->next;
     if (src->head == NULL) src->tail = NULL;
@@ -254,25 +235,6 @@ int sh_buf_move(sh_buf *dst, sh_buf *src, size_t n) {
   check(src);
   check(dst);
   return 0;
-}
-
-int sh_buf_reserve(sh_buf *b, uint8_t **p, size_t *room) {
-  if (tail_room(b) == 0) {
-    sh_page *pg = page_new();
-    if (pg == NULL) return -ENOMEM;
-    link_tail(b, pg, pg);
-  }
-  *p = b->tail->data + b->tail->end;
-  *room = tail_room(b);
-  return 0;
-}
-
-void sh_buf_commit(sh_buf *b, size_t n) {
-  SH_ASSERT(n == 0 || (b->tail != NULL && n <= tail_room(b)));
-  if (n == 0) return;
-  b->tail->end += (uint32_t)n;
-  b->len += n;
-  check(b);
 }
 
 int sh_buf_iov(const sh_buf *b, struct iovec *iov, int max, size_t limit) {

@@ -21,14 +21,6 @@ struct sh_page {
   uint8_t data[SH_PAGE_DATA];
 };
 
-/* Room at the tail: *p points at `*room` (> 0) writable bytes of the tail
- * page, a new page appended if the tail is full (or there is none).
- * -ENOMEM when a page was needed and none could be had. Commit what was
- * written with sh_buf_commit. */
-int sh_buf_reserve(sh_buf *b, uint8_t **p, size_t *room);
-/* n bytes (at most the room reserved) were written at the tail. An empty
- * page left by a reserve whose commit is 0 stays for the next reserve. */
-void sh_buf_commit(sh_buf *b, size_t n);
 /* Fills up to max iovecs with the buffer's bytes from the head, at most
  * `limit` bytes in all; how many iovecs. */
 int sh_buf_iov(const sh_buf *b, struct iovec *iov, int max, size_t limit);

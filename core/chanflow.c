@@ -286,7 +286,7 @@ void sh_chanflow_fail_all(sh_channel *ch, int error) {
   end_sends(ch, error);
   while ((it = sh_ifl_pop_any(&ch->stacks)) != NULL) {
     sh_chrec *r = rec_of(it);
-    if (r->msg != NULL) ch->dropped++; /* pending: no stack ever saw it */
+    /* Pending (no stack ever saw it) or finished: nothing holds it. */
     if (r->msg != NULL || r->ended)
       rec_free(r);
     else

@@ -98,7 +98,6 @@ struct sh_channel {
   uint64_t connect_fid; /* the connect's future, 0 when none */
   void *data;
   struct sh_tcp_server *server; /* an accepted connection's server */
-  uint64_t dropped;     /* requests dropped by the close before a stack took them */
 };
 
 extern const sh_msg_type sh_chev_type;
