@@ -3,8 +3,7 @@
  * the worker's pools (mem.h), so that steady-state reads and writes allocate
  * nothing. A page's bytes are data[start, end); pages are appended at the
  * tail and consumed at the head. This header adds what the channel layer
- * needs beyond the public calls: reading straight into the tail page, and
- * writing straight from the pages.
+ * needs beyond the public calls: writing straight from the pages.
  */
 #ifndef SH_BUFFER_H
 #define SH_BUFFER_H
