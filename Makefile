@@ -47,14 +47,17 @@ PUBLIC_HEADERS    := $(filter-out $(SIM_HEADERS),$(wildcard include/stackhouse/*
 CORE_SRCS         := $(wildcard core/*.c)
 EPOLL_SRCS        := $(wildcard backend-epoll/*.c)
 SIM_SRCS          := $(wildcard backend-sim/*.c)
-LIB_SRCS          := $(CORE_SRCS) $(EPOLL_SRCS)
+# Library modules above the core (http/: the HTTP/1.1 codec and server):
+# built into both libraries, they see only the public headers and their own.
+HTTP_SRCS         := $(wildcard http/*.c)
+LIB_SRCS          := $(CORE_SRCS) $(EPOLL_SRCS) $(HTTP_SRCS)
 # The scenario framework (registry, runs, shared invariants): in the
 # simulation library, so that users' scenarios get it; linked as an object
 # with the scenarios on the epoll backend.
 SCN_FRAMEWORK_SRC := scenarios/scenario.c
 # libstackhouse-sim.a (core + simulator backend + scenario framework,
 # -DSH_SIM) only once backend-sim/ has sources.
-SIMLIB_SRCS       := $(if $(SIM_SRCS),$(CORE_SRCS) $(SIM_SRCS) $(SCN_FRAMEWORK_SRC))
+SIMLIB_SRCS       := $(if $(SIM_SRCS),$(CORE_SRCS) $(SIM_SRCS) $(HTTP_SRCS) $(SCN_FRAMEWORK_SRC))
 
 ALL_TESTS         := $(sort $(basename $(notdir $(wildcard tests/test_*.c))))
 # Shared test plumbing (tests/support/*.c), linked into every test program.
@@ -147,6 +150,7 @@ INC_tools    := -Iinclude -Icore
 INC_scenarios := -Iinclude
 INC_bench    := -Ibench/common -Iinclude
 INC_examples := -Iinclude
+INC_http     := -Iinclude
 incs = $(or $(INC_$(firstword $(subst /, ,$(1)))),$(INC_DEFAULT))
 
 # ------------------------------------------------------ per-config rules ---

@@ -215,6 +215,14 @@ uint64_t sh_plat_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t sh_plat_wall_ns(void) {
+  struct timespec ts;
+  int rc = clock_gettime(CLOCK_REALTIME, &ts);
+  assert(rc == 0); /* CLOCK_REALTIME cannot fail on Linux */
+  (void)rc;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* The splitmix64 output function: a bijective avalanche mix. */
 static uint64_t sh_plat_mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);

@@ -173,6 +173,14 @@ uint64_t sh_plat_now_ns(void) {
   return S->now;
 }
 
+/* 2026-01-01 00:00:00 UTC: the simulated wall clock's origin. */
+#define SH_SIM_EPOCH_NS (1767225600ull * 1000000000ull)
+
+uint64_t sh_plat_wall_ns(void) {
+  sh_simmisuse_check_thread("sh_plat_wall_ns");
+  return SH_SIM_EPOCH_NS + S->now;
+}
+
 uint64_t sh_plat_random(void) {
   sh_simmisuse_check_thread("sh_plat_random");
   sh_simrun_ensure_configured();

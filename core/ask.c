@@ -194,3 +194,7 @@ sh_future *sh_sleep(sh_stack *st, int64_t ms) {
   if (!arm(f, ms)) sh_future_resolve(st->house, sh_future_id(f), NULL, -ENOMEM);
   return f;
 }
+
+int64_t sh_clock_ms(void) { return (int64_t)(sh_plat_now_ns() / 1000000u); }
+
+int64_t sh_time_ms(void) { return (int64_t)(sh_plat_wall_ns() / 1000000u); }

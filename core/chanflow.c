@@ -153,6 +153,10 @@ void sh_chanflow_stack_end(sh_chrec *r) {
   SH_ASSERT(ch->refs > 0);
   ch->refs--;
   sh_channel_enter(ch);
+  if (!r->failed && r->reply == NULL && ch->o.fallback_reply != NULL) {
+    r->reply = ch->o.fallback_reply(ch, r->error);
+    if (r->reply != NULL) r->error = 0;
+  }
   if (r->failed) {
     /* The channel closed while the stack ran: its result goes nowhere. */
     rec_free(r);

@@ -60,6 +60,9 @@ uint32_t sh_plat_cpu_count(void);
 
 /* Monotonic nanoseconds (virtual in the simulator). */
 uint64_t sh_plat_now_ns(void);
+/* Nanoseconds since the Unix epoch (in the simulator: a fixed date plus the
+ * virtual clock, so that a run replays exactly). */
+uint64_t sh_plat_wall_ns(void);
 /* 64 random bits (a seeded stream in the simulator). */
 uint64_t sh_plat_random(void);
 

@@ -199,6 +199,12 @@ typedef struct sh_channel_opts {
   uint32_t read_pages;
   /* Connect timeout, by the timeout convention [SH_FOREVER]. */
   int64_t connect_timeout_ms;
+  /* A channel stack that ended without a result (its sh_throw: `error`;
+   * sh_return with NULL: 0) has what this returns written in its place,
+   * in its turn, and the channel stays open; NULL from it: as without the
+   * hook (nothing written; a throw closes the channel) [NULL]. For
+   * protocols that answer every request, e.g. with an error status. */
+  sh_msg *(*fallback_reply)(sh_channel *ch, int error);
 } sh_channel_opts;
 
 /* What the actor's channel_event hook hears. */

@@ -315,6 +315,14 @@ SH_API int sh_ask_try(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeou
  * first. NULL for a negative ms (SH_FOREVER included) or -ENOMEM. */
 SH_API sh_future *sh_sleep(sh_stack *st, int64_t ms);
 
+/* Clocks, callable from any thread. sh_clock_ms: monotonic milliseconds
+ * (the clock of timeouts and timers). sh_time_ms: milliseconds since the
+ * Unix epoch (wall time, e.g. for a Date header). In the simulator both
+ * are virtual: the clock starts at 0 and the wall time at 2026-01-01
+ * 00:00:00 UTC plus the virtual clock, so that runs replay exactly. */
+SH_API int64_t sh_clock_ms(void);
+SH_API int64_t sh_time_ms(void);
+
 SH_API bool sh_future_done(const sh_future *f);
 /* 0 for a reply; else -ETIMEDOUT, -ESHUTDOWN, or what the other side threw. */
 SH_API int sh_future_error(const sh_future *f);
