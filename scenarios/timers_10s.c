@@ -11,6 +11,10 @@
  * through the idle time. Ten real seconds would be too long for the epoll
  * backend: there the same workload runs at a tenth of the ticks and of the
  * period (EPOLL_SCALE), about 125 ms.
+ *
+ * The public clocks keep time with the timers: at its sentinel an actor
+ * reads sh_clock_ms at least the whole run's length after the start; in
+ * the simulator the wall clock is the virtual one from 2026-01-01.
  */
 #include <stdatomic.h>
 
@@ -25,6 +29,7 @@
 typedef struct world {
   int want;            /* ticks per actor: TICKS, or TICKS / EPOLL_SCALE on epoll */
   unsigned period_ms, sentinel_ms;
+  int64_t start_ms; /* sh_clock_ms at setup */
   int ticks[ACTORS];
   int sentinels[ACTORS];
   atomic_uint left; /* actors yet to see their sentinel */
@@ -51,6 +56,22 @@ static void on_tick(periodic *p, const world *wd, int *ticks) {
   SH_SCN_CHECK(p->a.s, rc == 0, "actor %u: sentinel did not start: %d", p->a.id, rc);
 }
 
+/* 2026-01-01 00:00:00 UTC in ms: the simulated wall clock's origin. */
+#define SIM_EPOCH_MS 1767225600000LL
+
+static void check_clocks(periodic *p, const world *wd) {
+  int64_t now = sh_clock_ms(), wall = sh_time_ms();
+  int64_t least = (int64_t)wd->want * wd->period_ms + wd->sentinel_ms;
+  SH_SCN_CHECK(p->a.s, now - wd->start_ms >= least, "actor %u: sh_clock_ms %lld ms after the start, want >= %lld",
+               p->a.id, (long long)(now - wd->start_ms), (long long)least);
+  if (sh_scn_simulated(p->a.s))
+    SH_SCN_CHECK(p->a.s, wall - now == SIM_EPOCH_MS, "actor %u: sh_time_ms %lld, sh_clock_ms %lld",
+                 p->a.id, (long long)wall, (long long)now);
+  else
+    SH_SCN_CHECK(p->a.s, wall > SIM_EPOCH_MS, "actor %u: sh_time_ms %lld is before 2026", p->a.id,
+                 (long long)wall);
+}
+
 static void periodic_timeout(sh_actor *self, uint64_t id, void *arg) {
   (void)arg;
   periodic *p = (periodic *)self;
@@ -65,6 +86,7 @@ static void periodic_timeout(sh_actor *self, uint64_t id, void *arg) {
                p->a.id, (unsigned long long)id);
   SH_SCN_CHECK(p->a.s, *ticks == wd->want, "actor %u: %d ticks at the sentinel, want %d",
                p->a.id, *ticks, wd->want);
+  check_clocks(p, wd);
   wd->sentinels[p->a.id]++;
   sh_scn_count_down(p->a.s, sh_actor_system(self), &wd->left);
 }
@@ -83,6 +105,7 @@ static int setup(sh_scn *s, sh_system *sys) {
   wd->want = TICKS / (int)scale;
   wd->period_ms = PERIOD_MS / scale;
   wd->sentinel_ms = SENTINEL_MS / scale;
+  wd->start_ms = sh_clock_ms();
   atomic_store(&wd->left, ACTORS);
   return sh_scn_spawn_each(s, sys, &periodic_class, ACTORS, SH_SCN_EACH_KICK, NULL);
 }

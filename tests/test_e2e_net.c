@@ -861,10 +861,63 @@ static void test_steady_state_no_pool_malloc(void **state) {
   assert_int_equal(after, before);
 }
 
+/* ---- fallback_reply: a stack without a result still answers ---------------------- */
+
+/* 't': throws -EIO; 'n': returns no result; anything else: echoes itself. */
+static sh_yield fallback_channel(sh_actor *self, sh_stack *st) {
+  (void)self;
+  sh_bytes *in = sh_stack_msg_as(st, sh_bytes);
+  uint8_t c = 0;
+  sh_buf_peek(&in->buf, 0, &c, 1);
+  if (c == 't') return sh_throw(st, -EIO);
+  if (c == 'n') return sh_return(st, NULL);
+  return sh_return(st, &sh_bytes_new(&c, 1)->hdr);
+}
+
+static const sh_actor_class fallback_class = {
+    .name = "fallback", .size = sizeof(sh_actor), .kind = SH_IO_ACTOR, .channel = fallback_channel};
+
+/* 'E' and the error's number as one byte. */
+static sh_msg *fallback_of(sh_channel *ch, int error) {
+  (void)ch;
+  uint8_t b[2] = {'E', (uint8_t)-error};
+  return &sh_bytes_new(b, 2)->hdr;
+}
+
+static void expect_bytes(int fd, const char *want, size_t n) {
+  char got[8] = {0};
+  assert_true(n <= sizeof(got));
+  assert_true(raw_recv_n(fd, got, n));
+  assert_memory_equal(got, want, n);
+}
+
+static void test_fallback_reply_answers_throw_and_nothing(void **state) {
+  (void)state;
+  sh_system *sys = net_env(2, 0);
+  sh_channel_opts o = {.fallback_reply = fallback_of};
+  sh_netaddr at;
+  sh_tcp_server *srv = serve(sys, &fallback_class, &o, &at);
+  int fd = raw_connect(&at, 0);
+  /* One request per round trip: each read is one request. */
+  raw_send_all(fd, "a", 1);
+  expect_bytes(fd, "a", 1);
+  raw_send_all(fd, "t", 1);
+  expect_bytes(fd, "E\x05", 2); /* -EIO, and the channel stays open: */
+  raw_send_all(fd, "n", 1);
+  expect_bytes(fd, "E\x00", 2);
+  raw_send_all(fd, "b", 1);
+  expect_bytes(fd, "b", 1);
+  assert_int_equal(server_stats(srv).open, 1);
+  close(fd);
+  wait_server_idle(srv);
+  th_end_exact(sys);
+}
+
 int main(void) {
   fiu_init(0);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_echo_between_actors),
+      cmocka_unit_test(test_fallback_reply_answers_throw_and_nothing),
       cmocka_unit_test(test_echo_raw_half_close_and_reset),
       cmocka_unit_test(test_requests_while_busy_and_idle),
       cmocka_unit_test(test_close_fails_everything_once),
