@@ -635,20 +635,22 @@ static void test_reset_mid_body(void **state) {
   conn_done(&c);
 }
 
-#ifndef HTTP_SEEDS_DIR
-#define HTTP_SEEDS_DIR "tests/fuzz/http"
-#endif
-
-/* Every seed (and kept crash) of the fuzz target through its oracle. */
+/* Every seed (and kept crash) of the fuzz target through its oracle. The
+ * seeds are in fuzz/http/ next to this file (__FILE__ names it as the
+ * compiler was given it: from the repository's root, where tests run). */
 static void test_fuzz_seeds(void **state) {
   (void)state;
-  DIR *d = opendir(HTTP_SEEDS_DIR);
+  char dir[512];
+  const char *slash = strrchr(__FILE__, '/');
+  int dl = slash ? (int)(slash - __FILE__ + 1) : 0;
+  snprintf(dir, sizeof dir, "%.*sfuzz/http", dl, __FILE__);
+  DIR *d = opendir(dir);
   assert_non_null(d);
   int files = 0;
   for (struct dirent *e; (e = readdir(d)) != NULL;) {
     if (e->d_name[0] == '.') continue;
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", HTTP_SEEDS_DIR, e->d_name);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
     static uint8_t buf[1 << 20];
