@@ -290,7 +290,7 @@ static sh_msg *fallback(sh_channel *ch, int error) {
 static int validate(const sh_http_config *c) {
   if ((c->routes == NULL && c->nroutes > 0) || c->max_head < 256 || c->max_head > 65535 ||
       c->max_inflight > SH_HTTP_MAX_INFLIGHT || c->idle_timeout_ms < SH_FOREVER ||
-      c->instances == 0 || strlen(c->server_name) > SH_HTTP_MAX_NAME ||
+      c->instances == 0 || c->locals_size > SH_HTTP_MAX_LOCALS || strlen(c->server_name) > SH_HTTP_MAX_NAME ||
       c->server_name[strcspn(c->server_name, "\r\n")] != '\0')
     return -EINVAL;
   for (uint32_t i = 0; i < c->nroutes; i++) {
@@ -312,19 +312,26 @@ static sh_http_config with_defaults(const sh_http_config *in) {
   return c;
 }
 
+/* The connection actors' classes, one per size of stack locals: the
+ * runtime reads an actor's class until the system is freed, after the
+ * server's memory went with the last stop, so the classes are static. */
+#define HTTP_CLASS(locals)                                                                   \
+  {.name = "http", .size = sizeof(sh_http_actor), .locals_size = (locals), .kind = SH_IO_ACTOR, \
+   .init = actor_init, .mount = actor_mount, .stop = actor_stop, .timeout = actor_tick,       \
+   .channel = dispatch, .channel_event = actor_event}
+static const sh_actor_class classes[] = {
+    HTTP_CLASS(0),    HTTP_CLASS(64),    HTTP_CLASS(256),   HTTP_CLASS(1024),
+    HTTP_CLASS(4096), HTTP_CLASS(16384), HTTP_CLASS(SH_HTTP_MAX_LOCALS),
+};
+#undef HTTP_CLASS
+
+static const sh_actor_class *class_for(size_t locals_size) {
+  size_t i = 0;
+  while (classes[i].locals_size < locals_size) i++;
+  return &classes[i];
+}
+
 static void setup(sh_http_server *s) {
-  s->cls = (sh_actor_class){
-      .name = "http",
-      .size = sizeof(sh_http_actor),
-      .locals_size = s->cfg.locals_size,
-      .kind = SH_IO_ACTOR,
-      .init = actor_init,
-      .mount = actor_mount,
-      .stop = actor_stop,
-      .timeout = actor_tick,
-      .channel = dispatch,
-      .channel_event = actor_event,
-  };
   s->opts = (sh_channel_opts){
       .handlers = {&sh_http_codec},
       .nhandlers = 1,
@@ -350,7 +357,7 @@ int sh_http_serve(sh_system *sys, const sh_netaddr *at, const sh_http_config *cf
   if (s == NULL) return -ENOMEM;
   s->cfg = c;
   setup(s);
-  rc = sh_tcp_serve(sys, at, &s->cls, s, c.instances, &s->opts, &s->tcp);
+  rc = sh_tcp_serve(sys, at, class_for(c.locals_size), s, c.instances, &s->opts, &s->tcp);
   if (rc == 0 && out != NULL) *out = s;
   /* Its actors hold it from here (or, when the spawn failed, let it go). */
   server_release(s);

@@ -21,6 +21,8 @@
  * (codec.c) holds max_inflight + SH_HTTP_MAX_PENDING entries. */
 #define SH_HTTP_MAX_INFLIGHT 256u
 #define SH_HTTP_RING (SH_HTTP_MAX_INFLIGHT + SH_HTTP_MAX_PENDING)
+/* The most stack locals a handler may have (sh_http_config.locals_size). */
+#define SH_HTTP_MAX_LOCALS 65536u
 /* The longest Server header value. */
 #define SH_HTTP_MAX_NAME 128u
 /* "Sun, 06 Nov 1994 08:49:37 GMT" */
@@ -28,7 +30,6 @@
 
 struct sh_http_server {
   sh_http_config cfg;
-  sh_actor_class cls;
   sh_channel_opts opts;
   sh_tcp_server *tcp;
   /* Who holds the server: sh_http_serve while it runs, and each connection
