@@ -374,6 +374,56 @@ static void test_header_syntax(void **state) {
   sh_msg_free(&r->hdr);
 }
 
+/* a, then n bytes of f, then b, into buf: the length. */
+static size_t compose(char *buf, const char *a, const char *f, size_t n, const char *b) {
+  size_t al = strlen(a), bl = strlen(b);
+  memcpy(buf, a, al);
+  memcpy(buf + al, f, n);
+  memcpy(buf + al + n, b, bl);
+  return al + n + bl;
+}
+
+/* Long values and targets are checked a word at a time: a bad byte at
+ * any offset of one is found, a good one anywhere is kept. */
+static void test_long_fields(void **state) {
+  (void)state;
+  static const uint8_t bad_value[] = {0x00, 0x01, 0x0d, 0x1f, 0x7f};
+  static const uint8_t good_value[] = {'\t', ' ', 0x80, 0xff, '~', '!'};
+  static const uint8_t bad_target[] = {0x00, '\t', ' ', 0x7f, 0x80, 0xff};
+  char field[41], buf[256];
+  for (size_t at = 0; at < 40; at++) {
+    for (size_t k = 0; k < sizeof bad_value; k++) {
+      memset(field, 'a', 40);
+      field[at] = (char)bad_value[k];
+      size_t n = compose(buf, "GET /" H11 "X: ", field, 40, "\r\n\r\n\r\n");
+      assert_int_equal(parse_lim(buf, n, &LIM, NULL), 400);
+    }
+    for (size_t k = 0; k < sizeof good_value; k++) {
+      memset(field, 'a', 40);
+      field[at] = (char)good_value[k];
+      field[40] = 0;
+      snprintf(buf, sizeof buf, "GET /" H11 "X: %s\r\n\r\n", field);
+      sh_http_request *r;
+      assert_int_equal(parse_str(buf, &r), 0);
+      sh_http_str v;
+      assert_true(sh_http_header(r, "x", &v));
+      size_t from = 0, to = 40; /* OWS at either end is trimmed */
+      while (field[from] == ' ' || field[from] == '\t') from++;
+      while (field[to - 1] == ' ' || field[to - 1] == '\t') to--;
+      assert_int_equal(v.len, to - from);
+      assert_memory_equal(v.p, field + from, to - from);
+      sh_msg_free(&r->hdr);
+    }
+    for (size_t k = 0; k < sizeof bad_target; k++) {
+      memset(field, 'a', 40);
+      field[0] = '/';
+      field[at] = (char)bad_target[k];
+      size_t n = compose(buf, "GET ", field, 40, H11 "\r\n");
+      assert_int_equal(parse_lim(buf, n, &LIM, NULL), 400);
+    }
+  }
+}
+
 /* A NUL at any position of a head makes it a 400 (with an empty line
  * added, in case the NUL took the place of the head's end). */
 static void test_nul_everywhere(void **state) {
@@ -680,6 +730,7 @@ int main(void) {
       POOLED(test_versions),
       POOLED(test_line_ends),
       POOLED(test_header_syntax),
+      POOLED(test_long_fields),
       POOLED(test_nul_everywhere),
       POOLED(test_head_too_long),
       POOLED(test_too_many_headers),
