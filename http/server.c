@@ -92,6 +92,21 @@ static void sweep(sh_http_actor *a) {
   }
 }
 
+/* The timer runs only while the actor has connections, so that an idle
+ * server is quiet (and a finished simulation has nothing left to run). */
+static void ticking_start(sh_http_actor *a) {
+  format_date(a->date, sh_time_ms());
+  int64_t idle = a->srv->cfg.idle_timeout_ms, period = 1000;
+  if (idle != SH_FOREVER && idle / 2 < period) period = idle / 2 > 0 ? idle / 2 : 1;
+  /* No timer (no memory): a stale Date and no idle timeout, nothing worse. */
+  a->ticking = sh_timer_start(&a->base, period, period, NULL, &a->timer) == 0;
+}
+
+static void ticking_stop(sh_http_actor *a) {
+  if (a->ticking) (void)sh_timer_cancel(&a->base, a->timer);
+  a->ticking = false;
+}
+
 static void actor_tick(sh_actor *self, uint64_t id, void *arg) {
   (void)id;
   (void)arg;
@@ -153,8 +168,10 @@ static void actor_event(sh_actor *self, sh_channel *ch, int event, int error) {
   (void)error;
   sh_http_actor *a = (sh_http_actor *)self;
   if (event == SH_CHANNEL_OPEN) {
+    if (a->nconns++ == 0) ticking_start(a);
     opened(a, ch);
   } else if (event == SH_CHANNEL_CLOSED) {
+    if (a->nconns > 0 && --a->nconns == 0) ticking_stop(a);
     atomic_fetch_sub_explicit(&a->srv->open, 1, memory_order_relaxed);
     sh_http_conn *c = sh_channel_data(ch);
     if (c != NULL) conn_free(a, c);
@@ -169,15 +186,6 @@ static int actor_init(sh_actor *self, void *arg) {
   a->srv = arg;
   atomic_fetch_add_explicit(&a->srv->refs, 1, memory_order_relaxed);
   return 0;
-}
-
-static void actor_mount(sh_actor *self) {
-  sh_http_actor *a = (sh_http_actor *)self;
-  format_date(a->date, sh_time_ms());
-  int64_t idle = a->srv->cfg.idle_timeout_ms, period = 1000;
-  if (idle != SH_FOREVER && idle / 2 < period) period = idle / 2 > 0 ? idle / 2 : 1;
-  /* No timer (no memory): a stale Date and no idle timeout, nothing worse. */
-  (void)sh_timer_start(self, period, period, NULL, &a->timer);
 }
 
 static void actor_stop(sh_actor *self) {
@@ -317,8 +325,8 @@ static sh_http_config with_defaults(const sh_http_config *in) {
  * server's memory went with the last stop, so the classes are static. */
 #define HTTP_CLASS(locals)                                                                   \
   {.name = "http", .size = sizeof(sh_http_actor), .locals_size = (locals), .kind = SH_IO_ACTOR, \
-   .init = actor_init, .mount = actor_mount, .stop = actor_stop, .timeout = actor_tick,       \
-   .channel = dispatch, .channel_event = actor_event}
+   .init = actor_init, .stop = actor_stop, .timeout = actor_tick, .channel = dispatch,          \
+   .channel_event = actor_event}
 static const sh_actor_class classes[] = {
     HTTP_CLASS(0),    HTTP_CLASS(64),    HTTP_CLASS(256),   HTTP_CLASS(1024),
     HTTP_CLASS(4096), HTTP_CLASS(16384), HTTP_CLASS(SH_HTTP_MAX_LOCALS),

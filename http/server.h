@@ -55,6 +55,8 @@ typedef struct sh_http_actor {
   /* Records of closed connections, for the next ones. */
   sh_http_conn *free;
   uint32_t nfree;
+  uint32_t nconns;  /* open connections: the timer runs while there are some */
+  bool ticking;
   uint64_t timer;
   char date[SH_HTTP_DATE_LEN + 1];
 } sh_http_actor;
