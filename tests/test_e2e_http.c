@@ -363,7 +363,8 @@ static void test_exact_responses_keep_alive(void **state) {
 
 /* ---- connections: close, HTTP/1.0, HEAD ------------------------------------------------ */
 
-/* Catches a close not honoured (or not announced), a HTTP/1.0 client
+/* Catches a close not honoured (or not announced, or requests pipelined
+ * after it still handled), a HTTP/1.0 client
  * kept open without asking, one that asked not kept, and a HEAD response
  * with body bytes (the next response would start inside them). */
 static void test_close_http10_head(void **state) {
@@ -376,6 +377,17 @@ static void test_close_http10_head(void **state) {
   resp_free(r);
   expect_closed(&c);
   disconnect(&c);
+
+  /* A request pipelined after the closing one is not even handled. */
+  c = connect_to(&e.at);
+  uint64_t handled = stats(&e).requests;
+  send_str(&c, "GET /q?1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /q?2 HTTP/1.1\r\nHost: x\r\n\r\n");
+  r = get_resp(&c, false);
+  assert_string_equal(r->body, "1");
+  resp_free(r);
+  expect_closed(&c);
+  disconnect(&c);
+  assert_int_equal(stats(&e).requests, handled + 1);
 
   c = connect_to(&e.at);
   r = roundtrip(&c, "GET /plaintext HTTP/1.0\r\n\r\n");
