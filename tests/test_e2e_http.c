@@ -364,9 +364,9 @@ static void test_exact_responses_keep_alive(void **state) {
 /* ---- connections: close, HTTP/1.0, HEAD ------------------------------------------------ */
 
 /* Catches a close not honoured (or not announced, or requests pipelined
- * after it still handled), a HTTP/1.0 client
- * kept open without asking, one that asked not kept, and a HEAD response
- * with body bytes (the next response would start inside them). */
+ * after it still handled), a HTTP/1.0 client kept open without asking,
+ * one that asked not kept, and a HEAD response with body bytes (the next
+ * response would start inside them). */
 static void test_close_http10_head(void **state) {
   (void)state;
   env e = start((sh_http_config){0});
