@@ -87,7 +87,7 @@ static void sweep(sh_http_actor *a) {
   /* Bounded by the armed connections: each turn disarms one. */
   while ((c = a->armed_head) != NULL && now - c->armed_at >= idle) {
     sh_http_conn_disarm(c);
-    sh_http_count(&a->srv->timeouts);
+    sh_http_count(&a->n.timeouts);
     sh_channel_close(c->ch);
   }
 }
@@ -141,16 +141,16 @@ static void conn_free(sh_http_actor *a, sh_http_conn *c) {
 }
 
 /* Past max_connections: 503 at once, and the close after it. */
-static void refuse(sh_http_server *s, sh_http_conn *c) {
+static void refuse(sh_http_conn *c) {
   c->refused = true;
-  sh_http_count(&s->refused);
+  sh_http_count(&c->actor->n.refused);
   sh_http_response *r = sh_http_response_status(503, true);
   if (r == NULL || sh_channel_write(c->ch, &r->hdr) != 0) sh_channel_close(c->ch);
 }
 
 static void opened(sh_http_actor *a, sh_channel *ch) {
   sh_http_server *s = a->srv;
-  sh_http_count(&s->connections);
+  sh_http_count(&a->n.connections);
   /* Relaxed: the count orders no other memory, and read-modify-writes of
    * one atomic always see its latest value, so the limit is exact. */
   unsigned open = atomic_fetch_add_explicit(&s->open, 1, memory_order_relaxed) + 1;
@@ -161,7 +161,7 @@ static void opened(sh_http_actor *a, sh_channel *ch) {
   }
   sh_channel_set_data(ch, c);
   sh_http_conn_arm(c);
-  if (s->cfg.max_connections != 0 && open > s->cfg.max_connections) refuse(s, c);
+  if (s->cfg.max_connections != 0 && open > s->cfg.max_connections) refuse(c);
 }
 
 static void actor_event(sh_actor *self, sh_channel *ch, int event, int error) {
@@ -183,8 +183,13 @@ static void actor_event(sh_actor *self, sh_channel *ch, int event, int error) {
 
 static int actor_init(sh_actor *self, void *arg) {
   sh_http_actor *a = (sh_http_actor *)self;
-  a->srv = arg;
-  atomic_fetch_add_explicit(&a->srv->refs, 1, memory_order_relaxed);
+  /* Everything after the runtime's part starts empty. */
+  memset((char *)a + sizeof(a->base), 0, sizeof(*a) - sizeof(a->base));
+  sh_http_server *s = a->srv = arg;
+  atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+  unsigned i = atomic_fetch_add_explicit(&s->nactors, 1, memory_order_relaxed);
+  /* Release: a reader of the pointer sees the actor's zeroed counters. */
+  if (i < s->max_actors) atomic_store_explicit(&s->actors[i], a, memory_order_release);
   return 0;
 }
 
@@ -200,8 +205,7 @@ static void actor_stop(sh_actor *self) {
 
 /* ---- routing ---------------------------------------------------------------------------- */
 
-static bool path_matches(const char *route, const sh_http_str *path) {
-  size_t n = strlen(route);
+static bool path_matches(const char *route, size_t n, const sh_http_str *path) {
   if (n > 0 && route[n - 1] == '*') return path->len >= n - 1 && memcmp(route, path->p, n - 1) == 0;
   return path->len == n && memcmp(route, path->p, n) == 0;
 }
@@ -227,15 +231,16 @@ static void allow_header(sh_http_response *r, uint32_t methods) {
 }
 
 /* 404, 405 (with Allow) or 501 for a request no route takes. */
-static sh_yield no_route(sh_http_server *s, sh_stack *st, const sh_http_request *req) {
+static sh_yield no_route(sh_http_actor *a, sh_stack *st, const sh_http_request *req) {
+  const sh_http_server *s = a->srv;
   uint32_t allowed = 0;
   bool any_method = false;
   for (uint32_t i = 0; i < s->cfg.nroutes; i++) {
     const sh_http_route *rt = &s->cfg.routes[i];
     if (rt->methods == 0) any_method = true;
-    if (path_matches(rt->path, &req->path)) allowed |= rt->methods;
+    if (path_matches(rt->path, s->plen[i], &req->path)) allowed |= rt->methods;
   }
-  sh_http_count(&s->bad);
+  sh_http_count(&a->n.bad);
   uint16_t status = req->method == SH_HTTP_OTHER && !any_method ? 501 : allowed != 0 ? 405 : 404;
   sh_http_response *r = sh_http_response_status(status, false);
   if (r != NULL && status == 405) allow_header(r, allowed);
@@ -246,14 +251,16 @@ static int route_of(const sh_http_server *s, const sh_http_request *req) {
   uint32_t m = SH_HTTP_M(req->method);
   for (uint32_t i = 0; i < s->cfg.nroutes; i++) {
     const sh_http_route *rt = &s->cfg.routes[i];
-    if ((rt->methods == 0 || (rt->methods & m)) && path_matches(rt->path, &req->path)) return (int)i;
+    if ((rt->methods == 0 || (rt->methods & m)) && path_matches(rt->path, s->plen[i], &req->path))
+      return (int)i;
   }
   return -1;
 }
 
 /* The class's channel handler: every entry of every request's stack. */
 static sh_yield dispatch(sh_actor *self, sh_stack *st) {
-  sh_http_server *s = ((sh_http_actor *)self)->srv;
+  sh_http_actor *a = (sh_http_actor *)self;
+  const sh_http_server *s = a->srv;
   sh_http_request *req = sh_http_req(st);
   if (req->_route == 0) {
     if (req->_status != 0) {
@@ -261,7 +268,7 @@ static sh_yield dispatch(sh_actor *self, sh_stack *st) {
       return sh_return(st, r != NULL ? &r->hdr : NULL);
     }
     int i = route_of(s, req);
-    if (i < 0) return no_route(s, st, req);
+    if (i < 0) return no_route(a, st, req);
     req->_route = (uint16_t)(i + 1);
   }
   return s->cfg.routes[req->_route - 1].handler(self, st);
@@ -298,7 +305,8 @@ static sh_msg *fallback(sh_channel *ch, int error) {
 static int validate(const sh_http_config *c) {
   if ((c->routes == NULL && c->nroutes > 0) || c->max_head < 256 || c->max_head > 65535 ||
       c->max_inflight > SH_HTTP_MAX_INFLIGHT || c->idle_timeout_ms < SH_FOREVER ||
-      c->instances == 0 || c->locals_size > SH_HTTP_MAX_LOCALS || strlen(c->server_name) > SH_HTTP_MAX_NAME ||
+      c->instances == 0 || c->locals_size > SH_HTTP_MAX_LOCALS ||
+      strlen(c->server_name) > SH_HTTP_MAX_NAME ||
       c->server_name[strcspn(c->server_name, "\r\n")] != '\0')
     return -EINVAL;
   for (uint32_t i = 0; i < c->nroutes; i++) {
@@ -350,9 +358,24 @@ static void setup(sh_http_server *s) {
       .write_limit = 4u << 20,
       .fallback_reply = fallback,
   };
-  int n = snprintf(s->server_line, sizeof(s->server_line), "Server: %s\r\nDate: ", s->cfg.server_name);
+  int n = snprintf(s->server_line, sizeof(s->server_line), "Server: %s\r\nDate: ",
+                   s->cfg.server_name);
   s->server_line_len = (uint32_t)n;
   atomic_init(&s->refs, 1);
+}
+
+/* The server, its actors' array and its routes' lengths in one block. */
+static sh_http_server *server_new(const sh_http_config *c, uint32_t nactors) {
+  size_t actors = sizeof(*((sh_http_server *)0)->actors) * nactors;
+  sh_http_server *s = calloc(1, sizeof(*s) + actors + sizeof(uint32_t) * c->nroutes);
+  if (s == NULL) return NULL;
+  s->cfg = *c;
+  s->max_actors = nactors;
+  s->actors = (void *)(s + 1);
+  s->plen = (uint32_t *)(void *)((char *)s->actors + actors);
+  for (uint32_t i = 0; i < c->nroutes; i++) s->plen[i] = (uint32_t)strlen(c->routes[i].path);
+  setup(s);
+  return s;
 }
 
 int sh_http_serve(sh_system *sys, const sh_netaddr *at, const sh_http_config *cfg,
@@ -361,10 +384,9 @@ int sh_http_serve(sh_system *sys, const sh_netaddr *at, const sh_http_config *cf
   sh_http_config c = with_defaults(cfg);
   int rc = validate(&c);
   if (rc != 0) return rc;
-  sh_http_server *s = calloc(1, sizeof(*s));
+  uint32_t nactors = c.instances == SH_SPAWN_PER_WORKER ? sh_system_workers(sys) : c.instances;
+  sh_http_server *s = server_new(&c, nactors);
   if (s == NULL) return -ENOMEM;
-  s->cfg = c;
-  setup(s);
   rc = sh_tcp_serve(sys, at, class_for(c.locals_size), s, c.instances, &s->opts, &s->tcp);
   if (rc == 0 && out != NULL) *out = s;
   /* Its actors hold it from here (or, when the spawn failed, let it go). */
@@ -383,13 +405,15 @@ static uint64_t get(const atomic_uint_fast64_t *c) {
 
 int sh_http_server_stats(const sh_http_server *s, sh_http_stats *out) {
   if (s == NULL || out == NULL) return -EINVAL;
-  *out = (sh_http_stats){
-      .connections = get(&s->connections),
-      .open = atomic_load_explicit(&s->open, memory_order_relaxed),
-      .refused = get(&s->refused),
-      .requests = get(&s->requests),
-      .bad = get(&s->bad),
-      .timeouts = get(&s->timeouts),
-  };
+  *out = (sh_http_stats){.open = atomic_load_explicit(&s->open, memory_order_relaxed)};
+  for (uint32_t i = 0; i < s->max_actors; i++) {
+    const sh_http_actor *a = atomic_load_explicit(&s->actors[i], memory_order_acquire);
+    if (a == NULL) continue;
+    out->connections += get(&a->n.connections);
+    out->refused += get(&a->n.refused);
+    out->requests += get(&a->n.requests);
+    out->bad += get(&a->n.bad);
+    out->timeouts += get(&a->n.timeouts);
+  }
   return 0;
 }

@@ -381,7 +381,8 @@ static void test_close_http10_head(void **state) {
   /* A request pipelined after the closing one is not even handled. */
   c = connect_to(&e.at);
   uint64_t handled = stats(&e).requests;
-  send_str(&c, "GET /q?1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /q?2 HTTP/1.1\r\nHost: x\r\n\r\n");
+  send_str(&c, "GET /q?1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+               "GET /q?2 HTTP/1.1\r\nHost: x\r\n\r\n");
   r = get_resp(&c, false);
   assert_string_equal(r->body, "1");
   resp_free(r);
@@ -530,7 +531,10 @@ static void test_bad_input(void **state) {
   free(longhead);
   /* Pipelined: a good request's answer first, then the error's, then the close. */
   client c = connect_to(&e.at);
-  send_str(&c, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\nGET /q?1 HTTP/1.1\r\nHost: x\r\n\r\nBAD\r\n\r\nGET /q?2 HTTP/1.1\r\nHost: x\r\n\r\n");
+  send_str(&c, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n"
+               "GET /q?1 HTTP/1.1\r\nHost: x\r\n\r\n"
+               "BAD\r\n\r\n"
+               "GET /q?2 HTTP/1.1\r\nHost: x\r\n\r\n");
   resp *r = get_resp(&c, false);
   assert_int_equal(r->status, 200);
   resp_free(r);
@@ -608,7 +612,9 @@ static void test_fallback_statuses(void **state) {
   expect_status(&c, "GET /throw HTTP/1.1\r\nHost: x\r\n\r\n", 500);
   expect_status(&c, "GET /null HTTP/1.1\r\nHost: x\r\n\r\n", 500);
   /* Pipelined around failures: order kept. */
-  send_str(&c, "GET /throw HTTP/1.1\r\nHost: x\r\n\r\nGET /q?7 HTTP/1.1\r\nHost: x\r\n\r\nGET /null HTTP/1.1\r\nHost: x\r\n\r\n");
+  send_str(&c, "GET /throw HTTP/1.1\r\nHost: x\r\n\r\n"
+               "GET /q?7 HTTP/1.1\r\nHost: x\r\n\r\n"
+               "GET /null HTTP/1.1\r\nHost: x\r\n\r\n");
   int want[] = {500, 200, 500};
   for (int i = 0; i < 3; i++) {
     resp *r = get_resp(&c, false);
