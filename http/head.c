@@ -272,7 +272,7 @@ uint16_t sh_http_parse_head(sh_http_request *r, size_t len) {
   if (len == 0 || len > UINT16_MAX || h[len - 1] != '\n') return 400;
   r->nheaders = 0;
   r->content_length = -1;
-  size_t at;
+  size_t at = 0; /* set by parse_request_line; gcc -O1 cannot see it */
   uint16_t st = parse_request_line(r, h, len, &at);
   head_facts f = {0};
   while (st == 0 && at < len && h[at] != '\n' && !(h[at] == '\r' && h[at + 1] == '\n'))
