@@ -6,6 +6,7 @@
  */
 #include "http_client.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,8 +98,8 @@ static bool head_byte(hc_conn *c, char b) {
 static void feed(hc_conn *c, const sh_buf *in) {
   const uint8_t *q;
   size_t off = 0, n;
-  while (c->ch != NULL && (n = sh_buf_span(in, off, &q)) > 0) {
-    for (size_t i = 0; i < n && c->ch != NULL; i++) {
+  while (c->ch != NULL && !c->closing && (n = sh_buf_span(in, off, &q)) > 0) {
+    for (size_t i = 0; i < n && c->ch != NULL && !c->closing; i++) {
       hc_parser *p = &c->p;
       if (!p->in_body) {
         if (!head_byte(c, (char)q[i])) return;
@@ -114,15 +115,34 @@ static void feed(hc_conn *c, const sh_buf *in) {
 
 bool hc_partial_matches(const hc_conn *c, uint16_t status, const char *body, size_t n) {
   const hc_parser *p = &c->p;
-  if (!p->in_body) return true; /* a head cut short is checked by nothing but its length */
+  /* A head cut short is checked by nothing but its length; another status
+   * may come of a fault (503 for memory). */
+  if (!p->in_body || p->r.status != status) return true;
   uint32_t kept = p->r.body_len < HC_BODY_MAX ? p->r.body_len : HC_BODY_MAX;
-  return p->r.status == status && p->r.body_len <= n && memcmp(p->r.body, body, kept) == 0;
+  return p->r.body_len <= n && memcmp(p->r.body, body, kept) == 0;
+}
+
+bool hc_strict_at(sh_scn *s, bool cond, const char *file, int line, const char *fmt, ...) {
+  if (cond) return true;
+  char msg[200];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (sh_scn_faulty(s)) {
+    fprintf(stderr, "%s:%d: %s (no fault excuses it)\n", file, line, msg);
+    abort();
+  }
+  return sh_scn_check_at(s, false, file, line, "%s", msg);
 }
 
 /* ---- connections ------------------------------------------------------------- */
 
 void hc_close(hc_conn *c) {
-  if (c->ch != NULL) sh_channel_close(c->ch);
+  if (c->ch == NULL || c->closing) return;
+  /* Its hook may come later: nothing more is read or written meanwhile. */
+  c->closing = true;
+  sh_channel_close(c->ch);
 }
 
 typedef struct job_locals {
@@ -141,7 +161,9 @@ enum { J_CONNECTED = 1, J_PAUSED, J_WRITTEN };
 #define HC_DRAIN_MS 3000u
 
 /* The connection this stack started is still the live one. */
-static bool live(const job_locals *l) { return l->c->gen == l->gen && l->c->ch == l->ch; }
+static bool live(const job_locals *l) {
+  return l->c->gen == l->gen && l->c->ch == l->ch && !l->c->closing;
+}
 
 static sh_yield script_done(sh_stack *st, hc_conn *c) {
   c->t_written = sh_clock_ms();
@@ -152,11 +174,15 @@ static sh_yield script_done(sh_stack *st, hc_conn *c) {
 
 static sh_yield write_chunk(sh_stack *st, job_locals *l) {
   hc_conn *c = l->c;
-  sh_bytes *b = sh_bytes_new(c->out + c->sent, l->n);
-  l->f = b != NULL ? sh_channel_send(st, c->ch, &b->hdr) : NULL;
-  if (l->f == NULL) return sh_throw(st, -ENOMEM);
+  /* Counted first: a write may close the channel at once, and its hook
+   * rewinds sent for the next connection. */
+  size_t at = c->sent;
   c->sent += l->n;
-  return sh_suspend(st, J_WRITTEN);
+  sh_bytes *b = sh_bytes_new(c->out + at, l->n);
+  l->f = b != NULL ? sh_channel_send(st, c->ch, &b->hdr) : NULL;
+  if (l->f != NULL) return sh_suspend(st, J_WRITTEN);
+  hc_close(c); /* the script cannot go on on this connection */
+  return sh_throw(st, -ENOMEM);
 }
 
 /* The script's next step: a chunk, a pause before it, or the end. */
@@ -198,6 +224,7 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
       return sh_return(st, NULL);
     }
     l->ch = l->c->ch = sh_future_reply(l->f, sh_channel_msg)->ch;
+    l->c->closing = false;
     sh_channel_set_data(l->ch, l->c);
     return next_chunk(st, l);
   case J_PAUSED:

@@ -75,6 +75,7 @@ struct hc_conn {
   sh_scn *s;
   sh_channel *ch;  /* NULL while not connected */
   uint32_t gen;    /* connections made */
+  bool closing;    /* hc_close called; the channel's hook not yet */
   size_t sent;     /* bytes of out written */
   bool ended;
   int error;       /* the last close's */
@@ -101,9 +102,17 @@ int hc_start(sh_scn *s, sh_system *sys, hc_world *w);
 /* Closes c's channel now (from a script's hook). */
 void hc_close(hc_conn *c);
 
-/* A response so far (the partial one at a close): true when its status
- * line (if read) says `status` and its body so far is a prefix of body. */
+/* A response so far (the partial one at a close): false when its head
+ * says `status` and its body so far is not a prefix of body. */
 bool hc_partial_matches(const hc_conn *c, uint16_t status, const char *body, size_t n);
+
+/* A check that no fault excuses (a response to another request, or out
+ * of order, is never a fault's doing): where SH_SCN_CHECK would be
+ * excused (a faulty run after a fault fired), it prints its message and
+ * aborts (FAIL:assert). */
+bool hc_strict_at(sh_scn *s, bool cond, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+#define HC_STRICT(s, cond, ...) hc_strict_at((s), (cond), __FILE__, __LINE__, __VA_ARGS__)
 
 /* Checks that the server's stats say no connection is open. */
 void hc_check_closed(sh_scn *s, const sh_http_server *srv);

@@ -132,9 +132,11 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
     SH_SCN_CHECK(s, wd->ok[EOF_IN_HEAD] == 0 && wd->other[EOF_IN_HEAD] <= 1,
                  "eof in head: %u answered 200, %u otherwise", wd->ok[EOF_IN_HEAD],
                  wd->other[EOF_IN_HEAD]);
+    /* A connection its client closed at once may be gone before its accept. */
     sh_http_stats hs;
     if (wd->server != NULL && sh_http_server_stats(wd->server, &hs) == 0)
-      SH_SCN_CHECK_EQ(s, hs.connections, CONNS, "connections accepted");
+      SH_SCN_CHECK(s, hs.connections >= NORMALS + 1 && hs.connections <= CONNS,
+                   "%llu connections accepted of %u", (unsigned long long)hs.connections, CONNS);
   }
   hc_check_closed(s, wd->server);
 }
