@@ -111,29 +111,13 @@ static const sh_http_route routes[] = {{SH_HTTP_M(SH_HTTP_GET), "/b", answer_b}}
 
 /* ---- the clients --------------------------------------------------------------------------- */
 
-static size_t whole(hc_conn *c, int64_t *pause_ms) {
-  *pause_ms = 0;
-  return c->out_len - c->sent;
-}
-
 static void response(hc_conn *c, const hc_resp *r) {
   world *wd = sh_scn_state(c->s);
   stream *sm = c->user;
   uint64_t k = (uint64_t)c->index * REQS + sm->next;
   char want[32];
   int n = snprintf(want, sizeof(want), "%llu", (unsigned long long)(2 * k));
-  /* A 200 for another request is no fault's doing; another status may be. */
-  bool mine = sm->next < REQS &&
-              (r->status != 200 || (r->body_len == (uint32_t)n && memcmp(r->body, want, n) == 0));
-  if (!HC_STRICT(c->s, mine, "client %u, request %u: got %u \"%.*s\", want \"%s\"", c->index,
-                 sm->next, r->status, (int)(r->body_len < 32 ? r->body_len : 32), r->body, want) ||
-      !SH_SCN_CHECK(c->s, r->status == status_of(k), "client %u, request %u (kind %u): got %u, want %u",
-                    c->index, sm->next, kind_of(k), r->status, status_of(k))) {
-    hc_close(c);
-    return;
-  }
-  wd->answered++;
-  if (++sm->next == REQS) hc_close(c);
+  if (hc_in_order(c, r, &sm->next, REQS, status_of(k), want, (size_t)n)) wd->answered++;
 }
 
 static bool closed(hc_conn *c, int error) {
@@ -144,7 +128,7 @@ static bool closed(hc_conn *c, int error) {
   return false;
 }
 
-static const hc_ops ops = {.chunk = whole, .response = response, .closed = closed};
+static const hc_ops ops = {.chunk = hc_whole, .response = response, .closed = closed};
 
 /* ---- the run ---------------------------------------------------------------------------------- */
 
@@ -163,13 +147,7 @@ static int setup(sh_scn *s, sh_system *sys) {
   int rc = sh_scn_spawn(s, sys, &backend_class, 0, 1, &wd->backend);
   sh_http_config cfg = {.routes = routes, .nroutes = 1, .locals_size = sizeof(sh_future *),
                         .data = wd};
-  sh_netaddr any = {.ip = 0x7f000001, .port = 0};
-  if (rc == 0) rc = sh_http_serve(sys, &any, &cfg, &wd->server);
-  if (rc == 0) rc = sh_http_server_addr(wd->server, &wd->w.at);
-  wd->w.conns = wd->conns;
-  wd->w.nconns = CLIENTS;
-  wd->w.server = wd->server;
-  return rc != 0 ? rc : hc_start(s, sys, &wd->w);
+  return rc != 0 ? rc : hc_serve(s, sys, &cfg, &wd->server, &wd->w, wd->conns, CLIENTS);
 }
 
 static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {

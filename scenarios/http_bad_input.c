@@ -90,11 +90,6 @@ static const sh_http_route routes[] = {
 
 /* ---- the clients ------------------------------------------------------------------------- */
 
-static size_t whole(hc_conn *c, int64_t *pause_ms) {
-  *pause_ms = 0;
-  return c->out_len - c->sent;
-}
-
 static uint32_t wanted(const world *wd, uint32_t i) {
   if (i >= FIXED + BUILT) return GOOD_REQS;
   return wd->cases[i].keeps ? 2 : 1;
@@ -113,7 +108,7 @@ static void response(hc_conn *c, const hc_resp *r) {
     hc_close(c);
 }
 
-static const hc_ops ops = {.chunk = whole, .response = response};
+static const hc_ops ops = {.chunk = hc_whole, .response = response};
 
 /* ---- the run ------------------------------------------------------------------------------- */
 
@@ -141,13 +136,7 @@ static int setup(sh_scn *s, sh_system *sys) {
   }
   sh_http_config cfg = {.routes = routes, .nroutes = 2, .max_head = MAX_HEAD,
                         .max_body = MAX_BODY};
-  sh_netaddr any = {.ip = 0x7f000001, .port = 0};
-  int rc = sh_http_serve(sys, &any, &cfg, &wd->server);
-  if (rc == 0) rc = sh_http_server_addr(wd->server, &wd->w.at);
-  wd->w.conns = wd->conns;
-  wd->w.nconns = CONNS;
-  wd->w.server = wd->server;
-  return rc != 0 ? rc : hc_start(s, sys, &wd->w);
+  return hc_serve(s, sys, &cfg, &wd->server, &wd->w, wd->conns, CONNS);
 }
 
 static void check_case(sh_scn *s, world *wd, uint32_t i) {

@@ -136,6 +136,30 @@ bool hc_strict_at(sh_scn *s, bool cond, const char *file, int line, const char *
   return sh_scn_check_at(s, false, file, line, "%s", msg);
 }
 
+bool hc_in_order(hc_conn *c, const hc_resp *r, uint32_t *next, uint32_t total, uint16_t status,
+                 const char *body, size_t n) {
+  /* A 200 that names another request (reordered, duplicated, corrupt) is
+   * no fault's doing; another status may be (503 for memory). */
+  bool mine = *next < total &&
+              (r->status != 200 || (r->body_len == n && memcmp(r->body, body, n) == 0));
+  int shown = (int)(r->body_len < 64 ? r->body_len : 64);
+  if (!HC_STRICT(c->s, mine, "connection %u, request %u: got %u \"%.*s\", want \"%.*s\"",
+                 c->index, *next, r->status, shown, r->body, (int)n, body) ||
+      !SH_SCN_CHECK(c->s, r->status == status && !r->close,
+                    "connection %u, request %u: got %u%s, want %u", c->index, *next, r->status,
+                    r->close ? " and a close" : "", status)) {
+    hc_close(c);
+    return false;
+  }
+  if (++*next == total) hc_close(c);
+  return true;
+}
+
+size_t hc_whole(hc_conn *c, int64_t *pause_ms) {
+  *pause_ms = 0;
+  return c->out_len - c->sent;
+}
+
 /* ---- connections ------------------------------------------------------------- */
 
 void hc_close(hc_conn *c) {
@@ -307,6 +331,18 @@ static const sh_actor_class client_class = {
     .channel = client_channel,
     .channel_event = client_event,
 };
+
+int hc_serve(sh_scn *s, sh_system *sys, const sh_http_config *cfg, sh_http_server **srv,
+             hc_world *w, hc_conn *conns, uint32_t n) {
+  sh_netaddr any = {.ip = 0x7f000001, .port = 0};
+  int rc = sh_http_serve(sys, &any, cfg, srv);
+  if (rc == 0) rc = sh_http_server_addr(*srv, &w->at);
+  if (rc != 0) return rc;
+  w->conns = conns;
+  w->nconns = n;
+  w->server = *srv;
+  return hc_start(s, sys, w);
+}
 
 int hc_start(sh_scn *s, sh_system *sys, hc_world *w) {
   atomic_store(&w->left, w->nconns);

@@ -99,6 +99,22 @@ typedef struct hc_world {
  * at set; left is set here). */
 int hc_start(sh_scn *s, sh_system *sys, hc_world *w);
 
+/* Serves HTTP with cfg on a port of loopback (*srv), then starts the
+ * connections conns[0..n) of w against it (hc_start). */
+int hc_serve(sh_scn *s, sh_system *sys, const sh_http_config *cfg, sh_http_server **srv,
+             hc_world *w, hc_conn *conns, uint32_t n);
+
+/* A script's chunk: all that is left, at once. */
+size_t hc_whole(hc_conn *c, int64_t *pause_ms);
+
+/* For a connection whose responses come in request order: checks that r
+ * answers request *next with `status` (and, for a 200, with body[0..n))
+ * and keeps the connection; then counts it (*next), and closes the
+ * connection after the last of total. On a failed check it closes the
+ * connection and returns false. */
+bool hc_in_order(hc_conn *c, const hc_resp *r, uint32_t *next, uint32_t total, uint16_t status,
+                 const char *body, size_t n);
+
 /* Closes c's channel now (from a script's hook). */
 void hc_close(hc_conn *c);
 

@@ -64,11 +64,6 @@ static const sh_http_route routes[] = {{0, "/d", answer_d}};
 
 /* ---- the clients ------------------------------------------------------------------------- */
 
-static size_t whole(hc_conn *c, int64_t *pause_ms) {
-  *pause_ms = 0;
-  return c->out_len - c->sent;
-}
-
 static void response(hc_conn *c, const hc_resp *r) {
   world *wd = sh_scn_state(c->s);
   if (r->status != 200) {
@@ -80,9 +75,9 @@ static void response(hc_conn *c, const hc_resp *r) {
 }
 
 static const hc_ops ops[] = {
-    {.chunk = whole, .after = HC_CLOSE, .response = response},
-    {.chunk = whole, .after = HC_SHUTDOWN, .response = response},
-    {.chunk = whole, .after = HC_KEEP, .response = response},
+    {.chunk = hc_whole, .after = HC_CLOSE, .response = response},
+    {.chunk = hc_whole, .after = HC_SHUTDOWN, .response = response},
+    {.chunk = hc_whole, .after = HC_KEEP, .response = response},
 };
 
 static const hc_ops *ops_of(uint32_t i) {
@@ -109,13 +104,7 @@ static int setup(sh_scn *s, sh_system *sys) {
       c->out_len = 1 + sh_scn_rand(s) % (strstr(c->out, "\r\n\r\n") + 3 - c->out);
   }
   sh_http_config cfg = {.routes = routes, .nroutes = 1, .locals_size = sizeof(sh_future *)};
-  sh_netaddr any = {.ip = 0x7f000001, .port = 0};
-  int rc = sh_http_serve(sys, &any, &cfg, &wd->server);
-  if (rc == 0) rc = sh_http_server_addr(wd->server, &wd->w.at);
-  wd->w.conns = wd->conns;
-  wd->w.nconns = CONNS;
-  wd->w.server = wd->server;
-  return rc != 0 ? rc : hc_start(s, sys, &wd->w);
+  return hc_serve(s, sys, &cfg, &wd->server, &wd->w, wd->conns, CONNS);
 }
 
 static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {

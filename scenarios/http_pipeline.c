@@ -139,22 +139,8 @@ static void response(hc_conn *c, const hc_resp *r) {
   world *wd = sh_scn_state(c->s);
   stream *sm = c->user;
   char want[RESP_MAX];
-  if (!HC_STRICT(c->s, sm->next < REQS, "client %u: a response past its last request", c->index)) {
-    hc_close(c);
-    return;
-  }
   uint32_t n = expected(c->index, sm->next, want, sizeof(want));
-  /* A 200 that names another request: reordered, duplicated or corrupt. */
-  bool ok = r->status != 200 || (r->body_len == n && memcmp(r->body, want, n) == 0);
-  if (!HC_STRICT(c->s, ok, "client %u, request %u: got \"%.*s\", want \"%s\"", c->index,
-                 sm->next, (int)(r->body_len < 64 ? r->body_len : 64), r->body, want) ||
-      !SH_SCN_CHECK(c->s, r->status == 200 && !r->close, "client %u, request %u: status %u%s",
-                    c->index, sm->next, r->status, r->close ? ", close" : "")) {
-    hc_close(c);
-    return;
-  }
-  wd->answered++;
-  if (++sm->next == REQS) hc_close(c);
+  if (hc_in_order(c, r, &sm->next, REQS, 200, want, n)) wd->answered++;
 }
 
 static bool closed(hc_conn *c, int error) {
@@ -197,13 +183,7 @@ static int setup(sh_scn *s, sh_system *sys) {
   for (uint32_t i = 0; i < CLIENTS; i++) make_stream(wd, i, sh_scn_seed(s));
   sh_http_config cfg = {.routes = routes, .nroutes = 1, .locals_size = sizeof(handler_locals),
                         .instances = 2};
-  sh_netaddr any = {.ip = 0x7f000001, .port = 0};
-  int rc = sh_http_serve(sys, &any, &cfg, &wd->server);
-  if (rc == 0) rc = sh_http_server_addr(wd->server, &wd->w.at);
-  wd->w.conns = wd->conns;
-  wd->w.nconns = CLIENTS;
-  wd->w.server = wd->server;
-  return rc != 0 ? rc : hc_start(s, sys, &wd->w);
+  return hc_serve(s, sys, &cfg, &wd->server, &wd->w, wd->conns, CLIENTS);
 }
 
 static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {

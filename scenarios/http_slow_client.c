@@ -93,11 +93,6 @@ static const sh_http_route routes[] = {
 
 static world *world_of(const hc_conn *c) { return sh_scn_state(c->s); }
 
-static size_t whole(hc_conn *c, int64_t *pause_ms) {
-  *pause_ms = 0;
-  return c->out_len - c->sent;
-}
-
 /* A byte at a time, the whole head taking T / 2. */
 static size_t bytes_in_time(hc_conn *c, int64_t *pause_ms) {
   *pause_ms = world_of(c)->t / 2 / (int64_t)c->out_len;
@@ -131,9 +126,9 @@ static void response(hc_conn *c, const hc_resp *r) {
 static const hc_ops ops[CONNS] = {
     [IN_TIME] = {.chunk = bytes_in_time, .response = response},
     [SLOWLORIS] = {.chunk = bytes_too_slow, .response = response},
-    [IDLE] = {.chunk = whole, .response = response},
-    [SLOW_HANDLER] = {.chunk = whole, .response = response},
-    [SLOW_READER] = {.chunk = whole, .response = response, .read_pause_ms = 1},
+    [IDLE] = {.chunk = hc_whole, .response = response},
+    [SLOW_HANDLER] = {.chunk = hc_whole, .response = response},
+    [SLOW_READER] = {.chunk = hc_whole, .response = response, .read_pause_ms = 1},
 };
 
 /* ---- the run ---------------------------------------------------------------------------------- */
@@ -146,13 +141,7 @@ static int setup(sh_scn *s, sh_system *sys) {
     wd->conns[i] = (hc_conn){.ops = &ops[i], .out = scripts[i], .out_len = strlen(scripts[i])};
   sh_http_config cfg = {.routes = routes, .nroutes = 3, .locals_size = sizeof(handler_locals),
                         .data = wd, .idle_timeout_ms = wd->t};
-  sh_netaddr any = {.ip = 0x7f000001, .port = 0};
-  int rc = sh_http_serve(sys, &any, &cfg, &wd->server);
-  if (rc == 0) rc = sh_http_server_addr(wd->server, &wd->w.at);
-  wd->w.conns = wd->conns;
-  wd->w.nconns = CONNS;
-  wd->w.server = wd->server;
-  return rc != 0 ? rc : hc_start(s, sys, &wd->w);
+  return hc_serve(s, sys, &cfg, &wd->server, &wd->w, wd->conns, CONNS);
 }
 
 static void check_answered(sh_scn *s, world *wd, uint32_t i, const char *who) {
