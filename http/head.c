@@ -71,20 +71,13 @@ static bool is_ows(uint8_t c) { return c == ' ' || c == '\t'; }
 /* Nonzero when a byte of w is below n (n <= 0x80). */
 static inline uint64_t below(uint64_t w, uint8_t n) { return (w - ONES * n) & ~w & HIGHS; }
 
-/* From h[i], past whole words of field-value bytes without HTAB. */
-static size_t skip_value_words(const uint8_t *h, size_t i, size_t len) {
+/* From h[i], past whole words whose bytes are all in lo..0x7E, or also
+ * 0x80..0xFF when high is 0 (field values, without HTAB: lo 0x20, high 0;
+ * targets: lo 0x21, high HIGHS). */
+static size_t skip_words(const uint8_t *h, size_t i, size_t len, uint8_t lo, uint64_t high) {
   for (uint64_t w; i + 8 <= len; i += 8) {
     memcpy(&w, h + i, 8);
-    if ((below(w, 0x20) | below(w ^ (ONES * 0x7f), 1)) != 0) break;
-  }
-  return i;
-}
-
-/* From h[i], past whole words of target bytes (0x21-0x7E). */
-static size_t skip_target_words(const uint8_t *h, size_t i, size_t len) {
-  for (uint64_t w; i + 8 <= len; i += 8) {
-    memcpy(&w, h + i, 8);
-    if ((below(w, 0x21) | (w & HIGHS) | below(w ^ (ONES * 0x7f), 1)) != 0) break;
+    if ((below(w, lo) | (w & high) | below(w ^ (ONES * 0x7f), 1)) != 0) break;
   }
   return i;
 }
@@ -171,7 +164,7 @@ static uint16_t parse_request_line(sh_http_request *r, const uint8_t *h, size_t 
   r->method_name = (sh_http_str){(const char *)h, i};
   r->method = method_of((const char *)h, i);
   size_t t = ++i;
-  i = skip_target_words(h, i, len);
+  i = skip_words(h, i, len, 0x21, HIGHS);
   while (sh_http_cls[h[i]] & SH_HC_TARGET) i++;
   if (i == t || h[i] != ' ') return 400;
   r->target = (sh_http_str){(const char *)h + t, i - t};
@@ -252,7 +245,7 @@ static uint16_t parse_header(sh_http_request *r, head_facts *f, const uint8_t *h
   i++;
   while (is_ows(h[i])) i++;
   size_t vs = i;
-  i = skip_value_words(h, i, len);
+  i = skip_words(h, i, len, 0x20, 0);
   while (sh_http_cls[h[i]] & SH_HC_VALUE) i++;
   size_t ve = i;
   if (h[i] == '\r') i++;
