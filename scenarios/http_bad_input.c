@@ -161,7 +161,6 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
       SH_SCN_CHECK(s, wd->seen[i].n == GOOD_REQS && wd->seen[i].status[0] == 200,
                    "good client %u: %u responses", i, wd->seen[i].n);
   }
-  hc_check_closed(s, wd->server);
 }
 
 static const sh_scenario http_bad_input = {
