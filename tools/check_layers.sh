@@ -13,7 +13,8 @@
 #  3. scenarios/, examples/, bench/ and http/ (a library module above the
 #     core) include only the public headers (the scenario framework's among
 #     them), system headers, and their own: bench/common/*.h, a suite's
-#     bench/SUITE/common/*.h from within bench/SUITE/, http/*.h.
+#     bench/SUITE/common/*.h from within bench/SUITE/, http/*.h, scenarios/*.h
+#     (helpers shared by scenarios, themselves held to this rule).
 #  4. core/ touches atomic words only through core/atomic.h: no
 #     atomic_*() or atomic_*_explicit() operation of <stdatomic.h>
 #     (atomic_init included) and no __atomic or __sync builtin elsewhere in
@@ -131,7 +132,7 @@ function suite_header(f, p,   s) {
 # Rule 3.
 function check_client(f, inc, p, quoted,   t, h) {
   t = top(f)
-  if (p ~ /^include\/stackhouse\// || (t == "http" && p ~ /^http\/[^\/]*\.h$/) ||
+  if (p ~ /^include\/stackhouse\// || ((t == "http" || t == "scenarios") && p ~ ("^" t "\\/[^\\/]*\\.h$")) ||
       (t == "bench" && (p ~ /^bench\/common\/[^\/]*\.h$/ || suite_header(f, p)))) return
   if (p != "") { bad(f, inc, t "/ may include only the public headers" \
                      (t == "bench" ? ", bench/common/ and bench/SUITE/common/ within SUITE" : "") " (" p ")"); return }
