@@ -61,6 +61,7 @@ void sh_http_conn_arm(sh_http_conn *c) {
   sh_http_actor *a = c->actor;
   if (c->armed_at >= 0) return;
   c->armed_at = sh_clock_ms();
+  c->armed_pending = sh_channel_pending_bytes(c->ch);
   c->next = NULL;
   c->prev = a->armed_tail;
   if (a->armed_tail != NULL) a->armed_tail->next = c;
@@ -84,9 +85,18 @@ static void sweep(sh_http_actor *a) {
   if (idle == SH_FOREVER) return;
   int64_t now = sh_clock_ms();
   sh_http_conn *c;
-  /* Bounded by the armed connections: each turn disarms one. */
+  /* Bounded by the armed connections: each turn disarms one, and one armed
+   * again goes behind every due one (its armed_at is now). */
   while ((c = a->armed_head) != NULL && now - c->armed_at >= idle) {
+    size_t pending = sh_channel_pending_bytes(c->ch);
+    bool draining = pending > 0 && pending < c->armed_pending;
     sh_http_conn_disarm(c);
+    /* A peer still reading its responses is slow, not idle: a timeout
+     * counts from its last progress (closing would drop what it asked for). */
+    if (draining) {
+      sh_http_conn_arm(c);
+      continue;
+    }
     sh_http_count(&a->n.timeouts);
     sh_channel_close(c->ch);
   }

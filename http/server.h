@@ -82,6 +82,7 @@ struct sh_http_conn {
   sh_channel *ch;
   sh_http_conn *prev, *next; /* armed list, or free list (next) */
   int64_t armed_at;          /* sh_clock_ms when armed; -1: not armed */
+  size_t armed_pending;      /* its unwritten response bytes then */
   bool refused;              /* answered 503 for max_connections */
 };
 

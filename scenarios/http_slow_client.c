@@ -11,9 +11,12 @@
  *                at least T after the request, at most 1.5 T (and some
  *                slack) after its response
  *   slow handler one request whose handler takes 2 T: not closed, answered
- *   slow reader  four pipelined requests for 20 KB each, read a page at a
- *                time with a pause before each read (within T in all):
- *                every byte arrives
+ *   slow reader  four pipelined requests for 64 KB each, far more than the
+ *                network holds, read a page at a time with a pause of T / 10
+ *                before each read (about 6 T in all; T / 40 on a real
+ *                machine, whose socket buffers take it all at once): every
+ *                byte arrives (a peer still reading its responses is not
+ *                idle, and a close would drop what it asked for)
  *
  * T is 2 s in the simulator (the network's weather, a partition of up to
  * 200 ms, must not make the one in time late) and 400 ms on a real
@@ -25,7 +28,7 @@
 
 enum { IN_TIME, SLOWLORIS, IDLE, SLOW_HANDLER, SLOW_READER, CONNS };
 
-#define BIG 20000u
+#define BIG 65536u
 #define BIG_REQS 4
 
 typedef struct peer {
@@ -41,6 +44,7 @@ typedef struct world {
   peer peers[CONNS];
   int64_t t;           /* the idle timeout */
   sh_http_server *server;
+  hc_ops slow_reader;  /* ops[SLOW_READER] with its pause */
   char big[BIG];
 } world;
 
@@ -141,6 +145,9 @@ static int setup(sh_scn *s, sh_system *sys) {
   for (uint32_t k = 0; k < BIG; k++) wd->big[k] = big_byte(k);
   for (uint32_t i = 0; i < CONNS; i++)
     wd->conns[i] = (hc_conn){.ops = &ops[i], .out = scripts[i], .out_len = strlen(scripts[i])};
+  wd->slow_reader = ops[SLOW_READER];
+  wd->slow_reader.read_pause_ms = wd->t / (sh_scn_simulated(s) ? 10 : 40);
+  wd->conns[SLOW_READER].ops = &wd->slow_reader;
   sh_http_config cfg = {.routes = routes, .nroutes = 3, .locals_size = sizeof(handler_locals),
                         .data = wd, .idle_timeout_ms = wd->t};
   return hc_serve(s, sys, &cfg, &wd->server, &wd->w, wd->conns, CONNS);
