@@ -37,7 +37,8 @@
  *     handled: from its accept, and from the moment its last response was
  *     written. It closes idle keep-alive connections and slow senders
  *     alike (checked a few times per timeout: a connection closes between
- *     1 and 1.5 timeouts late).
+ *     1 and 1.5 timeouts late). A peer still reading its responses is not
+ *     idle: its time counts from the last time its unwritten bytes fell.
  *   - max_connections is server-wide: a connection accepted past it is
  *     answered 503 and closed at once; the others keep being served.
  *   - Responses carry Server and Date; Date is formatted once a second per
@@ -172,20 +173,22 @@ typedef struct sh_http_route {
 typedef struct sh_http_config {
   const sh_http_route *routes; /* kept, not copied: must outlive the server */
   uint32_t nroutes;
-  size_t locals_size;        /* stack locals every handler may use [0] */
+  size_t locals_size;        /* stack locals every handler may use [0; at most 64 KiB] */
   void *data;                /* user data for handlers (sh_http_data) */
   uint32_t instances;        /* connection actors [SH_SPAWN_PER_WORKER] */
   uint32_t max_connections;  /* open connections server-wide [0: no limit] */
   int64_t idle_timeout_ms;   /* see above [60000; SH_FOREVER: none] */
   uint32_t max_head;         /* request line and headers, bytes [8192; at most 65535] */
   uint64_t max_body;         /* request body, bytes [1 MiB] */
-  uint32_t max_inflight;     /* requests of one connection handled at once [16] */
+  uint32_t max_inflight;     /* requests of one connection handled at once [16; at most 256] */
   const char *server_name;   /* the Server header ["stackhouse"] */
 } sh_http_config;
 
 typedef struct sh_http_server sh_http_server;
 
-/* Serves HTTP at `at` until the system stops. -EINVAL for a bad config. */
+/* Serves HTTP at `at` until the system stops. -EINVAL for a bad config.
+ * The handle is valid until the system shuts down (sh_system_shutdown,
+ * sh_system_free): read its stats before. */
 SH_API int sh_http_serve(sh_system *sys, const sh_netaddr *at, const sh_http_config *cfg,
                          sh_http_server **out);
 SH_API int sh_http_server_addr(const sh_http_server *s, sh_netaddr *out);
