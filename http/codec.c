@@ -15,6 +15,15 @@
  * channel holds requests before it stops reading: decoding stops when it
  * is full and resumes as responses free it (the bytes wait in the
  * channel's read buffer, bounded by the channel).
+ *
+ * Decoding also stops while the write buffer is past its high watermark,
+ * so that a client slow to read is pushed back, not cut off: the write
+ * buffer then holds at most the responses of the requests taken before,
+ * and decoding resumes when the channel says it drained (the actor's
+ * SH_CHANNEL_WRITABLE, sh_http_codec_resume). After the peer's end of
+ * stream one request at a time is taken past the watermark, as long as
+ * the buffer is under its limit: with none outstanding the channel would
+ * close, the requests already read unanswered.
  */
 #include <assert.h>
 #include <string.h>
@@ -26,7 +35,14 @@ enum {
   F_HEAD = 1,  /* a HEAD request: no body bytes */
   F_CLOSE = 2, /* the connection closes after the response */
   F_KA10 = 4,  /* HTTP/1.0 with keep-alive: say so */
+  F_OVER = 8,  /* taken past the high watermark: its response may not pass the limit */
 };
+
+/* What sh_http_codec_resume writes: the codec takes it, nothing else sees it. */
+typedef struct resume_msg {
+  sh_msg hdr;
+} resume_msg;
+static SH_MSG_DEFINE(resume_msg, SH_NOTICE, 0);
 
 typedef struct codec {
   sh_http_parser p;
@@ -35,7 +51,7 @@ typedef struct codec {
   uint32_t head, count, cap;
   bool started;
   bool stopped;      /* a closing request was fired: no more */
-  bool blocked;      /* decoding stopped with the ring full */
+  bool blocked;      /* decoding stopped: the ring full, or the write buffer high */
   bool parsing;      /* the parser was initialised */
   bool closing;      /* a response that closes was written: no more */
   uint8_t ring[SH_HTTP_RING];
@@ -54,6 +70,27 @@ static void start(sh_pctx *c, codec *k) {
   k->parsing = true;
   k->cap = cfg->max_inflight + SH_HTTP_MAX_PENDING;
   assert(k->cap <= SH_HTTP_RING);
+}
+
+/* 0: the next request may be taken (*flags: what it adds to its ring
+ * entry); 1: not now; or -ENOMEM. */
+static int room(sh_pctx *c, codec *k, uint8_t *flags) {
+  *flags = 0;
+  if (k->count == k->cap) return 1;
+  const sh_channel_opts *o = &k->conn->actor->srv->opts;
+  size_t out = sh_buf_len(sh_pctx_out(c));
+  if (out < o->write_high) return 0;
+  if (k->count == 0 && k->conn->eof && out <= o->write_limit) {
+    *flags = F_OVER;
+    return 0;
+  }
+  /* The codec appends to the write buffer directly, which the channel
+   * weighs only as it flushes: an empty write through the head marks the
+   * buffer high now, so that the channel tells when it drained. */
+  sh_msg *none = sh_msg_alloc(&sh_bytes_type);
+  if (none == NULL) return -ENOMEM;
+  int rc = sh_pctx_write(c, none);
+  return rc == -ENOMEM ? rc : 1;
 }
 
 static codec *state(sh_pctx *c) {
@@ -93,19 +130,21 @@ static int pump(sh_pctx *c, codec *k) {
   k->blocked = false;
   /* Bounded: each turn consumes bytes or stops. */
   while (!k->stopped && sh_buf_len(in) > 0) {
-    if (k->count == k->cap) {
-      k->blocked = true;
-      return 0;
+    uint8_t over;
+    int rc = room(c, k, &over);
+    if (rc != 0) {
+      k->blocked = rc > 0;
+      return rc < 0 ? rc : 0;
     }
     sh_http_request *r = NULL;
-    int rc = sh_http_parse(&k->p, in, &r);
+    rc = sh_http_parse(&k->p, in, &r);
     if (rc < 0) return rc;
     if (rc == SH_HTTP_MORE) return 0;
     uint8_t f = F_CLOSE;
     if (rc == SH_HTTP_ERROR) {
       rc = fire_error(c, k);
     } else {
-      f = flags_of(r);
+      f = flags_of(r) | over;
       sh_http_count(&k->conn->actor->n.requests);
       rc = fire(c, k, r, f);
     }
@@ -180,7 +219,9 @@ static bool bodiless(uint16_t status) { return status < 200 || status == 204; }
 static int encode(sh_pctx *c, sh_http_conn *conn, sh_http_response *r, uint8_t flags, bool close) {
   const sh_http_server *srv = conn->actor->srv;
   hbuf h = {.out = sh_pctx_out(c)};
-  if (sh_buf_len(h.out) > srv->opts.write_limit) return -ENOBUFS;
+  /* The others were taken below the high watermark: their responses are
+   * bounded by the requests outstanding, and the client is pushed back. */
+  if ((flags & F_OVER) && sh_buf_len(h.out) > srv->opts.write_limit) return -ENOBUFS;
   status_line(&h, r->status);
   hput(&h, srv->server_line, srv->server_line_len);
   hput(&h, conn->actor->date, SH_HTTP_DATE_LEN);
@@ -227,6 +268,11 @@ static uint8_t pop(codec *k) {
 }
 
 static int codec_outbound(sh_pctx *c, sh_msg *m) {
+  if (sh_msg_is(m, &resume_msg_type)) {
+    sh_msg_free(m);
+    codec *k = state(c);
+    return k->blocked && !k->closing ? pump(c, k) : 0;
+  }
   if (!sh_msg_is(m, &sh_http_response_type)) return sh_pctx_write(c, m);
   codec *k = state(c);
   sh_http_response *r = (sh_http_response *)m;
@@ -249,6 +295,14 @@ static int codec_outbound(sh_pctx *c, sh_msg *m) {
   /* The ring had stopped decoding: whole requests may wait in the read
    * buffer, and no read may come to decode them. */
   return k->blocked ? pump(c, k) : 0;
+}
+
+void sh_http_codec_resume(sh_channel *ch) {
+  sh_msg *m = sh_msg_alloc(&resume_msg_type);
+  /* A closed channel has nothing to resume (-EPIPE); a decoding error
+   * closes it, as it would from a read. */
+  int rc = m != NULL ? sh_channel_write(ch, m) : -ENOMEM;
+  if (rc < 0 && rc != -EPIPE) sh_channel_close(ch);
 }
 
 static void codec_closed(sh_pctx *c, int error) {

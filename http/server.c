@@ -170,6 +170,11 @@ static void actor_event(sh_actor *self, sh_channel *ch, int event, int error) {
   if (event == SH_CHANNEL_OPEN) {
     if (a->nconns++ == 0) ticking_start(a);
     opened(a, ch);
+  } else if (event == SH_CHANNEL_WRITABLE || event == SH_CHANNEL_EOF) {
+    sh_http_conn *c = sh_channel_data(ch);
+    if (c == NULL) return;
+    if (event == SH_CHANNEL_EOF) c->eof = true;
+    sh_http_codec_resume(ch);
   } else if (event == SH_CHANNEL_CLOSED) {
     if (a->nconns > 0 && --a->nconns == 0) ticking_stop(a);
     atomic_fetch_sub_explicit(&a->srv->open, 1, memory_order_relaxed);
@@ -355,6 +360,9 @@ static void setup(sh_http_server *s) {
       .stack_barrier = no_barrier,
       .head_of_line = true,
       .max_pending_stacks = SH_HTTP_MAX_PENDING,
+      /* The channel's defaults, spelled out: the codec reads them. */
+      .write_high = 64u << 10,
+      .write_low = 16u << 10,
       .write_limit = 4u << 20,
       .fallback_reply = fallback,
   };

@@ -83,10 +83,14 @@ struct sh_http_conn {
   sh_http_conn *prev, *next; /* armed list, or free list (next) */
   int64_t armed_at;          /* sh_clock_ms when armed; -1: not armed */
   bool refused;              /* answered 503 for max_connections */
+  bool eof;                  /* the peer's end of stream was read */
 };
 
 /* The codec: handlers[0] of every connection. */
 extern const sh_handler sh_http_codec;
+
+/* Decoding may go on: the write buffer drained, or the peer's input ended. */
+void sh_http_codec_resume(sh_channel *ch);
 
 /* The connection's request count went to 0 (arm) or up from 0 (disarm). */
 void sh_http_conn_arm(sh_http_conn *c);

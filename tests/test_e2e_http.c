@@ -107,6 +107,24 @@ static sh_yield ask_nobody(sh_actor *self, sh_stack *st) {
   return sh_throw(st, sh_future_error(l->f));
 }
 
+/* A body of as many KiB as the query says (at most 1024). */
+static sh_yield kib(sh_actor *self, sh_stack *st) {
+  (void)self;
+  const sh_http_request *req = sh_http_req(st);
+  size_t n = (size_t)strtoul(req->query.p, NULL, 10);
+  if (n > 1024) n = 1024;
+  sh_http_response *r = sh_http_response_new(200, "application/octet-stream", NULL, 0);
+  if (r == NULL) return sh_throw(st, -ENOMEM);
+  char page[1024];
+  memset(page, 'k', sizeof(page));
+  for (size_t i = 0; i < n; i++)
+    if (sh_buf_append(&r->body, page, sizeof(page)) != 0) {
+      sh_msg_free(&r->hdr);
+      return sh_throw(st, -ENOMEM);
+    }
+  return sh_return(st, &r->hdr);
+}
+
 static sh_yield thrower(sh_actor *self, sh_stack *st) {
   (void)self;
   return sh_throw(st, -EIO);
@@ -128,6 +146,7 @@ static const sh_http_route routes[] = {
     {GET, "/throw", thrower},
     {GET, "/null", nothing},
     {GET, "/static/*", echo_query},
+    {GET, "/kib", kib},
 };
 
 /* ---- the holder: an actor that never answers -------------------------------- */
@@ -443,6 +462,40 @@ static void test_pipelined_thousand(void **state) {
   }
   expect_status(&c, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
   disconnect(&c);
+  end(&e);
+}
+
+
+/* Pipelined requests for large responses, read late: the server stops
+ * taking requests while its write buffer is high, and answers every one
+ * once the client reads. Catches a slow reader cut off (its responses
+ * past the write limit) instead of pushed back. */
+static void pipelined_large(const env *e, int n, int kibs) {
+  uint64_t before = stats(e).requests;
+  client c = connect_to(&e->at);
+  char req[64];
+  for (int i = 0; i < n; i++) {
+    snprintf(req, sizeof(req), "GET /kib?%d HTTP/1.1\r\nHost: x\r\n\r\n", kibs);
+    send_str(&c, req);
+  }
+  th_sleep_ms(200);
+  /* Pushed back: not every request taken while none is read. */
+  if (n > 100) assert_true(stats(e).requests - before < (uint64_t)n);
+  for (int i = 0; i < n; i++) {
+    resp *r = get_resp(&c, false);
+    assert_int_equal(r->status, 200);
+    assert_int_equal(r->body_len, (size_t)kibs << 10);
+    resp_free(r);
+  }
+  expect_status(&c, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  disconnect(&c);
+}
+
+static void test_pipelined_large_responses(void **state) {
+  (void)state;
+  env e = start((sh_http_config){0});
+  pipelined_large(&e, 16, 512);  /* fewer than the requests handled at once */
+  pipelined_large(&e, 300, 64);  /* more than the codec takes ahead */
   end(&e);
 }
 
@@ -800,6 +853,7 @@ int main(void) {
       cmocka_unit_test(test_exact_responses_keep_alive),
       cmocka_unit_test(test_close_http10_head),
       cmocka_unit_test(test_pipelined_thousand),
+      cmocka_unit_test(test_pipelined_large_responses),
       cmocka_unit_test(test_bodies_then_next),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_endless_headers),
