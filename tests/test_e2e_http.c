@@ -844,8 +844,17 @@ static void test_bad_config(void **state) {
   sh_http_server *srv = NULL;
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
     assert_int_equal(sh_http_serve(sys, &any, &bad[i], &srv), -EINVAL);
+  /* More routes than a request can name (its route index is 16 bits):
+   * the last would be dispatched to the one before the first. */
+  uint32_t n = 1u << 16;
+  sh_http_route *many = malloc(n * sizeof(*many));
+  assert_non_null(many);
+  for (uint32_t i = 0; i < n; i++) many[i] = (sh_http_route){GET, i + 1 < n ? "/no" : "/yes", plaintext};
+  assert_int_equal(sh_http_serve(sys, &any, &(sh_http_config){.routes = many, .nroutes = n}, &srv),
+                   -EINVAL);
   assert_null(srv);
   th_end(sys);
+  free(many);
 }
 
 int main(void) {

@@ -171,7 +171,7 @@ typedef struct sh_http_route {
 /* A server's configuration; zero fields take the defaults in brackets. */
 typedef struct sh_http_config {
   const sh_http_route *routes; /* kept, not copied: must outlive the server */
-  uint32_t nroutes;
+  uint32_t nroutes;            /* at most 65535 */
   size_t locals_size;        /* stack locals every handler may use [0] */
   void *data;                /* user data for handlers (sh_http_data) */
   uint32_t instances;        /* connection actors [SH_SPAWN_PER_WORKER] */
