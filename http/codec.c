@@ -49,6 +49,7 @@ typedef struct codec {
   sh_http_conn *conn;
   sh_buf *in;        /* the channel's read buffer, to resume decoding from */
   uint32_t head, count, cap;
+  uint32_t high, limit; /* the write buffer's high watermark and limit */
   bool started;
   bool stopped;      /* a closing request was fired: no more */
   bool blocked;      /* decoding stopped: the ring full, or the write buffer high */
@@ -70,6 +71,8 @@ static void start(sh_pctx *c, codec *k) {
   k->parsing = true;
   k->cap = cfg->max_inflight + SH_HTTP_MAX_PENDING;
   assert(k->cap <= SH_HTTP_RING);
+  k->high = k->conn->actor->srv->opts.write_high;
+  k->limit = k->conn->actor->srv->opts.write_limit;
 }
 
 /* 0: the next request may be taken (*flags: what it adds to its ring
@@ -77,10 +80,9 @@ static void start(sh_pctx *c, codec *k) {
 static int room(sh_pctx *c, codec *k, uint8_t *flags) {
   *flags = 0;
   if (k->count == k->cap) return 1;
-  const sh_channel_opts *o = &k->conn->actor->srv->opts;
   size_t out = sh_buf_len(sh_pctx_out(c));
-  if (out < o->write_high) return 0;
-  if (k->count == 0 && k->conn->eof && out <= o->write_limit) {
+  if (out < k->high) return 0;
+  if (k->count == 0 && k->conn->eof && out <= k->limit) {
     *flags = F_OVER;
     return 0;
   }
