@@ -115,7 +115,7 @@ static int fire_error(sh_pctx *c, codec *k) {
   sh_http_request *r = (sh_http_request *)sh_msg_alloc(&sh_http_request_type);
   if (r == NULL) return -ENOMEM;
   r->_status = k->p.error;
-  sh_http_count(&k->conn->actor->n.bad);
+  sh_http_count(&k->conn->actor->n->bad);
   return fire(c, k, r, F_CLOSE);
 }
 
@@ -147,7 +147,7 @@ static int pump(sh_pctx *c, codec *k) {
       rc = fire_error(c, k);
     } else {
       f = flags_of(r) | over;
-      sh_http_count(&k->conn->actor->n.requests);
+      sh_http_count(&k->conn->actor->n->requests);
       rc = fire(c, k, r, f);
     }
     if (f & F_CLOSE) k->stopped = true;

@@ -40,18 +40,21 @@ struct sh_http_server {
   /* "Server: <name>\r\nDate: ", made once. */
   char server_line[SH_HTTP_MAX_NAME + 24];
   uint32_t server_line_len;
-  /* The connection actors, for their counters (sh_http_server_stats),
-   * and each route's path length; both in the server's allocation. */
+  /* Each connection actor's counters (sh_http_server_stats) and each
+   * route's path length, in the server's allocation: the counters are
+   * read until the server goes, after the actors that wrote them. */
   uint32_t max_actors;
   atomic_uint nactors;
-  struct sh_http_actor *_Atomic *actors;
+  struct sh_http_counters *counters;
   uint32_t *plen;
 };
 
-/* A connection actor's counters: written by the actor only (no shared
- * cache line between workers), read by any thread. */
+/* A connection actor's counters: written by the actor only (a cache line
+ * of their own: none shared between workers), read by any thread. */
+#define SH_HTTP_LINE 64u
 typedef struct sh_http_counters {
-  atomic_uint_fast64_t connections, refused, requests, bad, timeouts;
+  _Alignas(SH_HTTP_LINE) atomic_uint_fast64_t connections;
+  atomic_uint_fast64_t refused, requests, bad, timeouts;
 } sh_http_counters;
 
 typedef struct sh_http_conn sh_http_conn;
@@ -65,7 +68,7 @@ typedef struct sh_http_actor {
   /* Records of closed connections, for the next ones. */
   sh_http_conn *free;
   uint32_t nfree;
-  sh_http_counters n;
+  sh_http_counters *n; /* in the server's memory */
   /* The last Content-Type encoded and its length: handlers pass the
    * same literal again and again. */
   const char *ctype;

@@ -47,6 +47,9 @@
 /* How long a client waits for a byte before it calls the server stuck. */
 #define RECV_TIMEOUT_S 10
 
+/* How long /block may hold its worker. */
+#define BLOCK_MS 5000
+
 /* ---- the handlers ----------------------------------------------------------- */
 
 static sh_yield plaintext(sh_actor *self, sh_stack *st) {
@@ -125,6 +128,21 @@ static sh_yield kib(sh_actor *self, sh_stack *st) {
   return sh_return(st, &r->hdr);
 }
 
+/* Holds its worker (the stop of its actor waits for it) until the test
+ * lets it go, BLOCK_MS at most. */
+static atomic_int g_unblock;
+static sh_yield block_worker(sh_actor *self, sh_stack *st) {
+  (void)self;
+  for (int i = 0; i < BLOCK_MS && !atomic_load(&g_unblock); i++) th_sleep_ms(1);
+  return sh_http_reply(st, 200, "text/plain", "late", 4);
+}
+
+/* Stops the connection actors (every instance behind the address). */
+static sh_yield stop_actor(sh_actor *self, sh_stack *st) {
+  CHECK(sh_stop(sh_self(self)) == 0);
+  return sh_http_reply(st, 200, "text/plain", "bye", 3);
+}
+
 static sh_yield thrower(sh_actor *self, sh_stack *st) {
   (void)self;
   return sh_throw(st, -EIO);
@@ -147,6 +165,8 @@ static const sh_http_route routes[] = {
     {GET, "/null", nothing},
     {GET, "/static/*", echo_query},
     {GET, "/kib", kib},
+    {GET, "/stop", stop_actor},
+    {GET, "/block", block_worker},
 };
 
 /* ---- the holder: an actor that never answers -------------------------------- */
@@ -823,6 +843,36 @@ static void test_steady_state_no_pool_malloc(void **state) {
   assert_int_equal(after, before);
 }
 
+
+/* ---- the actors stopping ------------------------------------------------------------------------------------ */
+
+/* The connection actors stop one after the other (one is held by a
+ * handler that blocks its worker): in between, the stats still read, as
+ * a stop hook of another actor may at shutdown. Catches counters read
+ * from the memory of an actor that went with its stop. */
+static void test_stats_while_actors_stop(void **state) {
+  (void)state;
+  env e = start((sh_http_config){0});
+  atomic_store(&g_unblock, 0);
+  /* Two connections, accepted before any worker is held: one per actor. */
+  client a = connect_to(&e.at), b = connect_to(&e.at);
+  expect_status(&a, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  expect_status(&b, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  send_str(&a, "GET /block HTTP/1.1\r\nHost: x\r\n\r\n");
+  th_sleep_ms(100);
+  send_str(&b, "GET /stop HTTP/1.1\r\nHost: x\r\n\r\n");
+  th_sleep_ms(200);
+  /* The actor of b stopped; the one of a waits for its handler. */
+  sh_http_stats s = stats(&e);
+  /* The last actor stops, and the server goes with it. */
+  atomic_store(&g_unblock, 1);
+  assert_int_equal(s.connections, 2);
+  assert_true(s.requests >= 3);
+  disconnect(&a);
+  disconnect(&b);
+  end(&e);
+}
+
 /* ---- configuration ------------------------------------------------------------------------------------------ */
 
 /* Catches a bad configuration accepted. */
@@ -872,6 +922,7 @@ int main(void) {
       cmocka_unit_test(test_max_connections),
       cmocka_unit_test(test_client_threads),
       cmocka_unit_test(test_steady_state_no_pool_malloc),
+      cmocka_unit_test(test_stats_while_actors_stop),
       cmocka_unit_test(test_bad_config),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
