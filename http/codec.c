@@ -290,6 +290,9 @@ static int codec_outbound(sh_pctx *c, sh_msg *m) {
   if (rc < 0) return rc;
   if (close) {
     k->stopped = k->closing = true;
+    /* The flush waits for the client to read: the idle timeout bounds
+     * that wait too, as it does after any response. */
+    sh_http_conn_arm(k->conn);
     sh_channel_close_after_flush(sh_pctx_channel(c));
     return 0;
   }

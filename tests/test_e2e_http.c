@@ -110,12 +110,12 @@ static sh_yield ask_nobody(sh_actor *self, sh_stack *st) {
   return sh_throw(st, sh_future_error(l->f));
 }
 
-/* A body of as many KiB as the query says (at most 1024). */
+/* A body of as many KiB as the query says (at most 16 MiB). */
 static sh_yield kib(sh_actor *self, sh_stack *st) {
   (void)self;
   const sh_http_request *req = sh_http_req(st);
   size_t n = (size_t)strtoul(req->query.p, NULL, 10);
-  if (n > 1024) n = 1024;
+  if (n > 16384) n = 16384;
   sh_http_response *r = sh_http_response_new(200, "application/octet-stream", NULL, 0);
   if (r == NULL) return sh_throw(st, -ENOMEM);
   char page[1024];
@@ -740,6 +740,31 @@ static void test_idle_timeout(void **state) {
   end(&e);
 }
 
+/* A client asks for a large response with Connection: close and reads
+ * nothing, so the response never goes out: the idle timeout closes the
+ * connection all the same, as after any response. Catches a closing
+ * response that leaves its connection waiting, with no timeout, for a
+ * flush that never comes. */
+static void test_idle_timeout_after_closing_response(void **state) {
+  (void)state;
+  env e = start((sh_http_config){.idle_timeout_ms = IDLE_MS});
+  client c = {.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+  assert_true(c.fd >= 0);
+  int small = 4096;
+  setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(e.at.port)};
+  sa.sin_addr.s_addr = htonl(e.at.ip);
+  assert_int_equal(connect(c.fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  /* More than the socket buffers take. */
+  send_str(&c, "GET /kib?16384 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  for (int i = 0; i < 5000 && stats(&e).requests == 0; i++) th_sleep_ms(1);
+  for (int i = 0; i < 5000 && stats(&e).open > 0; i++) th_sleep_ms(1);
+  assert_int_equal(stats(&e).open, 0);
+  assert_int_equal(stats(&e).timeouts, 1);
+  close(c.fd);
+  end(&e);
+}
+
 /* ---- max_connections ------------------------------------------------------------------------------------ */
 
 /* Catches a connection past the limit served (or left hanging), and the
@@ -919,6 +944,7 @@ int main(void) {
       cmocka_unit_test(test_routing_misses_keep_connection),
       cmocka_unit_test(test_fallback_statuses),
       cmocka_unit_test(test_idle_timeout),
+      cmocka_unit_test(test_idle_timeout_after_closing_response),
       cmocka_unit_test(test_max_connections),
       cmocka_unit_test(test_client_threads),
       cmocka_unit_test(test_steady_state_no_pool_malloc),
