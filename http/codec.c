@@ -23,7 +23,7 @@
  * SH_CHANNEL_WRITABLE, sh_http_codec_resume). After the peer's end of
  * stream one request at a time is taken past the watermark, as long as
  * the buffer is under its limit: with none outstanding the channel would
- * close, the requests already read unanswered.
+ * close, the requests already read unanswered. Past the limit it does.
  */
 #include <assert.h>
 #include <string.h>
@@ -35,7 +35,6 @@ enum {
   F_HEAD = 1,  /* a HEAD request: no body bytes */
   F_CLOSE = 2, /* the connection closes after the response */
   F_KA10 = 4,  /* HTTP/1.0 with keep-alive: say so */
-  F_OVER = 8,  /* taken past the high watermark: its response may not pass the limit */
 };
 
 /* What sh_http_codec_resume writes: the codec takes it, nothing else sees it. */
@@ -75,17 +74,13 @@ static void start(sh_pctx *c, codec *k) {
   k->limit = k->conn->actor->srv->opts.write_limit;
 }
 
-/* 0: the next request may be taken (*flags: what it adds to its ring
- * entry); 1: not now; or -ENOMEM. */
-static int room(sh_pctx *c, codec *k, uint8_t *flags) {
-  *flags = 0;
+/* 0: the next request may be taken; 1: not now; or -ENOMEM. */
+static int room(sh_pctx *c, codec *k) {
   if (k->count == k->cap) return 1;
   size_t out = sh_buf_len(sh_pctx_out(c));
-  if (out < k->high) return 0;
-  if (k->count == 0 && k->conn->eof && out <= k->limit) {
-    *flags = F_OVER;
-    return 0;
-  }
+  /* Past the peer's end, alone: nothing else writes meanwhile, so the
+   * buffer passes its limit by one response at most. */
+  if (out < k->high || (k->count == 0 && k->conn->eof && out <= k->limit)) return 0;
   /* The codec appends to the write buffer directly, which the channel
    * weighs only as it flushes: an empty write through the head marks the
    * buffer high now, so that the channel tells when it drained. */
@@ -132,8 +127,7 @@ static int pump(sh_pctx *c, codec *k) {
   k->blocked = false;
   /* Bounded: each turn consumes bytes or stops. */
   while (!k->stopped && sh_buf_len(in) > 0) {
-    uint8_t over;
-    int rc = room(c, k, &over);
+    int rc = room(c, k);
     if (rc != 0) {
       k->blocked = rc > 0;
       return rc < 0 ? rc : 0;
@@ -146,7 +140,7 @@ static int pump(sh_pctx *c, codec *k) {
     if (rc == SH_HTTP_ERROR) {
       rc = fire_error(c, k);
     } else {
-      f = flags_of(r) | over;
+      f = flags_of(r);
       sh_http_count(&k->conn->actor->n->requests);
       rc = fire(c, k, r, f);
     }
@@ -220,10 +214,9 @@ static bool bodiless(uint16_t status) { return status < 200 || status == 204; }
 
 static int encode(sh_pctx *c, sh_http_conn *conn, sh_http_response *r, uint8_t flags, bool close) {
   const sh_http_server *srv = conn->actor->srv;
+  /* No limit here: requests are taken only while the buffer is low
+   * (room), so it holds the responses of the requests outstanding. */
   hbuf h = {.out = sh_pctx_out(c)};
-  /* The others were taken below the high watermark: their responses are
-   * bounded by the requests outstanding, and the client is pushed back. */
-  if ((flags & F_OVER) && sh_buf_len(h.out) > srv->opts.write_limit) return -ENOBUFS;
   status_line(&h, r->status);
   hput(&h, srv->server_line, srv->server_line_len);
   hput(&h, conn->actor->date, SH_HTTP_DATE_LEN);
