@@ -45,10 +45,12 @@
  *
  * Memory: a connection holds at most max_head bytes of an unfinished head
  * and max_body bytes of an unfinished body, plus the channel's bounds
- * (sh_channel_opts: max_pending_stacks requests waiting, the write
- * limit). Request and response messages come from the worker's pools: in
- * steady state a request whose head fits SH_HTTP_INLINE_HEAD bytes costs
- * no malloc.
+ * (sh_channel_opts: max_pending_stacks requests waiting), plus the
+ * responses of the requests it took: it takes none while its write
+ * buffer is past the high watermark (a client slow to read is pushed
+ * back, not cut off). Request and response messages come from the
+ * worker's pools: in steady state a request whose head fits
+ * SH_HTTP_INLINE_HEAD bytes costs no malloc.
  */
 #ifndef STACKHOUSE_HTTP_H
 #define STACKHOUSE_HTTP_H
