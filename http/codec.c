@@ -15,6 +15,15 @@
  * channel holds requests before it stops reading: decoding stops when it
  * is full and resumes as responses free it (the bytes wait in the
  * channel's read buffer, bounded by the channel).
+ *
+ * Decoding also stops while the write buffer is past its high watermark,
+ * so that a client slow to read is pushed back, not cut off: the write
+ * buffer then holds at most the responses of the requests taken before,
+ * and decoding resumes when the channel says it drained (the actor's
+ * SH_CHANNEL_WRITABLE, sh_http_codec_resume). After the peer's end of
+ * stream one request at a time is taken past the watermark, as long as
+ * the buffer is under its limit: with none outstanding the channel would
+ * close, the requests already read unanswered. Past the limit it does.
  */
 #include <assert.h>
 #include <string.h>
@@ -28,14 +37,21 @@ enum {
   F_KA10 = 4,  /* HTTP/1.0 with keep-alive: say so */
 };
 
+/* What sh_http_codec_resume writes: the codec takes it, nothing else sees it. */
+typedef struct resume_msg {
+  sh_msg hdr;
+} resume_msg;
+static SH_MSG_DEFINE(resume_msg, SH_NOTICE, 0);
+
 typedef struct codec {
   sh_http_parser p;
   sh_http_conn *conn;
   sh_buf *in;        /* the channel's read buffer, to resume decoding from */
   uint32_t head, count, cap;
+  uint32_t high, limit; /* the write buffer's high watermark and limit */
   bool started;
   bool stopped;      /* a closing request was fired: no more */
-  bool blocked;      /* decoding stopped with the ring full */
+  bool blocked;      /* decoding stopped: the ring full, or the write buffer high */
   bool parsing;      /* the parser was initialised */
   bool closing;      /* a response that closes was written: no more */
   uint8_t ring[SH_HTTP_RING];
@@ -54,6 +70,24 @@ static void start(sh_pctx *c, codec *k) {
   k->parsing = true;
   k->cap = cfg->max_inflight + SH_HTTP_MAX_PENDING;
   assert(k->cap <= SH_HTTP_RING);
+  k->high = k->conn->actor->srv->opts.write_high;
+  k->limit = k->conn->actor->srv->opts.write_limit;
+}
+
+/* 0: the next request may be taken; 1: not now; or -ENOMEM. */
+static int room(sh_pctx *c, codec *k) {
+  if (k->count == k->cap) return 1;
+  size_t out = sh_buf_len(sh_pctx_out(c));
+  /* Past the peer's end, alone: nothing else writes meanwhile, so the
+   * buffer passes its limit by one response at most. */
+  if (out < k->high || (k->count == 0 && k->conn->eof && out <= k->limit)) return 0;
+  /* The codec appends to the write buffer directly, which the channel
+   * weighs only as it flushes: an empty write through the head marks the
+   * buffer high now, so that the channel tells when it drained. */
+  sh_msg *none = sh_msg_alloc(&sh_bytes_type);
+  if (none == NULL) return -ENOMEM;
+  int rc = sh_pctx_write(c, none);
+  return rc == -ENOMEM ? rc : 1;
 }
 
 static codec *state(sh_pctx *c) {
@@ -76,7 +110,7 @@ static int fire_error(sh_pctx *c, codec *k) {
   sh_http_request *r = (sh_http_request *)sh_msg_alloc(&sh_http_request_type);
   if (r == NULL) return -ENOMEM;
   r->_status = k->p.error;
-  sh_http_count(&k->conn->actor->n.bad);
+  sh_http_count(&k->conn->actor->n->bad);
   return fire(c, k, r, F_CLOSE);
 }
 
@@ -93,12 +127,13 @@ static int pump(sh_pctx *c, codec *k) {
   k->blocked = false;
   /* Bounded: each turn consumes bytes or stops. */
   while (!k->stopped && sh_buf_len(in) > 0) {
-    if (k->count == k->cap) {
-      k->blocked = true;
-      return 0;
+    int rc = room(c, k);
+    if (rc != 0) {
+      k->blocked = rc > 0;
+      return rc < 0 ? rc : 0;
     }
     sh_http_request *r = NULL;
-    int rc = sh_http_parse(&k->p, in, &r);
+    rc = sh_http_parse(&k->p, in, &r);
     if (rc < 0) return rc;
     if (rc == SH_HTTP_MORE) return 0;
     uint8_t f = F_CLOSE;
@@ -106,7 +141,7 @@ static int pump(sh_pctx *c, codec *k) {
       rc = fire_error(c, k);
     } else {
       f = flags_of(r);
-      sh_http_count(&k->conn->actor->n.requests);
+      sh_http_count(&k->conn->actor->n->requests);
       rc = fire(c, k, r, f);
     }
     if (f & F_CLOSE) k->stopped = true;
@@ -179,8 +214,9 @@ static bool bodiless(uint16_t status) { return status < 200 || status == 204; }
 
 static int encode(sh_pctx *c, sh_http_conn *conn, sh_http_response *r, uint8_t flags, bool close) {
   const sh_http_server *srv = conn->actor->srv;
+  /* No limit here: requests are taken only while the buffer is low
+   * (room), so it holds the responses of the requests outstanding. */
   hbuf h = {.out = sh_pctx_out(c)};
-  if (sh_buf_len(h.out) > srv->opts.write_limit) return -ENOBUFS;
   status_line(&h, r->status);
   hput(&h, srv->server_line, srv->server_line_len);
   hput(&h, conn->actor->date, SH_HTTP_DATE_LEN);
@@ -227,6 +263,11 @@ static uint8_t pop(codec *k) {
 }
 
 static int codec_outbound(sh_pctx *c, sh_msg *m) {
+  if (sh_msg_is(m, &resume_msg_type)) {
+    sh_msg_free(m);
+    codec *k = state(c);
+    return k->blocked && !k->closing ? pump(c, k) : 0;
+  }
   if (!sh_msg_is(m, &sh_http_response_type)) return sh_pctx_write(c, m);
   codec *k = state(c);
   sh_http_response *r = (sh_http_response *)m;
@@ -242,6 +283,9 @@ static int codec_outbound(sh_pctx *c, sh_msg *m) {
   if (rc < 0) return rc;
   if (close) {
     k->stopped = k->closing = true;
+    /* The flush waits for the client to read: the idle timeout bounds
+     * that wait too, as it does after any response. */
+    sh_http_conn_arm(k->conn);
     sh_channel_close_after_flush(sh_pctx_channel(c));
     return 0;
   }
@@ -249,6 +293,14 @@ static int codec_outbound(sh_pctx *c, sh_msg *m) {
   /* The ring had stopped decoding: whole requests may wait in the read
    * buffer, and no read may come to decode them. */
   return k->blocked ? pump(c, k) : 0;
+}
+
+void sh_http_codec_resume(sh_channel *ch) {
+  sh_msg *m = sh_msg_alloc(&resume_msg_type);
+  /* A closed channel has nothing to resume (-EPIPE); a decoding error
+   * closes it, as it would from a read. */
+  int rc = m != NULL ? sh_channel_write(ch, m) : -ENOMEM;
+  if (rc < 0 && rc != -EPIPE) sh_channel_close(ch);
 }
 
 static void codec_closed(sh_pctx *c, int error) {

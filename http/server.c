@@ -97,7 +97,7 @@ static void sweep(sh_http_actor *a) {
       sh_http_conn_arm(c);
       continue;
     }
-    sh_http_count(&a->n.timeouts);
+    sh_http_count(&a->n->timeouts);
     sh_channel_close(c->ch);
   }
 }
@@ -153,14 +153,14 @@ static void conn_free(sh_http_actor *a, sh_http_conn *c) {
 /* Past max_connections: 503 at once, and the close after it. */
 static void refuse(sh_http_conn *c) {
   c->refused = true;
-  sh_http_count(&c->actor->n.refused);
+  sh_http_count(&c->actor->n->refused);
   sh_http_response *r = sh_http_response_status(503, true);
   if (r == NULL || sh_channel_write(c->ch, &r->hdr) != 0) sh_channel_close(c->ch);
 }
 
 static void opened(sh_http_actor *a, sh_channel *ch) {
   sh_http_server *s = a->srv;
-  sh_http_count(&a->n.connections);
+  sh_http_count(&a->n->connections);
   /* Relaxed: the count orders no other memory, and read-modify-writes of
    * one atomic always see its latest value, so the limit is exact. */
   unsigned open = atomic_fetch_add_explicit(&s->open, 1, memory_order_relaxed) + 1;
@@ -180,6 +180,11 @@ static void actor_event(sh_actor *self, sh_channel *ch, int event, int error) {
   if (event == SH_CHANNEL_OPEN) {
     if (a->nconns++ == 0) ticking_start(a);
     opened(a, ch);
+  } else if (event == SH_CHANNEL_WRITABLE || event == SH_CHANNEL_EOF) {
+    sh_http_conn *c = sh_channel_data(ch);
+    if (c == NULL) return;
+    if (event == SH_CHANNEL_EOF) c->eof = true;
+    sh_http_codec_resume(ch);
   } else if (event == SH_CHANNEL_CLOSED) {
     if (a->nconns > 0 && --a->nconns == 0) ticking_stop(a);
     atomic_fetch_sub_explicit(&a->srv->open, 1, memory_order_relaxed);
@@ -196,10 +201,11 @@ static int actor_init(sh_actor *self, void *arg) {
   /* Everything after the runtime's part starts empty. */
   memset((char *)a + sizeof(a->base), 0, sizeof(*a) - sizeof(a->base));
   sh_http_server *s = a->srv = arg;
-  atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
   unsigned i = atomic_fetch_add_explicit(&s->nactors, 1, memory_order_relaxed);
-  /* Release: a reader of the pointer sees the actor's zeroed counters. */
-  if (i < s->max_actors) atomic_store_explicit(&s->actors[i], a, memory_order_release);
+  /* One slot per instance spawned: never short. */
+  if (i >= s->max_actors) return -ENOSPC;
+  a->n = &s->counters[i];
+  atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
   return 0;
 }
 
@@ -250,7 +256,7 @@ static sh_yield no_route(sh_http_actor *a, sh_stack *st, const sh_http_request *
     if (rt->methods == 0) any_method = true;
     if (path_matches(rt->path, s->plen[i], &req->path)) allowed |= rt->methods;
   }
-  sh_http_count(&a->n.bad);
+  sh_http_count(&a->n->bad);
   uint16_t status = req->method == SH_HTTP_OTHER && !any_method ? 501 : allowed != 0 ? 405 : 404;
   sh_http_response *r = sh_http_response_status(status, false);
   if (r != NULL && status == 405) allow_header(r, allowed);
@@ -313,8 +319,9 @@ static sh_msg *fallback(sh_channel *ch, int error) {
 /* ---- serving ------------------------------------------------------------------------------ */
 
 static int validate(const sh_http_config *c) {
-  if ((c->routes == NULL && c->nroutes > 0) || c->max_head < 256 || c->max_head > 65535 ||
-      c->max_inflight > SH_HTTP_MAX_INFLIGHT || c->idle_timeout_ms < SH_FOREVER ||
+  /* A request names its route in 16 bits (sh_http_request._route). */
+  if ((c->routes == NULL && c->nroutes > 0) || c->nroutes > UINT16_MAX || c->max_head < 256 ||
+      c->max_head > 65535 || c->max_inflight > SH_HTTP_MAX_INFLIGHT || c->idle_timeout_ms < SH_FOREVER ||
       c->instances == 0 || c->locals_size > SH_HTTP_MAX_LOCALS ||
       strlen(c->server_name) > SH_HTTP_MAX_NAME ||
       c->server_name[strcspn(c->server_name, "\r\n")] != '\0')
@@ -365,6 +372,9 @@ static void setup(sh_http_server *s) {
       .stack_barrier = no_barrier,
       .head_of_line = true,
       .max_pending_stacks = SH_HTTP_MAX_PENDING,
+      /* The channel's defaults, spelled out: the codec reads them. */
+      .write_high = 64u << 10,
+      .write_low = 16u << 10,
       .write_limit = 4u << 20,
       .fallback_reply = fallback,
   };
@@ -374,15 +384,20 @@ static void setup(sh_http_server *s) {
   atomic_init(&s->refs, 1);
 }
 
-/* The server, its actors' array and its routes' lengths in one block. */
+/* The server, its actors' counters and its routes' lengths in one block,
+ * aligned for the counters' cache lines. */
 static sh_http_server *server_new(const sh_http_config *c, uint32_t nactors) {
-  size_t actors = sizeof(*((sh_http_server *)0)->actors) * nactors;
-  sh_http_server *s = calloc(1, sizeof(*s) + actors + sizeof(uint32_t) * c->nroutes);
+  size_t head = (sizeof(sh_http_server) + SH_HTTP_LINE - 1) / SH_HTTP_LINE * SH_HTTP_LINE;
+  size_t counters = sizeof(sh_http_counters) * nactors;
+  size_t size = head + counters + sizeof(uint32_t) * c->nroutes;
+  size = (size + SH_HTTP_LINE - 1) / SH_HTTP_LINE * SH_HTTP_LINE;
+  sh_http_server *s = aligned_alloc(SH_HTTP_LINE, size);
   if (s == NULL) return NULL;
+  memset(s, 0, size);
   s->cfg = *c;
   s->max_actors = nactors;
-  s->actors = (void *)(s + 1);
-  s->plen = (uint32_t *)(void *)((char *)s->actors + actors);
+  s->counters = (sh_http_counters *)(void *)((char *)s + head);
+  s->plen = (uint32_t *)(void *)((char *)s->counters + counters);
   for (uint32_t i = 0; i < c->nroutes; i++) s->plen[i] = (uint32_t)strlen(c->routes[i].path);
   setup(s);
   return s;
@@ -417,13 +432,12 @@ int sh_http_server_stats(const sh_http_server *s, sh_http_stats *out) {
   if (s == NULL || out == NULL) return -EINVAL;
   *out = (sh_http_stats){.open = atomic_load_explicit(&s->open, memory_order_relaxed)};
   for (uint32_t i = 0; i < s->max_actors; i++) {
-    const sh_http_actor *a = atomic_load_explicit(&s->actors[i], memory_order_acquire);
-    if (a == NULL) continue;
-    out->connections += get(&a->n.connections);
-    out->refused += get(&a->n.refused);
-    out->requests += get(&a->n.requests);
-    out->bad += get(&a->n.bad);
-    out->timeouts += get(&a->n.timeouts);
+    const sh_http_counters *n = &s->counters[i];
+    out->connections += get(&n->connections);
+    out->refused += get(&n->refused);
+    out->requests += get(&n->requests);
+    out->bad += get(&n->bad);
+    out->timeouts += get(&n->timeouts);
   }
   return 0;
 }

@@ -40,18 +40,21 @@ struct sh_http_server {
   /* "Server: <name>\r\nDate: ", made once. */
   char server_line[SH_HTTP_MAX_NAME + 24];
   uint32_t server_line_len;
-  /* The connection actors, for their counters (sh_http_server_stats),
-   * and each route's path length; both in the server's allocation. */
+  /* Each connection actor's counters (sh_http_server_stats) and each
+   * route's path length, in the server's allocation: the counters are
+   * read until the server goes, after the actors that wrote them. */
   uint32_t max_actors;
   atomic_uint nactors;
-  struct sh_http_actor *_Atomic *actors;
+  struct sh_http_counters *counters;
   uint32_t *plen;
 };
 
-/* A connection actor's counters: written by the actor only (no shared
- * cache line between workers), read by any thread. */
+/* A connection actor's counters: written by the actor only (a cache line
+ * of their own: none shared between workers), read by any thread. */
+#define SH_HTTP_LINE 64u
 typedef struct sh_http_counters {
-  atomic_uint_fast64_t connections, refused, requests, bad, timeouts;
+  _Alignas(SH_HTTP_LINE) atomic_uint_fast64_t connections;
+  atomic_uint_fast64_t refused, requests, bad, timeouts;
 } sh_http_counters;
 
 typedef struct sh_http_conn sh_http_conn;
@@ -65,7 +68,7 @@ typedef struct sh_http_actor {
   /* Records of closed connections, for the next ones. */
   sh_http_conn *free;
   uint32_t nfree;
-  sh_http_counters n;
+  sh_http_counters *n; /* in the server's memory */
   /* The last Content-Type encoded and its length: handlers pass the
    * same literal again and again. */
   const char *ctype;
@@ -84,10 +87,14 @@ struct sh_http_conn {
   int64_t armed_at;          /* sh_clock_ms when armed; -1: not armed */
   size_t armed_pending;      /* its unwritten response bytes then */
   bool refused;              /* answered 503 for max_connections */
+  bool eof;                  /* the peer's end of stream was read */
 };
 
 /* The codec: handlers[0] of every connection. */
 extern const sh_handler sh_http_codec;
+
+/* Decoding may go on: the write buffer drained, or the peer's input ended. */
+void sh_http_codec_resume(sh_channel *ch);
 
 /* The connection's request count went to 0 (arm) or up from 0 (disarm). */
 void sh_http_conn_arm(sh_http_conn *c);

@@ -47,6 +47,9 @@
 /* How long a client waits for a byte before it calls the server stuck. */
 #define RECV_TIMEOUT_S 10
 
+/* How long /block may hold its worker. */
+#define BLOCK_MS 5000
+
 /* ---- the handlers ----------------------------------------------------------- */
 
 static sh_yield plaintext(sh_actor *self, sh_stack *st) {
@@ -107,6 +110,39 @@ static sh_yield ask_nobody(sh_actor *self, sh_stack *st) {
   return sh_throw(st, sh_future_error(l->f));
 }
 
+/* A body of as many KiB as the query says (at most 16 MiB). */
+static sh_yield kib(sh_actor *self, sh_stack *st) {
+  (void)self;
+  const sh_http_request *req = sh_http_req(st);
+  size_t n = (size_t)strtoul(req->query.p, NULL, 10);
+  if (n > 16384) n = 16384;
+  sh_http_response *r = sh_http_response_new(200, "application/octet-stream", NULL, 0);
+  if (r == NULL) return sh_throw(st, -ENOMEM);
+  char page[1024];
+  memset(page, 'k', sizeof(page));
+  for (size_t i = 0; i < n; i++)
+    if (sh_buf_append(&r->body, page, sizeof(page)) != 0) {
+      sh_msg_free(&r->hdr);
+      return sh_throw(st, -ENOMEM);
+    }
+  return sh_return(st, &r->hdr);
+}
+
+/* Holds its worker (the stop of its actor waits for it) until the test
+ * lets it go, BLOCK_MS at most. */
+static atomic_int g_unblock;
+static sh_yield block_worker(sh_actor *self, sh_stack *st) {
+  (void)self;
+  for (int i = 0; i < BLOCK_MS && !atomic_load(&g_unblock); i++) th_sleep_ms(1);
+  return sh_http_reply(st, 200, "text/plain", "late", 4);
+}
+
+/* Stops the connection actors (every instance behind the address). */
+static sh_yield stop_actor(sh_actor *self, sh_stack *st) {
+  CHECK(sh_stop(sh_self(self)) == 0);
+  return sh_http_reply(st, 200, "text/plain", "bye", 3);
+}
+
 static sh_yield thrower(sh_actor *self, sh_stack *st) {
   (void)self;
   return sh_throw(st, -EIO);
@@ -128,6 +164,9 @@ static const sh_http_route routes[] = {
     {GET, "/throw", thrower},
     {GET, "/null", nothing},
     {GET, "/static/*", echo_query},
+    {GET, "/kib", kib},
+    {GET, "/stop", stop_actor},
+    {GET, "/block", block_worker},
 };
 
 /* ---- the holder: an actor that never answers -------------------------------- */
@@ -446,6 +485,40 @@ static void test_pipelined_thousand(void **state) {
   end(&e);
 }
 
+
+/* Pipelined requests for large responses, read late: the server stops
+ * taking requests while its write buffer is high, and answers every one
+ * once the client reads. Catches a slow reader cut off (its responses
+ * past the write limit) instead of pushed back. */
+static void pipelined_large(const env *e, int n, int kibs) {
+  uint64_t before = stats(e).requests;
+  client c = connect_to(&e->at);
+  char req[64];
+  for (int i = 0; i < n; i++) {
+    snprintf(req, sizeof(req), "GET /kib?%d HTTP/1.1\r\nHost: x\r\n\r\n", kibs);
+    send_str(&c, req);
+  }
+  th_sleep_ms(200);
+  /* Pushed back: not every request taken while none is read. */
+  if (n > 100) assert_true(stats(e).requests - before < (uint64_t)n);
+  for (int i = 0; i < n; i++) {
+    resp *r = get_resp(&c, false);
+    assert_int_equal(r->status, 200);
+    assert_int_equal(r->body_len, (size_t)kibs << 10);
+    resp_free(r);
+  }
+  expect_status(&c, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  disconnect(&c);
+}
+
+static void test_pipelined_large_responses(void **state) {
+  (void)state;
+  env e = start((sh_http_config){0});
+  pipelined_large(&e, 16, 512);  /* fewer than the requests handled at once */
+  pipelined_large(&e, 300, 64);  /* more than the codec takes ahead */
+  end(&e);
+}
+
 /* ---- bodies --------------------------------------------------------------------------------- */
 
 /* Catches a body not consumed (the next request would parse inside it),
@@ -667,6 +740,31 @@ static void test_idle_timeout(void **state) {
   end(&e);
 }
 
+/* A client asks for a large response with Connection: close and reads
+ * nothing, so the response never goes out: the idle timeout closes the
+ * connection all the same, as after any response. Catches a closing
+ * response that leaves its connection waiting, with no timeout, for a
+ * flush that never comes. */
+static void test_idle_timeout_after_closing_response(void **state) {
+  (void)state;
+  env e = start((sh_http_config){.idle_timeout_ms = IDLE_MS});
+  client c = {.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+  assert_true(c.fd >= 0);
+  int small = 4096;
+  setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(e.at.port)};
+  sa.sin_addr.s_addr = htonl(e.at.ip);
+  assert_int_equal(connect(c.fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  /* More than the socket buffers take. */
+  send_str(&c, "GET /kib?16384 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  for (int i = 0; i < 5000 && stats(&e).requests == 0; i++) th_sleep_ms(1);
+  for (int i = 0; i < 5000 && stats(&e).open > 0; i++) th_sleep_ms(1);
+  assert_int_equal(stats(&e).open, 0);
+  assert_int_equal(stats(&e).timeouts, 1);
+  close(c.fd);
+  end(&e);
+}
+
 /* ---- max_connections ------------------------------------------------------------------------------------ */
 
 /* Catches a connection past the limit served (or left hanging), and the
@@ -770,6 +868,36 @@ static void test_steady_state_no_pool_malloc(void **state) {
   assert_int_equal(after, before);
 }
 
+
+/* ---- the actors stopping ------------------------------------------------------------------------------------ */
+
+/* The connection actors stop one after the other (one is held by a
+ * handler that blocks its worker): in between, the stats still read, as
+ * a stop hook of another actor may at shutdown. Catches counters read
+ * from the memory of an actor that went with its stop. */
+static void test_stats_while_actors_stop(void **state) {
+  (void)state;
+  env e = start((sh_http_config){0});
+  atomic_store(&g_unblock, 0);
+  /* Two connections, accepted before any worker is held: one per actor. */
+  client a = connect_to(&e.at), b = connect_to(&e.at);
+  expect_status(&a, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  expect_status(&b, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  send_str(&a, "GET /block HTTP/1.1\r\nHost: x\r\n\r\n");
+  th_sleep_ms(100);
+  send_str(&b, "GET /stop HTTP/1.1\r\nHost: x\r\n\r\n");
+  th_sleep_ms(200);
+  /* The actor of b stopped; the one of a waits for its handler. */
+  sh_http_stats s = stats(&e);
+  /* The last actor stops, and the server goes with it. */
+  atomic_store(&g_unblock, 1);
+  assert_int_equal(s.connections, 2);
+  assert_true(s.requests >= 3);
+  disconnect(&a);
+  disconnect(&b);
+  end(&e);
+}
+
 /* ---- configuration ------------------------------------------------------------------------------------------ */
 
 /* Catches a bad configuration accepted. */
@@ -791,8 +919,17 @@ static void test_bad_config(void **state) {
   sh_http_server *srv = NULL;
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
     assert_int_equal(sh_http_serve(sys, &any, &bad[i], &srv), -EINVAL);
+  /* More routes than a request can name (its route index is 16 bits):
+   * the last would be dispatched to the one before the first. */
+  uint32_t n = 1u << 16;
+  sh_http_route *many = malloc(n * sizeof(*many));
+  assert_non_null(many);
+  for (uint32_t i = 0; i < n; i++) many[i] = (sh_http_route){GET, i + 1 < n ? "/no" : "/yes", plaintext};
+  assert_int_equal(sh_http_serve(sys, &any, &(sh_http_config){.routes = many, .nroutes = n}, &srv),
+                   -EINVAL);
   assert_null(srv);
   th_end(sys);
+  free(many);
 }
 
 int main(void) {
@@ -800,15 +937,18 @@ int main(void) {
       cmocka_unit_test(test_exact_responses_keep_alive),
       cmocka_unit_test(test_close_http10_head),
       cmocka_unit_test(test_pipelined_thousand),
+      cmocka_unit_test(test_pipelined_large_responses),
       cmocka_unit_test(test_bodies_then_next),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_endless_headers),
       cmocka_unit_test(test_routing_misses_keep_connection),
       cmocka_unit_test(test_fallback_statuses),
       cmocka_unit_test(test_idle_timeout),
+      cmocka_unit_test(test_idle_timeout_after_closing_response),
       cmocka_unit_test(test_max_connections),
       cmocka_unit_test(test_client_threads),
       cmocka_unit_test(test_steady_state_no_pool_malloc),
+      cmocka_unit_test(test_stats_while_actors_stop),
       cmocka_unit_test(test_bad_config),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

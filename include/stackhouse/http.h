@@ -46,10 +46,12 @@
  *
  * Memory: a connection holds at most max_head bytes of an unfinished head
  * and max_body bytes of an unfinished body, plus the channel's bounds
- * (sh_channel_opts: max_pending_stacks requests waiting, the write
- * limit). Request and response messages come from the worker's pools: in
- * steady state a request whose head fits SH_HTTP_INLINE_HEAD bytes costs
- * no malloc.
+ * (sh_channel_opts: max_pending_stacks requests waiting), plus the
+ * responses of the requests it took: it takes none while its write
+ * buffer is past the high watermark (a client slow to read is pushed
+ * back, not cut off). Request and response messages come from the
+ * worker's pools: in steady state a request whose head fits
+ * SH_HTTP_INLINE_HEAD bytes costs no malloc.
  */
 #ifndef STACKHOUSE_HTTP_H
 #define STACKHOUSE_HTTP_H
@@ -172,7 +174,7 @@ typedef struct sh_http_route {
 /* A server's configuration; zero fields take the defaults in brackets. */
 typedef struct sh_http_config {
   const sh_http_route *routes; /* kept, not copied: must outlive the server */
-  uint32_t nroutes;
+  uint32_t nroutes;            /* at most 65535 */
   size_t locals_size;        /* stack locals every handler may use [0; at most 64 KiB] */
   void *data;                /* user data for handlers (sh_http_data) */
   uint32_t instances;        /* connection actors [SH_SPAWN_PER_WORKER] */
