@@ -154,7 +154,7 @@ void sh_chanflow_stack_end(sh_chrec *r) {
   ch->refs--;
   sh_channel_enter(ch);
   if (!r->failed && r->reply == NULL && ch->o.fallback_reply != NULL) {
-    r->reply = ch->o.fallback_reply(ch, r->error);
+    r->reply = SH_USER(ch->o.fallback_reply(ch, r->error));
     if (r->reply != NULL) r->error = 0;
   }
   if (r->failed) {

@@ -31,6 +31,9 @@
 #include "parser.h"
 #include "server.h"
 
+/* What a lingering close drops before it closes for good. */
+#define SH_HTTP_LINGER_BYTES (64u * 1024u)
+
 enum {
   F_HEAD = 1,  /* a HEAD request: no body bytes */
   F_CLOSE = 2, /* the connection closes after the response */
@@ -54,6 +57,7 @@ typedef struct codec {
   bool blocked;      /* decoding stopped: the ring full, or the write buffer high */
   bool parsing;      /* the parser was initialised */
   bool closing;      /* a response that closes was written: no more */
+  uint32_t dropped;  /* bytes dropped since a closing request */
   uint8_t ring[SH_HTTP_RING];
 } codec;
 
@@ -147,8 +151,15 @@ static int pump(sh_pctx *c, codec *k) {
     if (f & F_CLOSE) k->stopped = true;
     if (rc < 0) return rc;
   }
-  /* Past a closing request the peer's bytes are dropped as they come. */
-  if (k->stopped) sh_buf_consume(in, sh_buf_len(in));
+  /* Past a closing request the peer's bytes are dropped as they come (the
+   * lingering close), up to a bound: a peer that keeps sending (an endless
+   * head, a refused body) is cut off. */
+  if (k->stopped) {
+    size_t n = sh_buf_len(in);
+    sh_buf_consume(in, n);
+    if (n > SH_HTTP_LINGER_BYTES - k->dropped) return -ECONNABORTED;
+    k->dropped += (uint32_t)n;
+  }
   return 0;
 }
 
@@ -283,10 +294,14 @@ static int codec_outbound(sh_pctx *c, sh_msg *m) {
   if (rc < 0) return rc;
   if (close) {
     k->stopped = k->closing = true;
-    /* The flush waits for the client to read: the idle timeout bounds
-     * that wait too, as it does after any response. */
+    /* A lingering close: end the write side once flushed and drop what
+     * the client still sends until it closes too. Closing at once would
+     * have the kernel answer the client's unread bytes (a body refused
+     * with 413, pipelined requests) with a reset, which can destroy the
+     * response before the client reads it. The idle timeout bounds the
+     * flush and the linger, as it does after any response. */
     sh_http_conn_arm(k->conn);
-    sh_channel_close_after_flush(sh_pctx_channel(c));
+    if (sh_channel_shutdown(sh_pctx_channel(c)) != 0) sh_channel_close(sh_pctx_channel(c));
     return 0;
   }
   if (k->count == 0) sh_http_conn_arm(k->conn);

@@ -246,6 +246,13 @@ static void allow_header(sh_http_response *r, uint32_t methods) {
   (void)sh_http_response_header(r, "Allow", v);
 }
 
+/* A route's methods: one that takes GET takes HEAD too (the encoder drops
+ * the body), as every general-purpose server must. */
+static uint32_t methods_of(const sh_http_route *rt) {
+  uint32_t m = rt->methods;
+  return m & SH_HTTP_M(SH_HTTP_GET) ? m | SH_HTTP_M(SH_HTTP_HEAD) : m;
+}
+
 /* 404, 405 (with Allow) or 501 for a request no route takes. */
 static sh_yield no_route(sh_http_actor *a, sh_stack *st, const sh_http_request *req) {
   const sh_http_server *s = a->srv;
@@ -254,7 +261,7 @@ static sh_yield no_route(sh_http_actor *a, sh_stack *st, const sh_http_request *
   for (uint32_t i = 0; i < s->cfg.nroutes; i++) {
     const sh_http_route *rt = &s->cfg.routes[i];
     if (rt->methods == 0) any_method = true;
-    if (path_matches(rt->path, s->plen[i], &req->path)) allowed |= rt->methods;
+    if (path_matches(rt->path, s->plen[i], &req->path)) allowed |= methods_of(rt);
   }
   sh_http_count(&a->n->bad);
   uint16_t status = req->method == SH_HTTP_OTHER && !any_method ? 501 : allowed != 0 ? 405 : 404;
@@ -267,7 +274,7 @@ static int route_of(const sh_http_server *s, const sh_http_request *req) {
   uint32_t m = SH_HTTP_M(req->method);
   for (uint32_t i = 0; i < s->cfg.nroutes; i++) {
     const sh_http_route *rt = &s->cfg.routes[i];
-    if ((rt->methods == 0 || (rt->methods & m)) && path_matches(rt->path, s->plen[i], &req->path))
+    if ((rt->methods == 0 || (methods_of(rt) & m)) && path_matches(rt->path, s->plen[i], &req->path))
       return (int)i;
   }
   return -1;

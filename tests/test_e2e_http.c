@@ -651,7 +651,9 @@ static void test_endless_headers(void **state) {
 /* ---- routing ------------------------------------------------------------------------------------ */
 
 /* Catches a miss that closes the connection, a 405 without its Allow, a
- * method no route knows answered 405, a prefix route matching wrongly. */
+ * method no route knows answered 405, a prefix route matching wrongly, a
+ * HEAD refused by a GET route (or answered with a body: the next response
+ * would not parse). */
 static void test_routing_misses_keep_connection(void **state) {
   (void)state;
   env e = start((sh_http_config){0});
@@ -660,7 +662,12 @@ static void test_routing_misses_keep_connection(void **state) {
   expect_status(&c, "GET /static HTTP/1.1\r\nHost: x\r\n\r\n", 404);
   resp *r = roundtrip(&c, "DELETE /plaintext HTTP/1.1\r\nHost: x\r\n\r\n");
   assert_int_equal(r->status, 405);
-  assert_true(has_header(r, "\r\nAllow: GET\r\n"));
+  assert_true(has_header(r, "\r\nAllow: GET, HEAD\r\n"));
+  resp_free(r);
+  /* A route that takes GET takes HEAD: its head, no body. */
+  r = roundtrip(&c, "HEAD /plaintext HTTP/1.1\r\nHost: x\r\n\r\n");
+  assert_int_equal(r->status, 200);
+  assert_true(has_header(r, "\r\nContent-Length: 13\r\n"));
   resp_free(r);
   r = roundtrip(&c, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
   assert_int_equal(r->status, 405);
