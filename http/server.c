@@ -1,0 +1,380 @@
+/*
+ * The HTTP server (http.h): a TCP server whose connection actors run the
+ * codec (codec.c) at the head of each connection, route each request to
+ * its handler in a channel stack, and keep, per actor, the Date header
+ * and the idle timeout of their connections, both on one periodic timer.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server.h"
+
+/* Closed connections' records an actor keeps for the next ones. */
+#define FREE_RECORDS 256u
+
+/* ---- the server's life ------------------------------------------------------- */
+
+static void server_release(sh_http_server *s) {
+  if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1) free(s);
+}
+
+/* ---- Date ---------------------------------------------------------------------- */
+
+/* RFC 7231's IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT". */
+static void format_date(char out[SH_HTTP_DATE_LEN + 1], int64_t ms) {
+  static const char days[] = "SunMonTueWedThuFriSat";
+  static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char y[16];
+  int yn = snprintf(y, sizeof(y), "%04d", tm.tm_year + 1900);
+  if (yn != 4) memcpy(y, "9999", 5);
+  char *p = out;
+  memcpy(p, days + 3 * tm.tm_wday, 3);
+  p[3] = ',';
+  p[4] = ' ';
+  p[5] = (char)('0' + tm.tm_mday / 10);
+  p[6] = (char)('0' + tm.tm_mday % 10);
+  p[7] = ' ';
+  memcpy(p + 8, months + 3 * tm.tm_mon, 3);
+  p[11] = ' ';
+  memcpy(p + 12, y, 4);
+  p[16] = ' ';
+  const int hms[3] = {tm.tm_hour, tm.tm_min, tm.tm_sec};
+  for (int i = 0; i < 3; i++) {
+    p[17 + 3 * i] = (char)('0' + hms[i] / 10);
+    p[18 + 3 * i] = (char)('0' + hms[i] % 10);
+    p[19 + 3 * i] = i < 2 ? ':' : ' ';
+  }
+  memcpy(p + 26, "GMT", 4);
+}
+
+/* ---- idle connections ------------------------------------------------------------ */
+
+/* Armed connections are appended as they arm, so the list stays ordered
+ * by armed_at and the sweep stops at the first one not yet due. */
+void sh_http_conn_arm(sh_http_conn *c) {
+  sh_http_actor *a = c->actor;
+  if (c->armed_at >= 0) return;
+  c->armed_at = sh_clock_ms();
+  c->next = NULL;
+  c->prev = a->armed_tail;
+  if (a->armed_tail != NULL) a->armed_tail->next = c;
+  else a->armed_head = c;
+  a->armed_tail = c;
+}
+
+void sh_http_conn_disarm(sh_http_conn *c) {
+  sh_http_actor *a = c->actor;
+  if (c->armed_at < 0) return;
+  if (c->prev != NULL) c->prev->next = c->next;
+  else a->armed_head = c->next;
+  if (c->next != NULL) c->next->prev = c->prev;
+  else a->armed_tail = c->prev;
+  c->prev = c->next = NULL;
+  c->armed_at = -1;
+}
+
+static void sweep(sh_http_actor *a) {
+  int64_t idle = a->srv->cfg.idle_timeout_ms;
+  if (idle == SH_FOREVER) return;
+  int64_t now = sh_clock_ms();
+  sh_http_conn *c;
+  /* Bounded by the armed connections: each turn disarms one. */
+  while ((c = a->armed_head) != NULL && now - c->armed_at >= idle) {
+    sh_http_conn_disarm(c);
+    sh_http_count(&a->srv->timeouts);
+    sh_channel_close(c->ch);
+  }
+}
+
+static void actor_tick(sh_actor *self, uint64_t id, void *arg) {
+  (void)id;
+  (void)arg;
+  sh_http_actor *a = (sh_http_actor *)self;
+  format_date(a->date, sh_time_ms());
+  sweep(a);
+}
+
+/* ---- connections ------------------------------------------------------------------ */
+
+static sh_http_conn *conn_new(sh_http_actor *a, sh_channel *ch) {
+  sh_http_conn *c = a->free;
+  if (c != NULL) {
+    a->free = c->next;
+    a->nfree--;
+  } else if ((c = malloc(sizeof(*c))) == NULL) {
+    return NULL;
+  }
+  *c = (sh_http_conn){.actor = a, .ch = ch, .armed_at = -1};
+  return c;
+}
+
+static void conn_free(sh_http_actor *a, sh_http_conn *c) {
+  sh_http_conn_disarm(c);
+  if (a->nfree >= FREE_RECORDS) {
+    free(c);
+    return;
+  }
+  c->next = a->free;
+  a->free = c;
+  a->nfree++;
+}
+
+/* Past max_connections: 503 at once, and the close after it. */
+static void refuse(sh_http_server *s, sh_http_conn *c) {
+  c->refused = true;
+  sh_http_count(&s->refused);
+  sh_http_response *r = sh_http_response_status(503, true);
+  if (r == NULL || sh_channel_write(c->ch, &r->hdr) != 0) sh_channel_close(c->ch);
+}
+
+static void opened(sh_http_actor *a, sh_channel *ch) {
+  sh_http_server *s = a->srv;
+  sh_http_count(&s->connections);
+  /* Relaxed: the count orders no other memory, and read-modify-writes of
+   * one atomic always see its latest value, so the limit is exact. */
+  unsigned open = atomic_fetch_add_explicit(&s->open, 1, memory_order_relaxed) + 1;
+  sh_http_conn *c = conn_new(a, ch);
+  if (c == NULL) {
+    sh_channel_close(ch);
+    return;
+  }
+  sh_channel_set_data(ch, c);
+  sh_http_conn_arm(c);
+  if (s->cfg.max_connections != 0 && open > s->cfg.max_connections) refuse(s, c);
+}
+
+static void actor_event(sh_actor *self, sh_channel *ch, int event, int error) {
+  (void)error;
+  sh_http_actor *a = (sh_http_actor *)self;
+  if (event == SH_CHANNEL_OPEN) {
+    opened(a, ch);
+  } else if (event == SH_CHANNEL_CLOSED) {
+    atomic_fetch_sub_explicit(&a->srv->open, 1, memory_order_relaxed);
+    sh_http_conn *c = sh_channel_data(ch);
+    if (c != NULL) conn_free(a, c);
+    sh_channel_set_data(ch, NULL);
+  }
+}
+
+/* ---- the actor's life ---------------------------------------------------------------- */
+
+static int actor_init(sh_actor *self, void *arg) {
+  sh_http_actor *a = (sh_http_actor *)self;
+  a->srv = arg;
+  atomic_fetch_add_explicit(&a->srv->refs, 1, memory_order_relaxed);
+  return 0;
+}
+
+static void actor_mount(sh_actor *self) {
+  sh_http_actor *a = (sh_http_actor *)self;
+  format_date(a->date, sh_time_ms());
+  int64_t idle = a->srv->cfg.idle_timeout_ms, period = 1000;
+  if (idle != SH_FOREVER && idle / 2 < period) period = idle / 2 > 0 ? idle / 2 : 1;
+  /* No timer (no memory): a stale Date and no idle timeout, nothing worse. */
+  (void)sh_timer_start(self, period, period, NULL, &a->timer);
+}
+
+static void actor_stop(sh_actor *self) {
+  sh_http_actor *a = (sh_http_actor *)self;
+  sh_http_conn *c;
+  while ((c = a->free) != NULL) {
+    a->free = c->next;
+    free(c);
+  }
+  server_release(a->srv);
+}
+
+/* ---- routing ---------------------------------------------------------------------------- */
+
+static bool path_matches(const char *route, const sh_http_str *path) {
+  size_t n = strlen(route);
+  if (n > 0 && route[n - 1] == '*') return path->len >= n - 1 && memcmp(route, path->p, n - 1) == 0;
+  return path->len == n && memcmp(route, path->p, n) == 0;
+}
+
+/* The allowed methods of routes of a path, as an Allow header. */
+static void allow_header(sh_http_response *r, uint32_t methods) {
+  static const char *const names[] = {NULL,   "GET",     "HEAD",    "POST",  "PUT",
+                                      "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"};
+  char v[96];
+  size_t n = 0;
+  for (uint32_t m = SH_HTTP_GET; m <= SH_HTTP_PATCH; m++) {
+    if (!(methods & SH_HTTP_M(m))) continue;
+    size_t l = strlen(names[m]);
+    if (n > 0) {
+      memcpy(v + n, ", ", 2);
+      n += 2;
+    }
+    memcpy(v + n, names[m], l);
+    n += l;
+  }
+  v[n] = '\0';
+  (void)sh_http_response_header(r, "Allow", v);
+}
+
+/* 404, 405 (with Allow) or 501 for a request no route takes. */
+static sh_yield no_route(sh_http_server *s, sh_stack *st, const sh_http_request *req) {
+  uint32_t allowed = 0;
+  bool any_method = false;
+  for (uint32_t i = 0; i < s->cfg.nroutes; i++) {
+    const sh_http_route *rt = &s->cfg.routes[i];
+    if (rt->methods == 0) any_method = true;
+    if (path_matches(rt->path, &req->path)) allowed |= rt->methods;
+  }
+  sh_http_count(&s->bad);
+  uint16_t status = req->method == SH_HTTP_OTHER && !any_method ? 501 : allowed != 0 ? 405 : 404;
+  sh_http_response *r = sh_http_response_status(status, false);
+  if (r != NULL && status == 405) allow_header(r, allowed);
+  return sh_return(st, r != NULL ? &r->hdr : NULL);
+}
+
+static int route_of(const sh_http_server *s, const sh_http_request *req) {
+  uint32_t m = SH_HTTP_M(req->method);
+  for (uint32_t i = 0; i < s->cfg.nroutes; i++) {
+    const sh_http_route *rt = &s->cfg.routes[i];
+    if ((rt->methods == 0 || (rt->methods & m)) && path_matches(rt->path, &req->path)) return (int)i;
+  }
+  return -1;
+}
+
+/* The class's channel handler: every entry of every request's stack. */
+static sh_yield dispatch(sh_actor *self, sh_stack *st) {
+  sh_http_server *s = ((sh_http_actor *)self)->srv;
+  sh_http_request *req = sh_http_req(st);
+  if (req->_route == 0) {
+    if (req->_status != 0) {
+      sh_http_response *r = sh_http_response_status(req->_status, true);
+      return sh_return(st, r != NULL ? &r->hdr : NULL);
+    }
+    int i = route_of(s, req);
+    if (i < 0) return no_route(s, st, req);
+    req->_route = (uint16_t)(i + 1);
+  }
+  return s->cfg.routes[req->_route - 1].handler(self, st);
+}
+
+/* ---- the channel's options ------------------------------------------------------------- */
+
+/* Requests are no barriers: head-of-line keeps the responses in order. */
+static bool no_barrier(const sh_msg *m) {
+  (void)m;
+  return false;
+}
+
+/* A stack without a response still answers, in its turn. */
+static sh_msg *fallback(sh_channel *ch, int error) {
+  uint16_t status = 500;
+  switch (error) {
+  case -ETIMEDOUT: status = 504; break;
+  case -EAGAIN:
+  case -EBUSY:
+  case -ENOBUFS:
+  case -ESHUTDOWN:
+  case -ECONNREFUSED: status = 503; break;
+  default: break;
+  }
+  sh_http_response *r = sh_http_response_status(status, false);
+  /* Nothing to answer with: the order of responses would be lost. */
+  if (r == NULL) sh_channel_close(ch);
+  return r != NULL ? &r->hdr : NULL;
+}
+
+/* ---- serving ------------------------------------------------------------------------------ */
+
+static int validate(const sh_http_config *c) {
+  if ((c->routes == NULL && c->nroutes > 0) || c->max_head < 256 || c->max_head > 65535 ||
+      c->max_inflight > SH_HTTP_MAX_INFLIGHT || c->idle_timeout_ms < SH_FOREVER ||
+      c->instances == 0 || strlen(c->server_name) > SH_HTTP_MAX_NAME ||
+      c->server_name[strcspn(c->server_name, "\r\n")] != '\0')
+    return -EINVAL;
+  for (uint32_t i = 0; i < c->nroutes; i++) {
+    const sh_http_route *r = &c->routes[i];
+    if (r->path == NULL || r->handler == NULL || (r->path[0] != '/' && strcmp(r->path, "*") != 0))
+      return -EINVAL;
+  }
+  return 0;
+}
+
+static sh_http_config with_defaults(const sh_http_config *in) {
+  sh_http_config c = *in;
+  if (c.instances == 0) c.instances = SH_SPAWN_PER_WORKER;
+  if (c.idle_timeout_ms == 0) c.idle_timeout_ms = 60000;
+  if (c.max_head == 0) c.max_head = 8192;
+  if (c.max_body == 0) c.max_body = 1u << 20;
+  if (c.max_inflight == 0) c.max_inflight = 16;
+  if (c.server_name == NULL) c.server_name = "stackhouse";
+  return c;
+}
+
+static void setup(sh_http_server *s) {
+  s->cls = (sh_actor_class){
+      .name = "http",
+      .size = sizeof(sh_http_actor),
+      .locals_size = s->cfg.locals_size,
+      .kind = SH_IO_ACTOR,
+      .init = actor_init,
+      .mount = actor_mount,
+      .stop = actor_stop,
+      .timeout = actor_tick,
+      .channel = dispatch,
+      .channel_event = actor_event,
+  };
+  s->opts = (sh_channel_opts){
+      .handlers = {&sh_http_codec},
+      .nhandlers = 1,
+      .max_stack_inflight = s->cfg.max_inflight,
+      .stack_barrier = no_barrier,
+      .head_of_line = true,
+      .max_pending_stacks = SH_HTTP_MAX_PENDING,
+      .write_limit = 4u << 20,
+      .fallback_reply = fallback,
+  };
+  int n = snprintf(s->server_line, sizeof(s->server_line), "Server: %s\r\nDate: ", s->cfg.server_name);
+  s->server_line_len = (uint32_t)n;
+  atomic_init(&s->refs, 1);
+}
+
+int sh_http_serve(sh_system *sys, const sh_netaddr *at, const sh_http_config *cfg,
+                  sh_http_server **out) {
+  if (sys == NULL || at == NULL || cfg == NULL) return -EINVAL;
+  sh_http_config c = with_defaults(cfg);
+  int rc = validate(&c);
+  if (rc != 0) return rc;
+  sh_http_server *s = calloc(1, sizeof(*s));
+  if (s == NULL) return -ENOMEM;
+  s->cfg = c;
+  setup(s);
+  rc = sh_tcp_serve(sys, at, &s->cls, s, c.instances, &s->opts, &s->tcp);
+  if (rc == 0 && out != NULL) *out = s;
+  /* Its actors hold it from here (or, when the spawn failed, let it go). */
+  server_release(s);
+  return rc;
+}
+
+int sh_http_server_addr(const sh_http_server *s, sh_netaddr *out) {
+  if (s == NULL || out == NULL) return -EINVAL;
+  return sh_tcp_server_addr(s->tcp, out);
+}
+
+static uint64_t get(const atomic_uint_fast64_t *c) {
+  return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+int sh_http_server_stats(const sh_http_server *s, sh_http_stats *out) {
+  if (s == NULL || out == NULL) return -EINVAL;
+  *out = (sh_http_stats){
+      .connections = get(&s->connections),
+      .open = atomic_load_explicit(&s->open, memory_order_relaxed),
+      .refused = get(&s->refused),
+      .requests = get(&s->requests),
+      .bad = get(&s->bad),
+      .timeouts = get(&s->timeouts),
+  };
+  return 0;
+}
