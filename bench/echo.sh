@@ -126,36 +126,17 @@ table() {
 }
 
 mallocs() {
-  local lines
-  lines=$(wc -l <"$mlog")
-  kill -USR1 "$server_pid"
-  for _ in {1..50}; do
-    [[ $(wc -l <"$mlog") -gt $lines ]] && break
-    sleep 0.1
-  done
-  tail -n 1 "$mlog" | sed -n 's/^mallocs=\([0-9]*\).*/\1/p'
-}
-
-mallocs() {
   ((seconds >= 3)) || { echo "echo.sh: --mallocs needs --seconds 3 or more" >&2; exit 2; }
   mlog=$(mktemp)
   start_server "stackhouse $counted --port {port} --workers {workers}" "$mlog" || { status=1; return; }
   printf '%11s %6s %10s %12s %10s %14s %10s\n' connections size requests 'run mallocs' \
     'per req' 'steady mallocs' 'per msg'
-  local out lpid m0 m1 m2 m3 r
+  local out r
   for c in $connections; do
     for s in $sizes; do
-      m0=$(count_mallocs)
       out=$(mktemp)
-      "$load" --port "$port" --connections "$c" --size "$s" --seconds "$seconds" \
-        ${load_opts[@]+"${load_opts[@]}"} >"$out" &
-      lpid=$!
-      sleep 1
-      m1=$(count_mallocs)
-      sleep $((seconds - 2))
-      m2=$(count_mallocs)
-      wait "$lpid" || status=1
-      m3=$(count_mallocs)
+      mallocs_around "$out" "$load" --port "$port" --connections "$c" --size "$s" --seconds "$seconds" \
+        ${load_opts[@]+"${load_opts[@]}"} || status=1
       r=$(field requests "$(cat "$out")")
       rm -f "$out"
       awk -v c="$c" -v s="$s" -v r="${r:-0}" -v run=$((m3 - m0)) -v st=$((m2 - m1)) -v t="$seconds" \

@@ -51,16 +51,8 @@ typedef struct worker {
   pthread_t thread;
 } worker;
 
-/* Accepts until the backlog is empty: with an edge-triggered listener one
- * event may stand for many connections. */
 static void accept_all(worker *w) {
-  for (;;) {
-    int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) perror(PROG ": accept4");
-      return; /* EMFILE and the like: the next connection's edge retries */
-    }
+  for (int fd; (fd = echo_accept(PROG, w->listen_fd)) >= 0;) {
     conn *c = malloc(sizeof *c);
     if (c == NULL) {
       close(fd);
@@ -68,7 +60,6 @@ static void accept_all(worker *w) {
     }
     c->fd = fd;
     c->off = c->len = 0;
-    echo_nodelay(PROG, fd);
     echo_watch(PROG, w->ep, fd, c, EPOLLIN | EPOLLOUT | EPOLLRDHUP);
   }
 }

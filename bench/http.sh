@@ -261,18 +261,10 @@ mallocs() {
     mv "$tmp/stackhouse_counted.err" "$mlog"
     printf '%7s %5s %-8s %10s %12s %10s %14s %10s\n' workers conns mode requests 'run mallocs' \
       'per req' 'steady mallocs' 'per req'
-    local c m m0 m1 m2 m3 r lpid
+    local c m r
     for c in $connections; do
       for m in $modes; do
-        m0=$(count_mallocs)
-        load "$c" "$m" >"$tmp/wrk.out" 2>&1 &
-        lpid=$!
-        sleep 1
-        m1=$(count_mallocs)
-        sleep $((seconds - 2))
-        m2=$(count_mallocs)
-        wait "$lpid" || status=1
-        m3=$(count_mallocs)
+        mallocs_around "$tmp/wrk.out" load "$c" "$m" || status=1
         r=$(completed "$(cat "$tmp/wrk.out")")
         awk -v w="$workers" -v c="$c" -v m="$m" -v r="${r:-0}" -v run=$((m3 - m0)) -v st=$((m2 - m1)) \
           -v t="$seconds" 'BEGIN { s = r * (t - 2) / t; if (r == 0) r = 1; if (s == 0) s = 1;

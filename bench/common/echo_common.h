@@ -120,4 +120,21 @@ static inline int echo_listener(const char *prog, unsigned long port) {
   return fd;
 }
 
+/* The next connection waiting on listen_fd, non-blocking and with
+ * TCP_NODELAY; -1 once the backlog is empty (with an edge-triggered
+ * listener one event may stand for many connections), or on EMFILE and the
+ * like: the next connection's edge retries. */
+static inline int echo_accept(const char *prog, int listen_fd) {
+  for (;;) {
+    int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      echo_nodelay(prog, fd);
+      return fd;
+    }
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) fprintf(stderr, "%s: accept4: %s\n", prog, strerror(errno));
+    return -1;
+  }
+}
+
 #endif

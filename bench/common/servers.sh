@@ -5,6 +5,7 @@
 #   start_server "NAME COMMAND" [ERRFILE]   sets name, port and server_pid
 #   stop_server                             (also run on exit)
 #   count_mallocs                           a counted server's mallocs so far
+#   mallocs_around OUT CMD...               the counts around a load
 
 # A port nothing listens on (nor will, for a few seconds, with luck):
 # connecting to it is refused. Below Linux's ephemeral ports (32768 up),
@@ -79,4 +80,24 @@ count_mallocs() {
     sleep 0.1
   done
   tail -n 1 "$mlog" | sed -n 's/^mallocs=\([0-9]*\).*/\1/p'
+}
+
+# Runs the load CMD... (its output to file OUT; it runs $seconds, at least
+# 3) against the counted server and reads the count before it (m0), a
+# second in (m1), a second before its end (m2) and after it (m3): between
+# m1 and m2 is steady state, every connection open and busy. False when
+# the load failed.
+mallocs_around() {
+  local out=$1 lpid rc=0
+  shift
+  m0=$(count_mallocs)
+  "$@" >"$out" 2>&1 &
+  lpid=$!
+  sleep 1
+  m1=$(count_mallocs)
+  sleep $((seconds - 2))
+  m2=$(count_mallocs)
+  wait "$lpid" || rc=1
+  m3=$(count_mallocs)
+  return $rc
 }
