@@ -48,6 +48,10 @@ stop_server() {
   fi
 }
 trap stop_server EXIT
+# Interrupted, the script exits, which runs the EXIT trap (bash skips it
+# when a signal ends the shell).
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # Starts the server of table entry $1 ("name command") on a free port, its
 # stderr to file $2 if given: sets name, port and server_pid. False when
