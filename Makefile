@@ -605,6 +605,47 @@ uninstall:
 	        libstackhouse-sim.a libstackhouse-shsim.a) \
 	      $(addprefix $(DESTDIR)$(PKGCONFIGDIR)/,stackhouse.pc stackhouse-sim.pc) $(DESTDIR)$(BINDIR)/shsim
 
+# ---------------------------------------------------------------- fuzzing ---
+# `make fuzz-http`: the request parser's libFuzzer target
+# (tests/fuzz/http_parser.c) with clang, in a configuration of its own,
+# build/fuzz/: the library's sources instrumented for coverage
+# (-fsanitize=fuzzer-no-link) under ASan+UBSan, the target linked with
+# libFuzzer. It runs FUZZ_TIME seconds from the seeds of tests/fuzz/http/;
+# new inputs go to build/fuzz/corpus, a crash to build/fuzz/crash-*. (Keep
+# a crash's input in tests/fuzz/http/: test_http_parser replays them all.)
+# Not part of `make test`.
+FUZZ_CC     := clang
+FUZZ_TIME   := 600
+FUZZ_ARGS   := -max_len=12000
+FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS := $(COMMON_CFLAGS) -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+FUZZ_OBJS   := $(LIB_SRCS:%.c=build/fuzz/obj/%.o)
+
+build/fuzz/.flags: FORCE
+	@mkdir -p $(@D)
+	@printf '%s\n' '$(FUZZ_CC) $(FUZZ_CFLAGS) $(CPPFLAGS) $(CFLAGS)' > $@.new; \
+	 if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; fi
+
+build/fuzz/obj/%.o: %.c build/fuzz/.flags
+	@mkdir -p $(@D)
+	$(call say,CC fuzz,$<)
+	$(Q)$(FUZZ_CC) $(call incs,$<) $(FUZZ_CFLAGS) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+build/fuzz/libstackhouse.a: $(FUZZ_OBJS)
+	$(call say,AR fuzz,$@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+build/fuzz/http_parser: build/fuzz/obj/tests/fuzz/http_parser.o build/fuzz/libstackhouse.a
+	$(call say,LD fuzz,$@)
+	$(Q)$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -pthread -o $@ $^ -lpthread $(LDLIBS)
+
+.PHONY: fuzz-http
+fuzz-http: build/fuzz/http_parser
+	@mkdir -p build/fuzz/corpus
+	build/fuzz/http_parser -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
+	    -dict=tests/fuzz/http.dict -artifact_prefix=build/fuzz/ $(FUZZ_ARGS) \
+	    build/fuzz/corpus tests/fuzz/http
+
 clean:
 	rm -rf build
 
@@ -621,6 +662,7 @@ help:
 	@echo "                MUTANT_BUDGET seeds, its simulator tests run (MUTANTS=\"a b\")"
 	@echo "make mutant     MUTANT=name: build/mutants/<name> (shsim, simulator tests)"
 	@echo "make profile    BENCH=NAME [ARGS=...]: a benchmark under the CPU profiler, top functions"
+	@echo "make fuzz-http  the HTTP parser's libFuzzer target (clang), FUZZ_TIME=600 s, in build/fuzz/"
 	@echo "make tools      build/bin: shsim (simulator runner), shrun (epoll runner), tools/*.c"
 	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall (libraries, headers,"
 	@echo "                stackhouse.pc, stackhouse-sim.pc, bin/shsim)"

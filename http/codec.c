@@ -76,7 +76,7 @@ static int fire_error(sh_pctx *c, codec *k) {
   sh_http_request *r = (sh_http_request *)sh_msg_alloc(&sh_http_request_type);
   if (r == NULL) return -ENOMEM;
   r->_status = k->p.error;
-  sh_http_count(&k->conn->actor->srv->bad);
+  sh_http_count(&k->conn->actor->n.bad);
   return fire(c, k, r, F_CLOSE);
 }
 
@@ -106,7 +106,7 @@ static int pump(sh_pctx *c, codec *k) {
       rc = fire_error(c, k);
     } else {
       f = flags_of(r);
-      sh_http_count(&k->conn->actor->srv->requests);
+      sh_http_count(&k->conn->actor->n.requests);
       rc = fire(c, k, r, f);
     }
     if (f & F_CLOSE) k->stopped = true;
@@ -186,8 +186,13 @@ static int encode(sh_pctx *c, sh_http_conn *conn, sh_http_response *r, uint8_t f
   hput(&h, conn->actor->date, SH_HTTP_DATE_LEN);
   HPUT_LIT(&h, "\r\n");
   if (r->content_type != NULL) {
+    sh_http_actor *a = conn->actor;
+    if (r->content_type != a->ctype) {
+      a->ctype = r->content_type;
+      a->ctype_len = strlen(a->ctype);
+    }
     HPUT_LIT(&h, "Content-Type: ");
-    hput(&h, r->content_type, strlen(r->content_type));
+    hput(&h, a->ctype, a->ctype_len);
     HPUT_LIT(&h, "\r\n");
   }
   bool nobody = bodiless(r->status);

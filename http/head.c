@@ -62,6 +62,26 @@ static bool ieq(const char *a, const char *b, size_t n) {
 
 static bool is_ows(uint8_t c) { return c == ' ' || c == '\t'; }
 
+/* Eight bytes at a time: long values and targets are the bulk of a head,
+ * and most of their words hold no byte that ends or spoils them. A word
+ * the test flags (possibly wrongly: the trick can flag a clean byte above
+ * a flagged one) is left to the byte loop that follows. */
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+/* Nonzero when a byte of w is below n (n <= 0x80). */
+static inline uint64_t below(uint64_t w, uint8_t n) { return (w - ONES * n) & ~w & HIGHS; }
+
+/* From h[i], past whole words whose bytes are all in lo..0x7E, or also
+ * 0x80..0xFF when high is 0 (field values, without HTAB: lo 0x20, high 0;
+ * targets: lo 0x21, high HIGHS). */
+static size_t skip_words(const uint8_t *h, size_t i, size_t len, uint8_t lo, uint64_t high) {
+  for (uint64_t w; i + 8 <= len; i += 8) {
+    memcpy(&w, h + i, 8);
+    if ((below(w, lo) | (w & high) | below(w ^ (ONES * 0x7f), 1)) != 0) break;
+  }
+  return i;
+}
+
 /* What the headers said that the request's fields depend on. */
 typedef struct head_facts {
   uint32_t nhost, nte;
@@ -144,6 +164,7 @@ static uint16_t parse_request_line(sh_http_request *r, const uint8_t *h, size_t 
   r->method_name = (sh_http_str){(const char *)h, i};
   r->method = method_of((const char *)h, i);
   size_t t = ++i;
+  i = skip_words(h, i, len, 0x21, HIGHS);
   while (sh_http_cls[h[i]] & SH_HC_TARGET) i++;
   if (i == t || h[i] != ' ') return 400;
   r->target = (sh_http_str){(const char *)h + t, i - t};
@@ -215,7 +236,8 @@ static uint16_t special(sh_http_request *r, head_facts *f, const uint8_t *name, 
 }
 
 /* One header line at h[*at] (not the empty line): stored, *at past it. */
-static uint16_t parse_header(sh_http_request *r, head_facts *f, const uint8_t *h, size_t *at) {
+static uint16_t parse_header(sh_http_request *r, head_facts *f, const uint8_t *h, size_t len,
+                             size_t *at) {
   size_t s = *at, i = s;
   while (sh_http_cls[h[i]] & SH_HC_TCHAR) i++;
   if (i == s || h[i] != ':') return 400; /* also a folded line: SP or HTAB first */
@@ -223,6 +245,7 @@ static uint16_t parse_header(sh_http_request *r, head_facts *f, const uint8_t *h
   i++;
   while (is_ows(h[i])) i++;
   size_t vs = i;
+  i = skip_words(h, i, len, 0x20, 0);
   while (sh_http_cls[h[i]] & SH_HC_VALUE) i++;
   size_t ve = i;
   if (h[i] == '\r') i++;
@@ -253,7 +276,7 @@ uint16_t sh_http_parse_head(sh_http_request *r, size_t len) {
   uint16_t st = parse_request_line(r, h, len, &at);
   head_facts f = {0};
   while (st == 0 && at < len && h[at] != '\n' && !(h[at] == '\r' && h[at + 1] == '\n'))
-    st = parse_header(r, &f, h, &at);
+    st = parse_header(r, &f, h, len, &at);
   if (st != 0) return st;
   if (at == len) return 400; /* no empty line */
   at += h[at] == '\r' ? 2 : 1;

@@ -88,8 +88,8 @@ static bool bad_bytes(const char *s, const char *also) {
 }
 
 int sh_http_response_header(sh_http_response *r, const char *name, const char *value) {
-  if (r == NULL || name == NULL || value == NULL || name[0] == '\0' || bad_bytes(name, "\r\n: \t") ||
-      bad_bytes(value, "\r\n"))
+  if (r == NULL || name == NULL || value == NULL || name[0] == '\0' ||
+      bad_bytes(name, "\r\n: \t") || bad_bytes(value, "\r\n"))
     return -EINVAL;
   size_t nl = strlen(name), vl = strlen(value), n = nl + vl + 4;
   char small[512];

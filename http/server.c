@@ -87,9 +87,24 @@ static void sweep(sh_http_actor *a) {
   /* Bounded by the armed connections: each turn disarms one. */
   while ((c = a->armed_head) != NULL && now - c->armed_at >= idle) {
     sh_http_conn_disarm(c);
-    sh_http_count(&a->srv->timeouts);
+    sh_http_count(&a->n.timeouts);
     sh_channel_close(c->ch);
   }
+}
+
+/* The timer runs only while the actor has connections, so that an idle
+ * server is quiet (and a finished simulation has nothing left to run). */
+static void ticking_start(sh_http_actor *a) {
+  format_date(a->date, sh_time_ms());
+  int64_t idle = a->srv->cfg.idle_timeout_ms, period = 1000;
+  if (idle != SH_FOREVER && idle / 2 < period) period = idle / 2 > 0 ? idle / 2 : 1;
+  /* No timer (no memory): a stale Date and no idle timeout, nothing worse. */
+  a->ticking = sh_timer_start(&a->base, period, period, NULL, &a->timer) == 0;
+}
+
+static void ticking_stop(sh_http_actor *a) {
+  if (a->ticking) (void)sh_timer_cancel(&a->base, a->timer);
+  a->ticking = false;
 }
 
 static void actor_tick(sh_actor *self, uint64_t id, void *arg) {
@@ -126,16 +141,16 @@ static void conn_free(sh_http_actor *a, sh_http_conn *c) {
 }
 
 /* Past max_connections: 503 at once, and the close after it. */
-static void refuse(sh_http_server *s, sh_http_conn *c) {
+static void refuse(sh_http_conn *c) {
   c->refused = true;
-  sh_http_count(&s->refused);
+  sh_http_count(&c->actor->n.refused);
   sh_http_response *r = sh_http_response_status(503, true);
   if (r == NULL || sh_channel_write(c->ch, &r->hdr) != 0) sh_channel_close(c->ch);
 }
 
 static void opened(sh_http_actor *a, sh_channel *ch) {
   sh_http_server *s = a->srv;
-  sh_http_count(&s->connections);
+  sh_http_count(&a->n.connections);
   /* Relaxed: the count orders no other memory, and read-modify-writes of
    * one atomic always see its latest value, so the limit is exact. */
   unsigned open = atomic_fetch_add_explicit(&s->open, 1, memory_order_relaxed) + 1;
@@ -146,15 +161,17 @@ static void opened(sh_http_actor *a, sh_channel *ch) {
   }
   sh_channel_set_data(ch, c);
   sh_http_conn_arm(c);
-  if (s->cfg.max_connections != 0 && open > s->cfg.max_connections) refuse(s, c);
+  if (s->cfg.max_connections != 0 && open > s->cfg.max_connections) refuse(c);
 }
 
 static void actor_event(sh_actor *self, sh_channel *ch, int event, int error) {
   (void)error;
   sh_http_actor *a = (sh_http_actor *)self;
   if (event == SH_CHANNEL_OPEN) {
+    if (a->nconns++ == 0) ticking_start(a);
     opened(a, ch);
   } else if (event == SH_CHANNEL_CLOSED) {
+    if (a->nconns > 0 && --a->nconns == 0) ticking_stop(a);
     atomic_fetch_sub_explicit(&a->srv->open, 1, memory_order_relaxed);
     sh_http_conn *c = sh_channel_data(ch);
     if (c != NULL) conn_free(a, c);
@@ -166,18 +183,14 @@ static void actor_event(sh_actor *self, sh_channel *ch, int event, int error) {
 
 static int actor_init(sh_actor *self, void *arg) {
   sh_http_actor *a = (sh_http_actor *)self;
-  a->srv = arg;
-  atomic_fetch_add_explicit(&a->srv->refs, 1, memory_order_relaxed);
+  /* Everything after the runtime's part starts empty. */
+  memset((char *)a + sizeof(a->base), 0, sizeof(*a) - sizeof(a->base));
+  sh_http_server *s = a->srv = arg;
+  atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+  unsigned i = atomic_fetch_add_explicit(&s->nactors, 1, memory_order_relaxed);
+  /* Release: a reader of the pointer sees the actor's zeroed counters. */
+  if (i < s->max_actors) atomic_store_explicit(&s->actors[i], a, memory_order_release);
   return 0;
-}
-
-static void actor_mount(sh_actor *self) {
-  sh_http_actor *a = (sh_http_actor *)self;
-  format_date(a->date, sh_time_ms());
-  int64_t idle = a->srv->cfg.idle_timeout_ms, period = 1000;
-  if (idle != SH_FOREVER && idle / 2 < period) period = idle / 2 > 0 ? idle / 2 : 1;
-  /* No timer (no memory): a stale Date and no idle timeout, nothing worse. */
-  (void)sh_timer_start(self, period, period, NULL, &a->timer);
 }
 
 static void actor_stop(sh_actor *self) {
@@ -192,8 +205,7 @@ static void actor_stop(sh_actor *self) {
 
 /* ---- routing ---------------------------------------------------------------------------- */
 
-static bool path_matches(const char *route, const sh_http_str *path) {
-  size_t n = strlen(route);
+static bool path_matches(const char *route, size_t n, const sh_http_str *path) {
   if (n > 0 && route[n - 1] == '*') return path->len >= n - 1 && memcmp(route, path->p, n - 1) == 0;
   return path->len == n && memcmp(route, path->p, n) == 0;
 }
@@ -219,15 +231,16 @@ static void allow_header(sh_http_response *r, uint32_t methods) {
 }
 
 /* 404, 405 (with Allow) or 501 for a request no route takes. */
-static sh_yield no_route(sh_http_server *s, sh_stack *st, const sh_http_request *req) {
+static sh_yield no_route(sh_http_actor *a, sh_stack *st, const sh_http_request *req) {
+  const sh_http_server *s = a->srv;
   uint32_t allowed = 0;
   bool any_method = false;
   for (uint32_t i = 0; i < s->cfg.nroutes; i++) {
     const sh_http_route *rt = &s->cfg.routes[i];
     if (rt->methods == 0) any_method = true;
-    if (path_matches(rt->path, &req->path)) allowed |= rt->methods;
+    if (path_matches(rt->path, s->plen[i], &req->path)) allowed |= rt->methods;
   }
-  sh_http_count(&s->bad);
+  sh_http_count(&a->n.bad);
   uint16_t status = req->method == SH_HTTP_OTHER && !any_method ? 501 : allowed != 0 ? 405 : 404;
   sh_http_response *r = sh_http_response_status(status, false);
   if (r != NULL && status == 405) allow_header(r, allowed);
@@ -238,14 +251,16 @@ static int route_of(const sh_http_server *s, const sh_http_request *req) {
   uint32_t m = SH_HTTP_M(req->method);
   for (uint32_t i = 0; i < s->cfg.nroutes; i++) {
     const sh_http_route *rt = &s->cfg.routes[i];
-    if ((rt->methods == 0 || (rt->methods & m)) && path_matches(rt->path, &req->path)) return (int)i;
+    if ((rt->methods == 0 || (rt->methods & m)) && path_matches(rt->path, s->plen[i], &req->path))
+      return (int)i;
   }
   return -1;
 }
 
 /* The class's channel handler: every entry of every request's stack. */
 static sh_yield dispatch(sh_actor *self, sh_stack *st) {
-  sh_http_server *s = ((sh_http_actor *)self)->srv;
+  sh_http_actor *a = (sh_http_actor *)self;
+  const sh_http_server *s = a->srv;
   sh_http_request *req = sh_http_req(st);
   if (req->_route == 0) {
     if (req->_status != 0) {
@@ -253,7 +268,7 @@ static sh_yield dispatch(sh_actor *self, sh_stack *st) {
       return sh_return(st, r != NULL ? &r->hdr : NULL);
     }
     int i = route_of(s, req);
-    if (i < 0) return no_route(s, st, req);
+    if (i < 0) return no_route(a, st, req);
     req->_route = (uint16_t)(i + 1);
   }
   return s->cfg.routes[req->_route - 1].handler(self, st);
@@ -290,7 +305,8 @@ static sh_msg *fallback(sh_channel *ch, int error) {
 static int validate(const sh_http_config *c) {
   if ((c->routes == NULL && c->nroutes > 0) || c->max_head < 256 || c->max_head > 65535 ||
       c->max_inflight > SH_HTTP_MAX_INFLIGHT || c->idle_timeout_ms < SH_FOREVER ||
-      c->instances == 0 || strlen(c->server_name) > SH_HTTP_MAX_NAME ||
+      c->instances == 0 || c->locals_size > SH_HTTP_MAX_LOCALS ||
+      strlen(c->server_name) > SH_HTTP_MAX_NAME ||
       c->server_name[strcspn(c->server_name, "\r\n")] != '\0')
     return -EINVAL;
   for (uint32_t i = 0; i < c->nroutes; i++) {
@@ -312,19 +328,26 @@ static sh_http_config with_defaults(const sh_http_config *in) {
   return c;
 }
 
+/* The connection actors' classes, one per size of stack locals: the
+ * runtime reads an actor's class until the system is freed, after the
+ * server's memory went with the last stop, so the classes are static. */
+#define HTTP_CLASS(locals)                                                                   \
+  {.name = "http", .size = sizeof(sh_http_actor), .locals_size = (locals), .kind = SH_IO_ACTOR, \
+   .init = actor_init, .stop = actor_stop, .timeout = actor_tick, .channel = dispatch,          \
+   .channel_event = actor_event}
+static const sh_actor_class classes[] = {
+    HTTP_CLASS(0),    HTTP_CLASS(64),    HTTP_CLASS(256),   HTTP_CLASS(1024),
+    HTTP_CLASS(4096), HTTP_CLASS(16384), HTTP_CLASS(SH_HTTP_MAX_LOCALS),
+};
+#undef HTTP_CLASS
+
+static const sh_actor_class *class_for(size_t locals_size) {
+  size_t i = 0;
+  while (classes[i].locals_size < locals_size) i++;
+  return &classes[i];
+}
+
 static void setup(sh_http_server *s) {
-  s->cls = (sh_actor_class){
-      .name = "http",
-      .size = sizeof(sh_http_actor),
-      .locals_size = s->cfg.locals_size,
-      .kind = SH_IO_ACTOR,
-      .init = actor_init,
-      .mount = actor_mount,
-      .stop = actor_stop,
-      .timeout = actor_tick,
-      .channel = dispatch,
-      .channel_event = actor_event,
-  };
   s->opts = (sh_channel_opts){
       .handlers = {&sh_http_codec},
       .nhandlers = 1,
@@ -335,9 +358,24 @@ static void setup(sh_http_server *s) {
       .write_limit = 4u << 20,
       .fallback_reply = fallback,
   };
-  int n = snprintf(s->server_line, sizeof(s->server_line), "Server: %s\r\nDate: ", s->cfg.server_name);
+  int n = snprintf(s->server_line, sizeof(s->server_line), "Server: %s\r\nDate: ",
+                   s->cfg.server_name);
   s->server_line_len = (uint32_t)n;
   atomic_init(&s->refs, 1);
+}
+
+/* The server, its actors' array and its routes' lengths in one block. */
+static sh_http_server *server_new(const sh_http_config *c, uint32_t nactors) {
+  size_t actors = sizeof(*((sh_http_server *)0)->actors) * nactors;
+  sh_http_server *s = calloc(1, sizeof(*s) + actors + sizeof(uint32_t) * c->nroutes);
+  if (s == NULL) return NULL;
+  s->cfg = *c;
+  s->max_actors = nactors;
+  s->actors = (void *)(s + 1);
+  s->plen = (uint32_t *)(void *)((char *)s->actors + actors);
+  for (uint32_t i = 0; i < c->nroutes; i++) s->plen[i] = (uint32_t)strlen(c->routes[i].path);
+  setup(s);
+  return s;
 }
 
 int sh_http_serve(sh_system *sys, const sh_netaddr *at, const sh_http_config *cfg,
@@ -346,11 +384,10 @@ int sh_http_serve(sh_system *sys, const sh_netaddr *at, const sh_http_config *cf
   sh_http_config c = with_defaults(cfg);
   int rc = validate(&c);
   if (rc != 0) return rc;
-  sh_http_server *s = calloc(1, sizeof(*s));
+  uint32_t nactors = c.instances == SH_SPAWN_PER_WORKER ? sh_system_workers(sys) : c.instances;
+  sh_http_server *s = server_new(&c, nactors);
   if (s == NULL) return -ENOMEM;
-  s->cfg = c;
-  setup(s);
-  rc = sh_tcp_serve(sys, at, &s->cls, s, c.instances, &s->opts, &s->tcp);
+  rc = sh_tcp_serve(sys, at, class_for(c.locals_size), s, c.instances, &s->opts, &s->tcp);
   if (rc == 0 && out != NULL) *out = s;
   /* Its actors hold it from here (or, when the spawn failed, let it go). */
   server_release(s);
@@ -368,13 +405,15 @@ static uint64_t get(const atomic_uint_fast64_t *c) {
 
 int sh_http_server_stats(const sh_http_server *s, sh_http_stats *out) {
   if (s == NULL || out == NULL) return -EINVAL;
-  *out = (sh_http_stats){
-      .connections = get(&s->connections),
-      .open = atomic_load_explicit(&s->open, memory_order_relaxed),
-      .refused = get(&s->refused),
-      .requests = get(&s->requests),
-      .bad = get(&s->bad),
-      .timeouts = get(&s->timeouts),
-  };
+  *out = (sh_http_stats){.open = atomic_load_explicit(&s->open, memory_order_relaxed)};
+  for (uint32_t i = 0; i < s->max_actors; i++) {
+    const sh_http_actor *a = atomic_load_explicit(&s->actors[i], memory_order_acquire);
+    if (a == NULL) continue;
+    out->connections += get(&a->n.connections);
+    out->refused += get(&a->n.refused);
+    out->requests += get(&a->n.requests);
+    out->bad += get(&a->n.bad);
+    out->timeouts += get(&a->n.timeouts);
+  }
   return 0;
 }

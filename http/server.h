@@ -21,6 +21,8 @@
  * (codec.c) holds max_inflight + SH_HTTP_MAX_PENDING entries. */
 #define SH_HTTP_MAX_INFLIGHT 256u
 #define SH_HTTP_RING (SH_HTTP_MAX_INFLIGHT + SH_HTTP_MAX_PENDING)
+/* The most stack locals a handler may have (sh_http_config.locals_size). */
+#define SH_HTTP_MAX_LOCALS 65536u
 /* The longest Server header value. */
 #define SH_HTTP_MAX_NAME 128u
 /* "Sun, 06 Nov 1994 08:49:37 GMT" */
@@ -28,7 +30,6 @@
 
 struct sh_http_server {
   sh_http_config cfg;
-  sh_actor_class cls;
   sh_channel_opts opts;
   sh_tcp_server *tcp;
   /* Who holds the server: sh_http_serve while it runs, and each connection
@@ -39,9 +40,19 @@ struct sh_http_server {
   /* "Server: <name>\r\nDate: ", made once. */
   char server_line[SH_HTTP_MAX_NAME + 24];
   uint32_t server_line_len;
-  /* Counters read by other threads (sh_http_server_stats): relaxed. */
-  atomic_uint_fast64_t connections, refused, requests, bad, timeouts;
+  /* The connection actors, for their counters (sh_http_server_stats),
+   * and each route's path length; both in the server's allocation. */
+  uint32_t max_actors;
+  atomic_uint nactors;
+  struct sh_http_actor *_Atomic *actors;
+  uint32_t *plen;
 };
+
+/* A connection actor's counters: written by the actor only (no shared
+ * cache line between workers), read by any thread. */
+typedef struct sh_http_counters {
+  atomic_uint_fast64_t connections, refused, requests, bad, timeouts;
+} sh_http_counters;
 
 typedef struct sh_http_conn sh_http_conn;
 
@@ -54,6 +65,13 @@ typedef struct sh_http_actor {
   /* Records of closed connections, for the next ones. */
   sh_http_conn *free;
   uint32_t nfree;
+  sh_http_counters n;
+  /* The last Content-Type encoded and its length: handlers pass the
+   * same literal again and again. */
+  const char *ctype;
+  size_t ctype_len;
+  uint32_t nconns;  /* open connections: the timer runs while there are some */
+  bool ticking;
   uint64_t timer;
   char date[SH_HTTP_DATE_LEN + 1];
 } sh_http_actor;
@@ -81,9 +99,10 @@ sh_http_response *sh_http_response_status(uint16_t status, bool close);
 /* The reason phrase of a status and its length ("" and 0: unknown). */
 const char *sh_http_reason_n(uint16_t status, size_t *len);
 
-/* Relaxed: counters that order nothing. */
+/* One more, by the counter's only writer: no read-modify-write needed;
+ * relaxed, as the counters order nothing. */
 static inline void sh_http_count(atomic_uint_fast64_t *c) {
-  atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
 }
 
 #endif

@@ -363,19 +363,32 @@ static void test_exact_responses_keep_alive(void **state) {
 
 /* ---- connections: close, HTTP/1.0, HEAD ------------------------------------------------ */
 
-/* Catches a close not honoured (or not announced), a HTTP/1.0 client
- * kept open without asking, one that asked not kept, and a HEAD response
- * with body bytes (the next response would start inside them). */
+/* Catches a close not honoured (or not announced, or requests pipelined
+ * after it still handled), a HTTP/1.0 client kept open without asking,
+ * one that asked not kept, and a HEAD response with body bytes (the next
+ * response would start inside them). */
 static void test_close_http10_head(void **state) {
   (void)state;
   env e = start((sh_http_config){0});
   client c = connect_to(&e.at);
-  resp *r = roundtrip(&c, "GET /plaintext HTTP/1.1\r\nConnection: close\r\n\r\n");
+  resp *r = roundtrip(&c, "GET /plaintext HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   assert_int_equal(r->status, 200);
   assert_true(has_header(r, "\r\nConnection: close\r\n"));
   resp_free(r);
   expect_closed(&c);
   disconnect(&c);
+
+  /* A request pipelined after the closing one is not even handled. */
+  c = connect_to(&e.at);
+  uint64_t handled = stats(&e).requests;
+  send_str(&c, "GET /q?1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+               "GET /q?2 HTTP/1.1\r\nHost: x\r\n\r\n");
+  r = get_resp(&c, false);
+  assert_string_equal(r->body, "1");
+  resp_free(r);
+  expect_closed(&c);
+  disconnect(&c);
+  assert_int_equal(stats(&e).requests, handled + 1);
 
   c = connect_to(&e.at);
   r = roundtrip(&c, "GET /plaintext HTTP/1.0\r\n\r\n");
@@ -391,14 +404,14 @@ static void test_close_http10_head(void **state) {
     assert_true(has_header(r, "\r\nConnection: keep-alive\r\n"));
     resp_free(r);
   }
-  r = roundtrip(&c, "HEAD /q?abcdef HTTP/1.1\r\n\r\n");
+  r = roundtrip(&c, "HEAD /q?abcdef HTTP/1.1\r\nHost: x\r\n\r\n");
   assert_int_equal(r->status, 200);
   assert_true(has_header(r, "\r\nContent-Length: 6\r\n"));
   resp_free(r);
-  r = roundtrip(&c, "GET /q?xyz HTTP/1.1\r\n\r\n");
+  r = roundtrip(&c, "GET /q?xyz HTTP/1.1\r\nHost: x\r\n\r\n");
   assert_string_equal(r->body, "xyz");
   resp_free(r);
-  r = roundtrip(&c, "GET /static/a/b?p HTTP/1.1\r\n\r\n");
+  r = roundtrip(&c, "GET /static/a/b?p HTTP/1.1\r\nHost: x\r\n\r\n");
   assert_string_equal(r->body, "p");
   resp_free(r);
   disconnect(&c);
@@ -428,7 +441,7 @@ static void test_pipelined_thousand(void **state) {
     assert_int_equal(atoi(r->body), i);
     resp_free(r);
   }
-  expect_status(&c, "GET /plaintext HTTP/1.1\r\n\r\n", 200);
+  expect_status(&c, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
   disconnect(&c);
   end(&e);
 }
@@ -441,24 +454,24 @@ static void test_bodies_then_next(void **state) {
   (void)state;
   env e = start((sh_http_config){0});
   client c = connect_to(&e.at);
-  resp *r = roundtrip(&c, "POST /echo HTTP/1.1\r\nContent-Length: 11\r\n\r\nhello world");
+  resp *r = roundtrip(&c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\nhello world");
   assert_int_equal(r->status, 200);
   assert_string_equal(r->body, "hello world");
   assert_true(has_header(r, "\r\nX-Chunked: no\r\n"));
   resp_free(r);
-  expect_status(&c, "GET /plaintext HTTP/1.1\r\n\r\n", 200);
-  r = roundtrip(&c, "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+  expect_status(&c, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  r = roundtrip(&c, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
                     "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
   assert_string_equal(r->body, "hello world");
   assert_true(has_header(r, "\r\nX-Chunked: yes\r\n"));
   resp_free(r);
-  expect_status(&c, "GET /plaintext HTTP/1.1\r\n\r\n", 200);
+  expect_status(&c, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
   /* A body of many pages, sent in pieces. */
   size_t big = 200000;
   char *body = malloc(big);
   for (size_t i = 0; i < big; i++) body[i] = (char)('a' + i % 26);
   char head[128];
-  snprintf(head, sizeof(head), "PUT /echo HTTP/1.1\r\nContent-Length: %zu\r\n\r\n", big);
+  snprintf(head, sizeof(head), "PUT /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", big);
   send_str(&c, head);
   assert_true(try_send(&c, body, big));
   r = get_resp(&c, false);
@@ -466,7 +479,7 @@ static void test_bodies_then_next(void **state) {
   assert_memory_equal(r->body, body, big);
   resp_free(r);
   free(body);
-  expect_status(&c, "GET /json HTTP/1.1\r\n\r\n", 200);
+  expect_status(&c, "GET /json HTTP/1.1\r\nHost: x\r\n\r\n", 200);
   disconnect(&c);
   end(&e);
 }
@@ -495,30 +508,33 @@ static void test_bad_input(void **state) {
   env e = start((sh_http_config){.max_body = 65536, .max_head = 4096});
   BAD(&e, "GARBAGE\r\n\r\n", 400);
   BAD(&e, "GET /plaintext HTTP/1.1\r\nHost x\r\n\r\n", 400);
-  BAD(&e, "GET /plaintext HTTP/1.1\r\nHost: a\0b\r\n\r\n", 400);
-  BAD(&e, "GET /plaintext HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n", 400);
-  BAD(&e, "POST /echo HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400);
-  BAD(&e, "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", 400);
+  BAD(&e, "GET /plaintext HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n", 400);
+  BAD(&e, "GET /plaintext HTTP/1.1\r\nHost: x\r\nX-A: a\r\n folded\r\n\r\n", 400);
+  BAD(&e, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400);
+  BAD(&e, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", 400);
   BAD(&e, "GET /plaintext HTTP/2.0\r\n\r\n", 505);
-  BAD(&e, "POST /echo HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501);
+  BAD(&e, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501);
   /* 413 before the body is sent: the client never sends it. */
-  BAD(&e, "POST /echo HTTP/1.1\r\nContent-Length: 10000000\r\n\r\n", 413);
+  BAD(&e, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n", 413);
   /* Too many headers, and a head longer than max_head. */
   char many[4096];
-  size_t n = (size_t)snprintf(many, sizeof(many), "GET /plaintext HTTP/1.1\r\n");
+  size_t n = (size_t)snprintf(many, sizeof(many), "GET /plaintext HTTP/1.1\r\nHost: x\r\n");
   for (int i = 0; i < SH_HTTP_MAX_HEADERS + 1; i++)
     n += (size_t)snprintf(many + n, sizeof(many) - n, "X-%d: v\r\n", i);
   n += (size_t)snprintf(many + n, sizeof(many) - n, "\r\n");
   expect_bad(&e, many, n, 431);
   char *longhead = malloc(8192);
-  n = (size_t)snprintf(longhead, 8192, "GET /plaintext HTTP/1.1\r\nX-Long: ");
+  n = (size_t)snprintf(longhead, 8192, "GET /plaintext HTTP/1.1\r\nHost: x\r\nX-Long: ");
   memset(longhead + n, 'a', 6000);
   memcpy(longhead + n + 6000, "\r\n\r\n", 4);
   expect_bad(&e, longhead, n + 6004, 431);
   free(longhead);
   /* Pipelined: a good request's answer first, then the error's, then the close. */
   client c = connect_to(&e.at);
-  send_str(&c, "GET /plaintext HTTP/1.1\r\n\r\nGET /q?1 HTTP/1.1\r\n\r\nBAD\r\n\r\nGET /q?2 HTTP/1.1\r\n\r\n");
+  send_str(&c, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n"
+               "GET /q?1 HTTP/1.1\r\nHost: x\r\n\r\n"
+               "BAD\r\n\r\n"
+               "GET /q?2 HTTP/1.1\r\nHost: x\r\n\r\n");
   resp *r = get_resp(&c, false);
   assert_int_equal(r->status, 200);
   resp_free(r);
@@ -541,7 +557,7 @@ static void test_endless_headers(void **state) {
   (void)state;
   env e = start((sh_http_config){.max_head = 4096});
   client c = connect_to(&e.at);
-  send_str(&c, "GET /plaintext HTTP/1.1\r\n");
+  send_str(&c, "GET /plaintext HTTP/1.1\r\nHost: x\r\n");
   char line[64];
   bool open = true;
   long sent = 0;
@@ -567,18 +583,18 @@ static void test_routing_misses_keep_connection(void **state) {
   (void)state;
   env e = start((sh_http_config){0});
   client c = connect_to(&e.at);
-  expect_status(&c, "GET /nowhere HTTP/1.1\r\n\r\n", 404);
-  expect_status(&c, "GET /static HTTP/1.1\r\n\r\n", 404);
-  resp *r = roundtrip(&c, "DELETE /plaintext HTTP/1.1\r\n\r\n");
+  expect_status(&c, "GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", 404);
+  expect_status(&c, "GET /static HTTP/1.1\r\nHost: x\r\n\r\n", 404);
+  resp *r = roundtrip(&c, "DELETE /plaintext HTTP/1.1\r\nHost: x\r\n\r\n");
   assert_int_equal(r->status, 405);
   assert_true(has_header(r, "\r\nAllow: GET\r\n"));
   resp_free(r);
-  r = roundtrip(&c, "GET /echo HTTP/1.1\r\n\r\n");
+  r = roundtrip(&c, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
   assert_int_equal(r->status, 405);
   assert_true(has_header(r, "\r\nAllow: POST, PUT\r\n"));
   resp_free(r);
-  expect_status(&c, "BREW /plaintext HTTP/1.1\r\n\r\n", 501);
-  expect_status(&c, "GET /plaintext HTTP/1.1\r\n\r\n", 200);
+  expect_status(&c, "BREW /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 501);
+  expect_status(&c, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
   disconnect(&c);
   end(&e);
 }
@@ -592,11 +608,13 @@ static void test_fallback_statuses(void **state) {
   (void)state;
   env e = start((sh_http_config){0});
   client c = connect_to(&e.at);
-  expect_status(&c, "GET /ask HTTP/1.1\r\n\r\n", 504);
-  expect_status(&c, "GET /throw HTTP/1.1\r\n\r\n", 500);
-  expect_status(&c, "GET /null HTTP/1.1\r\n\r\n", 500);
+  expect_status(&c, "GET /ask HTTP/1.1\r\nHost: x\r\n\r\n", 504);
+  expect_status(&c, "GET /throw HTTP/1.1\r\nHost: x\r\n\r\n", 500);
+  expect_status(&c, "GET /null HTTP/1.1\r\nHost: x\r\n\r\n", 500);
   /* Pipelined around failures: order kept. */
-  send_str(&c, "GET /throw HTTP/1.1\r\n\r\nGET /q?7 HTTP/1.1\r\n\r\nGET /null HTTP/1.1\r\n\r\n");
+  send_str(&c, "GET /throw HTTP/1.1\r\nHost: x\r\n\r\n"
+               "GET /q?7 HTTP/1.1\r\nHost: x\r\n\r\n"
+               "GET /null HTTP/1.1\r\nHost: x\r\n\r\n");
   int want[] = {500, 200, 500};
   for (int i = 0; i < 3; i++) {
     resp *r = get_resp(&c, false);
@@ -619,9 +637,9 @@ static void test_idle_timeout(void **state) {
   env e = start((sh_http_config){.idle_timeout_ms = IDLE_MS});
   client idle = connect_to(&e.at);
   client after = connect_to(&e.at);
-  expect_status(&after, "GET /plaintext HTTP/1.1\r\n\r\n", 200);
+  expect_status(&after, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
   client slowh = connect_to(&e.at);
-  send_str(&slowh, "GET /slow HTTP/1.1\r\n\r\n");
+  send_str(&slowh, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
   /* A slow sender: a byte every 20 ms never makes a whole request. */
   client loris = connect_to(&e.at);
   bool open = true;
@@ -657,8 +675,8 @@ static void test_max_connections(void **state) {
   (void)state;
   env e = start((sh_http_config){.max_connections = 2});
   client a = connect_to(&e.at), b = connect_to(&e.at);
-  expect_status(&a, "GET /plaintext HTTP/1.1\r\n\r\n", 200);
-  expect_status(&b, "GET /plaintext HTTP/1.1\r\n\r\n", 200);
+  expect_status(&a, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  expect_status(&b, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
   client x = connect_to(&e.at);
   resp *r = get_resp(&x, false);
   assert_int_equal(r->status, 503);
@@ -666,14 +684,14 @@ static void test_max_connections(void **state) {
   resp_free(r);
   expect_closed(&x);
   disconnect(&x);
-  expect_status(&a, "GET /json HTTP/1.1\r\n\r\n", 200);
-  expect_status(&b, "GET /json HTTP/1.1\r\n\r\n", 200);
+  expect_status(&a, "GET /json HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  expect_status(&b, "GET /json HTTP/1.1\r\nHost: x\r\n\r\n", 200);
   assert_int_equal(stats(&e).refused, 1);
   /* Room again once one closed. */
   disconnect(&a);
   for (int i = 0; i < 5000 && stats(&e).open > 1; i++) th_sleep_ms(1);
   client d = connect_to(&e.at);
-  expect_status(&d, "GET /plaintext HTTP/1.1\r\n\r\n", 200);
+  expect_status(&d, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
   disconnect(&d);
   disconnect(&b);
   end(&e);
@@ -691,7 +709,7 @@ static void *client_thread(void *arg) {
   int n = TH_UNDER_TSAN ? 50 : 300;
   char req[64], want[32];
   for (int i = 0; i < n; i++) {
-    snprintf(req, sizeof(req), "GET /q?%ld-%d HTTP/1.1\r\n\r\n", id, i);
+    snprintf(req, sizeof(req), "GET /q?%ld-%d HTTP/1.1\r\nHost: x\r\n\r\n", id, i);
     snprintf(want, sizeof(want), "%ld-%d", id, i);
     if (!try_send(&c, req, strlen(req))) break;
     resp r;
