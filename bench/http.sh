@@ -255,12 +255,12 @@ mallocs() {
   ((seconds >= 3)) || { echo "$prog: --mallocs needs --seconds 3 or more" >&2; exit 2; }
   mlog=$tmp/mallocs.log
   usable[stackhouse_counted]=1
+  printf '%7s %5s %-8s %10s %12s %10s %14s %10s\n' workers conns mode requests 'run mallocs' \
+    'per req' 'steady mallocs' 'per req'
   for workers in $worker_counts; do
     start_checked "stackhouse_counted build/release/bench/http_counted --port {port} --workers {workers}" ||
       { status=1; continue; }
     mv "$tmp/stackhouse_counted.err" "$mlog"
-    printf '%7s %5s %-8s %10s %12s %10s %14s %10s\n' workers conns mode requests 'run mallocs' \
-      'per req' 'steady mallocs' 'per req'
     local c m r
     for c in $connections; do
       for m in $modes; do
