@@ -110,6 +110,7 @@ ensure h2o && usable[h2o]=1
 # writes under one directory. keepalive_requests: nginx closes a keep-alive
 # connection after that many requests (default 1000), which would cut
 # wrk's connections every few milliseconds.
+# shellcheck disable=SC2317 # run through the servers table
 run_nginx() {
   local d=$tmp/nginx-$1 user=
   mkdir -p "$d"
@@ -146,6 +147,7 @@ EOF
 # (no extension: the default type); no access log. (Its mruby handler, the
 # other way the package offers, answered 30-45 % fewer requests.)
 # max-connections: its default, 1024, would refuse --idle's.
+# shellcheck disable=SC2317 # run through the servers table
 run_h2o() {
   local d=$tmp/h2o-$1 user=
   mkdir -p "$d/www"

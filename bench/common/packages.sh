@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # prog (and workers, mlog) are the caller's
 # Debian packages a benchmark compares against, installed on demand: sourced
 # by the scripts of bench/ that need peers (never by `make test`). As root,
 # or through password-less sudo, apt-get installs what is missing (one
