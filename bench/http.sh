@@ -216,6 +216,8 @@ ratio() {
   awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b }'
 }
 
+table_row() { printf '%-7s %5s %-8s %9s %10s %9s %9s %9s %9s\n' "$@"; }
+
 table() {
   declare -A rps=()
   local out c m entry n
@@ -234,8 +236,8 @@ table() {
       stop_server
     done
   done
-  local fmt='%-7s %5s %-8s %9s %10s %9s %9s %9s %9s\n' best nx h2 sh
-  printf "$fmt" workers conns mode bare stackhouse nginx h2o sh/best sh/bare
+  local best nx h2 sh
+  table_row workers conns mode bare stackhouse nginx h2o sh/best sh/bare
   for workers in $worker_counts; do
     for c in $connections; do
       for m in $modes; do
@@ -243,7 +245,7 @@ table() {
         nx=${rps[nginx/$workers/$c/$m]:-n/a}
         h2=${rps[h2o/$workers/$c/$m]:-n/a}
         best=$(awk -v a="$nx" -v b="$h2" 'BEGIN { a += 0; b += 0; print (a > b ? a : b) }')
-        printf "$fmt" "$workers" "$c" "$m" "${rps[bare/$workers/$c/$m]:-n/a}" "$sh" "$nx" "$h2" \
+        table_row "$workers" "$c" "$m" "${rps[bare/$workers/$c/$m]:-n/a}" "$sh" "$nx" "$h2" \
           "$(ratio "$sh" "$best")" "$(ratio "$sh" "${rps[bare/$workers/$c/$m]:-}")"
       done
     done

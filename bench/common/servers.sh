@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2154  # prog (and workers, mlog) are the caller's
+# shellcheck shell=bash disable=SC2154,SC2034  # prog, workers, mlog are the caller's; name, m0-m3 its results
 # Starting and stopping the server under test on the loopback: sourced by
 # bench/echo.sh and bench/http.sh. The caller sets `prog` (the prefix of its
 # messages) and `workers` (what {workers} in a command becomes).
