@@ -323,9 +323,11 @@ build/release/bench/savina/%: build/release/obj/bench/savina/%.o \
 	    build/release/libstackhouse.a $(BENCH_LDLIBS) -lm -lpthread $(LDLIBS)
 examples: $(addprefix build/release/examples/,$(EXAMPLE_NAMES))
 
-# The echo example with the malloc counter linked in, SIGUSR1 printing its
-# counts (bench/counted/malloc_signal.c): bench/echo.sh --mallocs.
-build/release/bench/echo_counted: build/release/obj/examples/echo.o \
+# An example with the malloc counter linked in, SIGUSR1 printing its counts
+# (bench/counted/malloc_signal.c): build/release/bench/echo_counted for
+# bench/echo.sh --mallocs, http_counted for bench/http.sh --mallocs. (A
+# shorter stem than build/release/bench/%'s: this rule wins for them.)
+build/release/bench/%_counted: build/release/obj/examples/%.o \
     build/release/obj/bench/counted/malloc_signal.o build/release/obj/bench/common/malloc_count.o \
     build/release/libstackhouse.a
 	@mkdir -p $(@D)

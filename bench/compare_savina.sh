@@ -47,32 +47,9 @@ done
 prog_args+=(--workers "$workers")
 
 # ---- peers, installed on demand -------------------------------------------
-installed() { [[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true) == "install ok installed" ]]; }
-
-as_root=()
-root_ok() {
-  [[ $(id -u) -eq 0 ]] && return 0
-  command -v sudo >/dev/null 2>&1 && sudo -n true >/dev/null 2>&1 && as_root=(sudo -n) && return 0
-  return 1
-}
-
-updated=0
-# Installs package $1 unless it is there; false (and a note) when it fails.
-ensure() {
-  installed "$1" && return 0
-  if ! command -v apt-get >/dev/null 2>&1 || ! root_ok; then
-    echo "compare_savina: $1 is missing and cannot be installed here (needs root and apt-get)" >&2
-    return 1
-  fi
-  echo "compare_savina: installing $1"
-  if ((updated == 0)); then
-    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null || true
-    updated=1
-  fi
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -q --no-install-recommends "$1" >/dev/null 2>&1 || true
-  installed "$1" || { echo "compare_savina: $1 did not install" >&2; return 1; }
-}
+prog=compare_savina
+# shellcheck source=bench/common/packages.sh
+source bench/common/packages.sh
 
 # ---- build ------------------------------------------------------------------
 out=build/release/bench/savina

@@ -82,40 +82,9 @@ load=build/release/bench/echo_load
 counted=build/release/bench/echo_counted
 make --no-print-directory -j2 "$load" build/release/bench/echo_bare build/release/examples/echo "$counted" >/dev/null
 
-# A port nothing listens on (nor will, for a few seconds, with luck):
-# connecting to it is refused. Below Linux's ephemeral ports (32768 up),
-# which the load's connections use: a port one of them holds (or held, in
-# TIME_WAIT) cannot be bound, though connecting to it is refused.
-free_port() {
-  local p
-  for _ in {1..50}; do
-    p=$((20000 + RANDOM % 12000))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-  done
-  echo "echo.sh: no free port found" >&2
-  exit 1
-}
-
-# Waits until the server (pid $1) accepts on port $2, for 10 s at most.
-wait_listening() {
-  for _ in {1..100}; do
-    kill -0 "$1" 2>/dev/null || { echo "echo.sh: the server exited" >&2; return 1; }
-    (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "echo.sh: the server does not accept on port $2" >&2
-  return 1
-}
-
-server_pid=
-stop_server() {
-  if [[ -n $server_pid ]]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=
-  fi
-}
-trap stop_server EXIT
+prog=echo.sh
+# shellcheck source=bench/common/servers.sh
+source bench/common/servers.sh
 
 # The first server's req/s by "connections/size": the ratios' denominators.
 declare -A first_rps=()
@@ -131,23 +100,6 @@ row() {
     ratio=$(awk -v a="$4" -v b="${first_rps[$2/$3]}" 'BEGIN { if (b > 0) printf "%.2f", a / b }')
   fi
   printf '%-12s %11s %6s %12s %10s %6s\n' "$1" "$2" "$3" "$4" "$5" "$ratio"
-}
-
-# Starts the server of table entry $1 ("name command") on a free port, its
-# stderr to file $2 if given: sets name, port and server_pid. False when
-# it does not come to accept. (Not 2>/dev/stderr: when our stderr is a
-# file, that opens it anew, truncated, and writes over what it held.)
-start_server() {
-  name=${1%% *}
-  port=$(free_port)
-  local cmd=${1#* }
-  cmd=${cmd//\{port\}/$port}
-  cmd=${cmd//\{workers\}/$workers}
-  # Word splitting is wanted: the table's commands are plain words.
-  # shellcheck disable=SC2086
-  if [[ -n ${2:-} ]]; then $cmd >/dev/null 2>"$2" & else $cmd >/dev/null & fi
-  server_pid=$!
-  wait_listening "$server_pid" "$port" || { stop_server; return 1; }
 }
 
 # The value of KEY=value in echo_load's line $2.
@@ -173,39 +125,18 @@ table() {
   done
 }
 
-# The counted server's allocations so far: SIGUSR1, then the line it
-# writes to $mlog.
-count_mallocs() {
-  local lines
-  lines=$(wc -l <"$mlog")
-  kill -USR1 "$server_pid"
-  for _ in {1..50}; do
-    [[ $(wc -l <"$mlog") -gt $lines ]] && break
-    sleep 0.1
-  done
-  tail -n 1 "$mlog" | sed -n 's/^mallocs=\([0-9]*\).*/\1/p'
-}
-
 mallocs() {
   ((seconds >= 3)) || { echo "echo.sh: --mallocs needs --seconds 3 or more" >&2; exit 2; }
   mlog=$(mktemp)
   start_server "stackhouse $counted --port {port} --workers {workers}" "$mlog" || { status=1; return; }
   printf '%11s %6s %10s %12s %10s %14s %10s\n' connections size requests 'run mallocs' \
     'per req' 'steady mallocs' 'per msg'
-  local out lpid m0 m1 m2 m3 r
+  local out r
   for c in $connections; do
     for s in $sizes; do
-      m0=$(count_mallocs)
       out=$(mktemp)
-      "$load" --port "$port" --connections "$c" --size "$s" --seconds "$seconds" \
-        ${load_opts[@]+"${load_opts[@]}"} >"$out" &
-      lpid=$!
-      sleep 1
-      m1=$(count_mallocs)
-      sleep $((seconds - 2))
-      m2=$(count_mallocs)
-      wait "$lpid" || status=1
-      m3=$(count_mallocs)
+      mallocs_around "$out" "$load" --port "$port" --connections "$c" --size "$s" --seconds "$seconds" \
+        ${load_opts[@]+"${load_opts[@]}"} || status=1
       r=$(field requests "$(cat "$out")")
       rm -f "$out"
       awk -v c="$c" -v s="$s" -v r="${r:-0}" -v run=$((m3 - m0)) -v st=$((m2 - m1)) -v t="$seconds" \

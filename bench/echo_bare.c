@@ -51,34 +51,8 @@ typedef struct worker {
   pthread_t thread;
 } worker;
 
-static void watch(int ep, int fd, void *ptr, uint32_t events) {
-  struct epoll_event ev = {.events = events | EPOLLET, .data.ptr = ptr};
-  if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) echo_die(PROG, "epoll_ctl");
-}
-
-static int listener(unsigned long port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) echo_die(PROG, "socket");
-  int one = 1;
-  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-      setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
-    echo_die(PROG, "setsockopt");
-  struct sockaddr_in a = echo_addr(port);
-  if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) echo_die(PROG, "bind");
-  if (listen(fd, 4096) != 0) echo_die(PROG, "listen");
-  return fd;
-}
-
-/* Accepts until the backlog is empty: with an edge-triggered listener one
- * event may stand for many connections. */
 static void accept_all(worker *w) {
-  for (;;) {
-    int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) perror(PROG ": accept4");
-      return; /* EMFILE and the like: the next connection's edge retries */
-    }
+  for (int fd; (fd = echo_accept(PROG, w->listen_fd)) >= 0;) {
     conn *c = malloc(sizeof *c);
     if (c == NULL) {
       close(fd);
@@ -86,8 +60,7 @@ static void accept_all(worker *w) {
     }
     c->fd = fd;
     c->off = c->len = 0;
-    echo_nodelay(PROG, fd);
-    watch(w->ep, fd, c, EPOLLIN | EPOLLOUT | EPOLLRDHUP);
+    echo_watch(PROG, w->ep, fd, c, EPOLLIN | EPOLLOUT | EPOLLRDHUP);
   }
 }
 
@@ -146,30 +119,17 @@ static void *worker_main(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 1) echo_usage_exit(usage);
-  unsigned long port = 0, workers = echo_cpus();
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) echo_usage_exit(usage);
-    else if (strcmp(argv[i], "--port") == 0) port = echo_num(PROG, argc, argv, &i, 1, 65535);
-    else if (strcmp(argv[i], "--workers") == 0) workers = echo_num(PROG, argc, argv, &i, 1, 1024);
-    else {
-      fprintf(stderr, PROG ": unknown option %s (see --help)\n", argv[i]);
-      return 2;
-    }
-  }
-  if (port == 0) {
-    fprintf(stderr, PROG ": --port is required (see --help)\n");
-    return 2;
-  }
+  unsigned long port, workers;
+  echo_server_args(PROG, usage, argc, argv, &port, &workers);
   worker *ws = calloc(workers, sizeof *ws);
   if (ws == NULL) echo_die(PROG, "calloc");
   /* Every listener is bound before any thread runs: a port in use fails
    * here, and once the first connection succeeds all of them accept. */
   for (unsigned long k = 0; k < workers; k++) {
-    ws[k].listen_fd = listener(port);
+    ws[k].listen_fd = echo_listener(PROG, port);
     ws[k].ep = epoll_create1(EPOLL_CLOEXEC);
     if (ws[k].ep < 0) echo_die(PROG, "epoll_create1");
-    watch(ws[k].ep, ws[k].listen_fd, NULL, EPOLLIN);
+    echo_watch(PROG, ws[k].ep, ws[k].listen_fd, NULL, EPOLLIN);
   }
   for (unsigned long k = 0; k < workers; k++) {
     errno = pthread_create(&ws[k].thread, NULL, worker_main, &ws[k]);

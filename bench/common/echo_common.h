@@ -1,8 +1,8 @@
 /*
- * What the echo benchmark's two plain-Linux programs (echo_bare, the server
- * that sets the limit, and echo_load, the client) share: option values,
- * the loopback address, socket settings, and what they do when run with no
- * arguments. Header-only: every bench links bench/common's objects, and
+ * What the plain-Linux programs of the loopback benchmarks share (echo_bare
+ * and http_bare, the servers that set the limits; echo_load and http_idle,
+ * clients): option values, the loopback address, socket settings, the
+ * listener, and what they do when run with no arguments. Header-only: every bench links bench/common's objects, and
  * the others need none of this.
  *
  * With no arguments both print what they are for and exit 0: `make bench`
@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -72,6 +73,68 @@ static inline struct sockaddr_in echo_addr(unsigned long port) {
 static inline void echo_nodelay(const char *prog, int fd) {
   int one = 1;
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) echo_die(prog, "TCP_NODELAY");
+}
+
+/* The command line of a server that sets a benchmark's limit:
+ * --port P (required) and --workers W (default: the CPU count). Exits on
+ * --help, a bare run, or a bad option. */
+static inline void echo_server_args(const char *prog, const char *usage, int argc, char **argv,
+                                    unsigned long *port, unsigned long *workers) {
+  if (argc == 1) echo_usage_exit(usage);
+  *port = 0;
+  *workers = echo_cpus();
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) echo_usage_exit(usage);
+    else if (strcmp(argv[i], "--port") == 0) *port = echo_num(prog, argc, argv, &i, 1, 65535);
+    else if (strcmp(argv[i], "--workers") == 0) *workers = echo_num(prog, argc, argv, &i, 1, 1024);
+    else {
+      fprintf(stderr, "%s: unknown option %s (see --help)\n", prog, argv[i]);
+      exit(2);
+    }
+  }
+  if (*port == 0) {
+    fprintf(stderr, "%s: --port is required (see --help)\n", prog);
+    exit(2);
+  }
+}
+
+/* Registers fd with epoll ep, edge-triggered, for events. */
+static inline void echo_watch(const char *prog, int ep, int fd, void *ptr, uint32_t events) {
+  struct epoll_event ev = {.events = events | EPOLLET, .data.ptr = ptr};
+  if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) echo_die(prog, "epoll_ctl");
+}
+
+/* A non-blocking listener on 127.0.0.1:port with SO_REUSEPORT, so that
+ * each worker thread has its own: the kernel spreads the connections over
+ * them, with no lock and no accept thundering herd. */
+static inline int echo_listener(const char *prog, unsigned long port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) echo_die(prog, "socket");
+  int one = 1;
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+    echo_die(prog, "setsockopt");
+  struct sockaddr_in a = echo_addr(port);
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) echo_die(prog, "bind");
+  if (listen(fd, 4096) != 0) echo_die(prog, "listen");
+  return fd;
+}
+
+/* The next connection waiting on listen_fd, non-blocking and with
+ * TCP_NODELAY; -1 once the backlog is empty (with an edge-triggered
+ * listener one event may stand for many connections), or on EMFILE and the
+ * like: the next connection's edge retries. */
+static inline int echo_accept(const char *prog, int listen_fd) {
+  for (;;) {
+    int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      echo_nodelay(prog, fd);
+      return fd;
+    }
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) fprintf(stderr, "%s: accept4: %s\n", prog, strerror(errno));
+    return -1;
+  }
 }
 
 #endif
