@@ -36,8 +36,9 @@
 
 enum {
   F_HEAD = 1,  /* a HEAD request: no body bytes */
-  F_CLOSE = 2, /* the connection closes after the response */
-  F_KA10 = 4,  /* HTTP/1.0 with keep-alive: say so */
+  F_KA10 = 2,  /* HTTP/1.0 with keep-alive: say so */
+  F_CLOSE = 4, /* the connection closes after the response (not in the
+                * ring: only its last request can ask for it) */
 };
 
 /* What sh_http_codec_resume writes: the codec takes it, nothing else sees it. */
@@ -58,7 +59,10 @@ typedef struct codec {
   bool parsing;      /* the parser was initialised */
   bool closing;      /* a response that closes was written: no more */
   uint32_t dropped;  /* bytes dropped since a closing request */
-  uint8_t ring[SH_HTTP_RING];
+  bool close_last;   /* the last request in the ring closes */
+  /* Two bits (F_HEAD, F_KA10) per request: the ring is most of the
+   * codec's state, and an idle connection pays for all of it. */
+  uint8_t ring[SH_HTTP_RING / 4];
 } codec;
 
 static void start(sh_pctx *c, codec *k) {
@@ -102,16 +106,29 @@ static codec *state(sh_pctx *c) {
 
 /* ---- decoding ------------------------------------------------------------- */
 
+_Static_assert(SH_HTTP_RING % 4 == 0, "the ring packs four requests a byte");
+
+static void ring_set(codec *k, uint32_t i, uint8_t flags) {
+  uint8_t *b = &k->ring[i / 4], shift = (uint8_t)(2 * (i % 4));
+  *b = (uint8_t)((*b & ~(3u << shift)) | ((flags & 3u) << shift));
+}
+
+static uint8_t ring_get(const codec *k, uint32_t i) {
+  return (uint8_t)((k->ring[i / 4] >> (2 * (i % 4))) & 3u);
+}
+
 static int fire(sh_pctx *c, codec *k, sh_http_request *r, uint8_t flags) {
   assert(k->count < k->cap);
-  k->ring[(k->head + k->count) % SH_HTTP_RING] = flags;
+  ring_set(k, (k->head + k->count) % SH_HTTP_RING, flags);
+  /* Nothing is fired after a request that closes: it stays the last. */
+  k->close_last = (flags & F_CLOSE) != 0;
   if (k->count++ == 0) sh_http_conn_disarm(k->conn);
   return sh_pctx_fire(c, &r->hdr);
 }
 
 /* The parser's error as a request the dispatcher answers. */
 static int fire_error(sh_pctx *c, codec *k) {
-  sh_http_request *r = (sh_http_request *)sh_msg_alloc(&sh_http_request_type);
+  sh_http_request *r = sh_http_request_alloc();
   if (r == NULL) return -ENOMEM;
   r->_status = k->p.error;
   sh_http_count(&k->conn->actor->n->bad);
@@ -184,13 +201,22 @@ static void hflush(hbuf *h) {
   h->n = 0;
 }
 
-static void hput(hbuf *h, const void *p, size_t n) {
-  if (h->n + n > sizeof(h->b)) {
-    hflush(h);
-    if (n > sizeof(h->b)) {
-      if (h->rc == 0 && sh_buf_append(h->out, p, n) != 0) h->rc = -ENOMEM;
-      return;
-    }
+/* Past the buffer: flush it, and append what does not fit at all. */
+static __attribute__((noinline)) void hput_long(hbuf *h, const void *p, size_t n) {
+  hflush(h);
+  if (n > sizeof(h->b)) {
+    if (h->rc == 0 && sh_buf_append(h->out, p, n) != 0) h->rc = -ENOMEM;
+    return;
+  }
+  memcpy(h->b, p, n);
+  h->n = n;
+}
+
+/* Inline: a response is a handful of these, most of a few bytes. */
+static inline void hput(hbuf *h, const void *p, size_t n) {
+  if (__builtin_expect(h->n + n > sizeof(h->b), 0)) {
+    hput_long(h, p, n);
+    return;
   }
   memcpy(h->b + h->n, p, n);
   h->n += n;
@@ -223,28 +249,53 @@ static void status_line(hbuf *h, uint16_t status) {
 /* 1xx and 204 carry neither a body nor Content-Length. */
 static bool bodiless(uint16_t status) { return status < 200 || status == 204; }
 
+/* The head up to the Content-Length value (up to the Content-Type line
+ * for a bodiless status). */
+static void head_prefix(hbuf *h, const sh_http_actor *a, uint16_t status, const char *ctype,
+                        size_t ctype_len) {
+  const sh_http_server *srv = a->srv;
+  status_line(h, status);
+  hput(h, srv->server_line, srv->server_line_len);
+  hput(h, a->date, SH_HTTP_DATE_LEN);
+  HPUT_LIT(h, "\r\n");
+  if (ctype != NULL) {
+    HPUT_LIT(h, "Content-Type: ");
+    hput(h, ctype, ctype_len);
+    HPUT_LIT(h, "\r\n");
+  }
+  if (!bodiless(status)) HPUT_LIT(h, "Content-Length: ");
+}
+
+/* The prefix from the actor's copy when the status and Content-Type are
+ * the last response's (and the Date did not change since); else built,
+ * and kept when it fits. h is empty: nothing was flushed below. */
+static void put_prefix(hbuf *h, sh_http_actor *a, const sh_http_response *r) {
+  sh_http_prefix *p = &a->pre;
+  if (p->valid && p->status == r->status && p->ctype == r->content_type) {
+    hput(h, p->b, p->len);
+    return;
+  }
+  size_t cl = r->content_type != NULL ? strlen(r->content_type) : 0;
+  head_prefix(h, a, r->status, r->content_type, cl);
+  p->valid = cl <= SH_HTTP_PREFIX_CTYPE && h->n <= sizeof(p->b);
+  if (!p->valid) return;
+  memcpy(p->b, h->b, h->n);
+  p->len = (uint32_t)h->n;
+  p->status = r->status;
+  p->ctype = r->content_type;
+}
+
 static int encode(sh_pctx *c, sh_http_conn *conn, sh_http_response *r, uint8_t flags, bool close) {
-  const sh_http_server *srv = conn->actor->srv;
   /* No limit here: requests are taken only while the buffer is low
    * (room), so it holds the responses of the requests outstanding. */
-  hbuf h = {.out = sh_pctx_out(c)};
-  status_line(&h, r->status);
-  hput(&h, srv->server_line, srv->server_line_len);
-  hput(&h, conn->actor->date, SH_HTTP_DATE_LEN);
-  HPUT_LIT(&h, "\r\n");
-  if (r->content_type != NULL) {
-    sh_http_actor *a = conn->actor;
-    if (r->content_type != a->ctype) {
-      a->ctype = r->content_type;
-      a->ctype_len = strlen(a->ctype);
-    }
-    HPUT_LIT(&h, "Content-Type: ");
-    hput(&h, a->ctype, a->ctype_len);
-    HPUT_LIT(&h, "\r\n");
-  }
+  hbuf h;
+  /* Not an initialiser: it would zero the 2 KiB buffer per response. */
+  h.out = sh_pctx_out(c);
+  h.n = 0;
+  h.rc = 0;
+  put_prefix(&h, conn->actor, r);
   bool nobody = bodiless(r->status);
   if (!nobody) {
-    HPUT_LIT(&h, "Content-Length: ");
     hput_u64(&h, r->inline_len + sh_buf_len(&r->body));
     HPUT_LIT(&h, "\r\n");
   }
@@ -267,7 +318,8 @@ static int encode(sh_pctx *c, sh_http_conn *conn, sh_http_response *r, uint8_t f
  * no request asked for (the 503 of a refused connection) closes. */
 static uint8_t pop(codec *k) {
   if (k->count == 0) return F_CLOSE;
-  uint8_t f = k->ring[k->head];
+  uint8_t f = ring_get(k, k->head);
+  if (k->count == 1 && k->close_last) f |= F_CLOSE;
   k->head = (k->head + 1) % SH_HTTP_RING;
   k->count--;
   return f;

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "chars.h"
@@ -49,7 +50,18 @@ static void request_drop(sh_msg *m) {
   free(r->_big);
   r->_big = NULL;
 }
-SH_MSG_DEFINE_DROP(sh_http_request, SH_NOTICE, 0, request_drop);
+/* Unzeroed: zeroing the header slots and the inline head per request
+ * would cost more than parsing a small head. */
+SH_MSG_DEFINE_DROP(sh_http_request, SH_NOTICE, SH_MSG_UNZEROED, request_drop);
+
+sh_http_request *sh_http_request_alloc(void) {
+  sh_http_request *r = (sh_http_request *)sh_msg_alloc(&sh_http_request_type);
+  /* The fields before the header slots; the parser writes the rest
+   * before anything reads it. */
+  if (r != NULL)
+    memset((char *)r + sizeof(sh_msg), 0, offsetof(sh_http_request, _h) - sizeof(sh_msg));
+  return r;
+}
 
 static const char *storage(const sh_http_request *r) { return r->_big ? r->_big : r->_head; }
 

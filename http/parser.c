@@ -145,7 +145,7 @@ static int64_t find_head_end(sh_http_parser *p, const sh_buf *in) {
 
 /* A request message holding a copy of the first `len` bytes of `in`. */
 static sh_http_request *take_head(const sh_buf *in, size_t len) {
-  sh_http_request *r = (sh_http_request *)sh_msg_alloc(&sh_http_request_type);
+  sh_http_request *r = sh_http_request_alloc();
   if (r == NULL) return NULL;
   char *dst = r->_head;
   if (len > SH_HTTP_INLINE_HEAD) {

@@ -48,6 +48,10 @@ int sh_http_parse(sh_http_parser *p, sh_buf *in, sh_http_request **out);
 /* True while a request has begun (head bytes scanned or body being read). */
 bool sh_http_parser_busy(const sh_http_parser *p);
 
+/* A request message with its fields zeroed (its header slots and inline
+ * head are not: the parser fills them); NULL when out of memory. */
+sh_http_request *sh_http_request_alloc(void);
+
 /* Parses a whole head (request line, headers, the empty line) held in
  * r's storage, len bytes, filling r's fields. 0, or the error status. */
 uint16_t sh_http_parse_head(sh_http_request *r, size_t len);

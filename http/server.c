@@ -106,6 +106,7 @@ static void sweep(sh_http_actor *a) {
  * server is quiet (and a finished simulation has nothing left to run). */
 static void ticking_start(sh_http_actor *a) {
   format_date(a->date, sh_time_ms());
+  a->pre.valid = false;
   int64_t idle = a->srv->cfg.idle_timeout_ms, period = 1000;
   if (idle != SH_FOREVER && idle / 2 < period) period = idle / 2 > 0 ? idle / 2 : 1;
   /* No timer (no memory): a stale Date and no idle timeout, nothing worse. */
@@ -122,6 +123,7 @@ static void actor_tick(sh_actor *self, uint64_t id, void *arg) {
   (void)arg;
   sh_http_actor *a = (sh_http_actor *)self;
   format_date(a->date, sh_time_ms());
+  a->pre.valid = false;
   sweep(a);
 }
 

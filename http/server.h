@@ -59,6 +59,17 @@ typedef struct sh_http_counters {
 
 typedef struct sh_http_conn sh_http_conn;
 
+/* Content types longer than this are encoded anew for every response. */
+#define SH_HTTP_PREFIX_CTYPE 256u
+
+typedef struct sh_http_prefix {
+  bool valid;
+  uint16_t status;
+  const char *ctype;
+  uint32_t len;
+  char b[64 + SH_HTTP_MAX_NAME + 24 + SH_HTTP_DATE_LEN + 32 + SH_HTTP_PREFIX_CTYPE];
+} sh_http_prefix;
+
 /* A connection actor. */
 typedef struct sh_http_actor {
   sh_actor base;
@@ -69,10 +80,10 @@ typedef struct sh_http_actor {
   sh_http_conn *free;
   uint32_t nfree;
   sh_http_counters *n; /* in the server's memory */
-  /* The last Content-Type encoded and its length: handlers pass the
-   * same literal again and again. */
-  const char *ctype;
-  size_t ctype_len;
+  /* The head of the last response encoded, up to its Content-Length
+   * value: handlers answer with the same status and Content-Type again
+   * and again. Invalid when the Date changes. */
+  sh_http_prefix pre;
   uint32_t nconns;  /* open connections: the timer runs while there are some */
   bool ticking;
   uint64_t timer;

@@ -84,6 +84,9 @@ enum {
    * returns or throws), the actor takes no further asks or notices. Replies and
    * events still flow, so the barrier stack can make progress. */
   SH_MSG_BARRIER = 1u << 0,
+  /* sh_msg_alloc zeroes only the header, not the body: for a large
+   * message whose creator sets every field before it is read. */
+  SH_MSG_UNZEROED = 1u << 1,
 };
 
 struct sh_msg_type {
@@ -116,8 +119,9 @@ struct sh_msg {
   const sh_msg_type T##_type = {#T, sizeof(T), (kind_), (flags_), (drop_)}
 #define SH_MSG_DECLARE(T) extern SH_API const sh_msg_type T##_type
 
-/* Allocates a zeroed message of type t from the calling worker's pool (plain
- * malloc on a thread that is not a worker). NULL when out of memory. */
+/* Allocates a zeroed message of type t (only its header for a type flagged
+ * SH_MSG_UNZEROED) from the calling worker's pool (plain malloc on a
+ * thread that is not a worker). NULL when out of memory. */
 SH_API sh_msg *sh_msg_alloc(const sh_msg_type *t);
 /* Copies the body (everything after the header) of `init` into m; returns m.
  * NULL in, NULL out. */
