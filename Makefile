@@ -264,7 +264,7 @@ $(foreach cfg,$(CONFIGS),$(eval $(call config_rules,$(cfg))))
 
 # --------------------------------------------------------------- mutants ---
 # A planted bug (tools/mutants/list*, docs/simulator.md "Planted bugs") is a
-# switch SH_MUTANT_<name> in core/ (simnet_*: in backend-sim/net*.c), defined
+# switch SH_MUTANT_<name> in core/ (simnet_*: in backend-sim/net*.c; http/), defined
 # by no other build. `make mutant MUTANT=name` builds it in a configuration of
 # its own, build/mutants/<name> (release flags plus the switch): its shsim and
 # the simulator's tests.

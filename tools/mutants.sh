@@ -29,10 +29,10 @@ listed() {
   cat tools/mutants/list* 2>/dev/null | grep -v '^#' | grep -v '^[[:space:]]*$' | sort
 }
 
-# Names used as SH_MUTANT_<name> in core/ and in the simulator's fake
-# network (backend-sim/net*.c: simnet_*).
+# Names used as SH_MUTANT_<name> in core/, in the simulator's fake
+# network (backend-sim/net*.c: simnet_*) and in the HTTP module (http/).
 planted() {
-  grep -rhoE 'SH_MUTANT_[A-Za-z0-9_]+' core backend-sim/net*.c | sed 's/^SH_MUTANT_//' | sort -u
+  grep -rhoE 'SH_MUTANT_[A-Za-z0-9_]+' core backend-sim/net*.c http | sed 's/^SH_MUTANT_//' | sort -u
 }
 
 check() {
