@@ -160,12 +160,22 @@ static void refuse(sh_http_conn *c) {
   if (r == NULL || sh_channel_write(c->ch, &r->hdr) != 0) sh_channel_close(c->ch);
 }
 
+/* A connection takes a place under max_connections: false past it.
+ * Relaxed: the count orders no other memory, and a compare-exchange
+ * always sees its latest value, so the limit is exact. */
+static bool admit(sh_http_server *s) {
+  unsigned n = atomic_load_explicit(&s->served, memory_order_relaxed);
+  do {
+    if (n >= s->cfg.max_connections) return false;
+  } while (!atomic_compare_exchange_weak_explicit(&s->served, &n, n + 1, memory_order_relaxed,
+                                                  memory_order_relaxed));
+  return true;
+}
+
 static void opened(sh_http_actor *a, sh_channel *ch) {
   sh_http_server *s = a->srv;
   sh_http_count(&a->n->connections);
-  /* Relaxed: the count orders no other memory, and read-modify-writes of
-   * one atomic always see its latest value, so the limit is exact. */
-  unsigned open = atomic_fetch_add_explicit(&s->open, 1, memory_order_relaxed) + 1;
+  atomic_fetch_add_explicit(&s->open, 1, memory_order_relaxed);
   sh_http_conn *c = conn_new(a, ch);
   if (c == NULL) {
     sh_channel_close(ch);
@@ -173,7 +183,7 @@ static void opened(sh_http_actor *a, sh_channel *ch) {
   }
   sh_channel_set_data(ch, c);
   sh_http_conn_arm(c);
-  if (s->cfg.max_connections != 0 && open > s->cfg.max_connections) refuse(c);
+  if (s->cfg.max_connections != 0 && !admit(s)) refuse(c);
 }
 
 static void actor_event(sh_actor *self, sh_channel *ch, int event, int error) {
@@ -191,6 +201,8 @@ static void actor_event(sh_actor *self, sh_channel *ch, int event, int error) {
     if (a->nconns > 0 && --a->nconns == 0) ticking_stop(a);
     atomic_fetch_sub_explicit(&a->srv->open, 1, memory_order_relaxed);
     sh_http_conn *c = sh_channel_data(ch);
+    if (c != NULL && !c->refused && a->srv->cfg.max_connections != 0)
+      atomic_fetch_sub_explicit(&a->srv->served, 1, memory_order_relaxed);
     if (c != NULL) conn_free(a, c);
     sh_channel_set_data(ch, NULL);
   }

@@ -802,6 +802,29 @@ static void test_max_connections(void **state) {
   end(&e);
 }
 
+/* A refused client that keeps its end open after the 503 (the server's
+ * close lingers until the client closes or the idle timeout): it is no
+ * connection served, and takes no room from the next ones. Catches a
+ * lingering refused connection counted against the limit. */
+static void test_refused_lingering_takes_no_room(void **state) {
+  (void)state;
+  env e = start((sh_http_config){.max_connections = 1});
+  client a = connect_to(&e.at);
+  expect_status(&a, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  client x = connect_to(&e.at);
+  resp *r = get_resp(&x, false);
+  assert_int_equal(r->status, 503);
+  resp_free(r);
+  disconnect(&a);
+  /* x is still open: only a's close is waited for. */
+  for (int i = 0; i < 5000 && stats(&e).open > 1; i++) th_sleep_ms(1);
+  client d = connect_to(&e.at);
+  expect_status(&d, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  disconnect(&d);
+  disconnect(&x);
+  end(&e);
+}
+
 /* ---- several client threads ------------------------------------------------------------------------------ */
 
 #define THREADS 4
@@ -953,6 +976,7 @@ int main(void) {
       cmocka_unit_test(test_idle_timeout),
       cmocka_unit_test(test_idle_timeout_after_closing_response),
       cmocka_unit_test(test_max_connections),
+      cmocka_unit_test(test_refused_lingering_takes_no_room),
       cmocka_unit_test(test_client_threads),
       cmocka_unit_test(test_steady_state_no_pool_malloc),
       cmocka_unit_test(test_stats_while_actors_stop),
