@@ -706,6 +706,37 @@ static void test_fallback_statuses(void **state) {
   end(&e);
 }
 
+/* A slow request, then a body refused with 413 that the client keeps
+ * sending, more than the lingering close drops: both are answered, in
+ * order, since the bound counts from the last response written. Catches
+ * the bytes after a closing request counted while responses are still
+ * owed, and the connection cut before they are written. */
+static void test_refused_body_while_answering(void **state) {
+  (void)state;
+  env e = start((sh_http_config){.max_body = 1024});
+  client c = connect_to(&e.at);
+  send_str(&c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"
+               "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n");
+  /* Past the 413's request, while /slow still works. */
+  size_t n = 256u << 10;
+  char *body = calloc(1, n);
+  assert_non_null(body);
+  for (size_t i = 0; i < n; i += 4096) {
+    (void)try_send(&c, body + i, 4096);
+    th_sleep_ms(1);
+  }
+  free(body);
+  resp *r = get_resp(&c, false);
+  assert_int_equal(r->status, 200);
+  assert_string_equal(r->body, "slow");
+  resp_free(r);
+  r = get_resp(&c, false);
+  assert_int_equal(r->status, 413);
+  resp_free(r);
+  disconnect(&c);
+  end(&e);
+}
+
 /* ---- idle timeout -------------------------------------------------------------------------------------- */
 
 #define IDLE_MS 200
@@ -973,6 +1004,7 @@ int main(void) {
       cmocka_unit_test(test_endless_headers),
       cmocka_unit_test(test_routing_misses_keep_connection),
       cmocka_unit_test(test_fallback_statuses),
+      cmocka_unit_test(test_refused_body_while_answering),
       cmocka_unit_test(test_idle_timeout),
       cmocka_unit_test(test_idle_timeout_after_closing_response),
       cmocka_unit_test(test_max_connections),
