@@ -284,14 +284,21 @@ static sh_yield no_route(sh_http_actor *a, sh_stack *st, const sh_http_request *
   return sh_return(st, r != NULL ? &r->hdr : NULL);
 }
 
-static int route_of(const sh_http_server *s, const sh_http_request *req) {
-  uint32_t m = SH_HTTP_M(req->method);
+static int route_for(const sh_http_server *s, const sh_http_request *req, uint32_t m) {
   for (uint32_t i = 0; i < s->cfg.nroutes; i++) {
     const sh_http_route *rt = &s->cfg.routes[i];
-    if ((rt->methods == 0 || (methods_of(rt) & m)) && path_matches(rt->path, s->plen[i], &req->path))
+    if ((rt->methods == 0 || (rt->methods & m)) && path_matches(rt->path, s->plen[i], &req->path))
       return (int)i;
   }
   return -1;
+}
+
+/* A GET route takes HEAD only when no route takes HEAD itself: one that
+ * does, even listed after, is not shadowed. */
+static int route_of(const sh_http_server *s, const sh_http_request *req) {
+  int i = route_for(s, req, SH_HTTP_M(req->method));
+  if (i < 0 && req->method == SH_HTTP_HEAD) i = route_for(s, req, SH_HTTP_M(SH_HTTP_GET));
+  return i;
 }
 
 /* The class's channel handler: every entry of every request's stack. */

@@ -64,6 +64,12 @@ static sh_yield json(sh_actor *self, sh_stack *st) {
   return sh_http_reply(st, 200, "application/json", body, (size_t)n);
 }
 
+/* A route of its own for HEAD, after a GET route of the same path. */
+static sh_yield head_only(sh_actor *self, sh_stack *st) {
+  (void)self;
+  return sh_http_reply(st, 204, NULL, NULL, 0);
+}
+
 /* The query string as the body: numbered requests say which they are. */
 static sh_yield echo_query(sh_actor *self, sh_stack *st) {
   (void)self;
@@ -167,6 +173,8 @@ static const sh_http_route routes[] = {
     {GET, "/kib", kib},
     {GET, "/stop", stop_actor},
     {GET, "/block", block_worker},
+    {GET, "/h", plaintext},
+    {SH_HTTP_M(SH_HTTP_HEAD), "/h", head_only},
 };
 
 /* ---- the holder: an actor that never answers -------------------------------- */
@@ -737,6 +745,20 @@ static void test_refused_body_while_answering(void **state) {
   end(&e);
 }
 
+/* A GET route takes HEAD only when no route names HEAD for the path:
+ * catches the implicit HEAD of a GET route shadowing a HEAD route listed
+ * after it. */
+static void test_head_route_of_its_own(void **state) {
+  (void)state;
+  env e = start((sh_http_config){0});
+  client c = connect_to(&e.at);
+  expect_status(&c, "HEAD /h HTTP/1.1\r\nHost: x\r\n\r\n", 204);
+  expect_status(&c, "GET /h HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  expect_status(&c, "HEAD /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  disconnect(&c);
+  end(&e);
+}
+
 /* ---- idle timeout -------------------------------------------------------------------------------------- */
 
 #define IDLE_MS 200
@@ -1004,6 +1026,7 @@ int main(void) {
       cmocka_unit_test(test_endless_headers),
       cmocka_unit_test(test_routing_misses_keep_connection),
       cmocka_unit_test(test_fallback_statuses),
+      cmocka_unit_test(test_head_route_of_its_own),
       cmocka_unit_test(test_refused_body_while_answering),
       cmocka_unit_test(test_idle_timeout),
       cmocka_unit_test(test_idle_timeout_after_closing_response),
