@@ -195,7 +195,16 @@ static void actor_event(sh_actor *self, sh_channel *ch, int event, int error) {
   } else if (event == SH_CHANNEL_WRITABLE || event == SH_CHANNEL_EOF) {
     sh_http_conn *c = sh_channel_data(ch);
     if (c == NULL) return;
-    if (event == SH_CHANNEL_EOF) c->eof = true;
+    if (event == SH_CHANNEL_EOF) {
+      c->eof = true;
+    } else if (c->armed_at >= 0) {
+      /* The peer read its responses down to the low watermark: progress,
+       * and the rest is taken at once or read slowly (the sweep's rule).
+       * Else a buffer that empties between two sweeps would look idle
+       * since it was armed, and close as soon as it drained. */
+      sh_http_conn_disarm(c);
+      sh_http_conn_arm(c);
+    }
     sh_http_codec_resume(ch);
   } else if (event == SH_CHANNEL_CLOSED) {
     if (a->nconns > 0 && --a->nconns == 0) ticking_stop(a);

@@ -825,6 +825,106 @@ static void test_idle_timeout_after_closing_response(void **state) {
   end(&e);
 }
 
+/* A keep-alive client reads a large response slowly, then the rest at
+ * once, then sends its next request 0.4 timeout later: the server's
+ * unwritten bytes fell (to none) less than a timeout before, so the
+ * connection is not idle and the request is answered. Several clients,
+ * each finishing at another moment of the sweep's period. Catches a
+ * connection whose unwritten bytes fell to none closed by the next sweep,
+ * as if it had been idle since it was armed. */
+#define DRAINERS 8
+#define DRAIN_IDLE_MS 1000
+
+typedef struct drainer {
+  client c;
+  size_t got;      /* bytes of the response read, head included */
+  size_t head_len; /* 0 until the head's end was read */
+  long finish_at;  /* ms: when to read the rest at once */
+  long done_at;    /* ms: when the response was read; 0: not yet */
+  bool asked;
+} drainer;
+
+static long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+#define DRAIN_BODY ((size_t)16384 << 10)
+
+/* Reads up to max bytes of the response (all of it: SIZE_MAX); false at
+ * the server's close. */
+static bool drain_some(drainer *d, size_t max, int flags) {
+  static char scratch[1 << 16];
+  while (max > 0 && (d->head_len == 0 || d->got < d->head_len + DRAIN_BODY)) {
+    size_t want = d->head_len == 0 ? 1 : sizeof(scratch);
+    if (d->head_len != 0 && want > d->head_len + DRAIN_BODY - d->got)
+      want = d->head_len + DRAIN_BODY - d->got;
+    if (want > max) want = max;
+    ssize_t k = recv(d->c.fd, scratch, want, flags);
+    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return false;
+    if (k < 0) return true;
+    /* The head a byte at a time: its end is seen exactly. */
+    if (d->head_len == 0) {
+      assert_true(d->got < d->c.cap);
+      d->c.buf[d->got] = scratch[0];
+      if (d->got >= 3 && memcmp(d->c.buf + d->got - 3, "\r\n\r\n", 4) == 0) d->head_len = d->got + 1;
+    }
+    d->got += (size_t)k;
+    max -= (size_t)k;
+  }
+  return true;
+}
+
+static void test_idle_timeout_after_draining(void **state) {
+  (void)state;
+  env e = start((sh_http_config){.idle_timeout_ms = DRAIN_IDLE_MS});
+  drainer d[DRAINERS];
+  long t0 = now_ms();
+  for (int i = 0; i < DRAINERS; i++) {
+    d[i] = (drainer){.c = connect_to(&e.at), .finish_at = t0 + 1500 + i * DRAIN_IDLE_MS / DRAINERS};
+    /* Bounded: the network must not take the whole response early. */
+    int rcv = 256 << 10;
+    setsockopt(d[i].c.fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+    send_str(&d[i].c, "GET /kib?16384 HTTP/1.1\r\nHost: x\r\n\r\n");
+  }
+  for (int left = DRAINERS; left > 0;) {
+    long now = now_ms();
+    for (int i = 0; i < DRAINERS; i++) {
+      drainer *x = &d[i];
+      if (x->asked) continue;
+      bool open = true;
+      if (now < x->finish_at) {
+        open = drain_some(x, 64u << 10, MSG_DONTWAIT); /* slowly: pending falls, never empties */
+      } else if (x->done_at == 0) {
+        open = drain_some(x, SIZE_MAX, 0);
+        x->done_at = now_ms();
+      } else if (now >= x->done_at + DRAIN_IDLE_MS * 2 / 5) {
+        /* Too late to tell (another's drain took long, a slow build):
+         * the connection may have been idle for the timeout by now. */
+        if (now < x->done_at + DRAIN_IDLE_MS * 3 / 5) {
+          x->c.len = 0;
+          resp *r = roundtrip(&x->c, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n");
+          assert_int_equal(r->status, 200);
+          resp_free(r);
+        }
+        x->asked = true;
+        left--;
+      }
+      if (!open) {
+        /* Closed while it read slowly: the server's bytes may not have
+         * fallen for a timeout (the socket's buffers draining, another's
+         * drain, a slow machine). Not what this tells. */
+        x->asked = true;
+        left--;
+      }
+    }
+    th_sleep_ms(20);
+  }
+  for (int i = 0; i < DRAINERS; i++) disconnect(&d[i].c);
+  end(&e);
+}
+
 /* ---- max_connections ------------------------------------------------------------------------------------ */
 
 /* Catches a connection past the limit served (or left hanging), and the
@@ -1030,6 +1130,7 @@ int main(void) {
       cmocka_unit_test(test_refused_body_while_answering),
       cmocka_unit_test(test_idle_timeout),
       cmocka_unit_test(test_idle_timeout_after_closing_response),
+      cmocka_unit_test(test_idle_timeout_after_draining),
       cmocka_unit_test(test_max_connections),
       cmocka_unit_test(test_refused_lingering_takes_no_room),
       cmocka_unit_test(test_client_threads),
