@@ -58,7 +58,7 @@ typedef struct codec {
   bool blocked;      /* decoding stopped: the ring full, or the write buffer high */
   bool parsing;      /* the parser was initialised */
   bool closing;      /* a response that closes was written: no more */
-  uint32_t dropped;  /* bytes dropped since a closing request */
+  uint32_t dropped;  /* bytes dropped since the closing response */
   bool close_last;   /* the last request in the ring closes */
   /* Two bits (F_HEAD, F_KA10) per request: the ring is most of the
    * codec's state, and an idle connection pays for all of it. */
@@ -173,12 +173,14 @@ static int pump(sh_pctx *c, codec *k) {
     if (f & F_CLOSE) k->stopped = true;
     if (rc < 0) return rc;
   }
-  /* Past a closing request the peer's bytes are dropped as they come (the
-   * lingering close), up to a bound: a peer that keeps sending (an endless
-   * head, a refused body) is cut off. */
+  /* Past a closing request the peer's bytes are dropped as they come.
+   * Once the last response is written (the lingering close) up to a
+   * bound: a peer that keeps sending (an endless head, a refused body) is
+   * cut off. Not before: the responses still owed would be lost. */
   if (k->stopped) {
     size_t n = sh_buf_len(in);
     sh_buf_consume(in, n);
+    if (!k->closing) return 0;
     if (n > SH_HTTP_LINGER_BYTES - k->dropped) return -ECONNABORTED;
     k->dropped += (uint32_t)n;
   }

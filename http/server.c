@@ -160,12 +160,22 @@ static void refuse(sh_http_conn *c) {
   if (r == NULL || sh_channel_write(c->ch, &r->hdr) != 0) sh_channel_close(c->ch);
 }
 
+/* A connection takes a place under max_connections: false past it.
+ * Relaxed: the count orders no other memory, and a compare-exchange
+ * always sees its latest value, so the limit is exact. */
+static bool admit(sh_http_server *s) {
+  unsigned n = atomic_load_explicit(&s->served, memory_order_relaxed);
+  do {
+    if (n >= s->cfg.max_connections) return false;
+  } while (!atomic_compare_exchange_weak_explicit(&s->served, &n, n + 1, memory_order_relaxed,
+                                                  memory_order_relaxed));
+  return true;
+}
+
 static void opened(sh_http_actor *a, sh_channel *ch) {
   sh_http_server *s = a->srv;
   sh_http_count(&a->n->connections);
-  /* Relaxed: the count orders no other memory, and read-modify-writes of
-   * one atomic always see its latest value, so the limit is exact. */
-  unsigned open = atomic_fetch_add_explicit(&s->open, 1, memory_order_relaxed) + 1;
+  atomic_fetch_add_explicit(&s->open, 1, memory_order_relaxed);
   sh_http_conn *c = conn_new(a, ch);
   if (c == NULL) {
     sh_channel_close(ch);
@@ -173,7 +183,7 @@ static void opened(sh_http_actor *a, sh_channel *ch) {
   }
   sh_channel_set_data(ch, c);
   sh_http_conn_arm(c);
-  if (s->cfg.max_connections != 0 && open > s->cfg.max_connections) refuse(c);
+  if (s->cfg.max_connections != 0 && !admit(s)) refuse(c);
 }
 
 static void actor_event(sh_actor *self, sh_channel *ch, int event, int error) {
@@ -185,12 +195,23 @@ static void actor_event(sh_actor *self, sh_channel *ch, int event, int error) {
   } else if (event == SH_CHANNEL_WRITABLE || event == SH_CHANNEL_EOF) {
     sh_http_conn *c = sh_channel_data(ch);
     if (c == NULL) return;
-    if (event == SH_CHANNEL_EOF) c->eof = true;
+    if (event == SH_CHANNEL_EOF) {
+      c->eof = true;
+    } else if (c->armed_at >= 0) {
+      /* The peer read its responses down to the low watermark: progress,
+       * and the rest is taken at once or read slowly (the sweep's rule).
+       * Else a buffer that empties between two sweeps would look idle
+       * since it was armed, and close as soon as it drained. */
+      sh_http_conn_disarm(c);
+      sh_http_conn_arm(c);
+    }
     sh_http_codec_resume(ch);
   } else if (event == SH_CHANNEL_CLOSED) {
     if (a->nconns > 0 && --a->nconns == 0) ticking_stop(a);
     atomic_fetch_sub_explicit(&a->srv->open, 1, memory_order_relaxed);
     sh_http_conn *c = sh_channel_data(ch);
+    if (c != NULL && !c->refused && a->srv->cfg.max_connections != 0)
+      atomic_fetch_sub_explicit(&a->srv->served, 1, memory_order_relaxed);
     if (c != NULL) conn_free(a, c);
     sh_channel_set_data(ch, NULL);
   }
@@ -272,14 +293,21 @@ static sh_yield no_route(sh_http_actor *a, sh_stack *st, const sh_http_request *
   return sh_return(st, r != NULL ? &r->hdr : NULL);
 }
 
-static int route_of(const sh_http_server *s, const sh_http_request *req) {
-  uint32_t m = SH_HTTP_M(req->method);
+static int route_for(const sh_http_server *s, const sh_http_request *req, uint32_t m) {
   for (uint32_t i = 0; i < s->cfg.nroutes; i++) {
     const sh_http_route *rt = &s->cfg.routes[i];
-    if ((rt->methods == 0 || (methods_of(rt) & m)) && path_matches(rt->path, s->plen[i], &req->path))
+    if ((rt->methods == 0 || (rt->methods & m)) && path_matches(rt->path, s->plen[i], &req->path))
       return (int)i;
   }
   return -1;
+}
+
+/* A GET route takes HEAD only when no route takes HEAD itself: one that
+ * does, even listed after, is not shadowed. */
+static int route_of(const sh_http_server *s, const sh_http_request *req) {
+  int i = route_for(s, req, SH_HTTP_M(req->method));
+  if (i < 0 && req->method == SH_HTTP_HEAD) i = route_for(s, req, SH_HTTP_M(SH_HTTP_GET));
+  return i;
 }
 
 /* The class's channel handler: every entry of every request's stack. */

@@ -35,8 +35,10 @@ struct sh_http_server {
   /* Who holds the server: sh_http_serve while it runs, and each connection
    * actor from its init to its stop; the last to let go frees it. */
   atomic_uint refs;
-  /* Open connections, for max_connections. */
-  atomic_uint open;
+  /* Open connections (stats), and those of them served, not refused:
+   * max_connections bounds these, since a refused one may linger after
+   * its 503 until its client closes or the idle timeout. */
+  atomic_uint open, served;
   /* "Server: <name>\r\nDate: ", made once. */
   char server_line[SH_HTTP_MAX_NAME + 24];
   uint32_t server_line_len;

@@ -64,6 +64,12 @@ static sh_yield json(sh_actor *self, sh_stack *st) {
   return sh_http_reply(st, 200, "application/json", body, (size_t)n);
 }
 
+/* A route of its own for HEAD, after a GET route of the same path. */
+static sh_yield head_only(sh_actor *self, sh_stack *st) {
+  (void)self;
+  return sh_http_reply(st, 204, NULL, NULL, 0);
+}
+
 /* The query string as the body: numbered requests say which they are. */
 static sh_yield echo_query(sh_actor *self, sh_stack *st) {
   (void)self;
@@ -167,6 +173,8 @@ static const sh_http_route routes[] = {
     {GET, "/kib", kib},
     {GET, "/stop", stop_actor},
     {GET, "/block", block_worker},
+    {GET, "/h", plaintext},
+    {SH_HTTP_M(SH_HTTP_HEAD), "/h", head_only},
 };
 
 /* ---- the holder: an actor that never answers -------------------------------- */
@@ -706,6 +714,51 @@ static void test_fallback_statuses(void **state) {
   end(&e);
 }
 
+/* A slow request, then a body refused with 413 that the client keeps
+ * sending, more than the lingering close drops: both are answered, in
+ * order, since the bound counts from the last response written. Catches
+ * the bytes after a closing request counted while responses are still
+ * owed, and the connection cut before they are written. */
+static void test_refused_body_while_answering(void **state) {
+  (void)state;
+  env e = start((sh_http_config){.max_body = 1024});
+  client c = connect_to(&e.at);
+  send_str(&c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"
+               "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n");
+  /* Past the 413's request, while /slow still works. */
+  size_t n = 256u << 10;
+  char *body = calloc(1, n);
+  assert_non_null(body);
+  for (size_t i = 0; i < n; i += 4096) {
+    (void)try_send(&c, body + i, 4096);
+    th_sleep_ms(1);
+  }
+  free(body);
+  resp *r = get_resp(&c, false);
+  assert_int_equal(r->status, 200);
+  assert_string_equal(r->body, "slow");
+  resp_free(r);
+  r = get_resp(&c, false);
+  assert_int_equal(r->status, 413);
+  resp_free(r);
+  disconnect(&c);
+  end(&e);
+}
+
+/* A GET route takes HEAD only when no route names HEAD for the path:
+ * catches the implicit HEAD of a GET route shadowing a HEAD route listed
+ * after it. */
+static void test_head_route_of_its_own(void **state) {
+  (void)state;
+  env e = start((sh_http_config){0});
+  client c = connect_to(&e.at);
+  expect_status(&c, "HEAD /h HTTP/1.1\r\nHost: x\r\n\r\n", 204);
+  expect_status(&c, "GET /h HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  expect_status(&c, "HEAD /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  disconnect(&c);
+  end(&e);
+}
+
 /* ---- idle timeout -------------------------------------------------------------------------------------- */
 
 #define IDLE_MS 200
@@ -772,6 +825,106 @@ static void test_idle_timeout_after_closing_response(void **state) {
   end(&e);
 }
 
+/* A keep-alive client reads a large response slowly, then the rest at
+ * once, then sends its next request 0.4 timeout later: the server's
+ * unwritten bytes fell (to none) less than a timeout before, so the
+ * connection is not idle and the request is answered. Several clients,
+ * each finishing at another moment of the sweep's period. Catches a
+ * connection whose unwritten bytes fell to none closed by the next sweep,
+ * as if it had been idle since it was armed. */
+#define DRAINERS 8
+#define DRAIN_IDLE_MS 1000
+
+typedef struct drainer {
+  client c;
+  size_t got;      /* bytes of the response read, head included */
+  size_t head_len; /* 0 until the head's end was read */
+  long finish_at;  /* ms: when to read the rest at once */
+  long done_at;    /* ms: when the response was read; 0: not yet */
+  bool asked;
+} drainer;
+
+static long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+#define DRAIN_BODY ((size_t)16384 << 10)
+
+/* Reads up to max bytes of the response (all of it: SIZE_MAX); false at
+ * the server's close. */
+static bool drain_some(drainer *d, size_t max, int flags) {
+  static char scratch[1 << 16];
+  while (max > 0 && (d->head_len == 0 || d->got < d->head_len + DRAIN_BODY)) {
+    size_t want = d->head_len == 0 ? 1 : sizeof(scratch);
+    if (d->head_len != 0 && want > d->head_len + DRAIN_BODY - d->got)
+      want = d->head_len + DRAIN_BODY - d->got;
+    if (want > max) want = max;
+    ssize_t k = recv(d->c.fd, scratch, want, flags);
+    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return false;
+    if (k < 0) return true;
+    /* The head a byte at a time: its end is seen exactly. */
+    if (d->head_len == 0) {
+      assert_true(d->got < d->c.cap);
+      d->c.buf[d->got] = scratch[0];
+      if (d->got >= 3 && memcmp(d->c.buf + d->got - 3, "\r\n\r\n", 4) == 0) d->head_len = d->got + 1;
+    }
+    d->got += (size_t)k;
+    max -= (size_t)k;
+  }
+  return true;
+}
+
+static void test_idle_timeout_after_draining(void **state) {
+  (void)state;
+  env e = start((sh_http_config){.idle_timeout_ms = DRAIN_IDLE_MS});
+  drainer d[DRAINERS];
+  long t0 = now_ms();
+  for (int i = 0; i < DRAINERS; i++) {
+    d[i] = (drainer){.c = connect_to(&e.at), .finish_at = t0 + 1500 + i * DRAIN_IDLE_MS / DRAINERS};
+    /* Bounded: the network must not take the whole response early. */
+    int rcv = 256 << 10;
+    setsockopt(d[i].c.fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+    send_str(&d[i].c, "GET /kib?16384 HTTP/1.1\r\nHost: x\r\n\r\n");
+  }
+  for (int left = DRAINERS; left > 0;) {
+    long now = now_ms();
+    for (int i = 0; i < DRAINERS; i++) {
+      drainer *x = &d[i];
+      if (x->asked) continue;
+      bool open = true;
+      if (now < x->finish_at) {
+        open = drain_some(x, 64u << 10, MSG_DONTWAIT); /* slowly: pending falls, never empties */
+      } else if (x->done_at == 0) {
+        open = drain_some(x, SIZE_MAX, 0);
+        x->done_at = now_ms();
+      } else if (now >= x->done_at + DRAIN_IDLE_MS * 2 / 5) {
+        /* Too late to tell (another's drain took long, a slow build):
+         * the connection may have been idle for the timeout by now. */
+        if (now < x->done_at + DRAIN_IDLE_MS * 3 / 5) {
+          x->c.len = 0;
+          resp *r = roundtrip(&x->c, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n");
+          assert_int_equal(r->status, 200);
+          resp_free(r);
+        }
+        x->asked = true;
+        left--;
+      }
+      if (!open) {
+        /* Closed while it read slowly: the server's bytes may not have
+         * fallen for a timeout (the socket's buffers draining, another's
+         * drain, a slow machine). Not what this tells. */
+        x->asked = true;
+        left--;
+      }
+    }
+    th_sleep_ms(20);
+  }
+  for (int i = 0; i < DRAINERS; i++) disconnect(&d[i].c);
+  end(&e);
+}
+
 /* ---- max_connections ------------------------------------------------------------------------------------ */
 
 /* Catches a connection past the limit served (or left hanging), and the
@@ -799,6 +952,29 @@ static void test_max_connections(void **state) {
   expect_status(&d, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
   disconnect(&d);
   disconnect(&b);
+  end(&e);
+}
+
+/* A refused client that keeps its end open after the 503 (the server's
+ * close lingers until the client closes or the idle timeout): it is no
+ * connection served, and takes no room from the next ones. Catches a
+ * lingering refused connection counted against the limit. */
+static void test_refused_lingering_takes_no_room(void **state) {
+  (void)state;
+  env e = start((sh_http_config){.max_connections = 1});
+  client a = connect_to(&e.at);
+  expect_status(&a, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  client x = connect_to(&e.at);
+  resp *r = get_resp(&x, false);
+  assert_int_equal(r->status, 503);
+  resp_free(r);
+  disconnect(&a);
+  /* x is still open: only a's close is waited for. */
+  for (int i = 0; i < 5000 && stats(&e).open > 1; i++) th_sleep_ms(1);
+  client d = connect_to(&e.at);
+  expect_status(&d, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  disconnect(&d);
+  disconnect(&x);
   end(&e);
 }
 
@@ -950,9 +1126,13 @@ int main(void) {
       cmocka_unit_test(test_endless_headers),
       cmocka_unit_test(test_routing_misses_keep_connection),
       cmocka_unit_test(test_fallback_statuses),
+      cmocka_unit_test(test_head_route_of_its_own),
+      cmocka_unit_test(test_refused_body_while_answering),
       cmocka_unit_test(test_idle_timeout),
       cmocka_unit_test(test_idle_timeout_after_closing_response),
+      cmocka_unit_test(test_idle_timeout_after_draining),
       cmocka_unit_test(test_max_connections),
+      cmocka_unit_test(test_refused_lingering_takes_no_room),
       cmocka_unit_test(test_client_threads),
       cmocka_unit_test(test_steady_state_no_pool_malloc),
       cmocka_unit_test(test_stats_while_actors_stop),
