@@ -15,6 +15,9 @@
  *   501  a method no route knows
  *   404  a path no route has
  *   405  a path whose routes take other methods (with Allow)
+ * and good requests that ask for the close: "Connection: close" (a request
+ * pipelined after it is not answered) and HTTP/1.0 without keep-alive,
+ * answered 200 with "Connection: close", then closed.
  *
  * Invariant: every bad request gets exactly its status, the good clients
  * are answered in full, the server closes what it must (the workload ends
@@ -55,6 +58,8 @@ static const bad_case fixed[] = {
     {S("BREW /g HTTP/1.1\r\nHost: h\r\n\r\n" GOOD), 501, true},
     {S("GET /nope HTTP/1.1\r\nHost: h\r\n\r\n" GOOD), 404, true},
     {S("DELETE /g HTTP/1.1\r\nHost: h\r\n\r\n" GOOD), 405, true},
+    {S("GET /g HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n" GOOD), 200, false},
+    {S("GET /g HTTP/1.0\r\n\r\n"), 200, false},
 };
 #define FIXED (sizeof(fixed) / sizeof(fixed[0]))
 #define CONNS (FIXED + BUILT + GOODS)

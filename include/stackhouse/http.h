@@ -163,9 +163,10 @@ SH_API sh_yield sh_http_reply(sh_stack *st, uint16_t status, const char *content
                               const void *body, size_t n);
 
 /* A route: handler runs for requests whose method is in `methods`
- * (SH_HTTP_M bits; 0: any; GET brings HEAD, answered without the body)
- * and whose path is `path` (ending in '*': any path starting with what
- * comes before it). First match wins. */
+ * (SH_HTTP_M bits; 0: any) and whose path is `path` (ending in '*': any
+ * path starting with what comes before it). First match wins. A HEAD
+ * request no route takes by name goes to the first GET route of its
+ * path, answered without the body. */
 typedef struct sh_http_route {
   uint32_t methods;
   const char *path;
