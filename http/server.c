@@ -104,9 +104,14 @@ static void sweep(sh_http_actor *a) {
 
 /* The timer runs only while the actor has connections, so that an idle
  * server is quiet (and a finished simulation has nothing left to run). */
-static void ticking_start(sh_http_actor *a) {
+/* The Date header, and the cached response head that holds it. */
+static void refresh_date(sh_http_actor *a) {
   format_date(a->date, sh_time_ms());
   a->pre.valid = false;
+}
+
+static void ticking_start(sh_http_actor *a) {
+  refresh_date(a);
   int64_t idle = a->srv->cfg.idle_timeout_ms, period = 1000;
   if (idle != SH_FOREVER && idle / 2 < period) period = idle / 2 > 0 ? idle / 2 : 1;
   /* No timer (no memory): a stale Date and no idle timeout, nothing worse. */
@@ -122,8 +127,7 @@ static void actor_tick(sh_actor *self, uint64_t id, void *arg) {
   (void)id;
   (void)arg;
   sh_http_actor *a = (sh_http_actor *)self;
-  format_date(a->date, sh_time_ms());
-  a->pre.valid = false;
+  refresh_date(a);
   sweep(a);
 }
 
