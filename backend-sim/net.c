@@ -237,8 +237,11 @@ int sh_simnet_open_bound(sh_simnet_kind kind, const sh_netaddr *at, sh_sock *out
 
 /* ---- time --------------------------------------------------------------------- */
 
+/* Every value the network draws is a decision of the run's choice sequence
+ * (its own stream): replayed from a replay file, and lowered toward 0 (no
+ * delay, one segment, the shortest cut) by shrinking. */
 uint64_t sh_simnet_draw(uint64_t n) {
-  uint64_t v = sh_simrng_below(&N.rng, n);
+  uint64_t v = sh_sim_draw(SH_SIM_STREAM_NET, n, sh_simrng_below(&N.rng, n));
   sh_simrun_mix(SH_SIMRUN_MIX_NET);
   sh_simrun_mix(v);
   return v;

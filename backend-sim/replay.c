@@ -1,6 +1,7 @@
 /* Schedules: recording and replay (replay.h). */
 #include "replay.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,19 +26,77 @@ static struct {
   uint64_t used;   /* bit j: decision replay_i + j was taken */
   sh_sim_point *points; /* sh_sim_record_points */
   size_t npoints, cappoints;
+  /* Draws, per stream: how many the run made; under replay, the schedule's
+   * values of each stream in order (draw_vals[draw_off[s] ..], draw_len[s]). */
+  uint64_t drawn[SH_SIM_STREAMS];
+  uint64_t *draw_vals;
+  sh_sim_choice *steps_only; /* the schedule without its draws, if it had any */
+  size_t draw_off[SH_SIM_STREAMS], draw_len[SH_SIM_STREAMS];
 } R;
 
 bool sh_simreplay_points_on; /* kept across runs */
+
+/* The schedule's draws, split by stream and kept in order: the k-th draw of
+ * a stream in the replay takes the k-th of its stream here; the decisions
+ * anchored by step are matched in a copy without the draws, whose numbers
+ * are no steps. Out of memory, the draws read as run out (0): a replay that
+ * may diverge, which its hash comparison shows, rather than a failed run. */
+static void draws_index(const sh_sim_choice *s, size_t n) {
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i].kind != SH_SIM_DRAW) continue;
+    assert(s[i].to < SH_SIM_STREAMS);
+    R.draw_len[s[i].to]++;
+    total++;
+  }
+  if (total == 0) return;
+  R.draw_vals = malloc(total * sizeof(uint64_t));
+  R.steps_only = malloc((n - total + 1) * sizeof(*R.steps_only));
+  if (R.draw_vals == NULL || R.steps_only == NULL) {
+    memset(R.draw_len, 0, sizeof(R.draw_len));
+    R.schedule_len = 0;
+    return;
+  }
+  size_t at = 0, fill[SH_SIM_STREAMS], m = 0;
+  for (uint32_t k = 0; k < SH_SIM_STREAMS; k++) {
+    R.draw_off[k] = fill[k] = at;
+    at += R.draw_len[k];
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (s[i].kind == SH_SIM_DRAW) R.draw_vals[fill[s[i].to]++] = s[i].value;
+    else R.steps_only[m++] = s[i];
+  }
+  R.schedule = R.steps_only;
+  R.schedule_len = m;
+}
 
 void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len) {
   free(R.log);
   free(R.ctx);
   free(R.points);
+  free(R.draw_vals);
+  free(R.steps_only);
   memset(&R, 0, sizeof(R));
   R.schedule = schedule;
   R.schedule_len = len;
-  /* Only the determinism check reads the context: kept when it runs. */
-  R.ctx_on = sh_simreplay_points_on;
+  /* The context (scheduling point, hash before) of each decision is kept
+   * always: a replay file carries it, so that a replay that goes another
+   * way is named at its first different decision. 16 bytes a decision. */
+  R.ctx_on = true;
+  if (schedule != NULL) draws_index(schedule, len);
+}
+
+uint64_t sh_sim_draw(uint32_t stream, uint64_t bound, uint64_t fresh) {
+  assert(stream < SH_SIM_STREAMS);
+  if (!sh_simrun_state.configured) return fresh;
+  uint64_t k = R.drawn[stream]++, v = fresh;
+  if (sh_simreplay_on()) {
+    v = k < R.draw_len[stream] ? R.draw_vals[R.draw_off[stream] + k] : 0;
+    if (bound != 0 && v >= bound) v = bound - 1;
+  }
+  assert(bound == 0 || v < bound);
+  sh_simreplay_record_value(k, stream, SH_SIM_DRAW, v);
+  return v;
 }
 
 size_t sh_sim_schedule(const sh_sim_choice **out) {
@@ -138,15 +197,25 @@ static bool log_grow(void) {
 
 /* Bounded: past SH_SIM_MAX_LOG the record is incomplete (log_full) and
  * cannot be replayed or shrunk. */
-void sh_simreplay_record_at(uint64_t step, uint32_t to, sh_sim_choice_kind kind,
-                            const char *where) {
+static void record(const sh_sim_choice *c, const char *where) {
   if (R.log_full) return;
   if (R.nlog == R.caplog && !log_grow()) {
     R.log_full = true;
     return;
   }
+  assert(R.nlog < R.caplog && R.caplog <= SH_SIM_MAX_LOG);
   if (R.ctx_on) R.ctx[R.nlog] = (sh_sim_decision_context){.where = where, .hash = sh_simrun_state.hash};
-  R.log[R.nlog++] = (sh_sim_choice){.step = step, .to = to, .kind = kind};
+  R.log[R.nlog++] = *c;
+}
+
+void sh_simreplay_record_at(uint64_t step, uint32_t to, sh_sim_choice_kind kind,
+                            const char *where) {
+  record(&(sh_sim_choice){.step = step, .to = to, .kind = kind}, where);
+}
+
+void sh_simreplay_record_value(uint64_t step, uint32_t to, sh_sim_choice_kind kind,
+                               uint64_t value) {
+  record(&(sh_sim_choice){.step = step, .to = to, .kind = kind, .value = value}, NULL);
 }
 
 void sh_simreplay_record(uint64_t step, uint32_t to, sh_sim_choice_kind kind) {

@@ -1,9 +1,11 @@
 /*
- * Schedules (replay.c): every decision of a run is recorded (a switch: its
- * step, fiber, forced or a preemption; a fault that fired: its step and
- * point), and sh_sim_schedule hands the record out. With options.schedule
- * set, the run's decisions come from that list instead of the strategy and
- * the fault rates (replay; shrink.c cuts failing schedules down).
+ * Choice sequences (replay.c): every decision of a run is recorded (a
+ * switch: its step, fiber, forced or a preemption; a fault that fired: its
+ * step and point; a stale read; a value drawn from a stream), and
+ * sh_sim_schedule hands the record out. Under replay (options.replay or a
+ * schedule) the run's decisions come from that list instead of the
+ * strategy, the fault rates and the streams (shrink.c cuts failing
+ * sequences down).
  */
 #ifndef SH_SIM_REPLAY_H
 #define SH_SIM_REPLAY_H
@@ -19,9 +21,12 @@
  * one to replay, kept alive by the caller. */
 void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len);
 
-/* Whether a schedule is being replayed: the run's options name one (the
- * one sh_simreplay_reset was given). Inline: asked at every scheduling point. */
-static inline bool sh_simreplay_on(void) { return sh_simrun_state.opt.schedule != NULL; }
+/* Whether a schedule is being replayed: the run's options ask for a replay
+ * (an empty schedule is one) or name a schedule. Inline: asked at every
+ * scheduling point. */
+static inline bool sh_simreplay_on(void) {
+  return sh_simrun_state.opt.replay != 0 || sh_simrun_state.opt.schedule != NULL;
+}
 
 /* At a scheduling point of step `step`: the fiber the schedule preempts
  * with there, if it names one that can run, else UINT32_MAX. */
@@ -47,6 +52,11 @@ void sh_simreplay_record(uint64_t step, uint32_t to, sh_sim_choice_kind kind);
 /* The same, at the scheduling point named `where` (a static string). */
 void sh_simreplay_record_at(uint64_t step, uint32_t to, sh_sim_choice_kind kind,
                             const char *where);
+
+/* Records a decision that carries a value (SH_SIM_DRAW: step is the
+ * draw's number in stream `to`). */
+void sh_simreplay_record_value(uint64_t step, uint32_t to, sh_sim_choice_kind kind,
+                               uint64_t value);
 
 /* At a scheduling point named `where`, its step passed: kept if
  * sh_sim_record_points is on. Inline: asked at every step, and off but for

@@ -1,10 +1,13 @@
 /*
- * Shrinking a failing schedule (sim.h: sh_sim_shrink).
+ * Shrinking a failing choice sequence (sim.h: sh_sim_shrink), the way
+ * Hypothesis shrinks its choice sequence: the switches, faults and stale
+ * reads of the schedule and every value drawn (a workload's, the network's)
+ * are one sequence, shrunk as a whole.
  *
  * First the cheap cuts: no choice at all; the shortest prefix that still
  * fails, by bisection (a run often goes wrong early, and every choice
  * after that only decorates it); every choice of one kind (preemptions,
- * forced switches, faults, stale reads) at once. Then Zeller's ddmin,
+ * forced switches, faults, stale reads, draws) at once. Then Zeller's ddmin,
  * complements only: split the schedule into k chunks and
  * try it without each chunk in turn; a smaller schedule that still fails
  * replaces it (and k shrinks by one, at least 2); when no chunk can go, the
@@ -12,7 +15,14 @@
  * left then matters: without it, the failure goes away. A replay of a
  * shorter schedule is a different run (choices at later steps may no longer
  * line up), which is fine: the test is only whether it still fails.
+ * Then the values: each draw is lowered toward 0 (0, then halving), and
+ * each stream's draws sorted, which makes the failing workload the
+ * simplest one; and when that changed something, ddmin once more, since
+ * operations that were needed before may be no longer. A stream's draws
+ * of 0 at its end are dropped without a trial: a replay draws 0 past a
+ * stream's last value anyway.
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,12 +37,10 @@ typedef struct shrinker {
   uint32_t trials, max_trials;
 } shrinker;
 
-/* Tries s without [lo, hi); keeps it if it still fails. */
-static bool try_without(shrinker *k, size_t lo, size_t hi) {
+/* Replays the candidate trial[0..m); keeps it if it still fails. */
+static bool try_trial(shrinker *k, size_t m) {
+  assert(m <= k->n);
   if (k->trials >= k->max_trials) return false;
-  size_t m = lo + (k->n - hi);
-  memcpy(k->trial, k->s, lo * sizeof(*k->s));
-  memcpy(k->trial + lo, k->s + hi, (k->n - hi) * sizeof(*k->s));
   k->trials++;
   if (!k->fails(k->ctx, k->trial, m)) return false;
   memcpy(k->s, k->trial, m * sizeof(*k->s));
@@ -40,18 +48,95 @@ static bool try_without(shrinker *k, size_t lo, size_t hi) {
   return true;
 }
 
+/* Tries s without [lo, hi); keeps it if it still fails. */
+static bool try_without(shrinker *k, size_t lo, size_t hi) {
+  if (k->trials >= k->max_trials) return false;
+  memcpy(k->trial, k->s, lo * sizeof(*k->s));
+  memcpy(k->trial + lo, k->s + hi, (k->n - hi) * sizeof(*k->s));
+  return try_trial(k, lo + (k->n - hi));
+}
+
 /* Tries s without its choices of kind `kind`; keeps it if it still fails. */
 static bool try_without_kind(shrinker *k, uint32_t kind) {
-  if (k->trials >= k->max_trials) return false;
   size_t m = 0;
   for (size_t i = 0; i < k->n; i++)
     if (k->s[i].kind != kind) k->trial[m++] = k->s[i];
-  if (m == k->n) return false;
-  k->trials++;
-  if (!k->fails(k->ctx, k->trial, m)) return false;
-  memcpy(k->s, k->trial, m * sizeof(*k->s));
+  return m != k->n && try_trial(k, m);
+}
+
+/* Tries s with draw i's value v (< its own); keeps it if it still fails. */
+static bool try_value(shrinker *k, size_t i, uint64_t v) {
+  assert(k->s[i].kind == SH_SIM_DRAW && v < k->s[i].value);
+  memcpy(k->trial, k->s, k->n * sizeof(*k->s));
+  k->trial[i].value = v;
+  return try_trial(k, k->n);
+}
+
+/* Each draw toward 0: 0 itself, else the least value that still fails by
+ * bisection between 0 (passes) and its own (fails), as if failing were
+ * monotonic in it (at most 64 trials a draw, and the budget). True if any
+ * went lower. */
+static bool lower_values(shrinker *k) {
+  bool any = false;
+  for (size_t i = 0; i < k->n && k->trials < k->max_trials; i++) {
+    if (k->s[i].kind != SH_SIM_DRAW || k->s[i].value == 0) continue;
+    if (try_value(k, i, 0)) {
+      any = true;
+      continue;
+    }
+    uint64_t lo = 0; /* passes */
+    while (k->s[i].value - lo > 1 && k->trials < k->max_trials) {
+      uint64_t mid = lo + (k->s[i].value - lo) / 2;
+      if (try_value(k, i, mid)) any = true;
+      else lo = mid;
+    }
+  }
+  return any;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Each stream's draws sorted, in their places: one trial a stream. */
+static bool sort_streams(shrinker *k) {
+  bool any = false;
+  uint64_t *v = malloc(k->n * sizeof(uint64_t));
+  for (uint32_t st = 0; v != NULL && st < SH_SIM_STREAMS; st++) {
+    size_t m = 0;
+    for (size_t i = 0; i < k->n; i++)
+      if (k->s[i].kind == SH_SIM_DRAW && k->s[i].to == st) v[m++] = k->s[i].value;
+    qsort(v, m, sizeof(*v), cmp_u64);
+    memcpy(k->trial, k->s, k->n * sizeof(*k->s));
+    bool moved = false;
+    for (size_t i = 0, j = 0; i < k->n; i++) {
+      if (k->trial[i].kind != SH_SIM_DRAW || k->trial[i].to != st) continue;
+      moved |= k->trial[i].value != v[j];
+      k->trial[i].value = v[j++];
+    }
+    if (moved && try_trial(k, k->n)) any = true;
+  }
+  free(v);
+  return any;
+}
+
+/* Drops each stream's trailing draws of 0: the replay's draws past a
+ * stream's last are 0, so the run is the same without them. */
+static void drop_trailing_zeros(shrinker *k) {
+  bool done[SH_SIM_STREAMS] = {false};
+  size_t m = k->n;
+  for (size_t i = k->n; i-- > 0;) {
+    sh_sim_choice *c = &k->s[i];
+    if (c->kind != SH_SIM_DRAW || done[c->to]) continue;
+    if (c->value != 0) {
+      done[c->to] = true;
+      continue;
+    }
+    memmove(c, c + 1, (m - i - 1) * sizeof(*c));
+    m--;
+  }
   k->n = m;
-  return true;
 }
 
 /* A short prefix that still fails, by bisection over its length: failing
@@ -83,30 +168,46 @@ static bool pass(shrinker *k, size_t chunks) {
   return any;
 }
 
+/* ddmin, complements only. Bounded: each round either drops a chunk (n
+ * falls) or doubles the chunks, up to n; and by max_trials. */
+static void ddmin(shrinker *k) {
+  size_t chunks = 2;
+  while (k->n > 0 && k->trials < k->max_trials) {
+    if (chunks > k->n) chunks = k->n;
+    if (pass(k, chunks)) {
+      chunks = chunks > 2 ? chunks - 1 : 2;
+    } else if (chunks == k->n) {
+      break; /* no single choice can go */
+    } else {
+      chunks *= 2;
+    }
+  }
+}
+
 size_t sh_sim_shrink(sh_sim_choice *s, size_t n, sh_sim_fails_fn still_fails, void *ctx,
                      uint32_t max_trials, uint32_t *trials_out) {
   shrinker k = {.s = s, .n = n, .fails = still_fails, .ctx = ctx, .max_trials = max_trials};
   k.trial = n > 0 ? malloc(n * sizeof(*s)) : NULL;
-  if (n > 0 && k.trial != NULL) {
-    /* Often no preemption at all is needed: the cheapest answer first. */
-    if (!try_without(&k, 0, k.n)) {
-      cut_tail(&k);
-      for (uint32_t kind = SH_SIM_PREEMPT; kind <= SH_SIM_STALE; kind++) try_without_kind(&k, kind);
-      size_t chunks = 2;
-      /* Bounded: each round either drops a chunk (n falls) or doubles the
-       * chunks, up to n; and by max_trials. */
-      while (k.n > 0 && k.trials < k.max_trials) {
-        if (chunks > k.n) chunks = k.n;
-        if (pass(&k, chunks)) {
-          chunks = chunks > 2 ? chunks - 1 : 2;
-        } else if (chunks == k.n) {
-          break; /* no single choice can go */
-        } else {
-          chunks *= 2;
-        }
-      }
+  /* Often no decision at all is needed: the cheapest answer first. */
+  if (n > 0 && k.trial != NULL && !try_without(&k, 0, k.n)) {
+    cut_tail(&k);
+    for (uint32_t kind = SH_SIM_PREEMPT; kind <= SH_SIM_DRAW; kind++) try_without_kind(&k, kind);
+    ddmin(&k);
+    /* Bounded: values only fall, so each round that changes one ends. */
+    for (int round = 0; round < 4 && k.trials < k.max_trials; round++) {
+      bool lower = lower_values(&k);
+      bool sorted = sort_streams(&k);
+      if (!lower && !sorted) break;
+      drop_trailing_zeros(&k);
+      ddmin(&k);
     }
+    drop_trailing_zeros(&k);
   }
+  /* A draw's number is its place in its stream, which is what a replay
+   * reads: renumbered, the result says so. */
+  uint64_t pos[SH_SIM_STREAMS] = {0};
+  for (size_t i = 0; i < k.n; i++)
+    if (s[i].kind == SH_SIM_DRAW) s[i].step = pos[s[i].to]++;
   free(k.trial);
   if (trials_out != NULL) *trials_out = k.trials;
   return k.n;

@@ -132,13 +132,33 @@ static bool faults_on(const sh_scenario *sc) {
 }
 
 /* splitmix64 of (seed, draw number): any thread may draw, no state but a counter. */
-uint64_t sh_scn_rand(sh_scn *s) {
+static uint64_t fresh_draw(sh_scn *s) {
   /* relaxed: only uniqueness of the draw number matters. */
   uint64_t k = atomic_fetch_add_explicit(&s->draws, 1, memory_order_relaxed);
   uint64_t z = s->seed * 0x9E3779B97F4A7C15ull + (k + 1) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
+}
+
+/* Under the simulator a draw is a decision of the choice sequence (sim.h,
+ * sh_sim_draw): a replay or a shrink gives the value. */
+static uint64_t draw(sh_scn *s, uint64_t bound, uint64_t fresh) {
+#ifdef SH_SIM
+  (void)s;
+  return sh_sim_draw(SH_SIM_STREAM_SCENARIO, bound, fresh);
+#else
+  (void)s;
+  (void)bound;
+  return fresh;
+#endif
+}
+
+uint64_t sh_scn_rand(sh_scn *s) { return draw(s, 0, fresh_draw(s)); }
+
+uint64_t sh_scn_below(sh_scn *s, uint64_t n) {
+  assert(n > 0);
+  return draw(s, n, fresh_draw(s) % n);
 }
 
 static void fail(sh_scn *s, const char *kind, const char *fmt, va_list ap) {

@@ -49,8 +49,13 @@
  * A failed check does not stop the run: the first failure's message is kept
  * and the run reports FAIL:invariant with it.
  *
- * Randomness in a scenario comes from sh_scn_rand(s) only: a stream derived
- * from the run's seed, so a workload is the same on every run of a seed.
+ * Randomness in a scenario comes from sh_scn_rand(s) and sh_scn_below(s, n)
+ * only: a stream derived from the run's seed, so a workload is the same on
+ * every run of a seed. Under the simulator each value drawn is a decision
+ * of the run's choice sequence: replayed from a replay file, and shrunk
+ * toward 0 with the schedule (`shsim shrink`). A workload shrinks best when
+ * 0 is its simplest choice (no operation, the first key, stop) and each
+ * operation takes its own draws.
  */
 #ifndef SH_SCENARIO_H
 #define SH_SCENARIO_H
@@ -126,6 +131,10 @@ bool sh_scn_fault_error(const sh_scn *s, int rc);
  * which value depends on the interleaving, so on the epoll backend a workload
  * drawn from several actors differs run to run; draw it in setup to pin it. */
 uint64_t sh_scn_rand(sh_scn *s);
+/* A value in [0, n) (n > 0) from the same stream: shrinking lowers it
+ * within its range, where a value of sh_scn_rand taken modulo n shrinks
+ * only by halving 64 bits. */
+uint64_t sh_scn_below(sh_scn *s, uint64_t n);
 /* Records a failed invariant (the first is reported); the run goes on. Safe
  * from any thread. Returns cond. */
 bool sh_scn_check_at(sh_scn *s, bool cond, const char *file, int line, const char *fmt, ...)

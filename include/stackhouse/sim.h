@@ -48,19 +48,48 @@ typedef enum sh_sim_choice_kind {
   SH_SIM_FORCED = 1,  /* the running fiber parked, blocked, finished or yielded its CPU */
   SH_SIM_FAULT = 2,   /* a fault point fired (`to` names the point: sh_sim_fault_id) */
   SH_SIM_STALE = 3,   /* a weak load read a stale value (`to`: its rank among the step's candidates) */
+  SH_SIM_DRAW = 4,    /* a value drawn from a stream (sh_sim_draw): `to` the stream, `value` it */
 } sh_sim_choice_kind;
 
 /* One decision of a run, at step `step`: a switch to fiber `to` (kinds
- * SH_SIM_PREEMPT and SH_SIM_FORCED), or a fault point that fired (kind
+ * SH_SIM_PREEMPT and SH_SIM_FORCED), a fault point that fired (kind
  * SH_SIM_FAULT, `to` the point's id; for a later hit of the point in the
  * same step, the k-th after its first, that id mixed with k, so that a
- * replay fires the same hit). A run's decisions, in order, are its
- * schedule: replayed with the same seed and options, they give the same run. */
+ * replay fires the same hit), a stale read (SH_SIM_STALE), or a value drawn
+ * (SH_SIM_DRAW: `to` the stream, `value` the value, `step` the draw's
+ * number in its stream, for reading only). A run's decisions, in order, are
+ * its choice sequence: replayed with the same seed and options, they give
+ * the same run.
+ *
+ * Anchors: a switch, fault or stale read is matched in a replay by its step;
+ * a draw by its position among the schedule's draws of its stream (the k-th
+ * draw of stream S in the run takes the k-th SH_SIM_DRAW entry of stream S,
+ * and 0 once they run out). So removing a decision shifts nothing of
+ * another kind or stream, and removing a span of draws moves the later
+ * draws of that stream up, as shrinking a workload wants. */
 typedef struct sh_sim_choice {
   uint64_t step;
   uint32_t to;
   uint32_t kind; /* sh_sim_choice_kind */
+  uint64_t value; /* SH_SIM_DRAW: the value drawn (0 otherwise) */
 } sh_sim_choice;
+
+/* The draw streams of the runtime and the scenario framework; a program may
+ * use its own, SH_SIM_STREAM_USER and up (below SH_SIM_STREAMS). */
+enum {
+  SH_SIM_STREAM_SCENARIO = 0, /* sh_scn_rand, sh_scn_below: a scenario's workload */
+  SH_SIM_STREAM_NET = 1,      /* the fake network: latency, segment sizes, cut lengths */
+  SH_SIM_STREAM_USER = 2,
+  SH_SIM_STREAMS = 8,
+};
+
+/* A value of stream `stream` (< SH_SIM_STREAMS) in [0, bound) (bound 0: any
+ * 64-bit value): `fresh` (the caller's own seeded draw, already in range) in
+ * a free run, recorded as a decision; under replay the schedule's next draw
+ * of that stream (clamped to bound - 1), 0 once they run out, so that a
+ * shrunk sequence asks for the simplest values. Outside a simulation (no
+ * run configured) it returns `fresh`. */
+uint64_t sh_sim_draw(uint32_t stream, uint64_t bound, uint64_t fresh);
 
 /* A fault point's id in a schedule: a 32-bit hash of its name (by content,
  * so the same in every build). */
@@ -86,9 +115,14 @@ typedef struct sh_sim_options {
    * runnable fiber of lowest index; a fault point fires only where the
    * schedule names it (SH_SIM_FAULT). With the seed and options of the run
    * that recorded it, a full schedule replays that run exactly. The caller
-   * keeps the array alive for the run. */
+   * keeps the array alive for the run. Draws (SH_SIM_DRAW) come from the
+   * schedule too, 0 past its last of a stream. `replay` 1 replays
+   * schedule[0..schedule_len) even when it is empty (a shrunk sequence may
+   * need no decision at all: that is a replay in which nothing is chosen,
+   * not a free run); a non-NULL schedule replays too. */
   const sh_sim_choice *schedule;
   size_t schedule_len;
+  uint32_t replay;
   /* Faults (NULL: none): "PATTERN:P[,PATTERN:P...]", each PATTERN a libfiu
    * point name (a trailing `*` matches any rest) whose points fire with
    * probability P (0..1), decided by a stream of the seed's own, so that a
@@ -190,14 +224,17 @@ void sh_sim_record_points(bool on);
 size_t sh_sim_points(const sh_sim_point **out);
 
 /*
- * Shrinking: a failing run's schedule, cut down to the choices the failure
- * needs. still_fails(ctx, s, n) replays schedule s[0..n) and answers whether
- * the run fails the same way (it runs the simulation, typically in a child
- * process, since a failed simulation cannot go on). Delta debugging (Zeller's
- * ddmin, complements only): drops chunks of choices, halving the chunk size
- * when none can go, until no single choice can go or max_trials replays were
- * made. Works in place; returns the new length. Every choice left is needed:
- * without any one of them (within the trial budget) the failure goes away.
+ * Shrinking: a failing run's choice sequence (its schedule: switches,
+ * faults, stale reads and every value drawn), cut down to the choices the
+ * failure needs and made as simple as it can be. still_fails(ctx, s, n)
+ * replays s[0..n) and answers whether the run fails the same way (it runs
+ * the simulation, typically in a child process, since a failed simulation
+ * cannot go on). Delta debugging (Zeller's ddmin, complements only) drops
+ * spans of choices, halving the span when none can go; then each value
+ * drawn is lowered toward 0 and each stream's values sorted, and ddmin runs
+ * again; until nothing changes or max_trials replays were made. Works in
+ * place; returns the new length. Every choice left is needed: without any
+ * one of them (within the trial budget) the failure goes away.
  */
 typedef bool (*sh_sim_fails_fn)(void *ctx, const sh_sim_choice *s, size_t n);
 size_t sh_sim_shrink(sh_sim_choice *s, size_t n, sh_sim_fails_fn still_fails, void *ctx,

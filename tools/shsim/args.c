@@ -26,7 +26,7 @@ static void usage(FILE *f) {
           "       shsim run SCENARIO --seed N [options]\n"
           "       shsim sweep SCENARIO|all --seeds A..B|N [--jobs J] [options]\n"
           "       shsim shrink SCENARIO --seed N [--out FILE] [--max-trials T] [options]\n"
-          "       shsim replay FILE [--trace FILE.json] [--timeout-s S]\n"
+          "       shsim replay FILE [--trace FILE.json] [--timeout-s S] [--any-binary]\n"
           "       shsim fuzz SCENARIO|all --seeds A..B [--jobs J] [--shard I/N]\n"
           "                  [--time-budget S] [--json FILE] [--steps-max N] [--check-determinism]\n"
           "       shsim merge FILE.json...\n"
@@ -58,14 +58,18 @@ static void usage(FILE *f) {
           "  one, on J parallel children (default: one per CPU); then a table per scenario\n"
           "  and each failure with the command that replays it. Exit status 1 if any run\n"
           "  failed.\n"
-          "shrink: runs a failing seed, records its decisions (every switch between\n"
-          "  fibers, every fault that fired), then cuts them down by delta debugging to\n"
-          "  those the failure needs (replayed where unnamed: no switch at a yield point,\n"
-          "  the lowest runnable fiber where one must run, no fault). Writes the replay\n"
-          "  file FILE (default SCENARIO-SEED.replay) and prints the replay command.\n"
+          "shrink: runs a failing seed, records its choice sequence (every switch between\n"
+          "  fibers, every fault that fired, every value the scenario and the network\n"
+          "  drew), then cuts it down by delta debugging to those the failure needs\n"
+          "  (replayed where unnamed: no switch at a yield point, the lowest runnable\n"
+          "  fiber where one must run, no fault, a draw of 0) and lowers the values\n"
+          "  drawn toward 0. Writes the replay file FILE (default SCENARIO-SEED.replay)\n"
+          "  and prints the replay command.\n"
           "replay: runs a replay file (written by --record or shrink) again: its\n"
-          "  scenario, seed, options and decisions; prints the run line and whether the\n"
-          "  result and hash match the recorded ones. Exit status: the run's own.\n"
+          "  scenario, seed, options and decisions (draws included); prints the run line\n"
+          "  and whether the run matches the recording: result, hash and each decision\n"
+          "  (the first that differs is named). Exit status: 3 if it diverged, else the\n"
+          "  run's own. A file of another binary is refused unless --any-binary.\n"
           "fuzz: a sweep where each seed draws its own strategy, switch rate, PCT depth\n"
           "  and steps and worker count (swarm testing): one seed names one exact run, and\n"
           "  each failure prints the command that replays it. --shard I/N runs the seeds s\n"
@@ -110,6 +114,7 @@ static const opt_def opts[] = {
     OPT("--trace", OPT_STR, ARGS_CMD_RUN | ARGS_CMD_REPLAY, false, sim.trace_path),
     OPT("--record", OPT_STR, ARGS_CMD_RUN, false, record_path),
     OPT("--schedule", OPT_STR, ARGS_CMD_RUN, true, schedule_path),
+    OPT("--any-binary", OPT_FLAG, ARGS_CMD_RUN | ARGS_CMD_REPLAY, false, any_binary),
     /* Printed quoted by args_fprint_command (a spec holds `*`). */
     OPT("--faults", OPT_FAULTS, CMD_ANY_SIM, false, sim.faults),
     OPT("--out", OPT_STR, ARGS_CMD_SHRINK, false, out_path),

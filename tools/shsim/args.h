@@ -43,12 +43,13 @@ typedef struct args {
   uint64_t max_trials;       /* shrink: replays at most */
   const char *record_path;   /* children write each run's replay file here */
   bool exact;                /* replay: sim and workers are the run's own, as recorded */
+  bool any_binary;           /* replay, run --schedule: a file of another binary too */
   uint64_t shard_i, shard_n; /* fuzz: seeds s with (s - lo) % shard_n == shard_i - 1 */
   uint64_t time_budget_s;    /* fuzz: no new seed after this much real time (0: none) */
   const char *json_path;     /* fuzz: the summary goes here */
   char **files;              /* merge: the summaries */
   int nfiles;
-  const char *given[24]; /* argv text of each option given, by index in the option table */
+  const char *given[32]; /* argv text of each option given, by index in the option table */
 } args;
 
 /* Every option at its default; no command, no scenario. */

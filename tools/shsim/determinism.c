@@ -43,19 +43,26 @@ void det_free(det_log *l) {
 }
 
 static const char *kind_name(uint32_t kind) {
-  return kind == SH_SIM_PREEMPT ? "preempt" : kind == SH_SIM_FORCED ? "forced" : "fault";
+  static const char *const names[] = {"preempt", "forced", "fault", "stale", "draw"};
+  return kind < sizeof(names) / sizeof(names[0]) ? names[kind] : "?";
 }
 
 static bool same_decision(const sh_sim_choice *a, const sh_sim_decision_context *ax,
                           const sh_sim_choice *b, const sh_sim_decision_context *bx) {
   bool where = ax->where == bx->where ||
                (ax->where != NULL && bx->where != NULL && strcmp(ax->where, bx->where) == 0);
-  return where && a->step == b->step && a->to == b->to && a->kind == b->kind;
+  return where && a->step == b->step && a->to == b->to && a->kind == b->kind &&
+         a->value == b->value;
 }
 
 /* "step S forced to 3 at park" */
 static void decision_words(char *buf, size_t size, const sh_sim_choice *c,
                            const sh_sim_decision_context *x) {
+  if (c->kind == SH_SIM_DRAW) {
+    snprintf(buf, size, "draw %llu of stream %u: %llu", (unsigned long long)c->step, c->to,
+             (unsigned long long)c->value);
+    return;
+  }
   snprintf(buf, size, "step %llu %s %s %u at %s", (unsigned long long)c->step, kind_name(c->kind),
            c->kind == SH_SIM_FAULT ? "point" : "to fiber", c->to,
            x->where != NULL ? x->where : "a fault point");
@@ -107,14 +114,12 @@ static void hashes_part(uint64_t h1, uint64_t h2, const det_log *f, size_t i, ui
            from, (unsigned long long)to, (unsigned long long)h1, (unsigned long long)h2);
 }
 
-bool det_same(const det_log *f, char *d, size_t size) {
-  sh_sim_report rep;
-  sh_sim_report_get(&rep);
-  const sh_sim_choice *c;
-  const sh_sim_decision_context *x;
-  size_t n = sh_sim_schedule(&c);
-  sh_sim_schedule_context(&x);
-  size_t common = n < f->n ? n : f->n;
+/* Compares run b with run a (a's points, if kept, against the current
+ * process's): true if they are the same run; else where they part, to d. */
+bool det_diff(const det_log *f, const det_log *b, char *d, size_t size) {
+  const sh_sim_choice *c = b->c;
+  const sh_sim_decision_context *x = b->x;
+  size_t n = b->n, common = n < f->n ? n : f->n;
   for (size_t i = 0; i < common; i++) {
     if (x[i].hash != f->x[i].hash) {
       hashes_part(f->x[i].hash, x[i].hash, f, i, c[i].step, d, size);
@@ -130,7 +135,19 @@ bool det_same(const det_log *f, char *d, size_t size) {
              f->n, n, common);
     return false;
   }
-  if (rep.hash == f->rep.hash && rep.steps == f->rep.steps) return true;
-  hashes_part(f->rep.hash, rep.hash, f, n, rep.steps, d, size);
+  if (b->rep.hash == f->rep.hash && b->rep.steps == f->rep.steps) return true;
+  hashes_part(f->rep.hash, b->rep.hash, f, n, b->rep.steps, d, size);
   return false;
+}
+
+bool det_same(const det_log *f, char *d, size_t size) {
+  det_log now = {0};
+  sh_sim_report_get(&now.rep);
+  const sh_sim_choice *c;
+  const sh_sim_decision_context *x;
+  now.n = sh_sim_schedule(&c);
+  sh_sim_schedule_context(&x);
+  now.c = (sh_sim_choice *)c;
+  now.x = (sh_sim_decision_context *)x;
+  return det_diff(f, &now, d, size);
 }

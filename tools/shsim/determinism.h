@@ -31,6 +31,10 @@ int det_keep(det_log *l);
  * run; else the first difference, in words, to detail. */
 bool det_same(const det_log *first, char *detail, size_t size);
 
+/* The same for two kept runs (b's points are not compared; the current
+ * process's are, against first's, if both kept theirs). */
+bool det_diff(const det_log *first, const det_log *b, char *detail, size_t size);
+
 void det_free(det_log *l);
 
 #endif

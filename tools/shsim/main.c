@@ -69,7 +69,7 @@ static int cmd_run(const args *a, const unit_plan *p, const replay_file *rf) {
                      (unsigned long long)p->seeds.lo, r.kind, r.detail);
   if (a->sim.trace_path != NULL) fprintf(stderr, "shsim: trace in %s\n", a->sim.trace_path);
   report_run_line(sc, p->seeds.lo, &r);
-  replaycmd_after_run(a, rf, &r);
+  if (replaycmd_after_run(a, rf, &r)) return 3;
   return r.ok ? 0 : 1;
 }
 
@@ -173,17 +173,7 @@ int main(int argc, char **argv) {
   if (a.cmd == ARGS_CMD_MERGE) return fuzz_merge_cmd(&a);
   replay_file rf = {0};
   if (a.cmd == ARGS_CMD_REPLAY && (rc = replaycmd_load(&a, &rf)) != 0) return rc;
-  if (a.schedule_path != NULL) {
-    size_t line;
-    rc = replayfile_load(a.schedule_path, &rf, &line);
-    if (rc != 0) {
-      fprintf(stderr, "shsim: cannot read the schedule %s (line %zu): %s\n", a.schedule_path,
-              line, strerror(-rc));
-      return 2;
-    }
-    a.sim.schedule = rf.c;
-    a.sim.schedule_len = rf.n;
-  }
+  if (a.schedule_path != NULL && (rc = replaycmd_schedule(&a, &rf)) != 0) return rc;
   unit_plan p;
   rc = unit_plan_make(&a, &p) != 0                  ? 2
        : a.cmd == ARGS_CMD_SHRINK                   ? replaycmd_shrink(&a, &p)

@@ -39,7 +39,7 @@ static const opt_key opt_keys[] = {
 #define NKEYS (sizeof(opt_keys) / sizeof(opt_keys[0]))
 
 /* The decision kinds, by their index (sh_sim_choice_kind) in a file. */
-static const char *const kind_names[] = {"preempt", "forced", "fault", "stale"};
+static const char *const kind_names[] = {"preempt", "forced", "fault", "stale", "draw"};
 #define NKINDS (sizeof(kind_names) / sizeof(kind_names[0]))
 
 /* ---- the binary's identity ------------------------------------------------------------- */
@@ -102,7 +102,10 @@ static size_t header_format(char *buf, size_t size, const replay_run *r) {
   if (r->faults != NULL && n >= 0 && (size_t)n < size)
     n += snprintf(buf + n, size - (size_t)n, "faults=%s\n", r->faults);
   if (n >= 0 && (size_t)n < size)
-    n += snprintf(buf + n, size - (size_t)n, "# decisions: STEP preempt|forced FIBER, STEP fault POINT, STEP stale RANK\n");
+    n += snprintf(buf + n, size - (size_t)n,
+                  "# decisions: STEP preempt|forced FIBER, STEP fault POINT, STEP stale RANK,\n"
+                  "# N draw STREAM VALUE (the N-th value of a stream); then @WHERE, the\n"
+                  "# scheduling point, and h=HASH, the trace hash before it\n");
   return n < 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;
 }
 
@@ -113,33 +116,48 @@ static struct {
 
 void replayfile_prepare(const replay_run *r) { prepared.len = header_format(prepared.text, sizeof(prepared.text), r); }
 
-/* Digits of v in base 10 or 16, ending at `end`: returns the first. */
+/* Digits of v in base 10 or 16, at least `min` of them (zeros first),
+ * ending at `end`: returns the first. */
 static char *digits(uint64_t v, unsigned base, int min, char *end) {
+  int k = 0;
   do {
     *--end = "0123456789abcdef"[v % base];
     v /= base;
-  } while (v != 0 || --min > 0);
+    k++;
+  } while (v != 0 || k < min);
   return end;
 }
 
-/* Only write(2): replayfile_record runs in signal handlers. */
-static bool write_decisions(int fd, const sh_sim_choice *c, size_t n) {
+/* Prepends the text s to p: returns the start. */
+static char *put_word(char *p, const char *s) {
+  size_t l = strlen(s);
+  p -= l;
+  memcpy(p, s, l);
+  return p;
+}
+
+/* One decision's line, built backwards from `end`: returns its start. */
+static char *decision_line(const sh_sim_choice *c, const sh_sim_decision_context *x, char *end) {
+  char *p = end;
+  *--p = '\n';
+  if (x != NULL) {
+    p = put_word(digits(x->hash, 16, 16, p), " h=0x");
+    if (x->where != NULL) p = put_word(put_word(p, x->where), " @");
+  }
+  if (c->kind == SH_SIM_DRAW) p = put_word(digits(c->value, 10, 1, p), " ");
+  bool fault = c->kind == SH_SIM_FAULT;
+  p = digits(c->to, fault ? 16 : 10, fault ? 8 : 1, p);
+  p = put_word(p, fault ? " 0x" : " ");
+  p = put_word(put_word(p, c->kind < NKINDS ? kind_names[c->kind] : "unknown"), " ");
+  return digits(c->step, 10, 1, p);
+}
+
+/* Only write(2): replayfile_record runs in signal handlers. x may be NULL. */
+static bool write_decisions(int fd, const sh_sim_choice *c, const sh_sim_decision_context *x,
+                            size_t n) {
   for (size_t i = 0; i < n; i++) {
-    char line[64], *end = line + sizeof(line);
-    *--end = '\n';
-    bool fault = c[i].kind == SH_SIM_FAULT;
-    char *p = digits(c[i].to, fault ? 16 : 10, fault ? 8 : 1, end);
-    if (fault) {
-      *--p = 'x';
-      *--p = '0';
-    }
-    const char *kind = c[i].kind < NKINDS ? kind_names[c[i].kind] : "unknown";
-    size_t kl = strlen(kind);
-    *--p = ' ';
-    p -= kl;
-    memcpy(p, kind, kl);
-    *--p = ' ';
-    p = digits(c[i].step, 10, 1, p);
+    char line[192];
+    char *p = decision_line(&c[i], x != NULL ? &x[i] : NULL, line + sizeof(line));
     if (write(fd, p, (size_t)(line + sizeof(line) - p)) < 0) return false;
   }
   return true;
@@ -148,10 +166,12 @@ static bool write_decisions(int fd, const sh_sim_choice *c, size_t n) {
 void replayfile_record(const char *path) {
   if (path == NULL) return;
   const sh_sim_choice *c;
+  const sh_sim_decision_context *x;
   size_t n = sh_sim_schedule(&c);
+  bool with_x = sh_sim_schedule_context(&x) == n;
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return;
-  if (write(fd, prepared.text, prepared.len) >= 0) write_decisions(fd, c, n);
+  if (write(fd, prepared.text, prepared.len) >= 0) write_decisions(fd, c, with_x ? x : NULL, n);
   close(fd);
 }
 
@@ -173,7 +193,7 @@ int replayfile_save(const char *path, const replay_run *r, const sh_sim_choice *
   char head[HEADER_MAX];
   fwrite(head, 1, header_format(head, sizeof(head), r), f);
   fflush(f);
-  if (!write_decisions(fileno(f), c, n)) {
+  if (!write_decisions(fileno(f), c, NULL, n)) {
     int err = errno;
     fclose(f);
     return -err;
@@ -230,30 +250,58 @@ static bool header_key(replay_file *f, const char *key, const char *v) {
   return true;
 }
 
-/* "STEP KIND WHAT", or the plain "STEP FIBER KIND" of a schedule file. */
-static bool decision(const char *line, sh_sim_choice *c) {
-  char a[24], b[24], d[24];
-  uint64_t step, to, kind = NKINDS;
-  if (sscanf(line, "%23s %23s %23s", a, b, d) != 3 || !num(a, &step)) return false;
-  if (num(b, &to)) {
-    if (!num(d, &kind)) return false;
-  } else {
-    for (kind = 0; kind < NKINDS && strcmp(b, kind_names[kind]) != 0; kind++) continue;
-    if (!num(d, &to)) return false;
+/* The kind named `w`, or NKINDS. */
+static uint64_t kind_of(const char *w) {
+  uint64_t kind = 0;
+  while (kind < NKINDS && strcmp(w, kind_names[kind]) != 0) kind++;
+  return kind;
+}
+
+/* "STEP KIND WHAT [VALUE] [@WHERE] [h=HASH]" (VALUE for a draw only), or
+ * the plain "STEP FIBER KIND" of a schedule file. The line is cut into
+ * strings: WHERE points into it. x->hash stays 0 without h=, *has_x says. */
+static bool decision(char *line, sh_sim_choice *c, sh_sim_decision_context *x, bool *has_x) {
+  char *save = NULL, *w[6];
+  int nw = 0;
+  for (char *t = strtok_r(line, " \t\r", &save); t != NULL; t = strtok_r(NULL, " \t\r", &save)) {
+    if (nw == 6) return false;
+    w[nw++] = t;
   }
-  if (kind >= NKINDS || to > UINT32_MAX) return false;
-  *c = (sh_sim_choice){.step = step, .to = (uint32_t)to, .kind = (uint32_t)kind};
+  uint64_t step, to, kind, value = 0;
+  if (nw < 3 || !num(w[0], &step)) return false;
+  int at = 3;
+  if (num(w[1], &to)) {
+    if (!num(w[2], &kind) || nw != 3) return false;
+  } else {
+    kind = kind_of(w[1]);
+    if (!num(w[2], &to)) return false;
+    if (kind == SH_SIM_DRAW && (nw < 4 || !num(w[at++], &value))) return false;
+  }
+  *x = (sh_sim_decision_context){0};
+  *has_x = false;
+  if (at < nw && w[at][0] == '@') x->where = w[at++] + 1;
+  if (at < nw && strncmp(w[at], "h=", 2) == 0) *has_x = num(w[at++] + 2, &x->hash);
+  if (at != nw || kind >= NKINDS || to > UINT32_MAX) return false;
+  if (kind == SH_SIM_DRAW && to >= SH_SIM_STREAMS) return false;
+  *c = (sh_sim_choice){.step = step, .to = (uint32_t)to, .kind = (uint32_t)kind, .value = value};
   return true;
 }
 
-static int add_decision(replay_file *f, size_t *cap, const sh_sim_choice *c) {
+/* Both arrays grow together. */
+static int add_decision(replay_file *f, size_t *cap, const sh_sim_choice *c,
+                        const sh_sim_decision_context *x) {
   if (f->n == REPLAYFILE_MAX_DECISIONS) return -EFBIG;
   if (f->n == *cap) {
-    *cap = *cap == 0 ? 256 : *cap * 2;
-    sh_sim_choice *nc = realloc(f->c, *cap * sizeof(*nc));
+    size_t ncap = *cap == 0 ? 256 : *cap * 2;
+    sh_sim_choice *nc = realloc(f->c, ncap * sizeof(*nc));
     if (nc == NULL) return -ENOMEM;
     f->c = nc;
+    sh_sim_decision_context *nx = realloc(f->x, ncap * sizeof(*nx));
+    if (nx == NULL) return -ENOMEM;
+    f->x = nx;
+    *cap = ncap;
   }
+  f->x[f->n] = *x;
   f->c[f->n++] = *c;
   return 0;
 }
@@ -288,6 +336,7 @@ static int read_all(const char *path, char **out) {
 int replayfile_load(const char *path, replay_file *f, size_t *line) {
   memset(f, 0, sizeof(*f));
   sh_sim_options_default(&f->run.o);
+  f->has_context = true;
   *line = 0;
   int rc = read_all(path, &f->text);
   size_t cap = 0;
@@ -296,23 +345,33 @@ int replayfile_load(const char *path, replay_file *f, size_t *line) {
     next = strchr(l, '\n');
     if (next != NULL) *next++ = '\0';
     (*line)++;
-    char *eq = strchr(l, '=');
     sh_sim_choice c;
+    sh_sim_decision_context x;
+    bool has_x = false;
     if (l[0] == '#' || l[0] == '\0') continue;
-    if (eq != NULL) {
-      *eq = '\0';
-      rc = header_key(f, l, eq + 1) ? 0 : -EINVAL;
-    } else {
-      rc = decision(l, &c) ? add_decision(f, &cap, &c) : -EINVAL;
+    if (l[0] >= '0' && l[0] <= '9') {
+      rc = decision(l, &c, &x, &has_x) ? add_decision(f, &cap, &c, &x) : -EINVAL;
+      f->has_context &= has_x;
+      continue;
     }
+    char *eq = strchr(l, '=');
+    if (eq == NULL) {
+      rc = -EINVAL;
+      continue;
+    }
+    *eq = '\0';
+    rc = header_key(f, l, eq + 1) ? 0 : -EINVAL;
   }
+  if (f->n == 0) f->has_context = false;
   if (rc != 0) replayfile_free(f);
   return rc;
 }
 
 void replayfile_free(replay_file *f) {
   free(f->c);
+  free(f->x);
   free(f->text);
   f->c = NULL;
+  f->x = NULL;
   f->text = NULL;
 }

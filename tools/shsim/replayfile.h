@@ -5,9 +5,15 @@
  *   # comments
  *   KEY=VALUE          the header: format, binary, scenario, seed, strategy,
  *                      workers and the simulator's options (replayfile.c)
- *   STEP KIND WHAT     one decision of the run a line, in order: KIND is
- *                      preempt or forced (WHAT: the fiber run next) or
- *                      fault (WHAT: the point's id, 0x and 8 hex digits)
+ *   STEP KIND WHAT [VALUE] [@WHERE] [h=HASH]
+ *                      one decision of the run a line, in order: KIND is
+ *                      preempt or forced (WHAT: the fiber run next),
+ *                      fault (WHAT: the point's id, 0x and 8 hex digits),
+ *                      stale (WHAT: the load's rank) or draw (STEP: the
+ *                      draw's number in its stream, WHAT the stream, VALUE
+ *                      the value); WHERE the scheduling point and HASH the
+ *                      trace hash before the decision, so that a replay that
+ *                      goes another way is named where it parts
  *   result=ok|FAIL:K   the outcome, after the decisions, with hash= and
  *                      steps=: the parent adds it, since it is the one that
  *                      classifies a child's death
@@ -26,7 +32,9 @@
 
 #include <stackhouse/sim.h>
 
-#define REPLAYFILE_FORMAT 1
+/* 2: decisions carry their context (@WHERE h=HASH) and the values drawn
+ * (draw lines); a format 1 file has neither, and is refused. */
+#define REPLAYFILE_FORMAT 2
 
 /* What a replay needs to know of a run, besides its decisions. */
 typedef struct replay_run {
@@ -52,6 +60,8 @@ typedef struct replay_file {
   replay_run run;
   replay_outcome outcome;
   sh_sim_choice *c;   /* the decisions (malloc'd) */
+  sh_sim_decision_context *x; /* each one's context, as recorded (malloc'd) */
+  bool has_context;   /* every decision line had its h= (a run's whole record) */
   size_t n;
   char *text;         /* the file's text, cut into strings (malloc'd) */
   const char *unknown; /* the first header key this shsim does not know, or NULL */
