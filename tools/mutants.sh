@@ -96,7 +96,8 @@ first_failure() {
 }
 
 # shrunk_len BIN COMMAND DIR: shrinks the failure that COMMAND (a `shsim run`
-# line) replays; prints the decisions left, or `-` if the shrink failed.
+# line) replays; prints the choices left (switches, faults, stale reads and
+# values drawn), or `-` if the shrink failed.
 shrunk_len() {
   local bin=$1 cmd=$2 dir=$3
   local -a words
@@ -108,8 +109,10 @@ shrunk_len() {
   rm -f "$file"
   timeout -k 10 $SHRINK_TIMEOUT_S "$bin" shrink "${words[@]:2}" --max-trials $SHRINK_TRIALS \
     --out "$file" > "$dir/shrink.log" 2>&1
+  # The file holds the whole shrunk run; shrink's summary line counts the
+  # choices the failure needs.
   if [ -f "$file" ]; then
-    grep -cE '^[0-9]+ (preempt|forced|fault|stale) ' "$file"
+    sed -n 's/^shsim: [0-9]* -> \([0-9]*\) choices.*/\1/p' "$dir/shrink.log"
   else
     echo "-"
   fi
