@@ -70,7 +70,7 @@ static void draws_index(const sh_sim_choice *s, size_t n) {
   R.schedule_len = m;
 }
 
-void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len) {
+void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len, bool keep_context) {
   free(R.log);
   free(R.ctx);
   free(R.points);
@@ -79,10 +79,9 @@ void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len) {
   memset(&R, 0, sizeof(R));
   R.schedule = schedule;
   R.schedule_len = len;
-  /* The context (scheduling point, hash before) of each decision is kept
-   * always: a replay file carries it, so that a replay that goes another
-   * way is named at its first different decision. 16 bytes a decision. */
-  R.ctx_on = true;
+  /* The context (scheduling point, hash before) of each decision: for a
+   * replay file, which carries it, and the determinism check. */
+  R.ctx_on = keep_context || sh_simreplay_points_on;
   if (schedule != NULL) draws_index(schedule, len);
 }
 

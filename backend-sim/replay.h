@@ -18,8 +18,9 @@
 #include "run.h"
 
 /* A new simulation: the record is emptied; schedule (NULL: none) is the
- * one to replay, kept alive by the caller. */
-void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len);
+ * one to replay, kept alive by the caller; keep_context: each decision's
+ * context is kept too. */
+void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len, bool keep_context);
 
 /* Whether a schedule is being replayed: the run's options ask for a replay
  * (an empty schedule is one) or name a schedule. Inline: asked at every

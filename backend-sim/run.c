@@ -87,7 +87,7 @@ void sh_sim_configure(const sh_sim_options *o) {
   sh_simmem_configure(o, &x);
   /* The network's stream after those: a run without sockets stays as it was. */
   sh_simnet_configure(o, &x);
-  sh_simreplay_reset(o->schedule, o->schedule_len);
+  sh_simreplay_reset(o->schedule, o->schedule_len, o->keep_context != 0);
   S->hash = 0x5348534D00000000ull ^ o->seed;
   S->configured = true;
 }

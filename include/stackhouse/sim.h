@@ -145,6 +145,11 @@ typedef struct sh_sim_options {
    * yield points (0, the default: runs take fewer steps). shsim fuzz
    * draws it per seed. */
   uint32_t atomic_points;
+  /* 1: keep each decision's context (sh_sim_schedule_context: where it was
+   * taken, the trace hash before it), as a replay file carries it, so that
+   * a replay that goes another way is named where it parts. 16 bytes a
+   * decision; kept also while sh_sim_record_points is on. */
+  uint32_t keep_context;
 } sh_sim_options;
 
 void sh_sim_options_default(sh_sim_options *o);
@@ -202,8 +207,8 @@ size_t sh_sim_schedule(const sh_sim_choice **out);
  * ...; NULL for a fault) and the trace hash just before it. Two runs of one
  * seed whose hashes part between two equal decisions went different ways
  * in between (a delivery, a trace point). Valid as sh_sim_schedule's; kept
- * only for simulations configured while sh_sim_record_points (below) is on
- * (0 otherwise). */
+ * only for simulations configured with keep_context or while
+ * sh_sim_record_points (below) is on (0 otherwise). */
 typedef struct sh_sim_decision_context {
   const char *where;
   uint64_t hash;

@@ -91,6 +91,8 @@ static void run_options(const args *a, const sh_scenario *sc, uint64_t seed, sh_
                         uint32_t *workers) {
   *o = a->sim;
   *workers = a->workers;
+  /* A replay file carries each decision's context. */
+  o->keep_context = a->record_path != NULL;
   /* The hang watch decides nothing in the run: it applies to replays too. */
   o->hang_real_ms = sh_scenario_hang_real_ms(sc, args_hang_real_ms(a));
   /* A replay file holds the options as they were configured. */
