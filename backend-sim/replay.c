@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Decisions recorded per run, at most (16 bytes each). */
+/* Decisions recorded per run, at most (24 bytes each, 16 more with their context). */
 #define SH_SIM_MAX_LOG (1u << 22)
 /* Decisions of one step told apart under replay, at most: a step holds a
  * preemption, a forced switch and the faults decided between two
