@@ -4,18 +4,24 @@
  * reads of the schedule and every value drawn (a workload's, the network's)
  * are one sequence, shrunk as a whole.
  *
- * First the cheap cuts: no choice at all; the shortest prefix that still
- * fails, by bisection (a run often goes wrong early, and every choice
+ * The sequence holds two classes of choices: the schedule's, anchored by
+ * their step, and the draws, anchored by their place in their stream.
+ * Cutting one class leaves the other where it was, so each is cut in turn,
+ * the schedule first with the draws as recorded (so a schedule shrinks as
+ * far as it did before draws were choices), then the draws.
+ *
+ * First the cheap cuts: no choice at all; per class, a short prefix that
+ * still fails, by bisection (a run often goes wrong early, and every choice
  * after that only decorates it); every choice of one kind (preemptions,
- * forced switches, faults, stale reads, draws) at once. Then Zeller's ddmin,
- * complements only: split the schedule into k chunks and
- * try it without each chunk in turn; a smaller schedule that still fails
+ * forced switches, faults, stale reads, draws) at once. Then Zeller's
+ * ddmin per class, complements only: split the class into k chunks and try
+ * the sequence without each chunk in turn; a smaller one that still fails
  * replaces it (and k shrinks by one, at least 2); when no chunk can go, the
  * chunks halve (k doubles) until they are single choices. A choice that is
  * left then matters: without it, the failure goes away. A replay of a
- * shorter schedule is a different run (choices at later steps may no longer
- * line up), which is fine: the test is only whether it still fails.
- * Then the values: each draw is lowered toward 0 (0, then halving), and
+ * shorter sequence is a different run (choices at later steps may no
+ * longer line up), which is fine: the test is only whether it still fails.
+ * Then the values: each draw is lowered toward 0 (0, else bisection), and
  * each stream's draws sorted, which makes the failing workload the
  * simplest one; and when that changed something, ddmin once more, since
  * operations that were needed before may be no longer. A stream's draws
@@ -48,12 +54,30 @@ static bool try_trial(shrinker *k, size_t m) {
   return true;
 }
 
-/* Tries s without [lo, hi); keeps it if it still fails. */
-static bool try_without(shrinker *k, size_t lo, size_t hi) {
+/* The two classes of choices, cut one at a time. */
+enum { CLS_SCHEDULE = 0, CLS_DRAWS = 1 };
+
+static bool in_class(const sh_sim_choice *c, int cls) {
+  return (c->kind == SH_SIM_DRAW) == (cls == CLS_DRAWS);
+}
+
+static size_t class_count(const shrinker *k, int cls) {
+  size_t m = 0;
+  for (size_t i = 0; i < k->n; i++) m += in_class(&k->s[i], cls);
+  return m;
+}
+
+/* Tries s without the choices of class cls whose rank in the class is in
+ * [lo, hi); keeps it if it still fails. */
+static bool try_without(shrinker *k, int cls, size_t lo, size_t hi) {
   if (k->trials >= k->max_trials) return false;
-  memcpy(k->trial, k->s, lo * sizeof(*k->s));
-  memcpy(k->trial + lo, k->s + hi, (k->n - hi) * sizeof(*k->s));
-  return try_trial(k, lo + (k->n - hi));
+  size_t m = 0, rank = 0;
+  for (size_t i = 0; i < k->n; i++) {
+    bool mine = in_class(&k->s[i], cls);
+    if (!mine || rank < lo || rank >= hi) k->trial[m++] = k->s[i];
+    rank += mine;
+  }
+  return m != k->n && try_trial(k, m);
 }
 
 /* Tries s without its choices of kind `kind`; keeps it if it still fails. */
@@ -142,41 +166,47 @@ static void drop_trailing_zeros(shrinker *k) {
 /* A short prefix that still fails, by bisection over its length: failing
  * is not monotonic in it, so this is a prefix that fails, not always the
  * shortest. Bounded by log2(n) trials. */
-static void cut_tail(shrinker *k) {
+static void cut_tail(shrinker *k, int cls) {
   size_t lo = 0; /* prefixes shorter than lo are not tried again */
-  while (lo < k->n && k->trials < k->max_trials) {
-    size_t mid = lo + (k->n - lo) / 2;
-    if (!try_without(k, mid, k->n)) lo = mid + 1;
+  size_t n = class_count(k, cls);
+  while (lo < n && k->trials < k->max_trials) {
+    size_t mid = lo + (n - lo) / 2;
+    if (try_without(k, cls, mid, n)) n = mid;
+    else lo = mid + 1;
   }
 }
 
-/* One pass over chunks of the size `chunks` chunks give: true if some
- * could go. A chunk that goes is not tried again, nor are those before it:
- * the pass goes on with the chunk that took its place, so a pass costs at
- * most `chunks` trials however many go (restarting from the first chunk
- * after each success made shrinking quadratic in long schedules). */
-static bool pass(shrinker *k, size_t chunks) {
-  size_t size = (k->n + chunks - 1) / chunks;
+/* One pass over the class's chunks of the size `chunks` chunks give: true
+ * if some could go. A chunk that goes is not tried again, nor are those
+ * before it: the pass goes on with the chunk that took its place, so a pass
+ * costs at most `chunks` trials however many go (restarting from the first
+ * chunk after each success made shrinking quadratic in long schedules). */
+static bool pass(shrinker *k, int cls, size_t chunks) {
+  size_t n = class_count(k, cls), size = (n + chunks - 1) / chunks;
   bool any = false;
-  for (size_t lo = 0; lo < k->n;) {
-    size_t hi = lo + size < k->n ? lo + size : k->n;
-    if (try_without(k, lo, hi))
+  for (size_t lo = 0; lo < n;) {
+    size_t hi = lo + size < n ? lo + size : n;
+    if (try_without(k, cls, lo, hi)) {
       any = true;
-    else
+      n -= hi - lo;
+    } else {
       lo = hi;
+    }
   }
   return any;
 }
 
-/* ddmin, complements only. Bounded: each round either drops a chunk (n
- * falls) or doubles the chunks, up to n; and by max_trials. */
-static void ddmin(shrinker *k) {
+/* ddmin, complements only, over one class. Bounded: each round either
+ * drops a chunk (the class shrinks) or doubles the chunks, up to the
+ * class's size; and by max_trials. */
+static void ddmin(shrinker *k, int cls) {
   size_t chunks = 2;
-  while (k->n > 0 && k->trials < k->max_trials) {
-    if (chunks > k->n) chunks = k->n;
-    if (pass(k, chunks)) {
+  for (size_t n = class_count(k, cls); n > 0 && k->trials < k->max_trials;
+       n = class_count(k, cls)) {
+    if (chunks > n) chunks = n;
+    if (pass(k, cls, chunks)) {
       chunks = chunks > 2 ? chunks - 1 : 2;
-    } else if (chunks == k->n) {
+    } else if (chunks == n) {
       break; /* no single choice can go */
     } else {
       chunks *= 2;
@@ -189,17 +219,20 @@ size_t sh_sim_shrink(sh_sim_choice *s, size_t n, sh_sim_fails_fn still_fails, vo
   shrinker k = {.s = s, .n = n, .fails = still_fails, .ctx = ctx, .max_trials = max_trials};
   k.trial = n > 0 ? malloc(n * sizeof(*s)) : NULL;
   /* Often no decision at all is needed: the cheapest answer first. */
-  if (n > 0 && k.trial != NULL && !try_without(&k, 0, k.n)) {
-    cut_tail(&k);
+  if (n > 0 && k.trial != NULL && !try_trial(&k, 0)) {
     for (uint32_t kind = SH_SIM_PREEMPT; kind <= SH_SIM_DRAW; kind++) try_without_kind(&k, kind);
-    ddmin(&k);
+    for (int cls = CLS_SCHEDULE; cls <= CLS_DRAWS; cls++) {
+      cut_tail(&k, cls);
+      ddmin(&k, cls);
+    }
     /* Bounded: values only fall, so each round that changes one ends. */
     for (int round = 0; round < 4 && k.trials < k.max_trials; round++) {
       bool lower = lower_values(&k);
       bool sorted = sort_streams(&k);
       if (!lower && !sorted) break;
       drop_trailing_zeros(&k);
-      ddmin(&k);
+      ddmin(&k, CLS_DRAWS);
+      ddmin(&k, CLS_SCHEDULE);
     }
     drop_trailing_zeros(&k);
   }
