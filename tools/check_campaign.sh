@@ -43,7 +43,7 @@ done
 grep -q -- '--seed N' "$T/h1" || fail "run --help lacks --seed"
 ! grep -qE -- '--(seeds|jobs|junit|shard|max-trials)' "$T/h1" || fail "run --help shows other commands' options"
 "$S" fuzz --help >"$T/h1"
-grep -q -- '--junit' "$T/h1" && grep -q -- '--out DIR' "$T/h1" || fail "fuzz --help lacks --junit or --out"
+{ grep -q -- '--junit' "$T/h1" && grep -q -- '--out DIR' "$T/h1"; } || fail "fuzz --help lacks --junit or --out"
 ! grep -qE -- '--(trace|record|strategy)' "$T/h1" || fail "fuzz --help shows run's options"
 [[ $(status "$S" help nosuch) == 2 ]] || fail "help of no command: not a usage error"
 
@@ -135,9 +135,9 @@ for m in merged merged-k8s; do
 done
 [[ $(jq .failed "$T/full.json") -ge 1 ]] || fail "test_race failed on no seed of $seeds"
 rc=$(status "$S" merge "$T/shard-1.json" "$T/shard-2.json" "$T/shard-1.json")
-[[ $rc == 2 ]] && grep -q 'same shard (1/4)' "$T/err" || fail "a shard given twice: status $rc"
+{ [[ $rc == 2 ]] && grep -q 'same shard (1/4)' "$T/err"; } || fail "a shard given twice: status $rc"
 rc=$(status "$S" merge "$T/shard-1.json" "$T/shard-3.json" --json "$T/part.json")
 grep -q '^shards missing: 2/4, 4/4 ' "$T/out" || fail "missing shards not named: $(cat "$T/out")"
-[[ $rc == 1 ]] && jq -e '.shards_missing | startswith("2/4, 4/4")' "$T/part.json" >/dev/null ||
+{ [[ $rc == 1 ]] && jq -e '.shards_missing | startswith("2/4, 4/4")' "$T/part.json" >/dev/null; } ||
   fail "missing shards: status $rc, or not in the JSON"
 echo "check_campaign: all passed"
