@@ -299,6 +299,26 @@ static void test_shard_from_env(void **state) {
   assert_int_equal(a.shard_i, 2);
 }
 
+/* Options as getopt_long takes them (--name=value, a unique prefix), and
+ * merge's files wherever its options are. */
+static void test_option_forms(void **state) {
+  (void)state;
+  args a;
+  char *run[] = {"shsim", "run", "ask_reply", "--seed=7", "--strat", "pct", NULL};
+  assert_int_equal(args_parse(6, run, &a), 0);
+  assert_int_equal(a.seeds.lo, 7);
+  assert_int_equal(a.sim.strategy, SH_SIM_PCT);
+  char *merge[] = {"shsim", "merge", "a.json", "--json", "m.json", "b.json", "--junit=m.xml", NULL};
+  assert_int_equal(args_parse(7, merge, &a), 0);
+  assert_int_equal(a.nfiles, 2);
+  assert_string_equal(a.files[0], "a.json");
+  assert_string_equal(a.files[1], "b.json");
+  assert_string_equal(a.json_path, "m.json");
+  assert_string_equal(a.junit_path, "m.xml");
+  char *extra[] = {"shsim", "run", "ask_reply", "--seed", "1", "stray", NULL};
+  assert_int_equal(args_parse(6, extra, &a), -EINVAL);
+}
+
 /* ---- setup ------------------------------------------------------------------------ */
 
 static int make_tmp_dir(void **state) {
@@ -324,6 +344,7 @@ int main(void) {
       cmocka_unit_test(test_swarm_per_scenario),
       cmocka_unit_test(test_jobs_affinity),
       cmocka_unit_test(test_shard_from_env),
+      cmocka_unit_test(test_option_forms),
   };
   return cmocka_run_group_tests(tests, make_tmp_dir, remove_tmp_dir);
 }

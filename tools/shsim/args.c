@@ -6,6 +6,7 @@
 #include "args.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #define CMD_SIM (ARGS_CMD_RUN | ARGS_CMD_SWEEP | ARGS_CMD_SHRINK)
 #define CMD_ANY_SIM (CMD_SIM | ARGS_CMD_FUZZ) /* fuzz draws the others itself */
 #define CMD_MANY (ARGS_CMD_SWEEP | ARGS_CMD_FUZZ)
+#define OPT_CODE 256 /* getopt_long's code of the first option: past every char */
 
 typedef enum opt_type {
   OPT_U64, OPT_U32, OPT_SEED, OPT_SEEDS, OPT_STRATEGY, OPT_STR, OPT_FLAG, OPT_SHARD, OPT_FAULTS
@@ -241,25 +243,50 @@ static int bad_arg(const args *a, const char *what, const char *arg) {
   return -EINVAL;
 }
 
-/* argv[i..] are options of command a->cmd; merge's other words are its files. */
-static int parse_options(int argc, char **argv, int i, args *a) {
-  for (; i < argc; i++) {
-    if (a->cmd == ARGS_CMD_MERGE && argv[i][0] != '-') {
-      a->files[a->nfiles++] = argv[i];
-      continue;
-    }
-    const opt_def *d = opt_find(argv[i], a->cmd);
-    if (d == NULL) return bad_arg(a, "unknown option", argv[i]);
-    size_t k = (size_t)(d - opts);
-    if (d->type == OPT_FLAG) {
-      *(bool *)((char *)a + d->off) = true;
-      a->given[k] = "";
-      continue;
-    }
-    if (i + 1 >= argc) return bad_arg(a, "missing value for", argv[i]);
-    if (parse_value(d, argv[i + 1], a) != 0) return bad_arg(a, "bad value for", argv[i]);
-    a->given[k] = argv[++i];
+static int take_option(args *a, const opt_def *d, const char *value) {
+  size_t k = (size_t)(d - opts);
+  if (d->type == OPT_FLAG) {
+    *(bool *)((char *)a + d->off) = true;
+    a->given[k] = "";
+    return 0;
   }
+  if (parse_value(d, value, a) != 0) return bad_arg(a, "bad value for", d->name);
+  a->given[k] = value;
+  return 0;
+}
+
+/* argv[first..] are the options of command a->cmd (getopt_long: --name
+ * value or --name=value, a unique prefix of a name); merge's other words
+ * are its files. */
+static int parse_options(int argc, char **argv, int first, args *a) {
+  struct option lo[NOPTS + 1];
+  const opt_def *defs[NOPTS];
+  size_t n = 0;
+  for (size_t i = 0; i < NOPTS; i++) {
+    if (!(opts[i].cmds & a->cmd)) continue;
+    defs[n] = &opts[i];
+    lo[n] = (struct option){opts[i].name + 2, opts[i].type == OPT_FLAG ? no_argument : required_argument,
+                            NULL, OPT_CODE + (int)n};
+    n++;
+  }
+  lo[n] = (struct option){NULL, 0, NULL, 0};
+  /* Scanned from argv[first]: the word before it stands for the program
+   * name; optind 0 starts getopt afresh (args_parse may run again). */
+  int sub_argc = argc - first + 1;
+  char **sub = argv + first - 1;
+  optind = 0;
+  opterr = 0;
+  for (int c; (c = getopt_long(sub_argc, sub, ":", lo, NULL)) != -1;) {
+    const char *word = sub[optind - 1];
+    if (c == ':') return bad_arg(a, "missing value for", word);
+    if (c < OPT_CODE || c >= OPT_CODE + (int)n) return bad_arg(a, "unknown option", word);
+    int rc = take_option(a, defs[c - OPT_CODE], optarg);
+    if (rc != 0) return rc;
+  }
+  if (optind < sub_argc && a->cmd != ARGS_CMD_MERGE) return bad_arg(a, "unexpected argument", sub[optind]);
+  /* getopt_long has moved them to the end. */
+  a->files = sub + optind;
+  a->nfiles = sub_argc - optind;
   return 0;
 }
 
@@ -334,10 +361,7 @@ int args_parse(int argc, char **argv, args *a) {
   a->cmd = args_cmd_find(argv[1]);
   if (a->cmd == 0) return bad_arg(a, "unknown command", argv[1]);
   int first = 2;
-  if (a->cmd == ARGS_CMD_MERGE) {
-    /* Its files are gathered at the front of argv[2..], over words read. */
-    a->files = argv + 2;
-  } else if (a->cmd != ARGS_CMD_LIST) {
+  if (a->cmd != ARGS_CMD_LIST && a->cmd != ARGS_CMD_MERGE) {
     if (argc < 3 || argv[2][0] == '-')
       return bad_arg(a, a->cmd == ARGS_CMD_REPLAY ? "missing file after" : "missing scenario after",
                      argv[1]);
