@@ -105,9 +105,16 @@ rc=$(status "$S" fuzz test_race --seeds 1..100000000 --jobs 2 --time-budget 1 --
 [[ $rc == 1 ]] || fail "fuzz with a time budget: exit status $rc"
 [[ $(jq -r .stopped "$T/budget/summary.json") == "time budget" ]] || fail "budget: not marked stopped"
 
-step "sweep --json --junit: groups with their lowest seed"
-rc=$(status "$S" sweep test_race --seeds 1..60 --jobs 2 --json "$T/sweep.json" --junit "$T/sweep.xml")
+step "sweep --json --junit --out: groups with their lowest seed, each failure kept"
+rc=$(status "$S" sweep test_race --seeds 1..60 --jobs 2 --json "$T/sweep.json" --junit "$T/sweep.xml" \
+  --out "$T/sweep-out")
 [[ $rc == 1 ]] || fail "sweep of test_race: exit status $rc"
+[[ $(wc -l <"$T/sweep-out/failures.jsonl") == $(jq .failed "$T/sweep.json") ]] ||
+  fail "sweep: failures.jsonl does not list every failure"
+while read -r replay; do
+  "$S" replay "$replay" >"$T/replay.out" 2>&1 || true # exit status 1: the run fails again
+  grep -q '^replay matches the recording' "$T/replay.out" || fail "sweep: $replay does not replay"
+done < <(jq -r .replay "$T/sweep-out/failures.jsonl")
 xmllint --noout "$T/sweep.xml" || fail "sweep.xml is not XML"
 jq -e '.command == "sweep" and .format == 2 and (.groups | length) >= 1' "$T/sweep.json" >/dev/null ||
   fail "sweep.json: $(head -c 300 "$T/sweep.json")"

@@ -141,6 +141,15 @@ int campaign_run_finish(campaign_run *cr, int runner_rc) {
   return rc;
 }
 
+void campaign_run_print_stop(const campaign_run *cr) {
+  const campaign *c = &cr->c;
+  const char *stopped = c->meta.stopped;
+  if (stopped[0] == '\0') return;
+  if (stopped[0] == 'S') printf("stopped by %s: ", stopped);
+  else printf("time budget spent: ");
+  printf("%llu of %llu runs done\n", (unsigned long long)c->runs, (unsigned long long)c->meta.planned);
+}
+
 void campaign_run_free(campaign_run *cr) {
   if (cr->jsonl != NULL) fclose(cr->jsonl);
   cr->jsonl = NULL;

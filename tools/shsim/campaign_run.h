@@ -47,6 +47,10 @@ void campaign_run_result(campaign_run *cr, const unit_rec *r);
  * (reported). */
 int campaign_run_finish(campaign_run *cr, int runner_rc);
 
+/* After finish: "stopped by SIGTERM: R of P runs done" (or "time budget
+ * spent: ..."), if the campaign stopped early. */
+void campaign_run_print_stop(const campaign_run *cr);
+
 void campaign_run_free(campaign_run *cr);
 
 /* The exit status of a campaign: 128 + the signal that stopped it, else 2

@@ -95,11 +95,7 @@ int fuzz_cmd(const args *a, const unit_plan *p) {
     return 2;
   }
   int rc = campaign_run_finish(&fz->cr, fuzz_run(fz));
-  const char *stopped = fz->cr.c.meta.stopped;
-  if (stopped[0] == 'S') printf("stopped by %s: ", stopped);
-  else if (stopped[0] != '\0') printf("time budget spent: ");
-  if (stopped[0] != '\0')
-    printf("%llu of %llu runs done\n", (unsigned long long)fz->done, (unsigned long long)p->nunits);
+  campaign_run_print_stop(&fz->cr);
   campaign_print(&fz->cr.c);
   int status = campaign_run_status(&fz->cr, rc);
   campaign_run_free(&fz->cr);

@@ -159,10 +159,7 @@ static void sweep_run(sweep *sw) {
     fputc('\n', stderr);
   }
   rc = campaign_run_finish(&sw->cr, rc);
-  const char *stopped = sw->cr.c.meta.stopped;
-  if (stopped[0] != '\0')
-    printf("stopped (%s): %llu of %llu runs done\n", stopped, (unsigned long long)sw->done,
-           (unsigned long long)p->nunits);
+  campaign_run_print_stop(&sw->cr);
   report_sweep_table(a, p, nslots, pool_now_ns() - sw->started_ns, sw->per);
   report_failures(a, p, sw->fails, sw->nkept, sw->nfails);
   campaign_print_groups(&sw->cr.c);
