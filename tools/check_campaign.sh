@@ -132,6 +132,11 @@ jq -e '.command == "sweep" and .format == 2 and (.groups | length) >= 1' "$T/swe
 lowest=$(jq '[.failures[].seed] | min' "$T/sweep.json")
 [[ $(jq '[.groups[].seed] | min' "$T/sweep.json") == "$lowest" ]] || fail "sweep groups: not the lowest seed"
 
+"$S" sweep ask_reply --seeds 1..10 --shard 2/3 --json "$T/sweep-shard.json" >"$T/out" 2>&1 ||
+  fail "sweep of a shard: $(cat "$T/out")"
+jq -e '.seeds_run == 3 and .shard.index == 2 and .shard.count == 3' "$T/sweep-shard.json" >/dev/null ||
+  fail "sweep --shard 2/3 of 1..10: $(head -c 300 "$T/sweep-shard.json")"
+
 step "four shards under GNU parallel merge to the unsharded campaign"
 seeds=1..400
 "$S" fuzz test_race --seeds $seeds --jobs 2 --json "$T/full.json" >/dev/null 2>&1 || true
