@@ -175,8 +175,12 @@ static int cmd_sweep(const args *a, const unit_plan *p) {
     free(fails);
     return 2;
   }
-  *sw = (sweep){.a = a, .p = p, .fails = fails, .tty = isatty(STDERR_FILENO) == 1,
-                .started_ns = pool_now_ns()};
+  /* Field by field: a compound literal of it would be a large stack temporary. */
+  sw->a = a;
+  sw->p = p;
+  sw->fails = fails;
+  sw->tty = isatty(STDERR_FILENO) == 1;
+  sw->started_ns = pool_now_ns();
   int status = 2;
   if (campaign_run_init(&sw->cr, a, p, "sweep") == 0) {
     sweep_run(sw);
