@@ -116,6 +116,14 @@ rc=$(status "$S" fuzz test_race --seeds 1..100000000 --jobs 2 --time-budget 1 --
 [[ $rc == 1 ]] || fail "fuzz with a time budget: exit status $rc"
 [[ $(jq -r .stopped "$T/budget/summary.json") == "time budget" ]] || fail "budget: not marked stopped"
 
+step "fuzz --faults --out: each replay file holds the fault rates its seed drew"
+"$S" fuzz test_race --seeds 1..60 --jobs 2 --faults 'sh/pool/*:0.05' --out "$T/faults" >/dev/null 2>&1 || true
+[[ $(wc -l <"$T/faults/failures.jsonl") -ge 1 ]] || fail "fuzz --faults found no failure"
+while read -r replay; do
+  "$S" replay "$replay" >"$T/replay.out" 2>&1 || true
+  grep -q '^replay matches the recording' "$T/replay.out" || fail "fuzz --faults: $replay does not replay"
+done < <(jq -r .replay "$T/faults/failures.jsonl")
+
 step "sweep --json --junit --out: groups with their lowest seed, each failure kept"
 rc=$(status "$S" sweep test_race --seeds 1..60 --jobs 2 --json "$T/sweep.json" --junit "$T/sweep.xml" \
   --out "$T/sweep-out")
