@@ -43,6 +43,7 @@ typedef struct args {
                                 directory for the findings as they come */
   uint64_t max_trials;       /* shrink: replays at most */
   const char *record_path;   /* children write each run's replay file here */
+  bool record_failed_only;   /* ... only a failed run's (a campaign's --out) */
   bool exact;                /* replay: sim and workers are the run's own, as recorded */
   uint64_t shard_i, shard_n; /* seeds s with (s - lo) % shard_n == shard_i - 1 */
   uint64_t time_budget_s;    /* no new seed after this much real time (0: none) */

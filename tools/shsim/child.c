@@ -115,7 +115,8 @@ static void run_once(const args *a, const unit_plan *p, uint64_t u, unit_rec *ou
   child.start_ns = pool_now_ns();
   sh_sim_configure(&o);
   sh_scenario_run(sc, seed, workers, &r);
-  replayfile_record(child.record_path);
+  /* A campaign keeps failed runs' files only: writing every run's costs as much as the run. */
+  if (!r.ok || !a->record_failed_only) replayfile_record(child.record_path);
   out->real_ns = pool_now_ns() - child.start_ns;
   sh_sim_report_get(&out->rep);
   out->ok = r.ok;

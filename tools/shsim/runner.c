@@ -60,10 +60,10 @@ static void job_child(void *arg) {
     child_run(rn->a, rn->p, j->next, j->child_end, j->leak_each);
     return;
   }
-  /* Each run of the child records its replay file (replayfile_record): the
-   * file of the run that fails, its last, is the one kept. */
+  /* The child records the replay file of a run that fails (its last). */
   args a = *rn->a;
   a.record_path = j->rec_path;
+  a.record_failed_only = true;
   child_run(&a, rn->p, j->next, j->child_end, j->leak_each);
 }
 
