@@ -382,15 +382,17 @@ tools: $(addprefix build/bin/,$(TOOL_NAMES) $(RUNNERS))
 # build/CFG/tests/NAME in sequence under `timeout`, prints one line per program
 # (and its output, from build/CFG/tests/NAME.log, when it fails) and counts
 # the shell variables pass and fail. A program that did not build is a failure.
+# Each also gets its JUnit report, $(JUNIT_DIR)/CFG/NAME.xml (tools/junit.sh).
 define run_tests
 for t in $(2); do \
   bin=build/$(1)/tests/$$t; log=build/$(1)/tests/$$t.log; \
   if [ ! -x "$$bin" ]; then \
-    printf 'FAIL  %-4s  %s  (did not build)\n' $(1) $$t; fail=$$((fail+1)); continue; \
+    printf 'FAIL  %-4s  %s  (did not build)\n' $(1) $$t; fail=$$((fail+1)); \
+    bash tools/junit.sh case $(JUNIT_DIR) $(1) $$t 0 1 "did not build"; continue; \
   fi; \
   t0=$$SECONDS; \
   { env $(RUN_ENV_$(1)) timeout -k 10 $(TEST_TIMEOUT) $(3) "$$bin" > "$$log" 2>&1; rc=$$?; } 2>/dev/null; \
-  dt=$$((SECONDS-t0)); \
+  dt=$$((SECONDS-t0)); why=; \
   if [ $$rc -eq 0 ]; then \
     printf 'PASS  %-4s  %s  (%ss)\n' $(1) $$t $$dt; pass=$$((pass+1)); \
   else \
@@ -403,6 +405,7 @@ for t in $(2); do \
     tail -n 300 "$$log" | sed 's/^/    | /'; \
     fail=$$((fail+1)); \
   fi; \
+  bash tools/junit.sh case $(JUNIT_DIR) $(1) $$t $$dt $$rc "$$why" "$$log"; \
 done
 endef
 
@@ -416,11 +419,18 @@ summary = echo "$$pass passed, $$fail failed"; [ $$fail -eq 0 ]
 
 # $(call run_check,NAME,LOG,COMMANDS): shell code that runs COMMANDS with
 # their output in LOG, prints `PASS  NAME`, or `FAIL  NAME` and the log, and
-# counts pass or fail.
+# counts pass or fail; its JUnit report goes to $(JUNIT_DIR)/checks/.
 define run_check
-if { $(3); } > $(2) 2>&1; then printf 'PASS  %s\n' '$(1)'; pass=$$((pass+1)); \
-else printf 'FAIL  %s (log: %s)\n' '$(1)' '$(2)'; sed 's/^/    | /' $(2); fail=$$((fail+1)); fi
+t0=$$SECONDS; if { $(3); } > $(2) 2>&1; then printf 'PASS  %s\n' '$(1)'; pass=$$((pass+1)); rc=0; \
+else printf 'FAIL  %s (log: %s)\n' '$(1)' '$(2)'; sed 's/^/    | /' $(2); fail=$$((fail+1)); rc=1; fi; \
+bash tools/junit.sh case $(JUNIT_DIR) checks '$(subst $(space),_,$(1))' $$((SECONDS-t0)) $$rc 'failed' $(2)
 endef
+
+# JUnit XML of `make test` (CI test reports): a file per program or check,
+# $(JUNIT_DIR)/<asan|tsan|checks>/<name>.xml, and all of them in one file,
+# $(JUNIT_DIR)/junit.xml, written at the end.
+JUNIT_DIR := build/test-results
+space := $(subst ,, )
 
 # The public headers whose API libstackhouse.so exports, for the exports
 # check of `make test` (tools/check_exports.sh): every function and object
@@ -453,7 +463,7 @@ deps:
 # include layering (tools/check_layers.sh) and the exports of the .so
 # (tools/check_exports.sh, SO_API_HEADERS). Exit status non-zero on any failure.
 test: deps
-	@rm -rf build/asan build/tsan
+	@rm -rf build/asan build/tsan $(JUNIT_DIR)
 	+@pass=0; fail=0; $(tsan_launcher); \
 	echo "== build: asan tests$(if $(TESTS_tsan), + tsan tests)"; \
 	$(SUBMAKE) -k asan-tests tsan-tests; build=$$?; \
@@ -470,7 +480,12 @@ test: deps
 	$(call run_check,mutants list check,build/check-mutants.log,bash tools/mutants.sh --check); \
 	$(call run_check,exports check,build/check-exports.log,CC='$(CC)' bash tools/check_exports.sh --self-test && \
 	  CC='$(CC)' bash tools/check_exports.sh build/release/libstackhouse.so $(SO_API_HEADERS)); \
+	echo "== shsim campaigns: JUnit, --out, signals, merge of shards under GNU parallel (tools/check_campaign.sh)"; \
+	$(call run_check,campaign check,build/check-campaign.log,bash tools/check_campaign.sh build/bin/shsim); \
+	$(call run_check,JUnit check,build/check-junit.log,bash tools/junit.sh --self-test && bash tools/junit.sh check $(JUNIT_DIR)); \
 	if [ $$build -ne 0 ] && [ $$fail -eq 0 ]; then printf 'FAIL  test build\n'; fail=$$((fail+1)); fi; \
+	bash tools/junit.sh collect $(JUNIT_DIR) > $(JUNIT_DIR)/junit.xml.new && mv -f $(JUNIT_DIR)/junit.xml.new $(JUNIT_DIR)/junit.xml; \
+	echo "JUnit report: $(JUNIT_DIR)/junit.xml"; \
 	$(summary)
 
 # Deterministic simulation: every visible scenario over SIM_SEEDS in each of
@@ -655,7 +670,8 @@ help:
 	@echo "make [all]      release library (.a, .so), benches, examples (build/release)"
 	@echo "make deps       install missing packages (tools/deps.sh)"
 	@echo "make test       deps; asan build from scratch; every test under ASan+UBSan,"
-	@echo "                TSAN_TESTS under TSan; then make all. TESTS=\"...\" runs a subset"
+	@echo "                TSAN_TESTS under TSan; then make all. TESTS=\"...\" runs a subset;"
+	@echo "                JUnit report: build/test-results/junit.xml"
 	@echo "make sim        every scenario under the simulator: SIM_SEEDS (1..1000) x SIM_SWEEPS"
 	@echo "make bench      build and run every bench/*.c, then bench/echo.sh [ECHO_ARGS=...]"
 	@echo "make savina     the Savina suite against CAF, Erlang, Go (SAVINA_ARGS=--quick)"

@@ -163,6 +163,7 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
 static const sh_scenario http_backend_timeout = {
     .name = "http_backend_timeout",
     .summary = "HTTP handlers ask a backend that is late or silent: 504/503/200 in order",
+    .flags = SH_SCN_NET,
     .state_size = sizeof(world),
     .setup = setup,
     .verify = verify,

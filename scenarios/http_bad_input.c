@@ -171,6 +171,7 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
 static const sh_scenario http_bad_input = {
     .name = "http_bad_input",
     .summary = "HTTP bad input: each kind answered with its status (and closed), others served",
+    .flags = SH_SCN_NET,
     .state_size = sizeof(world),
     .setup = setup,
     .verify = verify,

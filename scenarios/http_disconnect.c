@@ -131,6 +131,7 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
 static const sh_scenario http_disconnect = {
     .name = "http_disconnect",
     .summary = "HTTP clients gone mid-head, mid-body, before the response: the rest served",
+    .flags = SH_SCN_NET,
     .state_size = sizeof(world),
     .setup = setup,
     .verify = verify,

@@ -196,6 +196,7 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
 static const sh_scenario http_pipeline = {
     .name = "http_pipeline",
     .summary = "HTTP requests pipelined, split at every point: responses whole, in order, once",
+    .flags = SH_SCN_NET,
     .state_size = sizeof(world),
     .setup = setup,
     .verify = verify,

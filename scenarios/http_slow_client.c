@@ -200,6 +200,7 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
 static const sh_scenario http_slow_client = {
     .name = "http_slow_client",
     .summary = "HTTP idle timeout: slow head in time answered, slowloris and idle closed",
+    .flags = SH_SCN_NET,
     .state_size = sizeof(world),
     .setup = setup,
     .verify = verify,

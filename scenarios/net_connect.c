@@ -112,6 +112,7 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
 static const sh_scenario net_connect = {
     .name = "net_connect",
     .summary = "connects refused and timed out end with their error; the next one works",
+    .flags = SH_SCN_NET,
     .state_size = sizeof(world),
     .setup = setup,
     .verify = verify,

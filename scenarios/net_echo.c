@@ -246,6 +246,7 @@ static int setup_slow(sh_scn *s, sh_system *sys) { return start(s, sys, 2, 200u 
 static const sh_scenario net_echo = {
     .name = "net_echo",
     .summary = "TCP echo: drawn sizes and chunks, partial IO, resets; every byte back in order",
+    .flags = SH_SCN_NET,
     .state_size = sizeof(world),
     .setup = setup_echo,
     .verify = verify,
@@ -255,6 +256,7 @@ SH_SCENARIO(net_echo);
 static const sh_scenario net_crowd = {
     .name = "net_crowd",
     .summary = "48 clients connect at once to a TCP echo server",
+    .flags = SH_SCN_NET,
     .state_size = sizeof(world),
     .setup = setup_crowd,
     .verify = verify,
@@ -264,6 +266,7 @@ SH_SCENARIO(net_crowd);
 static const sh_scenario net_slow_reader = {
     .name = "net_slow_reader",
     .summary = "a client that reads slowly: back-pressure bounds the server's buffers",
+    .flags = SH_SCN_NET,
     .state_size = sizeof(world),
     .setup = setup_slow,
     .verify = verify,

@@ -305,6 +305,7 @@ static int setup_eof(sh_scn *s, sh_system *sys) {
 static const sh_scenario net_rpc = {
     .name = "net_rpc",
     .summary = "requests inflight both ways, head-of-line results matched FIFO, a close under load",
+    .flags = SH_SCN_NET,
     .state_size = sizeof(world),
     .setup = setup_hol,
     .verify = verify,
@@ -314,6 +315,7 @@ SH_SCENARIO(net_rpc);
 static const sh_scenario net_rpc_ids = {
     .name = "net_rpc_ids",
     .summary = "requests inflight both ways, results as they finish matched by id, a close",
+    .flags = SH_SCN_NET,
     .state_size = sizeof(world),
     .setup = setup_ids,
     .verify = verify,
@@ -323,6 +325,7 @@ SH_SCENARIO(net_rpc_ids);
 static const sh_scenario net_rpc_eof = {
     .name = "net_rpc_eof",
     .summary = "requests then an end of stream: every result is written before the close",
+    .flags = SH_SCN_NET,
     .state_size = sizeof(world),
     .setup = setup_eof,
     .verify = verify,

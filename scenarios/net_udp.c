@@ -155,6 +155,7 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
 static const sh_scenario net_udp = {
     .name = "net_udp",
     .summary = "UDP with loss, duplication and reordering: a resending protocol gets every number",
+    .flags = SH_SCN_NET,
     .state_size = sizeof(world),
     .workers = 1,
     .setup = setup,

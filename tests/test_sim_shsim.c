@@ -647,8 +647,11 @@ static char *read_text(const char *path) {
 static size_t json_seeds(const char *path, unsigned *hits, size_t nhits) {
   char *text = read_text(path);
   static const char key[] = "\"seed\": ";
+  /* The list of failures comes last (a group names its lowest seed too). */
+  const char *list = strstr(text, "\"failures\": [");
+  assert_non_null(list);
   size_t n = 0;
-  for (const char *p = strstr(text, key); p != NULL; p = strstr(p, key)) {
+  for (const char *p = strstr(list, key); p != NULL; p = strstr(p, key)) {
     p += strlen(key);
     uint64_t seed;
     bool ok = take_dec(&p, &seed) && seed < nhits;

@@ -7,6 +7,8 @@
 #   bash tools/deps.sh        (also run by `make deps`, `make test`, `make sim`)
 set -euo pipefail
 
+# parallel, jq, libxml2-utils (xmllint): tools/check_campaign.sh runs shsim's
+# shards under GNU parallel and reads its JSON and JUnit output.
 # libclang-rt-dev: clang's sanitizer runtimes. clang only recommends it, and
 # --no-install-recommends would leave `make CC=clang test` unable to link.
 PACKAGES=(
@@ -20,6 +22,9 @@ PACKAGES=(
   lcov
   libgoogle-perftools-dev
   coreutils
+  parallel
+  jq
+  libxml2-utils
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then

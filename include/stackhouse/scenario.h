@@ -83,6 +83,9 @@ enum {
    * faults in the simulator (shsim --faults) runs it without them; on
    * threads (SH_FAULTS) the points are the whole process's, and it may fail. */
   SH_SCN_NO_FAULTS = 1u << 2,
+  /* Uses the (simulated) network: `shsim fuzz` draws network weather
+   * (the sh/net/ fault points) for it, and for no scenario without it. */
+  SH_SCN_NET = 1u << 3,
 };
 
 typedef struct sh_scenario {

@@ -39,18 +39,41 @@ typedef struct args {
   bool check_determinism;
   bool all;
   const char *schedule_path; /* run: replay this schedule */
-  const char *out_path;      /* shrink: where the shrunk schedule goes */
+  const char *out_path;      /* shrink: where the shrunk schedule goes; sweep, fuzz: a
+                                directory for the findings as they come */
   uint64_t max_trials;       /* shrink: replays at most */
   const char *record_path;   /* children write each run's replay file here */
+  bool record_failed_only;   /* ... only a failed run's (a campaign's --out) */
   bool exact;                /* replay: sim and workers are the run's own, as recorded */
   bool any_binary;           /* replay, run --schedule: a file of another binary too */
-  uint64_t shard_i, shard_n; /* fuzz: seeds s with (s - lo) % shard_n == shard_i - 1 */
-  uint64_t time_budget_s;    /* fuzz: no new seed after this much real time (0: none) */
-  const char *json_path;     /* fuzz: the summary goes here */
+  uint64_t shard_i, shard_n; /* seeds s with (s - lo) % shard_n == shard_i - 1 */
+  uint64_t time_budget_s;    /* no new seed after this much real time (0: none) */
+  const char *json_path;     /* sweep, fuzz, merge: the summary goes here */
+  const char *junit_path;    /* sweep, fuzz, merge: JUnit XML goes here */
   char **files;              /* merge: the summaries */
   int nfiles;
   const char *given[32]; /* argv text of each option given, by index in the option table */
 } args;
+
+/* The command of that name (ARGS_CMD_*), or 0. */
+unsigned args_cmd_find(const char *name);
+const char *args_cmd_name(unsigned cmd); /* NULL for 0 */
+
+/* The help of one command (cmd: ARGS_CMD_*), or the overview (0). */
+void args_usage(FILE *f, unsigned cmd);
+
+/* The options command cmd accepts, one or more lines each. */
+void args_options_help(FILE *f, unsigned cmd);
+
+/* "shsim VERSION (binary 0x...)" and a newline. */
+void args_version(FILE *f);
+
+/* The CPUs this process may run on (1..POOL_JOBS_MAX): --jobs's default. */
+uint64_t args_cpus(void);
+
+/* The options given that shape the runs (not the seeds, jobs, outputs):
+ * names[i] and values[i], at most cap of them; their count. */
+size_t args_run_options(const args *a, const char **names, const char **values, size_t cap);
 
 /* Every option at its default; no command, no scenario. */
 void args_default(args *a);

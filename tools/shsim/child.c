@@ -100,7 +100,7 @@ static void run_options(const args *a, const sh_scenario *sc, uint64_t seed, sh_
   o->seed = seed;
   o->vtime_limit_ns = sh_scenario_vtime_limit_ns(sc);
   o->max_steps = sh_scenario_max_steps(sc, o->max_steps);
-  if (a->cmd == ARGS_CMD_FUZZ) swarm_draw(seed, o, workers);
+  if (a->cmd == ARGS_CMD_FUZZ) swarm_draw(sc, seed, o, workers);
 }
 
 static void run_once(const args *a, const unit_plan *p, uint64_t u, unit_rec *out) {
@@ -111,13 +111,14 @@ static void run_once(const args *a, const unit_plan *p, uint64_t u, unit_rec *ou
   run_options(a, sc, seed, &o, &workers);
   if (child.record_path != NULL)
     replayfile_prepare(&(replay_run){.scenario = sc->name, .workers = workers, .o = o,
-                                     .faults = args_given(a, "--faults")});
+                                     .faults = o.faults});
   unit_rec_init(out, u, UNIT_REC_RESULT);
   sh_scn_result r;
   child.start_ns = pool_now_ns();
   sh_sim_configure(&o);
   sh_scenario_run(sc, seed, workers, &r);
-  replayfile_record(child.record_path);
+  /* A campaign keeps failed runs' files only: writing every run's costs as much as the run. */
+  if (!r.ok || !a->record_failed_only) replayfile_record(child.record_path);
   out->real_ns = pool_now_ns() - child.start_ns;
   sh_sim_report_get(&out->rep);
   out->ok = r.ok;

@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "campaign_run.h"
 #include "fuzz.h"
+#include "merge.h"
 #include "pool.h"
 #include "report.h"
 #include "replaycmd.h"
@@ -33,12 +35,14 @@ static int cmd_list(const args *a) {
   size_t n = sh_scenario_count();
   for (size_t i = 0; i < n; i++) {
     const sh_scenario *sc = sh_scenario_at(i);
+    /* [net]: fuzz draws network weather for it (SH_SCN_NET). */
+    const char *net = sc->flags & SH_SCN_NET ? " [net]" : "";
     if (unit_visible(sc)) {
-      printf("%-28s %s\n", sc->name, sc->summary);
+      printf("%-28s %s%s\n", sc->name, sc->summary, net);
     } else if (a->all && sc->expect != NULL) {
-      printf("%-28s %s [hidden: expects FAIL:%s]\n", sc->name, sc->summary, sc->expect);
+      printf("%-28s %s%s [hidden: expects FAIL:%s]\n", sc->name, sc->summary, net, sc->expect);
     } else if (a->all) {
-      printf("%-28s %s [hidden]\n", sc->name, sc->summary);
+      printf("%-28s %s%s [hidden]\n", sc->name, sc->summary, net);
     }
   }
   return 0;
@@ -78,12 +82,14 @@ static int cmd_run(const args *a, const unit_plan *p, const replay_file *rf) {
 typedef struct sweep {
   const args *a;
   const unit_plan *p;
+  campaign_run cr; /* the groups, the summaries, --out */
   report_tally per[UNIT_SCN_MAX];
   report_failure *fails; /* the first FAILURES_KEPT */
   size_t nkept;
   uint64_t nfails, done;
   bool tty;
   uint64_t started_ns, drawn_ns;
+  int status; /* the exit status */
 } sweep;
 
 static void progress_bar(sweep *sw, bool force) {
@@ -118,6 +124,7 @@ static void sweep_fail(sweep *sw, report_tally *t, const unit_rec *r) {
 
 static void sweep_result(void *ctx, const unit_rec *r) {
   sweep *sw = ctx;
+  campaign_run_result(&sw->cr, r);
   size_t si = unit_scn_index(sw->p, r->unit);
   report_tally *t = &sw->per[si];
   if (r->recheck) {
@@ -138,6 +145,27 @@ static void sweep_result(void *ctx, const unit_rec *r) {
             (double)(pool_now_ns() - sw->started_ns) / 1e9);
 }
 
+static void sweep_run(sweep *sw) {
+  const args *a = sw->a;
+  const unit_plan *p = sw->p;
+  size_t nslots = a->jobs < p->nunits ? (size_t)a->jobs : (size_t)p->nunits;
+  runner rn = {.a = a, .p = p, .nslots = nslots, .chunk = runner_chunk_size(p, nslots),
+               .on_result = sweep_result, .on_tick = sweep_tick, .ctx = sw};
+  campaign_run_setup(&sw->cr, &rn);
+  if (a->time_budget_s != 0) rn.deadline_ns = sw->started_ns + a->time_budget_s * 1000000000ull;
+  int rc = nslots == 0 ? 0 : runner_run(&rn); /* none: a shard past the range's end */
+  if (sw->tty && p->nunits > 0) {
+    progress_bar(sw, true);
+    fputc('\n', stderr);
+  }
+  rc = campaign_run_finish(&sw->cr, rc);
+  campaign_run_print_stop(&sw->cr);
+  report_sweep_table(a, p, nslots, pool_now_ns() - sw->started_ns, sw->per);
+  report_failures(a, p, sw->fails, sw->nkept, sw->nfails);
+  campaign_print_groups(&sw->cr.c);
+  sw->status = campaign_run_status(&sw->cr, rc);
+}
+
 static int cmd_sweep(const args *a, const unit_plan *p) {
   sweep *sw = calloc(1, sizeof(*sw));
   report_failure *fails = calloc(FAILURES_KEPT, sizeof(report_failure));
@@ -147,19 +175,18 @@ static int cmd_sweep(const args *a, const unit_plan *p) {
     free(fails);
     return 2;
   }
-  *sw = (sweep){.a = a, .p = p, .fails = fails, .tty = isatty(STDERR_FILENO) == 1,
-                .started_ns = pool_now_ns()};
-  size_t nslots = a->jobs < p->nunits ? (size_t)a->jobs : (size_t)p->nunits;
-  runner rn = {.a = a, .p = p, .nslots = nslots, .chunk = runner_chunk_size(p, nslots),
-               .on_result = sweep_result, .on_tick = sweep_tick, .ctx = sw};
-  runner_run(&rn);
-  if (sw->tty) {
-    progress_bar(sw, true);
-    fputc('\n', stderr);
+  /* Field by field: a compound literal of it would be a large stack temporary. */
+  sw->a = a;
+  sw->p = p;
+  sw->fails = fails;
+  sw->tty = isatty(STDERR_FILENO) == 1;
+  sw->started_ns = pool_now_ns();
+  int status = 2;
+  if (campaign_run_init(&sw->cr, a, p, "sweep") == 0) {
+    sweep_run(sw);
+    status = sw->status;
   }
-  report_sweep_table(a, p, nslots, pool_now_ns() - sw->started_ns, sw->per);
-  report_failures(a, p, sw->fails, sw->nkept, sw->nfails);
-  int status = sw->nfails != 0 ? 1 : 0;
+  campaign_run_free(&sw->cr);
   free(fails);
   free(sw);
   return status;
@@ -170,7 +197,7 @@ int main(int argc, char **argv) {
   int rc = args_parse(argc, argv, &a);
   if (rc != 0) return rc > 0 ? 0 : 2;
   if (a.cmd == ARGS_CMD_LIST) return cmd_list(&a);
-  if (a.cmd == ARGS_CMD_MERGE) return fuzz_merge_cmd(&a);
+  if (a.cmd == ARGS_CMD_MERGE) return merge_cmd(&a);
   replay_file rf = {0};
   if (a.cmd == ARGS_CMD_REPLAY && (rc = replaycmd_load(&a, &rf)) != 0) return rc;
   if (a.schedule_path != NULL && (rc = replaycmd_schedule(&a, &rf)) != 0) return rc;

@@ -86,6 +86,9 @@ __attribute__((noreturn)) static void child_main(pool *p, const pool_job *job, p
   /* A parent gone (killed) must not leave a hung job behind. */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(1);
+  /* The parent decides what a Ctrl-C or a SIGTERM ends (pool_config.stop). */
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
   for (size_t i = 0; i < p->c->jobs; i++) {
     close_fd(&p->slots[i].msg_fd);
     close_fd(&p->slots[i].err_fd);
@@ -237,6 +240,7 @@ static int pool_poll(pool *p) {
   }
   int ready = poll(pfd, n, POOL_TICK_MS);
   if (ready < 0 && errno != EINTR) return pool_fail(p, "poll", errno);
+  if (p->c->stop != NULL && *p->c->stop != 0) return 0; /* no end is news any more */
   for (nfds_t k = 0; k < n && ready > 0; k++) {
     if (pfd[k].revents == 0) continue;
     slot *s = owner[k];
@@ -267,6 +271,10 @@ int pool_run(const pool_config *c, const char **what) {
   }
   int rc;
   for (;;) {
+    if (c->stop != NULL && *c->stop != 0) {
+      rc = pool_fail(&p, NULL, EINTR);
+      break;
+    }
     rc = pool_fill(&p);
     if (rc != 0 || !pool_busy(&p)) break;
     rc = pool_poll(&p);

@@ -72,11 +72,17 @@ typedef struct pool_config {
   /* About every POOL_TICK_MS, while children run (may be NULL). */
   void (*on_tick)(void *ctx);
   void *ctx;
+  /* Set (by a signal handler): kill and reap every child, start no other
+   * and return -EINTR; no on_end() for those killed. May be NULL. Children
+   * ignore SIGINT and SIGTERM, so that a Ctrl-C sent to the whole process
+   * group does not make failures of the runs it cut short. */
+  volatile sig_atomic_t *stop;
 } pool_config;
 
-/* Runs jobs until next() has none and every child has ended. 0, or -errno
- * when the pool could not go on (*what: "fork", "pipe", "poll", "calloc";
- * -EINVAL for a bad config): then it has killed its children. */
+/* Runs jobs until next() has none and every child has ended. 0, -EINTR
+ * when stopped (c->stop), or -errno when the pool could not go on (*what:
+ * "fork", "pipe", "poll", "calloc"; -EINVAL for a bad config): then it has
+ * killed its children. */
 int pool_run(const pool_config *c, const char **what);
 
 /* In a child: sends one message (msg_size bytes). Async-signal-safe, so that

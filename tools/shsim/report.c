@@ -130,9 +130,11 @@ static void table_row(const char *name, int w, const report_tally *t) {
 
 void report_sweep_table(const args *a, const unit_plan *p, size_t nslots, uint64_t real_ns,
                         const report_tally *per) {
-  printf("strategy %s, seeds %llu..%llu, %zu job%s, %.2f s\n",
-         sh_sim_strategy_name(a->sim.strategy), (unsigned long long)p->seeds.lo, (unsigned long long)p->seeds.hi, nslots,
-         nslots == 1 ? "" : "s", (double)real_ns / 1e9);
+  printf("strategy %s, seeds %llu..%llu", sh_sim_strategy_name(a->sim.strategy),
+         (unsigned long long)p->seeds.lo, (unsigned long long)p->seeds.hi);
+  if (a->shard_n > 1)
+    printf(", shard %llu/%llu", (unsigned long long)a->shard_i, (unsigned long long)a->shard_n);
+  printf(", %zu job%s, %.2f s\n", nslots, nslots == 1 ? "" : "s", (double)real_ns / 1e9);
   int w = 8;
   for (size_t i = 0; i < p->nscs; i++) {
     int len = (int)strlen(p->scs[i]->name);

@@ -4,13 +4,16 @@
 #include "runner.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "child.h"
 #include "pool.h"
+#include "replayfile.h"
 #include "report.h"
 
 #define CHUNK_MAX 32 /* units per child: a crash restarts at most this much */
@@ -35,6 +38,7 @@ typedef struct job {
   uint64_t range_lo;   /* the recheck's first unit */
   bool held_valid;
   unit_rec held;       /* a partial or last record, used when the child is gone */
+  char rec_path[PATH_MAX]; /* with a record_dir: its children's replay file */
 } job;
 
 typedef struct range {
@@ -51,7 +55,16 @@ struct run_state {
 
 static void job_child(void *arg) {
   const job *j = arg;
-  child_run(j->st->rn->a, j->st->rn->p, j->next, j->child_end, j->leak_each);
+  const runner *rn = j->st->rn;
+  if (rn->record_dir == NULL) {
+    child_run(rn->a, rn->p, j->next, j->child_end, j->leak_each);
+    return;
+  }
+  /* The child records the replay file of a run that fails (its last). */
+  args a = *rn->a;
+  a.record_path = j->rec_path;
+  a.record_failed_only = true;
+  child_run(&a, rn->p, j->next, j->child_end, j->leak_each);
 }
 
 static void job_start(job *j, uint64_t begin, uint64_t end) {
@@ -62,6 +75,8 @@ static void job_start(job *j, uint64_t begin, uint64_t end) {
    * and `shsim run` reproduces it. */
   j->child_end = j->recheck ? begin + 1 : end;
   j->held_valid = false;
+  /* A child that dies before it records must not leave another run's file. */
+  if (j->st->rn->record_dir != NULL) unlink(j->rec_path);
 }
 
 static job *job_find(run_state *st, job_phase phase) {
@@ -106,8 +121,32 @@ static bool runner_next(void *ctx, pool_job *pj) {
   return true;
 }
 
+void runner_replay_path(const char *dir, const char *scenario, uint64_t seed, char *out, size_t cap) {
+  snprintf(out, cap, "%s/%s-%llu.replay", dir, scenario, (unsigned long long)seed);
+}
+
+/* A failed run's replay file, kept under its name with its outcome, if it
+ * is the file of that run (a child killed outright records nothing). */
+static void keep_replay(job *j, const unit_rec *r) {
+  const unit_plan *p = j->st->rn->p;
+  const char *name = unit_scn(p, r->unit)->name;
+  uint64_t seed = unit_seed(p, r->unit);
+  replay_file f = {0};
+  size_t line;
+  bool ours = replayfile_load(j->rec_path, &f, &line) == 0 && f.run.scenario != NULL &&
+              strcmp(f.run.scenario, name) == 0 && f.run.o.seed == seed;
+  replayfile_free(&f);
+  char dst[PATH_MAX];
+  runner_replay_path(j->st->rn->record_dir, name, seed, dst, sizeof(dst));
+  replay_outcome o = {.known = true, .ok = false, .hash = r->rep.hash, .steps = r->rep.steps};
+  snprintf(o.kind, sizeof(o.kind), "%s", r->kind);
+  if (!ours || rename(j->rec_path, dst) != 0 || replayfile_add_outcome(dst, &o) != 0)
+    fprintf(stderr, "shsim: %s seed %llu: no replay file kept\n", name, (unsigned long long)seed);
+}
+
 /* The unit j->next is over: hand its result on. */
 static void job_report(job *j, unit_rec *r) {
+  if (!r->ok && j->st->rn->record_dir != NULL) keep_replay(j, r);
   r->recheck = j->recheck;
   /* Any failure explains the leak: a failed run may well leave memory behind. */
   if (j->recheck && !r->ok) j->leak_found = true;
@@ -188,12 +227,16 @@ static void runner_on_tick(void *ctx) {
   if (rn->on_tick != NULL) rn->on_tick(rn->ctx);
 }
 
-void runner_run(const runner *rn) {
+int runner_run(const runner *rn) {
   run_state st = {.rn = rn, .jobs = calloc(rn->nslots, sizeof(job))};
   const char *what = "calloc";
   int rc = -ENOMEM;
   if (st.jobs != NULL) {
-    for (size_t i = 0; i < rn->nslots; i++) st.jobs[i].st = &st;
+    for (size_t i = 0; i < rn->nslots; i++) {
+      st.jobs[i].st = &st;
+      if (rn->record_dir != NULL)
+        snprintf(st.jobs[i].rec_path, PATH_MAX, "%s/.job-%zu.replay", rn->record_dir, i);
+    }
     pool_config c = {.jobs = rn->nslots,
                      .msg_size = sizeof(unit_rec),
                      .timeout_ns = rn->a->timeout_s * 1000000000ull,
@@ -202,15 +245,19 @@ void runner_run(const runner *rn) {
                      .on_msg = runner_on_msg,
                      .on_end = runner_on_end,
                      .on_tick = runner_on_tick,
-                     .ctx = &st};
+                     .ctx = &st,
+                     .stop = rn->stop};
     rc = pool_run(&c, &what);
+    for (size_t i = 0; i < rn->nslots && rn->record_dir != NULL; i++) unlink(st.jobs[i].rec_path);
   }
   free(st.jobs);
+  if (rc == -EINTR) return rc;
   if (rc != 0) {
     /* shsim could not go on: the pool has ended its children. */
     fprintf(stderr, "shsim: %s: %s\n", what != NULL ? what : "pool", strerror(-rc));
     exit(2);
   }
+  return 0;
 }
 
 static void keep(void *ctx, const unit_rec *r) { *(unit_rec *)ctx = *r; }

@@ -52,10 +52,12 @@ static uint64_t draw(uint64_t *x, uint64_t lo, uint64_t hi) {
   return lo + splitmix(x) % (hi - lo + 1);
 }
 
-/* Without a campaign's faults, half the seeds get network weather: the
- * points a correct program copes with (sh_sim_faults_benign), which only
- * scenarios that use the network hit, and which excuse no check. */
-static void draw_weather(uint64_t *x, sh_sim_options *o) {
+/* Without a campaign's faults, half the seeds of a scenario that uses the
+ * network (SH_SCN_NET) get network weather: the points a correct program
+ * copes with (sh_sim_faults_benign), which excuse no check. Others draw
+ * the same number and get none: their runs would be the same, only longer
+ * to replay, and their replay commands would name faults that never fire. */
+static void draw_weather(const sh_scenario *sc, uint64_t *x, sh_sim_options *o) {
   static const char *const levels[] = {
       "sh/net/delay:0.01,sh/net/partition:0.001,sh/net/read:0.05,sh/net/write:0.05,"
       "sh/net/drop:0.01,sh/net/dup:0.01,sh/net/reorder:0.01",
@@ -63,15 +65,18 @@ static void draw_weather(uint64_t *x, sh_sim_options *o) {
       "sh/net/drop:0.2,sh/net/dup:0.2,sh/net/reorder:0.2",
   };
   uint64_t k = draw(x, 0, 3);
-  if (k < 2) o->faults = levels[k];
+  if (k < 2 && (sc->flags & SH_SCN_NET)) o->faults = levels[k];
 }
 
-void swarm_draw(uint64_t seed, sh_sim_options *o, uint32_t *workers) {
+void swarm_draw(const sh_scenario *sc, uint64_t seed, sh_sim_options *o, uint32_t *workers) {
   uint64_t x = seed ^ SWARM_SALT;
   /* none explores least (one schedule per seed and worker count): rarer. */
   uint64_t k = draw(&x, 0, 9);
   o->strategy = k < 4 ? SH_SIM_RANDOM : k < 8 ? SH_SIM_PCT : SH_SIM_NONE;
   *workers = (uint32_t)draw(&x, SWARM_WORKERS_MIN, SWARM_WORKERS_MAX);
+  /* A scenario that declares its workers is written for that many (its
+   * checks may count on them): the draw is kept, so that the others stay. */
+  if (sc->workers != 0) *workers = sc->workers;
   if (o->strategy == SH_SIM_RANDOM) o->switch_permille = (uint32_t)draw(&x, 1, SWARM_PERMILLE_MAX);
   if (o->strategy == SH_SIM_PCT) {
     o->pct_depth = (uint32_t)draw(&x, 1, SWARM_PCT_DEPTH_MAX);
@@ -84,18 +89,18 @@ void swarm_draw(uint64_t seed, sh_sim_options *o, uint32_t *workers) {
   o->atomic_points = (uint32_t)draw(&x, 0, 1);
   /* Faults last: a seed draws the same configuration with them as without. */
   if (o->faults == NULL) {
-    draw_weather(&x, o);
+    draw_weather(sc, &x, o);
     return;
   }
-  swarm_scale sc = {&x, 0};
+  swarm_scale scale = {&x, 0};
   /* A spec too long to scale runs as given. */
-  if (sh_sim_faults_parse(o->faults, scale_entry, &sc, NULL) == 0) o->faults = swarm_faults;
+  if (sh_sim_faults_parse(o->faults, scale_entry, &scale, NULL) == 0) o->faults = swarm_faults;
 }
 
 void swarm_fprint_command(FILE *f, const args *a, const char *name, uint64_t seed) {
   args drawn = *a;
   uint32_t workers;
-  swarm_draw(seed, &drawn.sim, &workers);
+  swarm_draw(sh_scenario_find(name), seed, &drawn.sim, &workers);
   args_fprint_command(f, &drawn, "run", name, seed, ARGS_CMD_RUN);
   fprintf(f, " --workers %u", workers);
   if (drawn.sim.strategy == SH_SIM_RANDOM) fprintf(f, " --switch-permille %u", drawn.sim.switch_permille);
