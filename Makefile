@@ -39,10 +39,12 @@ endif
 
 # ---------------------------------------------------------------- sources ---
 
-# The simulator's headers: its control interface (sim.h, sim_cmocka.h) and
-# the scenario framework's (scenario.h). They belong to the simulation
-# library (libstackhouse-sim.a), not to libstackhouse, and install with it.
-SIM_HEADERS       := $(addprefix include/stackhouse/,sim.h sim_cmocka.h scenario.h)
+# The simulator's headers: its control interface (sim.h, sim_cmocka.h).
+# They belong to the simulation library (libstackhouse-sim.a), not to
+# libstackhouse, and install with it. The scenario framework's header
+# (scenario.h) is for both backends: libstackhouse-sim.a and
+# libstackhouse-shrun.a implement it.
+SIM_HEADERS       := $(addprefix include/stackhouse/,sim.h sim_cmocka.h)
 PUBLIC_HEADERS    := $(filter-out $(SIM_HEADERS),$(wildcard include/stackhouse/*.h))
 CORE_SRCS         := $(wildcard core/*.c)
 EPOLL_SRCS        := $(wildcard backend-epoll/*.c)
@@ -52,9 +54,14 @@ SIM_SRCS          := $(wildcard backend-sim/*.c)
 HTTP_SRCS         := $(wildcard http/*.c)
 LIB_SRCS          := $(CORE_SRCS) $(EPOLL_SRCS) $(HTTP_SRCS)
 # The scenario framework (registry, runs, shared invariants): in the
-# simulation library, so that users' scenarios get it; linked as an object
-# with the scenarios on the epoll backend.
+# simulation library, and, compiled for epoll, in libstackhouse-shrun.a, so
+# that users' scenarios get it on both backends.
 SCN_FRAMEWORK_SRC := scenarios/scenario.c
+# libstackhouse-shrun.a: shrun (the epoll runner, main included) and the
+# scenario framework, for libstackhouse. Linked with scenario objects and
+# libstackhouse it makes a shrun of those scenarios, as
+# libstackhouse-shsim.a does a shsim.
+SHRUN_LIB_SRCS    := tools/shrun.c $(SCN_FRAMEWORK_SRC)
 # libstackhouse-sim.a (core + simulator backend + scenario framework,
 # -DSH_SIM) only once backend-sim/ has sources.
 SIMLIB_SRCS       := $(if $(SIM_SRCS),$(CORE_SRCS) $(SIM_SRCS) $(HTTP_SRCS) $(SCN_FRAMEWORK_SRC))
@@ -165,7 +172,7 @@ $(1)_BENCH_COMMON_OBJS := $$(BENCH_COMMON_SRCS:%.c=build/$(1)/obj/%.o)
 $(1)_BENCH_COMMON_SIM_OBJS := $$(BENCH_COMMON_SRCS:%.c=build/$(1)/obj-sim/%.o)
 $(1)_TEST_SUPPORT_OBJS := $$(TEST_SUPPORT_SRCS:%.c=build/$(1)/obj/%.o)
 $(1)_TEST_SUPPORT_SIM_OBJS := $$(TEST_SUPPORT_SRCS:%.c=build/$(1)/obj-sim/%.o)
-$(1)_SCN_OBJS     := $$(SCENARIO_SRCS:%.c=build/$(1)/obj/%.o) $$(SCN_FRAMEWORK_SRC:%.c=build/$(1)/obj/%.o)
+$(1)_SCN_OBJS     := $$(SCENARIO_SRCS:%.c=build/$(1)/obj/%.o)
 $(1)_SCN_SIM_OBJS := $$(SCENARIO_SRCS:%.c=build/$(1)/obj-sim/%.o)
 
 # Rewritten only when the compiler or flags change; every object depends on it.
@@ -196,17 +203,23 @@ build/$(1)/libstackhouse-shsim.a: $$(SHSIM_SRCS:%.c=build/$(1)/obj-sim/%.o)
 	$$(call say,AR $(1),$$@)
 	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
 
+build/$(1)/libstackhouse-shrun.a: $$(SHRUN_LIB_SRCS:%.c=build/$(1)/obj/%.o)
+	$$(call say,AR $(1),$$@)
+	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
+
 build/$(1)/tests/%: build/$(1)/obj/tests/%.o $$($(1)_TEST_SUPPORT_OBJS) build/$(1)/libstackhouse.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1),$$@)
 	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
 	    $$(LDLIBS_$$*) $$(TEST_LDLIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
 
-# test_scn_*: tests that run the scenarios on the epoll backend.
-build/$(1)/tests/test_scn_%: build/$(1)/obj/tests/test_scn_%.o $$($(1)_TEST_SUPPORT_OBJS) $$($(1)_SCN_OBJS) build/$(1)/libstackhouse.a
+# test_scn_*: tests that run the scenarios on the epoll backend, with the
+# framework from libstackhouse-shrun.a (its main stays out: the test has one).
+build/$(1)/tests/test_scn_%: build/$(1)/obj/tests/test_scn_%.o $$($(1)_TEST_SUPPORT_OBJS) $$($(1)_SCN_OBJS) \
+    build/$(1)/libstackhouse-shrun.a build/$(1)/libstackhouse.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1),$$@)
-	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-shrun.a build/$(1)/libstackhouse.a \
 	    $$(LDLIBS_test_scn_$$*) $$(TEST_LDLIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
 
 # test_sim_*: tests of the simulator, built with -DSH_SIM against libstackhouse-sim.a,
@@ -221,19 +234,19 @@ build/$(1)/tests/test_sim_%: build/$(1)/obj-sim/tests/test_sim_%.o $$($(1)_TEST_
 	    $$(LDLIBS_test_sim_$$*) $$(TEST_LDLIBS) $$(SIM_LIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
 
 # The scenario runners: shsim (simulator) and shrun (epoll), in build/<cfg>/bin.
-# shsim is built as a user builds theirs: scenario objects (the registration
+# Each is built as a user builds theirs: scenario objects (the registration
 # does not pull objects out of archives), then the runner's library (main
-# included), then the simulation library.
+# included), then the simulation library or libstackhouse.
 build/$(1)/bin/shsim: $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-shsim.a build/$(1)/libstackhouse-sim.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1)-sim,$$@)
 	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-shsim.a \
 	    build/$(1)/libstackhouse-sim.a $$(SIM_LIBS) $$($(1)_LIBS) -lpthread $$(LDLIBS)
 
-build/$(1)/bin/shrun: build/$(1)/obj/tools/shrun.o $$($(1)_SCN_OBJS) build/$(1)/libstackhouse.a
+build/$(1)/bin/shrun: $$($(1)_SCN_OBJS) build/$(1)/libstackhouse-shrun.a build/$(1)/libstackhouse.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1),$$@)
-	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-shrun.a build/$(1)/libstackhouse.a \
 	    $$($(1)_LIBS) -lpthread $$(LDLIBS)
 
 # bench/sim_*.c: benchmarks of the simulator (-DSH_SIM, libstackhouse-sim.a, the scenarios).
@@ -553,20 +566,24 @@ BINDIR       ?= $(PREFIX)/bin
 INSTALL      ?= install
 # libdir/includedir in the .pc files, relative to ${prefix} when under it.
 pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
-# The simulator's part of an install: its libraries (release build), its
-# headers, stackhouse-sim.pc, and the tree's shsim.
+# What every install has besides libstackhouse: the scenario framework on
+# epoll with shrun's main (libstackhouse-shrun.a, release build) and the
+# tree's shrun. The simulator's part: its libraries, its headers, and the
+# tree's shsim. One .pc file per library.
+SHRUN_INSTALL_LIBS := build/release/libstackhouse-shrun.a
 SIM_INSTALL_LIBS := build/release/libstackhouse-sim.a build/release/libstackhouse-shsim.a
-PC_FILES         := stackhouse $(if $(SIMLIB_SRCS),stackhouse-sim)
+PC_FILES         := stackhouse stackhouse-shrun $(if $(SIMLIB_SRCS),stackhouse-sim stackhouse-shsim)
 
-install: lib $(if $(SIMLIB_SRCS),$(SIM_INSTALL_LIBS) build/release/bin/shsim)
-	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/stackhouse $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
+install: lib $(SHRUN_INSTALL_LIBS) build/release/bin/shrun \
+         $(if $(SIMLIB_SRCS),$(SIM_INSTALL_LIBS) build/release/bin/shsim)
+	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/stackhouse $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(BINDIR)
 	$(INSTALL) -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCLUDEDIR)/stackhouse/
-	$(INSTALL) -m 644 build/release/libstackhouse.a $(DESTDIR)$(LIBDIR)/
+	$(INSTALL) -m 644 build/release/libstackhouse.a $(SHRUN_INSTALL_LIBS) $(DESTDIR)$(LIBDIR)/
 	$(INSTALL) -m 755 build/release/$(SO_REAL) $(DESTDIR)$(LIBDIR)/
 	ln -sfn $(SO_REAL) $(DESTDIR)$(LIBDIR)/$(SO_NAME)
 	ln -sfn $(SO_NAME) $(DESTDIR)$(LIBDIR)/libstackhouse.so
+	$(INSTALL) -m 755 build/release/bin/shrun $(DESTDIR)$(BINDIR)/
 ifneq ($(SIMLIB_SRCS),)
-	$(INSTALL) -d $(DESTDIR)$(BINDIR)
 	$(INSTALL) -m 644 $(SIM_HEADERS) $(DESTDIR)$(INCLUDEDIR)/stackhouse/
 	$(INSTALL) -m 644 $(SIM_INSTALL_LIBS) $(DESTDIR)$(LIBDIR)/
 	$(INSTALL) -m 755 build/release/bin/shsim $(DESTDIR)$(BINDIR)/
@@ -579,19 +596,22 @@ endif
 	done
 
 # Installs into build/install-check, builds examples/adder.c with nothing but
-# `pkg-config --cflags --libs stackhouse`, and runs it (it exits with 55);
-# then, with the simulator, builds a copy of examples/sim-project/ (its own
-# Makefile: pkg-config stackhouse-sim) and runs its check (shsim sweeps and
-# its cmocka test), and the installed shsim.
+# `pkg-config --cflags --libs stackhouse` and the rpath the README gives, and
+# runs it (it exits with 55); runs the installed shrun; then, with the
+# simulator, builds a copy of examples/sim-project/ (its own Makefile:
+# pkg-config stackhouse-shsim and stackhouse-shrun) and runs its check
+# (shsim sweeps, its cmocka test, its scenario on epoll through its own
+# shrun), and the installed shsim.
 IC_PREFIX := $(abspath build/install-check/usr)
 install-check: lib
 	@rm -rf build/install-check
 	$(MAKE) --no-print-directory install PREFIX=$(IC_PREFIX) DESTDIR=
 	PKG_CONFIG_PATH=$(IC_PREFIX)/lib/pkgconfig; export PKG_CONFIG_PATH; \
 	$(CC) -std=c11 -Wall -Wextra -Werror examples/adder.c $$(pkg-config --cflags --libs stackhouse) \
-	    -o build/install-check/adder
-	LD_LIBRARY_PATH=$(IC_PREFIX)/lib build/install-check/adder; rc=$$?; \
+	    -Wl,-rpath,$(IC_PREFIX)/lib -o build/install-check/adder
+	build/install-check/adder; rc=$$?; \
 	if [ $$rc -ne 55 ]; then echo "install-check: adder exited $$rc, expected 55"; exit 1; fi
+	$(IC_PREFIX)/bin/shrun ask_reply --seed 1 | grep -q 'result=ok'
 ifneq ($(SIMLIB_SRCS),)
 	cp -r examples/sim-project build/install-check/sim-project
 	PKG_CONFIG_PATH=$(IC_PREFIX)/lib/pkgconfig $(MAKE) --no-print-directory -C build/install-check/sim-project \
@@ -602,8 +622,9 @@ endif
 uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/stackhouse
 	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libstackhouse.a $(SO_REAL) $(SO_NAME) libstackhouse.so \
-	        libstackhouse-sim.a libstackhouse-shsim.a) \
-	      $(addprefix $(DESTDIR)$(PKGCONFIGDIR)/,stackhouse.pc stackhouse-sim.pc) $(DESTDIR)$(BINDIR)/shsim
+	        libstackhouse-shrun.a libstackhouse-sim.a libstackhouse-shsim.a) \
+	      $(addprefix $(DESTDIR)$(PKGCONFIGDIR)/,stackhouse.pc stackhouse-shrun.pc stackhouse-sim.pc stackhouse-shsim.pc) \
+	      $(DESTDIR)$(BINDIR)/shsim $(DESTDIR)$(BINDIR)/shrun
 
 # ---------------------------------------------------------------- fuzzing ---
 # `make fuzz-http`: the request parser's libFuzzer target

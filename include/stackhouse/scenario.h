@@ -6,7 +6,8 @@
  * sh_scn_simulated().
  *
  * The framework is part of the simulation library (pkg-config
- * stackhouse-sim). SH_SCENARIO registers through a linker section, which
+ * stackhouse-sim, with shsim: stackhouse-shsim) and, for the epoll backend,
+ * of libstackhouse-shrun.a (pkg-config stackhouse-shrun). SH_SCENARIO registers through a linker section, which
  * the linker fills only from the objects it links: link scenario objects
  * as objects (.o), never from an archive, or they are not found.
  *
