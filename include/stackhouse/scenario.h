@@ -56,7 +56,14 @@
 #ifndef SH_SCENARIO_H
 #define SH_SCENARIO_H
 
+#if defined(__cplusplus) && __cplusplus <= 202002L
+/* Before C++23 C++ has no <stdatomic.h>; C++23's makes atomic_uint this very
+ * type, std::atomic<unsigned int>, whose layout is C's atomic_uint's. */
+#include <atomic>
+using std::atomic_uint;
+#else
 #include <stdatomic.h>
+#endif
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
