@@ -16,17 +16,27 @@ SHELL := bash
 # rules only, and make would otherwise delete them as intermediates.
 .SECONDARY:
 
-VERSION := 0.1.0
-SOMAJOR := 0
+# The version is the public header's (SH_VERSION_MAJOR/MINOR/PATCH in
+# include/stackhouse/stackhouse.h): the .so name, the .pc and CMake files.
+version_part = $(shell sed -n 's/^\#define SH_VERSION_$(1) \([0-9][0-9]*\)$$/\1/p' include/stackhouse/stackhouse.h)
+SOMAJOR := $(call version_part,MAJOR)
+VERSION := $(SOMAJOR).$(call version_part,MINOR).$(call version_part,PATCH)
 
 ifeq ($(origin CC),default)
 CC := gcc
+endif
+# C++ only compiles the public headers and a C++ user (make install-check).
+ifeq ($(origin CXX),default)
+CXX := $(if $(findstring clang,$(CC)),clang++,g++)
 endif
 
 # Sub-makes of test/sim/coverage/bench build with -j$(NPROC) unless -j was given.
 NPROC   := $(shell nproc 2>/dev/null || echo 1)
 PAR      = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
-SUBMAKE  = $(MAKE) --no-print-directory $(PAR)
+# NO_DEPS=1 skips tools/deps.sh (a system that is not Debian, a packager's
+# chroot); sub-makes get it from their parent, which ran it.
+NO_DEPS :=
+SUBMAKE  = $(MAKE) --no-print-directory $(PAR) NO_DEPS=1
 
 # V=1 shows the full commands.
 ifeq ($(V),1)
@@ -175,8 +185,9 @@ $(1)_TEST_SUPPORT_SIM_OBJS := $$(TEST_SUPPORT_SRCS:%.c=build/$(1)/obj-sim/%.o)
 $(1)_SCN_OBJS     := $$(SCENARIO_SRCS:%.c=build/$(1)/obj/%.o)
 $(1)_SCN_SIM_OBJS := $$(SCENARIO_SRCS:%.c=build/$(1)/obj-sim/%.o)
 
-# Rewritten only when the compiler or flags change; every object depends on it.
-build/$(1)/.flags: FORCE
+# Rewritten only when the compiler or flags change; every object depends on
+# it. After deps: whatever builds (make, make install) has its packages first.
+build/$(1)/.flags: FORCE | deps
 	@mkdir -p $$(@D)
 	@printf '%s\n' '$$(CC) $$($(1)_ALL_CFLAGS) $$($(1)_ALL_LDFLAGS) sim: $$(SIM_FIU_CFLAGS) $$(SIM_LIBS)' > $$@.new; \
 	 if cmp -s $$@.new $$@; then rm -f $$@.new; else mv -f $$@.new $$@; fi
@@ -457,7 +468,7 @@ mutants: deps
 FORCE:
 
 deps:
-	@bash tools/deps.sh
+	@$(if $(NO_DEPS),:,bash tools/deps.sh)
 
 # Build (asan from scratch) and run every test under ASan+UBSan, the
 # TSAN_TESTS under TSan, then build `all`, check the installed library, the
@@ -563,6 +574,7 @@ LIBDIR       ?= $(PREFIX)/lib
 INCLUDEDIR   ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 BINDIR       ?= $(PREFIX)/bin
+CMAKEDIR     ?= $(LIBDIR)/cmake/stackhouse
 INSTALL      ?= install
 # libdir/includedir in the .pc files, relative to ${prefix} when under it.
 pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
@@ -594,6 +606,16 @@ endif
 	      $$pc.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/$$pc.pc && \
 	  chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/$$pc.pc || exit 1; \
 	done
+	$(INSTALL) -d $(DESTDIR)$(CMAKEDIR)
+	sed -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    -e 's|@SOMAJOR@|$(SOMAJOR)|g' cmake/stackhouseConfig.cmake.in > $(DESTDIR)$(CMAKEDIR)/stackhouseConfig.cmake
+	chmod 644 $(DESTDIR)$(CMAKEDIR)/stackhouseConfig.cmake
+	@# The version file: CMake's own helper writes it, when CMake is there.
+	if command -v cmake >/dev/null; then \
+	  cmake -DVERSION=$(VERSION) -DOUT=$(DESTDIR)$(CMAKEDIR)/stackhouseConfigVersion.cmake \
+	        -DCMAKE_SIZEOF_VOID_P=$$(printf '__SIZEOF_POINTER__\n' | $(CC) -E -P - | tail -n 1) \
+	        -P cmake/version.cmake && chmod 644 $(DESTDIR)$(CMAKEDIR)/stackhouseConfigVersion.cmake; \
+	else echo "install: no cmake: find_package(stackhouse) will take any version"; fi
 
 # Installs into build/install-check, builds examples/adder.c with nothing but
 # `pkg-config --cflags --libs stackhouse` and the rpath the README gives, and
@@ -605,18 +627,24 @@ endif
 IC_PREFIX := $(abspath build/install-check/usr)
 install-check: lib
 	@rm -rf build/install-check
-	$(MAKE) --no-print-directory install PREFIX=$(IC_PREFIX) DESTDIR=
+	$(MAKE) --no-print-directory install PREFIX=$(IC_PREFIX) DESTDIR= NO_DEPS=1
 	PKG_CONFIG_PATH=$(IC_PREFIX)/lib/pkgconfig; export PKG_CONFIG_PATH; \
 	$(CC) -std=c11 -Wall -Wextra -Werror examples/adder.c $$(pkg-config --cflags --libs stackhouse) \
 	    -Wl,-rpath,$(IC_PREFIX)/lib -o build/install-check/adder
 	build/install-check/adder; rc=$$?; \
 	if [ $$rc -ne 55 ]; then echo "install-check: adder exited $$rc, expected 55"; exit 1; fi
 	$(IC_PREFIX)/bin/shrun ask_reply --seed 1 | grep -q 'result=ok'
+	test "$$($(IC_PREFIX)/bin/shrun --version)" = "shrun (stackhouse) $(VERSION)"
+	CC='$(CC)' CXX='$(CXX)' bash tools/check_headers.sh $(IC_PREFIX)/include
 ifneq ($(SIMLIB_SRCS),)
 	cp -r examples/sim-project build/install-check/sim-project
 	PKG_CONFIG_PATH=$(IC_PREFIX)/lib/pkgconfig $(MAKE) --no-print-directory -C build/install-check/sim-project \
 	    CC='$(CC)' check
 	$(IC_PREFIX)/bin/shsim run ask_reply --seed 1 | grep -q 'result=ok'
+	cmake -S examples/cmake-project -B build/install-check/cmake-project -DCMAKE_PREFIX_PATH=$(IC_PREFIX) \
+	    -DCMAKE_C_COMPILER='$(CC)' -DCMAKE_CXX_COMPILER='$(CXX)'
+	+cmake --build build/install-check/cmake-project -- --no-print-directory
+	cd build/install-check/cmake-project && ctest --output-on-failure
 endif
 
 uninstall:
@@ -625,6 +653,7 @@ uninstall:
 	        libstackhouse-shrun.a libstackhouse-sim.a libstackhouse-shsim.a) \
 	      $(addprefix $(DESTDIR)$(PKGCONFIGDIR)/,stackhouse.pc stackhouse-shrun.pc stackhouse-sim.pc stackhouse-shsim.pc) \
 	      $(DESTDIR)$(BINDIR)/shsim $(DESTDIR)$(BINDIR)/shrun
+	rm -rf $(DESTDIR)$(CMAKEDIR)
 
 # ---------------------------------------------------------------- fuzzing ---
 # `make fuzz-http`: the request parser's libFuzzer target
@@ -642,7 +671,7 @@ FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-
 FUZZ_CFLAGS := $(COMMON_CFLAGS) -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_OBJS   := $(LIB_SRCS:%.c=build/fuzz/obj/%.o)
 
-build/fuzz/.flags: FORCE
+build/fuzz/.flags: FORCE | deps
 	@mkdir -p $(@D)
 	@printf '%s\n' '$(FUZZ_CC) $(FUZZ_CFLAGS) $(CPPFLAGS) $(CFLAGS)' > $@.new; \
 	 if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; fi
@@ -671,7 +700,7 @@ clean:
 	rm -rf build
 
 help:
-	@echo "make [all]      release library (.a, .so), benches, examples (build/release)"
+	@echo "make [all]      deps; release library (.a, .so), benches, examples (build/release)"
 	@echo "make deps       install missing packages (tools/deps.sh)"
 	@echo "make test       deps; asan build from scratch; every test under ASan+UBSan,"
 	@echo "                TSAN_TESTS under TSan; then make all. TESTS=\"...\" runs a subset"
@@ -686,7 +715,9 @@ help:
 	@echo "make fuzz-http  the HTTP parser's libFuzzer target (clang), FUZZ_TIME=600 s, in build/fuzz/"
 	@echo "make tools      build/bin: shsim (simulator runner), shrun (epoll runner), tools/*.c"
 	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall (libraries, headers,"
-	@echo "                stackhouse.pc, stackhouse-sim.pc, bin/shsim)"
+	@echo "                a .pc per library, the CMake package, bin/shrun, bin/shsim)"
+	@echo "make install-check  install into build/install-check; build and run users of it"
 	@echo "make clean      rm -rf build"
 	@echo "single programs: make build/<release|asan|tsan|cov>/tests/<test_x> (also bench/, examples/)"
-	@echo "variables: CC, CFLAGS, LDFLAGS, LDLIBS, LDLIBS_<prog>, TEST_LDLIBS, TEST_TIMEOUT, V=1"
+	@echo "variables: CC, CFLAGS, LDFLAGS, LDLIBS, LDLIBS_<prog>, TEST_LDLIBS, TEST_TIMEOUT, V=1,"
+	@echo "           NO_DEPS=1 (skip tools/deps.sh)"

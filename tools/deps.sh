@@ -9,6 +9,9 @@ set -euo pipefail
 
 # libclang-rt-dev: clang's sanitizer runtimes. clang only recommends it, and
 # --no-install-recommends would leave `make CC=clang test` unable to link.
+# gcovr: `make coverage`'s Cobertura XML. cmake: the install check builds a
+# CMake project against the install (and make install writes the package's
+# version file with CMake's helper).
 PACKAGES=(
   build-essential
   clang
@@ -18,6 +21,8 @@ PACKAGES=(
   libfiu-dev
   fiu-utils
   lcov
+  gcovr
+  cmake
   libgoogle-perftools-dev
   coreutils
 )
