@@ -529,16 +529,14 @@ savina:
 	@bash bench/compare_savina.sh $(SAVINA_ARGS)
 
 # Line coverage (gcc: gcov; clang: llvm-cov gcov) of the tests, then of every
-# scenario under the simulator over COV_SEEDS in each of SIM_SWEEPS, merged
-# (tools/coverage.sh): build/coverage/lcov.info, its HTML, lines per folder.
+# scenario under the simulator over COV_SEEDS in each of SIM_SWEEPS
+# (tools/coverage.sh): build/coverage/lcov.info (core/, the backends and
+# http/), its HTML, cobertura.xml (gcovr) beside it, lines per folder. The
+# counters (build/cov/**/*.gcda) stay: `bash tools/coverage.sh report` reads
+# them again. The cov shsim (and the simulator tests, which fork through its
+# runner) run each simulation in a child that ends with _exit(); the
+# runner writes the child's counters first (tools/shsim/covdump.c).
 COV_SEEDS := 1..50
-# The cov shsim (and the simulator tests, which fork through its runner) run
-# each simulation in a child that ends with _exit(): coverage/exit_dump.c
-# writes the child's counters first.
-COV_FORKING := build/cov/bin/shsim $(patsubst %,build/cov/tests/%,$(filter test_sim_%,$(ALL_TESTS)))
-$(COV_FORKING): build/cov/obj/coverage/exit_dump.o
-# private: not inherited by prerequisites (build/cov/.flags would flip).
-$(COV_FORKING): private cov_LDFLAGS += -Wl,--wrap=_exit
 coverage: deps
 	@rm -rf build/cov build/coverage
 	+@pass=0; fail=0; \
@@ -552,8 +550,8 @@ coverage: deps
 	  build/cov/bin/shsim sweep all --seeds $(COV_SEEDS) --strategy $$st $$opt >$$log 2>&1 \
 	    && pass=$$((pass+1)) || { echo "FAIL  sweep $$sw ($$log)"; fail=$$((fail+1)); }; \
 	done; \
-	CC='$(CC)' bash tools/coverage.sh capture build/coverage/scenarios.info && \
-	bash tools/coverage.sh report build/coverage/tests.info build/coverage/scenarios.info || fail=$$((fail+1)); \
+	CC='$(CC)' bash tools/coverage.sh capture build/coverage/all.info && \
+	CC='$(CC)' bash tools/coverage.sh report build/coverage/all.info build/coverage/tests.info || fail=$$((fail+1)); \
 	if [ $$build -ne 0 ] && [ $$fail -eq 0 ]; then fail=$$((fail+1)); fi; \
 	$(summary)
 
