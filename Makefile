@@ -617,11 +617,14 @@ endif
 
 # Installs into build/install-check, builds examples/adder.c with nothing but
 # `pkg-config --cflags --libs stackhouse` and the rpath the README gives, and
-# runs it (it exits with 55); runs the installed shrun; then, with the
-# simulator, builds a copy of examples/sim-project/ (its own Makefile:
-# pkg-config stackhouse-shsim and stackhouse-shrun) and runs its check
-# (shsim sweeps, its cmocka test, its scenario on epoll through its own
-# shrun), and the installed shsim.
+# runs it (it exits with 55); runs the installed shrun, checks its
+# --version and compiles each installed header alone as C11 and C++17;
+# then, with the simulator, builds a copy of examples/sim-project/ (its own
+# Makefile: pkg-config stackhouse-shsim and stackhouse-shrun) and runs its
+# check (shsim sweeps, its cmocka test, its scenario on epoll through its
+# own shrun) and its coverage (its counter.c's lines hit under the
+# simulator, at least its COV_MIN), the installed shsim, and
+# examples/cmake-project (find_package(stackhouse CONFIG)) with ctest.
 IC_PREFIX := $(abspath build/install-check/usr)
 install-check: lib
 	@rm -rf build/install-check
@@ -637,7 +640,7 @@ install-check: lib
 ifneq ($(SIMLIB_SRCS),)
 	cp -r examples/sim-project build/install-check/sim-project
 	PKG_CONFIG_PATH=$(IC_PREFIX)/lib/pkgconfig $(MAKE) --no-print-directory -C build/install-check/sim-project \
-	    CC='$(CC)' check
+	    CC='$(CC)' check coverage
 	$(IC_PREFIX)/bin/shsim run ask_reply --seed 1 | grep -q 'result=ok'
 	cmake -S examples/cmake-project -B build/install-check/cmake-project -DCMAKE_PREFIX_PATH=$(IC_PREFIX) \
 	    -DCMAKE_C_COMPILER='$(CC)' -DCMAKE_CXX_COMPILER='$(CXX)'
