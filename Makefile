@@ -485,7 +485,7 @@ test: deps
 	$(call run_tests,tsan,$(TESTS_tsan),$$launch); \
 	echo "== build: release (make all)"; \
 	if ! $(SUBMAKE) all; then printf 'FAIL  release build (make all)\n'; fail=$$((fail+1)); fi; \
-	echo "== install check: a program built with pkg-config against make install"; \
+	echo "== install check: users of make install (pkg-config, rpath, the sim-project on both backends and its coverage, CMake, headers as C++17)"; \
 	$(call run_check,install check,build/install-check.log,$(SUBMAKE) install-check); \
 	echo "== architecture: include layering; the planted bugs' list; exports of libstackhouse.so against $(SO_API_HEADERS)"; \
 	$(call run_check,layering check,build/check-layers.log,bash tools/check_layers.sh --self-test && bash tools/check_layers.sh); \
@@ -636,6 +636,7 @@ install-check: lib
 	if [ $$rc -ne 55 ]; then echo "install-check: adder exited $$rc, expected 55"; exit 1; fi
 	$(IC_PREFIX)/bin/shrun ask_reply --seed 1 | grep -q 'result=ok'
 	test "$$($(IC_PREFIX)/bin/shrun --version)" = "shrun (stackhouse) $(VERSION)"
+	$(IC_PREFIX)/bin/shrun ask_reply --help | grep -q -- '--runs R'
 	CC='$(CC)' CXX='$(CXX)' bash tools/check_headers.sh $(IC_PREFIX)/include
 ifneq ($(SIMLIB_SRCS),)
 	cp -r examples/sim-project build/install-check/sim-project
