@@ -592,6 +592,9 @@ install: lib $(SHRUN_INSTALL_LIBS) build/release/bin/shrun \
 	$(INSTALL) -m 755 build/release/$(SO_REAL) $(DESTDIR)$(LIBDIR)/
 	ln -sfn $(SO_REAL) $(DESTDIR)$(LIBDIR)/$(SO_NAME)
 	ln -sfn $(SO_NAME) $(DESTDIR)$(LIBDIR)/libstackhouse.so
+	@# The loader finds a new library in /usr/local/lib (or another directory
+	@# of ld.so.conf) only once its cache is rebuilt: do it for a live install.
+	if [ -z '$(DESTDIR)' ] && [ "$$(id -u)" -eq 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
 	$(INSTALL) -m 755 build/release/bin/shrun $(DESTDIR)$(BINDIR)/
 ifneq ($(SIMLIB_SRCS),)
 	$(INSTALL) -m 644 $(SIM_HEADERS) $(DESTDIR)$(INCLUDEDIR)/stackhouse/
