@@ -1,8 +1,9 @@
 /*
  * Simulation sweeps inside a cmocka test (header only). It includes
- * <cmocka.h> (and what cmocka.h needs before it); link the test with its scenario objects, -lstackhouse-shsim
- * and `pkg-config --libs stackhouse-sim` (the test's own main stays: the
- * runner library's main is left out when the test has one).
+ * <cmocka.h> (and what cmocka.h needs before it). Link the test with its
+ * scenario objects, `pkg-config --libs stackhouse-shsim` and -lcmocka (the
+ * test's own main stays: the runner library's main is left out when the
+ * test has one).
  *
  *   static void test_counter(void **state) {
  *     (void)state;
