@@ -16,17 +16,27 @@ SHELL := bash
 # rules only, and make would otherwise delete them as intermediates.
 .SECONDARY:
 
-VERSION := 0.1.0
-SOMAJOR := 0
+# The version is the public header's (SH_VERSION_MAJOR/MINOR/PATCH in
+# include/stackhouse/stackhouse.h): the .so name, the .pc and CMake files.
+version_part = $(shell sed -n 's/^\#define SH_VERSION_$(1) \([0-9][0-9]*\)$$/\1/p' include/stackhouse/stackhouse.h)
+SOMAJOR := $(call version_part,MAJOR)
+VERSION := $(SOMAJOR).$(call version_part,MINOR).$(call version_part,PATCH)
 
 ifeq ($(origin CC),default)
 CC := gcc
+endif
+# C++ only compiles the public headers and a C++ user (make install-check).
+ifeq ($(origin CXX),default)
+CXX := $(if $(findstring clang,$(CC)),clang++,g++)
 endif
 
 # Sub-makes of test/sim/coverage/bench build with -j$(NPROC) unless -j was given.
 NPROC   := $(shell nproc 2>/dev/null || echo 1)
 PAR      = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
-SUBMAKE  = $(MAKE) --no-print-directory $(PAR)
+# NO_DEPS=1 skips tools/deps.sh (a system that is not Debian, a packager's
+# chroot); sub-makes get it from their parent, which ran it.
+NO_DEPS :=
+SUBMAKE  = $(MAKE) --no-print-directory $(PAR) NO_DEPS=1
 
 # V=1 shows the full commands.
 ifeq ($(V),1)
@@ -39,10 +49,12 @@ endif
 
 # ---------------------------------------------------------------- sources ---
 
-# The simulator's headers: its control interface (sim.h, sim_cmocka.h) and
-# the scenario framework's (scenario.h). They belong to the simulation
-# library (libstackhouse-sim.a), not to libstackhouse, and install with it.
-SIM_HEADERS       := $(addprefix include/stackhouse/,sim.h sim_cmocka.h scenario.h)
+# The simulator's headers: its control interface (sim.h, sim_cmocka.h).
+# They belong to the simulation library (libstackhouse-sim.a), not to
+# libstackhouse, and install with it. The scenario framework's header
+# (scenario.h) is for both backends: libstackhouse-sim.a and
+# libstackhouse-shrun.a implement it.
+SIM_HEADERS       := $(addprefix include/stackhouse/,sim.h sim_cmocka.h)
 PUBLIC_HEADERS    := $(filter-out $(SIM_HEADERS),$(wildcard include/stackhouse/*.h))
 CORE_SRCS         := $(wildcard core/*.c)
 EPOLL_SRCS        := $(wildcard backend-epoll/*.c)
@@ -52,9 +64,14 @@ SIM_SRCS          := $(wildcard backend-sim/*.c)
 HTTP_SRCS         := $(wildcard http/*.c)
 LIB_SRCS          := $(CORE_SRCS) $(EPOLL_SRCS) $(HTTP_SRCS)
 # The scenario framework (registry, runs, shared invariants): in the
-# simulation library, so that users' scenarios get it; linked as an object
-# with the scenarios on the epoll backend.
+# simulation library, and, compiled for epoll, in libstackhouse-shrun.a, so
+# that users' scenarios get it on both backends.
 SCN_FRAMEWORK_SRC := scenarios/scenario.c
+# libstackhouse-shrun.a: shrun (the epoll runner, main included) and the
+# scenario framework, for libstackhouse. Linked with scenario objects and
+# libstackhouse it makes a shrun of those scenarios, as
+# libstackhouse-shsim.a does a shsim.
+SHRUN_LIB_SRCS    := tools/shrun.c $(SCN_FRAMEWORK_SRC)
 # libstackhouse-sim.a (core + simulator backend + scenario framework,
 # -DSH_SIM) only once backend-sim/ has sources.
 SIMLIB_SRCS       := $(if $(SIM_SRCS),$(CORE_SRCS) $(SIM_SRCS) $(HTTP_SRCS) $(SCN_FRAMEWORK_SRC))
@@ -165,11 +182,12 @@ $(1)_BENCH_COMMON_OBJS := $$(BENCH_COMMON_SRCS:%.c=build/$(1)/obj/%.o)
 $(1)_BENCH_COMMON_SIM_OBJS := $$(BENCH_COMMON_SRCS:%.c=build/$(1)/obj-sim/%.o)
 $(1)_TEST_SUPPORT_OBJS := $$(TEST_SUPPORT_SRCS:%.c=build/$(1)/obj/%.o)
 $(1)_TEST_SUPPORT_SIM_OBJS := $$(TEST_SUPPORT_SRCS:%.c=build/$(1)/obj-sim/%.o)
-$(1)_SCN_OBJS     := $$(SCENARIO_SRCS:%.c=build/$(1)/obj/%.o) $$(SCN_FRAMEWORK_SRC:%.c=build/$(1)/obj/%.o)
+$(1)_SCN_OBJS     := $$(SCENARIO_SRCS:%.c=build/$(1)/obj/%.o)
 $(1)_SCN_SIM_OBJS := $$(SCENARIO_SRCS:%.c=build/$(1)/obj-sim/%.o)
 
-# Rewritten only when the compiler or flags change; every object depends on it.
-build/$(1)/.flags: FORCE
+# Rewritten only when the compiler or flags change; every object depends on
+# it. After deps: whatever builds (make, make install) has its packages first.
+build/$(1)/.flags: FORCE | deps
 	@mkdir -p $$(@D)
 	@printf '%s\n' '$$(CC) $$($(1)_ALL_CFLAGS) $$($(1)_ALL_LDFLAGS) sim: $$(SIM_FIU_CFLAGS) $$(SIM_LIBS)' > $$@.new; \
 	 if cmp -s $$@.new $$@; then rm -f $$@.new; else mv -f $$@.new $$@; fi
@@ -196,17 +214,23 @@ build/$(1)/libstackhouse-shsim.a: $$(SHSIM_SRCS:%.c=build/$(1)/obj-sim/%.o)
 	$$(call say,AR $(1),$$@)
 	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
 
+build/$(1)/libstackhouse-shrun.a: $$(SHRUN_LIB_SRCS:%.c=build/$(1)/obj/%.o)
+	$$(call say,AR $(1),$$@)
+	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
+
 build/$(1)/tests/%: build/$(1)/obj/tests/%.o $$($(1)_TEST_SUPPORT_OBJS) build/$(1)/libstackhouse.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1),$$@)
 	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
 	    $$(LDLIBS_$$*) $$(TEST_LDLIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
 
-# test_scn_*: tests that run the scenarios on the epoll backend.
-build/$(1)/tests/test_scn_%: build/$(1)/obj/tests/test_scn_%.o $$($(1)_TEST_SUPPORT_OBJS) $$($(1)_SCN_OBJS) build/$(1)/libstackhouse.a
+# test_scn_*: tests that run the scenarios on the epoll backend, with the
+# framework from libstackhouse-shrun.a (its main stays out: the test has one).
+build/$(1)/tests/test_scn_%: build/$(1)/obj/tests/test_scn_%.o $$($(1)_TEST_SUPPORT_OBJS) $$($(1)_SCN_OBJS) \
+    build/$(1)/libstackhouse-shrun.a build/$(1)/libstackhouse.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1),$$@)
-	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-shrun.a build/$(1)/libstackhouse.a \
 	    $$(LDLIBS_test_scn_$$*) $$(TEST_LDLIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
 
 # test_sim_*: tests of the simulator, built with -DSH_SIM against libstackhouse-sim.a,
@@ -223,19 +247,19 @@ build/$(1)/tests/test_sim_%: build/$(1)/obj-sim/tests/test_sim_%.o $$($(1)_TEST_
 	    $$(LDLIBS_test_sim_$$*) $$(TEST_LDLIBS) $$(SIM_LIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
 
 # The scenario runners: shsim (simulator) and shrun (epoll), in build/<cfg>/bin.
-# shsim is built as a user builds theirs: scenario objects (the registration
+# Each is built as a user builds theirs: scenario objects (the registration
 # does not pull objects out of archives), then the runner's library (main
-# included), then the simulation library.
+# included), then the simulation library or libstackhouse.
 build/$(1)/bin/shsim: $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-shsim.a build/$(1)/libstackhouse-sim.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1)-sim,$$@)
 	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-shsim.a \
 	    build/$(1)/libstackhouse-sim.a $$(SIM_LIBS) $$($(1)_LIBS) -lpthread $$(LDLIBS)
 
-build/$(1)/bin/shrun: build/$(1)/obj/tools/shrun.o $$($(1)_SCN_OBJS) build/$(1)/libstackhouse.a
+build/$(1)/bin/shrun: $$($(1)_SCN_OBJS) build/$(1)/libstackhouse-shrun.a build/$(1)/libstackhouse.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1),$$@)
-	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-shrun.a build/$(1)/libstackhouse.a \
 	    $$($(1)_LIBS) -lpthread $$(LDLIBS)
 
 # bench/sim_*.c: benchmarks of the simulator (-DSH_SIM, libstackhouse-sim.a, the scenarios).
@@ -456,7 +480,7 @@ mutants: deps
 FORCE:
 
 deps:
-	@bash tools/deps.sh
+	@$(if $(NO_DEPS),:,bash tools/deps.sh)
 
 # Build (asan from scratch) and run every test under ASan+UBSan, the
 # TSAN_TESTS under TSan, then build `all`, check the installed library, the
@@ -473,7 +497,7 @@ test: deps
 	$(call run_tests,tsan,$(TESTS_tsan),$$launch); \
 	echo "== build: release (make all)"; \
 	if ! $(SUBMAKE) all; then printf 'FAIL  release build (make all)\n'; fail=$$((fail+1)); fi; \
-	echo "== install check: a program built with pkg-config against make install"; \
+	echo "== install check: users of make install (pkg-config, rpath, the sim-project on both backends and its coverage, CMake, headers as C++17)"; \
 	$(call run_check,install check,build/install-check.log,$(SUBMAKE) install-check); \
 	echo "== architecture: include layering; the planted bugs' list; exports of libstackhouse.so against $(SO_API_HEADERS)"; \
 	$(call run_check,layering check,build/check-layers.log,bash tools/check_layers.sh --self-test && bash tools/check_layers.sh); \
@@ -522,16 +546,14 @@ savina:
 	@bash bench/compare_savina.sh $(SAVINA_ARGS)
 
 # Line coverage (gcc: gcov; clang: llvm-cov gcov) of the tests, then of every
-# scenario under the simulator over COV_SEEDS in each of SIM_SWEEPS, merged
-# (tools/coverage.sh): build/coverage/lcov.info, its HTML, lines per folder.
+# scenario under the simulator over COV_SEEDS in each of SIM_SWEEPS
+# (tools/coverage.sh): build/coverage/lcov.info (core/, the backends and
+# http/), its HTML, cobertura.xml (gcovr) beside it, lines per folder. The
+# counters (build/cov/**/*.gcda) stay: `bash tools/coverage.sh report` reads
+# them again. The cov shsim (and the simulator tests, which fork through its
+# runner) run each simulation in a child that ends with _exit(); the
+# runner writes the child's counters first (tools/shsim/covdump.c).
 COV_SEEDS := 1..50
-# The cov shsim (and the simulator tests, which fork through its runner) run
-# each simulation in a child that ends with _exit(): coverage/exit_dump.c
-# writes the child's counters first.
-COV_FORKING := build/cov/bin/shsim $(patsubst %,build/cov/tests/%,$(filter test_sim_%,$(ALL_TESTS)))
-$(COV_FORKING): build/cov/obj/coverage/exit_dump.o
-# private: not inherited by prerequisites (build/cov/.flags would flip).
-$(COV_FORKING): private cov_LDFLAGS += -Wl,--wrap=_exit
 coverage: deps
 	@rm -rf build/cov build/coverage
 	+@pass=0; fail=0; \
@@ -545,8 +567,8 @@ coverage: deps
 	  build/cov/bin/shsim sweep all --seeds $(COV_SEEDS) --strategy $$st $$opt >$$log 2>&1 \
 	    && pass=$$((pass+1)) || { echo "FAIL  sweep $$sw ($$log)"; fail=$$((fail+1)); }; \
 	done; \
-	CC='$(CC)' bash tools/coverage.sh capture build/coverage/scenarios.info && \
-	bash tools/coverage.sh report build/coverage/tests.info build/coverage/scenarios.info || fail=$$((fail+1)); \
+	CC='$(CC)' bash tools/coverage.sh capture build/coverage/all.info && \
+	CC='$(CC)' bash tools/coverage.sh report build/coverage/all.info build/coverage/tests.info || fail=$$((fail+1)); \
 	if [ $$build -ne 0 ] && [ $$fail -eq 0 ]; then fail=$$((fail+1)); fi; \
 	$(summary)
 
@@ -567,23 +589,31 @@ LIBDIR       ?= $(PREFIX)/lib
 INCLUDEDIR   ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 BINDIR       ?= $(PREFIX)/bin
+CMAKEDIR     ?= $(LIBDIR)/cmake/stackhouse
 INSTALL      ?= install
 # libdir/includedir in the .pc files, relative to ${prefix} when under it.
 pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
-# The simulator's part of an install: its libraries (release build), its
-# headers, stackhouse-sim.pc, and the tree's shsim.
+# What every install has besides libstackhouse: the scenario framework on
+# epoll with shrun's main (libstackhouse-shrun.a, release build) and the
+# tree's shrun. The simulator's part: its libraries, its headers, and the
+# tree's shsim. One .pc file per library.
+SHRUN_INSTALL_LIBS := build/release/libstackhouse-shrun.a
 SIM_INSTALL_LIBS := build/release/libstackhouse-sim.a build/release/libstackhouse-shsim.a
-PC_FILES         := stackhouse $(if $(SIMLIB_SRCS),stackhouse-sim)
+PC_FILES         := stackhouse stackhouse-shrun $(if $(SIMLIB_SRCS),stackhouse-sim stackhouse-shsim)
 
-install: lib $(if $(SIMLIB_SRCS),$(SIM_INSTALL_LIBS) build/release/bin/shsim)
-	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/stackhouse $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
+install: lib $(SHRUN_INSTALL_LIBS) build/release/bin/shrun \
+         $(if $(SIMLIB_SRCS),$(SIM_INSTALL_LIBS) build/release/bin/shsim)
+	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/stackhouse $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(BINDIR)
 	$(INSTALL) -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCLUDEDIR)/stackhouse/
-	$(INSTALL) -m 644 build/release/libstackhouse.a $(DESTDIR)$(LIBDIR)/
+	$(INSTALL) -m 644 build/release/libstackhouse.a $(SHRUN_INSTALL_LIBS) $(DESTDIR)$(LIBDIR)/
 	$(INSTALL) -m 755 build/release/$(SO_REAL) $(DESTDIR)$(LIBDIR)/
 	ln -sfn $(SO_REAL) $(DESTDIR)$(LIBDIR)/$(SO_NAME)
 	ln -sfn $(SO_NAME) $(DESTDIR)$(LIBDIR)/libstackhouse.so
+	@# The loader finds a new library in /usr/local/lib (or another directory
+	@# of ld.so.conf) only once its cache is rebuilt: do it for a live install.
+	if [ -z '$(DESTDIR)' ] && [ "$$(id -u)" -eq 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
+	$(INSTALL) -m 755 build/release/bin/shrun $(DESTDIR)$(BINDIR)/
 ifneq ($(SIMLIB_SRCS),)
-	$(INSTALL) -d $(DESTDIR)$(BINDIR)
 	$(INSTALL) -m 644 $(SIM_HEADERS) $(DESTDIR)$(INCLUDEDIR)/stackhouse/
 	$(INSTALL) -m 644 $(SIM_INSTALL_LIBS) $(DESTDIR)$(LIBDIR)/
 	$(INSTALL) -m 755 build/release/bin/shsim $(DESTDIR)$(BINDIR)/
@@ -594,33 +624,58 @@ endif
 	      $$pc.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/$$pc.pc && \
 	  chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/$$pc.pc || exit 1; \
 	done
+	$(INSTALL) -d $(DESTDIR)$(CMAKEDIR)
+	sed -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    -e 's|@SOMAJOR@|$(SOMAJOR)|g' cmake/stackhouseConfig.cmake.in > $(DESTDIR)$(CMAKEDIR)/stackhouseConfig.cmake
+	chmod 644 $(DESTDIR)$(CMAKEDIR)/stackhouseConfig.cmake
+	@# The version file: CMake's own helper writes it, when CMake is there.
+	if command -v cmake >/dev/null; then \
+	  cmake -DVERSION=$(VERSION) -DOUT=$(DESTDIR)$(CMAKEDIR)/stackhouseConfigVersion.cmake \
+	        -DCMAKE_SIZEOF_VOID_P=$$(printf '__SIZEOF_POINTER__\n' | $(CC) -E -P - | tail -n 1) \
+	        -P cmake/version.cmake && chmod 644 $(DESTDIR)$(CMAKEDIR)/stackhouseConfigVersion.cmake; \
+	else echo "install: no cmake: find_package(stackhouse) will take any version"; fi
 
 # Installs into build/install-check, builds examples/adder.c with nothing but
-# `pkg-config --cflags --libs stackhouse`, and runs it (it exits with 55);
+# `pkg-config --cflags --libs stackhouse` and the rpath the README gives, and
+# runs it (it exits with 55); runs the installed shrun, checks its
+# --version and compiles each installed header alone as C11 and C++17;
 # then, with the simulator, builds a copy of examples/sim-project/ (its own
-# Makefile: pkg-config stackhouse-sim) and runs its check (shsim sweeps and
-# its cmocka test), and the installed shsim.
+# Makefile: pkg-config stackhouse-shsim and stackhouse-shrun) and runs its
+# check (shsim sweeps, its cmocka test, its scenario on epoll through its
+# own shrun) and its coverage (its counter.c's lines hit under the
+# simulator, at least its COV_MIN), the installed shsim, and
+# examples/cmake-project (find_package(stackhouse CONFIG)) with ctest.
 IC_PREFIX := $(abspath build/install-check/usr)
 install-check: lib
 	@rm -rf build/install-check
-	$(MAKE) --no-print-directory install PREFIX=$(IC_PREFIX) DESTDIR=
+	$(MAKE) --no-print-directory install PREFIX=$(IC_PREFIX) DESTDIR= NO_DEPS=1
 	PKG_CONFIG_PATH=$(IC_PREFIX)/lib/pkgconfig; export PKG_CONFIG_PATH; \
 	$(CC) -std=c11 -Wall -Wextra -Werror examples/adder.c $$(pkg-config --cflags --libs stackhouse) \
-	    -o build/install-check/adder
-	LD_LIBRARY_PATH=$(IC_PREFIX)/lib build/install-check/adder; rc=$$?; \
+	    -Wl,-rpath,$(IC_PREFIX)/lib -o build/install-check/adder
+	build/install-check/adder; rc=$$?; \
 	if [ $$rc -ne 55 ]; then echo "install-check: adder exited $$rc, expected 55"; exit 1; fi
+	$(IC_PREFIX)/bin/shrun ask_reply --seed 1 | grep -q 'result=ok'
+	test "$$($(IC_PREFIX)/bin/shrun --version)" = "shrun (stackhouse) $(VERSION)"
+	$(IC_PREFIX)/bin/shrun ask_reply --help | grep -q -- '--runs R'
+	CC='$(CC)' CXX='$(CXX)' bash tools/check_headers.sh $(IC_PREFIX)/include
 ifneq ($(SIMLIB_SRCS),)
 	cp -r examples/sim-project build/install-check/sim-project
 	PKG_CONFIG_PATH=$(IC_PREFIX)/lib/pkgconfig $(MAKE) --no-print-directory -C build/install-check/sim-project \
-	    CC='$(CC)' check
+	    CC='$(CC)' check coverage
 	$(IC_PREFIX)/bin/shsim run ask_reply --seed 1 | grep -q 'result=ok'
+	cmake -S examples/cmake-project -B build/install-check/cmake-project -DCMAKE_PREFIX_PATH=$(IC_PREFIX) \
+	    -DCMAKE_C_COMPILER='$(CC)' -DCMAKE_CXX_COMPILER='$(CXX)'
+	+cmake --build build/install-check/cmake-project -- --no-print-directory
+	cd build/install-check/cmake-project && ctest --output-on-failure
 endif
 
 uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/stackhouse
 	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libstackhouse.a $(SO_REAL) $(SO_NAME) libstackhouse.so \
-	        libstackhouse-sim.a libstackhouse-shsim.a) \
-	      $(addprefix $(DESTDIR)$(PKGCONFIGDIR)/,stackhouse.pc stackhouse-sim.pc) $(DESTDIR)$(BINDIR)/shsim
+	        libstackhouse-shrun.a libstackhouse-sim.a libstackhouse-shsim.a) \
+	      $(addprefix $(DESTDIR)$(PKGCONFIGDIR)/,stackhouse.pc stackhouse-shrun.pc stackhouse-sim.pc stackhouse-shsim.pc) \
+	      $(DESTDIR)$(BINDIR)/shsim $(DESTDIR)$(BINDIR)/shrun
+	rm -rf $(DESTDIR)$(CMAKEDIR)
 
 # ---------------------------------------------------------------- fuzzing ---
 # `make fuzz-http`: the request parser's libFuzzer target
@@ -638,7 +693,7 @@ FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-
 FUZZ_CFLAGS := $(COMMON_CFLAGS) -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_OBJS   := $(LIB_SRCS:%.c=build/fuzz/obj/%.o)
 
-build/fuzz/.flags: FORCE
+build/fuzz/.flags: FORCE | deps
 	@mkdir -p $(@D)
 	@printf '%s\n' '$(FUZZ_CC) $(FUZZ_CFLAGS) $(CPPFLAGS) $(CFLAGS)' > $@.new; \
 	 if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; fi
@@ -667,7 +722,7 @@ clean:
 	rm -rf build
 
 help:
-	@echo "make [all]      release library (.a, .so), benches, examples (build/release)"
+	@echo "make [all]      deps; release library (.a, .so), benches, examples (build/release)"
 	@echo "make deps       install missing packages (tools/deps.sh)"
 	@echo "make test       deps; asan build from scratch; every test under ASan+UBSan,"
 	@echo "                TSAN_TESTS under TSan; then make all. TESTS=\"...\" runs a subset;"
@@ -683,7 +738,9 @@ help:
 	@echo "make fuzz-http  the HTTP parser's libFuzzer target (clang), FUZZ_TIME=600 s, in build/fuzz/"
 	@echo "make tools      build/bin: shsim (simulator runner), shrun (epoll runner), tools/*.c"
 	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall (libraries, headers,"
-	@echo "                stackhouse.pc, stackhouse-sim.pc, bin/shsim)"
+	@echo "                a .pc per library, the CMake package, bin/shrun, bin/shsim)"
+	@echo "make install-check  install into build/install-check; build and run users of it"
 	@echo "make clean      rm -rf build"
 	@echo "single programs: make build/<release|asan|tsan|cov>/tests/<test_x> (also bench/, examples/)"
-	@echo "variables: CC, CFLAGS, LDFLAGS, LDLIBS, LDLIBS_<prog>, TEST_LDLIBS, TEST_TIMEOUT, V=1"
+	@echo "variables: CC, CFLAGS, LDFLAGS, LDLIBS, LDLIBS_<prog>, TEST_LDLIBS, TEST_TIMEOUT, V=1,"
+	@echo "           NO_DEPS=1 (skip tools/deps.sh)"

@@ -116,12 +116,16 @@ static void env_once(void) {
 #endif
 }
 
+#endif
+
+/* One definition for every build (gcovr merges a source's builds by
+ * function and line). */
 void sh_faults_from_env(void) {
+#if defined(FIU_ENABLE) && !defined(SH_SIM)
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, env_once);
-}
 #else
-/* The simulator decides its faults from its options alone: an environment
- * would make a seed's run differ between machines. */
-void sh_faults_from_env(void) {}
+  /* The simulator decides its faults from its options alone: an environment
+   * would make a seed's run differ between machines. */
 #endif
+}

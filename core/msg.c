@@ -10,6 +10,12 @@
 #include "check.h"
 #include "mem.h"
 
+/* stackhouse.h shows C++ a plain pointer where C has sh_msg *_Atomic: both
+ * languages see one layout only while the two are alike. */
+_Static_assert(sizeof(sh_msg *_Atomic) == sizeof(sh_msg *) &&
+                   _Alignof(sh_msg *_Atomic) == _Alignof(sh_msg *),
+               "sh_msg.next: an atomic pointer must be laid out as a plain one");
+
 const sh_msg_type sh_exception_type = {"sh_exception", sizeof(sh_exception), SH_REPLY, 0, NULL};
 SH_MSG_DEFINE(sh_args, SH_NOTICE, 0);
 

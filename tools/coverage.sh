@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
-# The lcov side of `make coverage`, on the counters of the cov build:
-#   tools/coverage.sh capture OUT.info   counters so far -> OUT.info, then zeroed
-#                                        (so that the next capture holds only
-#                                        what ran after this one)
-#   tools/coverage.sh report A.info...   merged into build/coverage/lcov.info
-#                                        (core/ and backends: what CI publishes),
-#                                        the HTML next to it, lines hit per folder
+# The lcov and gcovr side of `make coverage`, on the counters of the cov build
+# (build/cov/**/*.gcda, which it leaves in place):
+#   tools/coverage.sh capture OUT.info   the counters so far -> OUT.info
+#   tools/coverage.sh report ALL.info [PART.info...]
+#                                        ALL.info's library folders (core/, the
+#                                        backends, http/) -> build/coverage/lcov.info,
+#                                        the HTML next to it, and the same counters
+#                                        as Cobertura XML (gcovr) in
+#                                        build/coverage/cobertura.xml; lines hit
+#                                        per folder, and core/ by each PART alone
+# Counters only grow while programs run, so a capture taken after the tests
+# and one taken after everything tell the tests' share from the whole
+# without zeroing anything: the .gcda stay for a report of another kind.
 # CC says which compiler built build/cov: clang's data is read with llvm-cov gcov.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 out=build/coverage
 lcov=(lcov --quiet --config-file coverage/lcovrc)
+# The library's folders: what the report (and a CI system) publishes.
+LIB_DIRS=(core backend-epoll backend-sim http)
+
+clang_cc() { ${CC:-cc} --version 2>/dev/null | grep -q clang; }
 
 gcov_tool() {
-  if ${CC:-cc} --version 2>/dev/null | grep -q clang; then
+  if clang_cc; then
     command -v llvm-cov >/dev/null || echo "coverage: clang's data needs llvm-cov (apt-get install llvm)" >&2
     printf '#!/bin/sh\nexec llvm-cov gcov "$@"\n' > "$out/llvm-gcov"
     chmod +x "$out/llvm-gcov"
@@ -32,7 +42,6 @@ capture() {
   "${lcov[@]}" --gcov-tool "$tool" --capture --directory build/cov --output-file "$info" \
     2>&1 | { grep -v '^Subroutine .* redefined at' || true; }
   [ "${PIPESTATUS[0]}" -eq 0 ]
-  "${lcov[@]}" --zerocounters --directory build/cov
 }
 
 # Lines hit/total of each top-level folder of a tracefile: "folder hit total".
@@ -49,27 +58,41 @@ pct() { awk -v h="$1" -v t="$2" 'BEGIN { printf "%.1f%%", t ? 100 * h / t : 0 }'
 
 core_pct() { per_folder "$1" | awk '$1 == "core/" { print $2, $3 }' | { read -r h t && pct "$h" "$t"; }; }
 
-# core/ and the backends of a tracefile; lcov merges the records of a source
+# The library's folders of a tracefile; lcov merges the records of a source
 # built twice (the simulation library's -DSH_SIM objects) and counts LF/LH.
-library() { "${lcov[@]}" --extract "$1" '*/core/*' '*/backend-*/*' --output-file "$2"; }
+library() {
+  local d pats=()
+  for d in "${LIB_DIRS[@]}"; do pats+=("*/$d/*"); done
+  "${lcov[@]}" --extract "$1" "${pats[@]}" --output-file "$2"
+}
+
+# The same counters as Cobertura XML, by gcovr (which runs gcov itself on
+# build/cov's .gcda, merging a source's two builds as lcov does).
+cobertura() {
+  local d filters=() exe=gcov
+  for d in "${LIB_DIRS[@]}"; do filters+=(--filter "$d/"); done
+  clang_cc && exe="llvm-cov gcov"
+  gcovr --root . --object-directory build/cov --gcov-executable "$exe" "${filters[@]}" \
+    --cobertura-pretty --cobertura "$out/cobertura.xml" build/cov
+}
 
 report() {
-  local args=() i
-  for i in "$@"; do
-    library "$i" "${i%.info}.lib.info"
-    args+=(--add-tracefile "${i%.info}.lib.info")
-  done
-  "${lcov[@]}" "${args[@]}" --output-file "$out/lcov.info"
+  local all=$1 part; shift
+  library "$all" "$out/lcov.info"
   genhtml --quiet --config-file coverage/lcovrc --output-directory "$out/html" "$out/lcov.info"
-  echo "== line coverage by folder (tracefile $out/lcov.info, HTML $out/html/index.html)"
+  cobertura
+  echo "== line coverage by folder (tracefile $out/lcov.info, HTML $out/html/index.html, Cobertura $out/cobertura.xml)"
   per_folder "$out/lcov.info" | while read -r d h t; do
     printf '  %-16s %6d / %-6d %s\n' "$d" "$h" "$t" "$(pct "$h" "$t")"
   done
-  echo "== core/: $(core_pct "${1%.info}.lib.info") by $(basename "$1" .info) alone, $(core_pct "$out/lcov.info") in all"
+  for part in "$@"; do
+    library "$part" "${part%.info}.lib.info"
+    echo "== core/: $(core_pct "${part%.info}.lib.info") by $(basename "$part" .info) alone, $(core_pct "$out/lcov.info") in all"
+  done
 }
 
 case ${1:-} in
   capture) capture "${2:?usage: tools/coverage.sh capture OUT.info}" ;;
-  report) shift; [ $# -gt 0 ] || { echo "usage: tools/coverage.sh report A.info..." >&2; exit 2; }; report "$@" ;;
-  *) echo "usage: tools/coverage.sh capture OUT.info | report A.info..." >&2; exit 2 ;;
+  report) shift; [ $# -gt 0 ] || { echo "usage: tools/coverage.sh report ALL.info [PART.info...]" >&2; exit 2; }; report "$@" ;;
+  *) echo "usage: tools/coverage.sh capture OUT.info | report ALL.info [PART.info...]" >&2; exit 2 ;;
 esac

@@ -11,6 +11,9 @@ set -euo pipefail
 # shards under GNU parallel and reads its JSON and JUnit output.
 # libclang-rt-dev: clang's sanitizer runtimes. clang only recommends it, and
 # --no-install-recommends would leave `make CC=clang test` unable to link.
+# gcovr: `make coverage`'s Cobertura XML. cmake: the install check builds a
+# CMake project against the install (and make install writes the package's
+# version file with CMake's helper).
 PACKAGES=(
   build-essential
   clang
@@ -20,6 +23,8 @@ PACKAGES=(
   libfiu-dev
   fiu-utils
   lcov
+  gcovr
+  cmake
   libgoogle-perftools-dev
   coreutils
   parallel

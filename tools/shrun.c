@@ -13,10 +13,33 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: shrun SCENARIO|all [--workers K] [--seed N] [--runs R]\n"
           "       shrun list\n"
+          "       shrun --help | --version\n"
           "Runs a scenario (or every visible one) on the epoll backend, R times\n"
           "(default 1) from seed N (default 1), and checks its invariants. One line per\n"
           "run: scenario=NAME seed=N result=ok|FAIL:<kind> msgs=M [detail]. Exit status 1\n"
-          "if any run failed.\n");
+          "if any run failed, 2 on a bad command line.\n"
+          "  --workers K  worker threads (default: the scenario's own)\n"
+          "  --seed N     the first run's seed: sh_scn_rand's stream (default 1)\n"
+          "  --runs R     runs of each scenario, seeds N..N+R-1 (default 1)\n"
+          "  --version    shrun's version: the stackhouse library it runs on\n"
+          "The scenarios are those linked into this shrun (libstackhouse-shrun.a and\n"
+          "scenario objects); `shrun list` names them.\n");
+}
+
+/* --help and --version answer wherever they are, as other tools' do: true
+ * when one was given (and answered). */
+static bool info_option(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      return true;
+    }
+    if (strcmp(argv[i], "--version") == 0) {
+      printf("shrun (stackhouse) %s\n", sh_version());
+      return true;
+    }
+  }
+  return false;
 }
 
 static int parse_u64(const char *s, uint64_t *out) {
@@ -39,9 +62,10 @@ static bool run_one(const sh_scenario *sc, uint64_t seed, uint32_t workers) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-    usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  if (info_option(argc, argv)) return 0;
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
   }
   if (strcmp(argv[1], "list") == 0) {
     for (size_t i = 0; i < sh_scenario_count(); i++) {

@@ -6,7 +6,8 @@
  * sh_scn_simulated().
  *
  * The framework is part of the simulation library (pkg-config
- * stackhouse-sim). SH_SCENARIO registers through a linker section, which
+ * stackhouse-sim, with shsim: stackhouse-shsim) and, for the epoll backend,
+ * of libstackhouse-shrun.a (pkg-config stackhouse-shrun). SH_SCENARIO registers through a linker section, which
  * the linker fills only from the objects it links: link scenario objects
  * as objects (.o), never from an archive, or they are not found.
  *
@@ -60,7 +61,14 @@
 #ifndef SH_SCENARIO_H
 #define SH_SCENARIO_H
 
+#if defined(__cplusplus) && __cplusplus <= 202002L
+/* Before C++23 C++ has no <stdatomic.h>; C++23's makes atomic_uint this very
+ * type, std::atomic<unsigned int>, whose layout is C's atomic_uint's. */
+#include <atomic>
+using std::atomic_uint;
+#else
 #include <stdatomic.h>
+#endif
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -1,8 +1,9 @@
 /*
- * Simulation sweeps inside a cmocka test (header only). Include it after
- * <cmocka.h>; link the test with its scenario objects, -lstackhouse-shsim
- * and `pkg-config --libs stackhouse-sim` (the test's own main stays: the
- * runner library's main is left out when the test has one).
+ * Simulation sweeps inside a cmocka test (header only). It includes
+ * <cmocka.h> (and what cmocka.h needs before it). Link the test with its
+ * scenario objects, `pkg-config --libs stackhouse-shsim` and -lcmocka (the
+ * test's own main stays: the runner library's main is left out when the
+ * test has one).
  *
  *   static void test_counter(void **state) {
  *     (void)state;
@@ -15,8 +16,13 @@
 #ifndef SH_SIM_CMOCKA_H
 #define SH_SIM_CMOCKA_H
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include <stackhouse/sim.h>
 

@@ -40,9 +40,18 @@
 extern "C" {
 #endif
 
+/* The version of these headers (the Makefile, the .pc and CMake files take
+ * theirs from here). SH_VERSION_NUMBER compares: MAJOR * 10000 + MINOR *
+ * 100 + PATCH. sh_version() below is the library's, which a program linked
+ * with libstackhouse.so may find newer than the headers it was built with. */
 #define SH_VERSION_MAJOR 0
 #define SH_VERSION_MINOR 1
 #define SH_VERSION_PATCH 0
+#define SH_VERSION_NUMBER (SH_VERSION_MAJOR * 10000 + SH_VERSION_MINOR * 100 + SH_VERSION_PATCH)
+#define SH_VERSION_STR_(x) #x
+#define SH_VERSION_STR(x) SH_VERSION_STR_(x)
+#define SH_VERSION_STRING \
+  SH_VERSION_STR(SH_VERSION_MAJOR) "." SH_VERSION_STR(SH_VERSION_MINOR) "." SH_VERSION_STR(SH_VERSION_PATCH)
 
 /* Marks the library's public API: the only symbols libstackhouse.so
  * exports (everything else is built with hidden visibility). */
@@ -51,6 +60,10 @@ extern "C" {
 #else
 #define SH_API
 #endif
+
+/* The library's version, "MAJOR.MINOR.PATCH": SH_VERSION_STRING of the
+ * headers it was built with. A static string. */
+SH_API const char *sh_version(void);
 
 /* Timeouts (see the top of this file). */
 #define SH_NOWAIT 0
@@ -105,7 +118,14 @@ struct sh_msg_type {
  */
 struct sh_msg {
   const sh_msg_type *type;
+#ifndef __cplusplus
   sh_msg *_Atomic next;     /* mailbox link */
+#else
+  /* C++ has no _Atomic qualifier. The runtime (C) alone touches the link,
+   * and an atomic pointer has a plain pointer's size and alignment (core/msg.c
+   * asserts it), so C++ sees the same layout. */
+  sh_msg *next;
+#endif
   struct sh_house *sender;  /* the asking house, for replies */
   uint64_t id;              /* ask id; for a reply, the ask it answers */
   int32_t error;            /* exception replies: the negative errno */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "covdump.h"
 #include "pool.h"
 #include "determinism.h"
 #include "replayfile.h"
@@ -39,6 +40,7 @@ static void send_death(const char *kind, const char *detail) {
 
 __attribute__((noreturn)) static void on_sim_failure(const char *kind, const char *detail) {
   send_death(kind, detail);
+  covdump_write(); /* _exit skips the coverage counters' exit hook */
   _exit(1);
 }
 
