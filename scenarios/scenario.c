@@ -123,11 +123,11 @@ static bool faults_on(const sh_scenario *sc) {
   /* The network's weather alone excuses nothing: every check holds. */
   return sh_sim_faults_active() && !sh_sim_faults_benign();
 #else
-  /* On threads the points are the process's (SH_FAULTS): no scenario can
-   * turn them off, and every one runs as tolerantly as it can. */
+  /* On threads the points are the process's (SH_FAULTS, or libfiu's own
+   * fiu-run and fiu-ctrl): no scenario can turn them off, and every one
+   * runs as tolerantly as it can. */
   (void)sc;
-  const char *spec = getenv("SH_FAULTS");
-  return spec != NULL && spec[0] != '\0';
+  return sh_faults_enabled();
 #endif
 }
 
@@ -161,17 +161,9 @@ static void failf(sh_scn *s, const char *kind, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* Whether a fault fired in this run so far: then a scenario's own check
- * may fail because of it (on threads, any faulty run). */
-static bool fault_fired(void) {
-#ifdef SH_SIM
-  sh_sim_report r;
-  sh_sim_report_get(&r);
-  return r.faults > 0;
-#else
-  return true;
-#endif
-}
+/* Whether a fault fired in this run so far (on threads, in this process):
+ * then a scenario's own check may fail because of it. */
+static bool fault_fired(void) { return sh_faults_fired() > 0; }
 
 bool sh_scn_check_at(sh_scn *s, bool cond, const char *file, int line, const char *fmt, ...) {
   if (cond) return true;

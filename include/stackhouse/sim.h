@@ -145,6 +145,17 @@ size_t sh_sim_fault_points(const char *const **out);
 /* Whether the current run has fault points enabled (options.faults). */
 bool sh_sim_faults_active(void);
 
+/* libfiu's own tools are not for the simulator: their random decisions
+ * are libfiu's, not a seed's, so a run under them could not be replayed.
+ * This names what shows that they drive the process (fiu-run enabling
+ * points, or libfiu's remote control open for fiu-ctrl), or is NULL. A
+ * simulation configured under them fails at once (FAIL:setup, with
+ * SH_SIM_FIU_ADVICE); shsim refuses to start (exit status 2). */
+const char *sh_sim_fiu_tools(void);
+#define SH_SIM_FIU_ADVICE                                                             \
+  "in the simulator, faults are given with --faults 'PATTERN:P' (sh_sim_options.faults), " \
+  "decided by the seed; libfiu's random mode is not reproducible"
+
 /* Whether every point the current run enables (with a rate above 0) is
  * the network's weather: sh/net/delay, partition, read, write (short reads
  * and writes in the simulator), drop, dup, reorder. A correct program
