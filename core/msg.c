@@ -10,7 +10,7 @@
 #include "check.h"
 #include "mem.h"
 
-const sh_msg_type sh_exception_type = {"sh_exception", sizeof(sh_exception), SH_REPLY, 0, NULL};
+const sh_msg_type sh_exception_type = {"sh_exception", sizeof(sh_exception), SH_REPLY, 0, NULL, NULL};
 SH_MSG_DEFINE(sh_args, SH_NOTICE, 0);
 
 sh_msg *sh_msg_alloc(const sh_msg_type *t) {

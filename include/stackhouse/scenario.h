@@ -131,6 +131,19 @@ uint64_t sh_scn_rand(sh_scn *s);
 bool sh_scn_check_at(sh_scn *s, bool cond, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 #define SH_SCN_CHECK(s, cond, ...) sh_scn_check_at((s), (cond), __FILE__, __LINE__, __VA_ARGS__)
+/* In the simulator, a check that fails is also drawn in the trace file
+ * (shsim --trace): an instant "check failed: FILE:LINE: message" at its
+ * virtual time on its fiber's track ("check excused: ..." when a fault
+ * excused it, above). */
+
+/* The scenario's own annotation, for its trace: in the simulator, with a
+ * trace file being written, an instant named by the formatted text (up to
+ * 200 bytes) at the current virtual time on the calling fiber's track,
+ * never hashed; without a trace file the text is not even formatted. On
+ * the epoll backend nothing (no timeline to put it on; a note per round
+ * would flood a run's output): print there what must be seen. From any
+ * actor or thread of the run. */
+void sh_scn_note(sh_scn *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Ends the workload: sh_system_exit(sys, 0). Safe from any thread, idempotent. */
 void sh_scn_done(sh_scn *s, sh_system *sys);
 

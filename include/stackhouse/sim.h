@@ -238,8 +238,20 @@ void sh_sim_on_failure(sh_sim_fail_fn fn);
 
 /* For a process about to die some other way (an assert, a signal, a
  * sanitizer report): marks the failure in the trace file, if one is open,
- * and finishes the file so that it stays valid JSON. Best effort. */
+ * and finishes the file so that it stays valid JSON. Best effort. (A
+ * failure the simulator detects is drawn the same way, "FAIL: <kind>" with
+ * its detail as the instant's text, on the failing fiber's track.) */
 void sh_sim_trace_abandon(const char *why);
+
+/* Whether the current simulation is writing a trace file (options.trace_path):
+ * what is only for the trace (a note's text) need not be made otherwise. */
+bool sh_sim_tracing(void);
+/* Draws an instant event of category `cat` named `name`, with `text` as
+ * its argument (NULL: none), at the current virtual time on the calling
+ * fiber's track, in the trace file if one is being written; nothing
+ * otherwise. Not mixed into the trace hash. The scenario framework draws
+ * failed checks ("check") and sh_scn_note ("note") with it. */
+void sh_sim_trace_mark(const char *cat, const char *name, const char *text);
 
 /*
  * A run of a registered scenario (<stackhouse/scenario.h>) from a test

@@ -97,6 +97,16 @@ struct sh_msg_type {
   /* Optional: release what the message owns (not the message itself). Called
    * whenever the runtime frees a message of this type, delivered or dropped. */
   void (*drop)(sh_msg *m);
+  /* Optional: the message in words, for traces: writes a short text (its
+   * fields, say "key=7 value=42") to buf, n bytes, NUL-terminated as
+   * snprintf does, and returns its length (as snprintf: longer than n - 1
+   * is cut) or a negative errno (no text). Called only by the simulator
+   * while it writes a trace file (shsim --trace), when a message of this
+   * type is handed over, asked or answered; never in production, nor in a
+   * simulation without a trace. It must only read the message: no sends,
+   * no locks, no scheduling points (a traced run must stay the run of its
+   * seed). The text is shown, never hashed. */
+  int (*describe)(const sh_msg *m, char *buf, size_t n);
 };
 
 /*
@@ -114,9 +124,13 @@ struct sh_msg {
 
 /* Defines the descriptor `T##_type` for message struct T. */
 #define SH_MSG_DEFINE(T, kind_, flags_) \
-  const sh_msg_type T##_type = {#T, sizeof(T), (kind_), (flags_), NULL}
+  const sh_msg_type T##_type = {#T, sizeof(T), (kind_), (flags_), NULL, NULL}
 #define SH_MSG_DEFINE_DROP(T, kind_, flags_, drop_) \
-  const sh_msg_type T##_type = {#T, sizeof(T), (kind_), (flags_), (drop_)}
+  const sh_msg_type T##_type = {#T, sizeof(T), (kind_), (flags_), (drop_), NULL}
+/* The same with a describe hook (sh_msg_type.describe); a type with both
+ * hooks spells its descriptor out: {"T", sizeof(T), kind, flags, drop, describe}. */
+#define SH_MSG_DEFINE_DESCRIBED(T, kind_, flags_, describe_) \
+  const sh_msg_type T##_type = {#T, sizeof(T), (kind_), (flags_), NULL, (describe_)}
 #define SH_MSG_DECLARE(T) extern SH_API const sh_msg_type T##_type
 
 /* Allocates a zeroed message of type t (only its header for a type flagged
