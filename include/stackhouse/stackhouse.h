@@ -342,7 +342,11 @@ SH_API int64_t sh_clock_ms(void);
 SH_API int64_t sh_time_ms(void);
 
 SH_API bool sh_future_done(const sh_future *f);
-/* 0 for a reply; else -ETIMEDOUT, -ESHUTDOWN, or what the other side threw. */
+/* 0 for a reply; -EINPROGRESS while the future is pending (not done yet:
+ * after sh_suspend_any, a sibling of the one that completed); else
+ * -ETIMEDOUT, -ESHUTDOWN, or what the other side threw. So
+ * sh_future_failed is true for a pending future too: ask sh_future_done
+ * first where a future may still be pending. */
 SH_API int sh_future_error(const sh_future *f);
 static inline bool sh_future_failed(const sh_future *f) { return sh_future_error(f) != 0; }
 /* The reply; owned by the future (freed when the stack moves to another state
