@@ -63,6 +63,12 @@ static int kv_sum_describe(const sh_msg *m, char *buf, size_t n) {
 SH_MSG_DEFINE_DESCRIBED(kv_ask, SH_ASK, 0, kv_ask_describe);
 SH_MSG_DEFINE_DESCRIBED(kv_sum, SH_REPLY, 0, kv_sum_describe);
 
+/* The last word, in no words: a type without the hook. */
+typedef struct kv_bye {
+  sh_msg hdr;
+} kv_bye;
+SH_MSG_DEFINE(kv_bye, SH_NOTICE, 0);
+
 static sh_yield adder_ask(sh_actor *self, sh_stack *st) {
   (void)self;
   const kv_ask *a = sh_stack_msg_as(st, kv_ask);
@@ -70,8 +76,19 @@ static sh_yield adder_ask(sh_actor *self, sh_stack *st) {
   return r != NULL ? sh_return(st, &r->hdr) : sh_throw(st, -ENOMEM);
 }
 
+/* kv_bye ends the workload. */
+static sh_yield adder_notice(sh_actor *self, sh_stack *st) {
+  sh_scn_done(sh_scn_of(self), sh_actor_system(self));
+  return sh_return(st, NULL);
+}
+
 static const sh_actor_class adder_class = {
-    .name = "adder", .size = sizeof(sh_actor), .ask = adder_ask};
+    .name = "adder",
+    .size = sizeof(sh_scn_actor),
+    .init = sh_scn_actor_init,
+    .ask = adder_ask,
+    .notice = adder_notice,
+};
 
 typedef struct marker_locals {
   sh_future *f;
@@ -79,8 +96,8 @@ typedef struct marker_locals {
 
 static const sh_addr *adder;
 
-/* Notes its round, asks 7 + 42, then checks (and fails, on purpose) that
- * the sum is 0. */
+/* Notes its round, asks 7 + 42, checks (and fails, on purpose) that the
+ * sum is 0, then says bye to the adder. */
 static sh_yield marker_notice(sh_actor *self, sh_stack *st) {
   sh_scn *s = sh_scn_of(self);
   marker_locals *l = sh_stack_locals(st);
@@ -92,7 +109,9 @@ static sh_yield marker_notice(sh_actor *self, sh_stack *st) {
   }
   const kv_sum *r = sh_future_reply(l->f, kv_sum);
   SH_SCN_CHECK(s, r != NULL && r->sum == 0, "deliberate: sum %u", r != NULL ? r->sum : 0);
-  sh_scn_done(s, sh_actor_system(self));
+  kv_bye *bye = sh_msg_new(kv_bye);
+  int rc = bye != NULL ? sh_notice(adder, &bye->hdr) : -ENOMEM;
+  if (!SH_SCN_CHECK(s, rc == 0, "bye not sent: %d", rc)) sh_scn_done(s, sh_actor_system(self));
   return sh_return(st, NULL);
 }
 
@@ -106,7 +125,7 @@ static const sh_actor_class marker_class = {
 
 static int marks_setup(sh_scn *s, sh_system *sys) {
   const sh_addr *m;
-  int rc = sh_spawn_on(sys, &adder_class, NULL, 1, &adder);
+  int rc = sh_scn_spawn_on(s, sys, &adder_class, 1, 1, &adder);
   if (rc == 0) rc = sh_scn_spawn_on(s, sys, &marker_class, 0, 0, &m);
   return rc != 0 ? rc : sh_scn_kick(m);
 }
@@ -231,9 +250,11 @@ static void test_described_messages(void **state) {
   assert_true(find(d, "s", "flow", "ask", "key=7 value=42") >= 0);
   assert_true(find(d, "B", "msg", "kv_sum", "sum=49") >= 0);
   assert_true(find(d, "f", "flow", "ask", "sum=49") >= 0);
-  /* A type without the hook has no text. */
-  long go = find(d, "B", "msg", "sh_scn_go", NULL);
-  assert_true(go >= 0 && d->evs[go].argtext.s == NULL);
+  /* The framework's start notice describes itself; a type without the
+   * hook has no text. */
+  assert_true(find(d, "B", "msg", "sh_scn_go", "n=0") >= 0);
+  long bye = find(d, "B", "msg", "kv_bye", NULL);
+  assert_true(bye >= 0 && d->evs[bye].argtext.s == NULL);
   unload(&t);
 }
 

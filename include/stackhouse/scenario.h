@@ -33,7 +33,8 @@
  *   - in the simulator: the run ended within vtime_limit_ms of virtual time
  *     and its step bound (else FAIL:vtime / FAIL:livelock).
  * Fault-tolerant mode: in a run with faults enabled (sh_scn_faulty: shsim
- * --faults, or SH_FAULTS on a build with fault points), a system that cannot
+ * --faults; on threads, a build with fault points under SH_FAULTS or
+ * libfiu's fiu-run or fiu-ctrl, see sh_faults_enabled), a system that cannot
  * be created or started, a setup that fails after a fault fired, or a
  * workload that stalls (no message sent or delivered for 3 s, virtual in the
  * simulator), is a run cut short, not a failure; a scenario's own check that
@@ -76,7 +77,8 @@ enum {
   SH_SCN_SIM_ONLY = 1u << 1,
   /* Not fault-tolerant: its checks assume that nothing fails. A run with
    * faults in the simulator (shsim --faults) runs it without them; on
-   * threads (SH_FAULTS) the points are the whole process's, and it may fail. */
+   * threads (SH_FAULTS, fiu-run, fiu-ctrl) the points are the whole
+   * process's, and it may fail. */
   SH_SCN_NO_FAULTS = 1u << 2,
 };
 
@@ -115,8 +117,9 @@ uint32_t sh_scn_workers(const sh_scn *s);
 uint64_t sh_scn_seed(const sh_scn *s);
 /* True in the simulator. */
 bool sh_scn_simulated(const sh_scn *s);
-/* True when the run has fault points enabled (fault-tolerant mode, above):
- * a spawn, a send, an ask may fail with -ENOMEM (-EAGAIN for a thread). */
+/* True when the run has fault points enabled (fault-tolerant mode, above;
+ * <stackhouse/probe.h>'s sh_faults_enabled): a spawn, a send, an ask may
+ * fail with -ENOMEM (-EAGAIN for a thread). */
 bool sh_scn_faulty(const sh_scn *s);
 /* Whether rc is an error in a faulty run after a fault fired (-ENOMEM,
  * -EAGAIN, or a consequence: -ESHUTDOWN from an actor a fault stopped, a
