@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fiu-control.h>
 #include <fiu.h>
+#include <stackhouse/probe.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -127,6 +128,15 @@ void sh_simfault_configure(const sh_sim_options *o, uint64_t *x) {
   sh_simfault_end();
   F.fired = 0;
   sh_simrng_seed(&F.rng, x);
+  /* Points fiu-run or fiu-ctrl enabled would fire by libfiu's own draws as
+   * soon as a spec arms the points, and a seed would no longer name a run:
+   * say so rather than run without them or with them unreproducibly. */
+  const char *tools = sh_sim_fiu_tools();
+  if (tools != NULL) {
+    char d[240];
+    snprintf(d, sizeof(d), "%s: %s", tools, SH_SIM_FIU_ADVICE);
+    sh_simrun_fail("setup", d);
+  }
   if (o->faults == NULL) return;
   fiu_init(0);
   const char *why = "too many points enabled";
@@ -156,6 +166,12 @@ size_t sh_sim_fault_points(const char *const **out) {
 }
 
 bool sh_sim_faults_active(void) { return F.n > 0; }
+
+const char *sh_sim_fiu_tools(void) { return sh_faults_tools(); }
+
+/* probe.h's view of the simulator's faults: the current run's. */
+bool sh_faults_enabled(void) { return F.n > 0; }
+uint64_t sh_faults_fired(void) { return F.fired; }
 
 /* The network's weather: what a correct program copes with and still
  * does all it should, only later (in the simulator a short read or write

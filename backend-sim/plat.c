@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stackhouse/stackhouse.h>
+
 #include "fault.h"
 #include "memmodel.h"
 #include "misuse.h"
@@ -369,7 +371,24 @@ void sh_plat_thread_join(sh_plat_thread *t) {
 
 /* ---- trace points -------------------------------------------------------------- */
 
-void sh_plat_trace(sh_trace_kind kind, uint64_t house, const char *name, uint64_t flow) {
+/* Bytes of a message's own words in a trace, at most (NUL included). */
+#define SH_SIM_DESCRIBE_MAX 256
+
+/* msg's type's own words (sh_msg_type.describe) in buf, or NULL. Asked only
+ * while a trace file is written: the hook is the program's code, which an
+ * untraced run must not pay for. */
+static const char *describe(const struct sh_msg *msg, char *buf, size_t n) {
+  if (msg == NULL || msg->type->describe == NULL) return NULL;
+  buf[0] = '\0';
+  int rc = msg->type->describe(msg, buf, n);
+  buf[n - 1] = '\0'; /* a hook that filled buf to the end */
+  return rc >= 0 ? buf : NULL;
+}
+
+/* The text is not mixed into the hash: the hash names the run, and the
+ * words are the program's, written only when a trace is. */
+void sh_plat_trace(sh_trace_kind kind, uint64_t house, const char *name, uint64_t flow,
+                   const struct sh_msg *msg) {
   sh_simmisuse_check_thread("sh_plat_trace");
   uint32_t cur = sh_simrun_cur();
   sh_simrun_mix(SH_SIMRUN_MIX_TRACE);
@@ -377,5 +396,8 @@ void sh_plat_trace(sh_trace_kind kind, uint64_t house, const char *name, uint64_
   sh_simrun_mix(house);
   sh_simrun_mix(sh_simrun_str_hash(name));
   sh_simrun_mix(flow);
-  if (S->trace != NULL) sh_simtrace_event(S->trace, S->now, cur, kind, house, name, flow);
+  if (S->trace == NULL) return;
+  char buf[SH_SIM_DESCRIBE_MAX];
+  sh_simtrace_event_text(S->trace, S->now, cur, kind, house, name, flow,
+                         describe(msg, buf, sizeof(buf)));
 }

@@ -34,6 +34,7 @@
 
 #include "fault.h"
 #include "memmodel.h"
+#include "misuse.h"
 #include "net.h"
 #include "replay.h"
 #include "strategy.h"
@@ -125,12 +126,24 @@ void sh_simrun_trace_close(void) {
   if (rc != 0) fprintf(stderr, "shsim: writing the trace failed: %s\n", strerror(-rc));
 }
 
-void sh_sim_trace_abandon(const char *why) {
+/* The failure drawn where it happened (the fiber that failed, at its
+ * virtual time) with its detail, then the file finished. */
+static void trace_fail(const char *why, const char *detail) {
   if (S->trace == NULL) return;
   char name[64];
   snprintf(name, sizeof(name), "FAIL: %s", why);
-  sh_simtrace_instant(S->trace, S->now, sh_simrun_cur(), name);
+  sh_simtrace_mark(S->trace, S->now, sh_simrun_cur(), "fail", name, detail);
   sh_simrun_trace_close();
+}
+
+void sh_sim_trace_abandon(const char *why) { trace_fail(why, NULL); }
+
+bool sh_sim_tracing(void) { return S->trace != NULL; }
+
+void sh_sim_trace_mark(const char *cat, const char *name, const char *text) {
+  if (S->trace == NULL) return;
+  sh_simmisuse_check_thread("sh_sim_trace_mark");
+  sh_simtrace_mark(S->trace, S->now, sh_simrun_cur(), cat, name, text);
 }
 
 void sh_simrun_fail(const char *kind, const char *detail) {
@@ -138,7 +151,7 @@ void sh_simrun_fail(const char *kind, const char *detail) {
   if (S->failing) default_fail(kind, detail);
   S->failing = true;
   sh_simwatchdog_disarm();
-  sh_sim_trace_abandon(kind);
+  trace_fail(kind, detail);
   (S->on_fail != NULL ? S->on_fail : default_fail)(kind, detail);
   default_fail(kind, detail); /* a handler that returned */
   abort();

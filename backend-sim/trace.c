@@ -92,11 +92,21 @@ static void meta(sh_simtrace *t, uint32_t tid, const char *what, const char *nam
   close_event(t);
 }
 
+/* ,"text":"..." inside args, when there is a text (a message's own words,
+ * a check's or a note's). */
+static void put_text(sh_simtrace *t, const char *text) {
+  if (text == NULL) return;
+  note(t, fputs(",\"text\":", t->f));
+  put_str(t, text);
+}
+
 static void begin(sh_simtrace *t, uint64_t ns, uint32_t tid, const char *cat, const char *name,
-                  uint64_t house) {
+                  uint64_t house, const char *text) {
   open_event(t, 'B', tid, &ns);
   put_name(t, name);
-  note(t, fprintf(t->f, ",\"cat\":\"%s\",\"args\":{\"house\":%" PRIu64 "}", cat, house));
+  note(t, fprintf(t->f, ",\"cat\":\"%s\",\"args\":{\"house\":%" PRIu64, cat, house));
+  put_text(t, text);
+  note(t, fputs("}", t->f));
   close_event(t);
 }
 
@@ -119,12 +129,13 @@ static void instant(sh_simtrace *t, uint64_t ns, uint32_t tid, const char *cat, 
  * open at ns (a reply's message), otherwise to the next slice on the track
  * (the timeout instant). */
 static void flow_event(sh_simtrace *t, uint64_t ns, uint32_t tid, const char *flow, char ph,
-                       uint64_t id, bool enclosing, const char *type) {
+                       uint64_t id, bool enclosing, const char *type, const char *text) {
   open_event(t, ph, tid, &ns);
   note(t, fprintf(t->f, ",\"name\":\"%s\",\"cat\":\"flow\",\"id\":\"0x%" PRIx64 "\"%s", flow,
                   id, enclosing && ph == 'f' ? ",\"bp\":\"e\"" : ""));
   note(t, fputs(",\"args\":{\"type\":", t->f));
   put_str(t, type);
+  put_text(t, text);
   note(t, fputs("}", t->f));
   close_event(t);
 }
@@ -205,13 +216,18 @@ int sh_simtrace_track(sh_simtrace *t, uint32_t track, const char *name) {
 
 void sh_simtrace_event(sh_simtrace *t, uint64_t ns, uint32_t track, sh_trace_kind kind,
                        uint64_t house, const char *name, uint64_t id) {
+  sh_simtrace_event_text(t, ns, track, kind, house, name, id, NULL);
+}
+
+void sh_simtrace_event_text(sh_simtrace *t, uint64_t ns, uint32_t track, sh_trace_kind kind,
+                            uint64_t house, const char *name, uint64_t id, const char *text) {
   /* No state for a track that does not exist: nothing to nest it in. */
   if (t == NULL || track >= t->tracks) return;
   sh_simtrack *tr = &t->track[track];
   switch (kind) {
   case SH_TRACE_RUN:
     end_run(t, ns, track); /* a run never nests in a run on one fiber */
-    begin(t, ns, track, "run", name, house);
+    begin(t, ns, track, "run", name, house, NULL);
     tr->run = true;
     break;
   case SH_TRACE_DELIVER:
@@ -220,7 +236,7 @@ void sh_simtrace_event(sh_simtrace *t, uint64_t ns, uint32_t track, sh_trace_kin
       break;
     }
     end_msg(t, ns, track);
-    begin(t, ns, track, "msg", name, house);
+    begin(t, ns, track, "msg", name, house, text);
     tr->msg = true;
     break;
   case SH_TRACE_RUN_END:
@@ -230,14 +246,14 @@ void sh_simtrace_event(sh_simtrace *t, uint64_t ns, uint32_t track, sh_trace_kin
       end_run(t, ns, track);
     break;
   case SH_TRACE_ASK:
-    flow_event(t, ns, track, "ask", 's', id, true, name);
+    flow_event(t, ns, track, "ask", 's', id, true, name, text);
     break;
   case SH_TRACE_REPLY:
-    flow_event(t, ns, track, "ask", 'f', id, true, name);
+    flow_event(t, ns, track, "ask", 'f', id, true, name, text);
     break;
   case SH_TRACE_TIMEOUT:
     /* The end first: it binds to the next slice, the instant right after. */
-    flow_event(t, ns, track, "ask", 'f', id, false, name);
+    flow_event(t, ns, track, "ask", 'f', id, false, name, NULL);
     instant(t, ns, track, "timeout", name, id);
     break;
   default:
@@ -256,20 +272,28 @@ void sh_simtrace_net(sh_simtrace *t, uint64_t ns, uint32_t track, bool send, uin
   put_name(t, send ? "net send" : "net arrival");
   note(t, fputs(",\"cat\":\"net\"", t->f));
   close_event(t);
-  flow_event(t, ns, track, "net", send ? 's' : 'f', id, true, what);
+  flow_event(t, ns, track, "net", send ? 's' : 'f', id, true, what, NULL);
   end(t, ns, track);
 }
 
 void sh_simtrace_instant(sh_simtrace *t, uint64_t ns, uint32_t track, const char *name) {
+  sh_simtrace_mark(t, ns, track, "sim", name, NULL);
+}
+
+void sh_simtrace_mark(sh_simtrace *t, uint64_t ns, uint32_t track, const char *cat,
+                      const char *name, const char *text) {
   if (t == NULL) return;
-  if (track < t->tracks) {
-    instant(t, ns, track, "sim", name, 0);
-    return;
-  }
-  /* Not on any track: a global instant, drawn across the whole trace. */
-  open_event(t, 'i', 0, &ns);
+  bool on_track = track < t->tracks;
+  /* Off every track: a global instant, drawn across the whole trace. */
+  open_event(t, 'i', on_track ? track : 0, &ns);
   put_name(t, name);
-  note(t, fputs(",\"s\":\"g\",\"cat\":\"sim\"", t->f));
+  note(t, fputs(on_track ? ",\"s\":\"t\",\"cat\":" : ",\"s\":\"g\",\"cat\":", t->f));
+  put_str(t, cat);
+  if (text != NULL) {
+    note(t, fputs(",\"args\":{\"text\":", t->f));
+    put_str(t, text);
+    note(t, fputs("}", t->f));
+  }
   close_event(t);
 }
 

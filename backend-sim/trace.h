@@ -34,6 +34,12 @@ int sh_simtrace_track(sh_simtrace *t, uint32_t track, const char *name);
 void sh_simtrace_event(sh_simtrace *t, uint64_t ns, uint32_t track, sh_trace_kind kind,
                        uint64_t house, const char *name, uint64_t flow);
 
+/* The same with `text` (NULL: none), a message's own words
+ * (sh_msg_type.describe): an argument of the message's slice (DELIVER) or
+ * of the flow's end (ASK, REPLY). */
+void sh_simtrace_event_text(sh_simtrace *t, uint64_t ns, uint32_t track, sh_trace_kind kind,
+                            uint64_t house, const char *name, uint64_t flow, const char *text);
+
 /* A network flow arrow's end (net.c): send (true) on the sender's track
  * when it is sent, or its arrival on the receiver's; `id` joins the two,
  * `what` says what went (tcp, fin, connect, udp). */
@@ -42,6 +48,11 @@ void sh_simtrace_net(sh_simtrace *t, uint64_t ns, uint32_t track, bool send, uin
 
 /* An instant event named `name` (e.g. "park", "time jump", "FAIL: deadlock"). */
 void sh_simtrace_instant(sh_simtrace *t, uint64_t ns, uint32_t track, const char *name);
+
+/* An instant of category `cat` ("sim", "check", "note", "fail") with an
+ * argument `text` (NULL: none); off every track, a global one. */
+void sh_simtrace_mark(sh_simtrace *t, uint64_t ns, uint32_t track, const char *cat,
+                      const char *name, const char *text);
 
 /* Closes every open slice at `ns`, ends the JSON document, closes the file,
  * frees t. -errno if a write failed at any point. */

@@ -91,7 +91,7 @@ static int ask(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms, b
   if (rc == 0) {
     m->sender = h;
     m->id = sh_future_id(f);
-    SH_TRACE(SH_TRACE_ASK, h->seq, m->type->name, SH_TRACE_FLOW(h->seq, m->id));
+    SH_TRACE_MSG(SH_TRACE_ASK, h->seq, m, SH_TRACE_FLOW(h->seq, m->id));
     rc = send_for(f, t, gen, SH_BOX_ASK, m, !try_only);
   }
   if (try_only && (rc == -EAGAIN || rc == -ENOMEM)) {

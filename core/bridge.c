@@ -298,7 +298,7 @@ static sh_msg *take_answer(sh_bridge *b) {
 static void hand_over(sh_bridge *b, sh_msg *m, sh_bridge_reply *out) {
   sh_house *h = &b->house;
   out->ticket = m->id;
-  SH_TRACE(SH_TRACE_REPLY, h->seq, m->type->name, SH_TRACE_FLOW(h->seq, m->id));
+  SH_TRACE_MSG(SH_TRACE_REPLY, h->seq, m, SH_TRACE_FLOW(h->seq, m->id));
   if (sh_msg_is_exception(m)) {
     out->error = m->error < 0 ? m->error : -EPROTO;
     out->msg = NULL;

@@ -25,7 +25,7 @@
  * rest to a later run (each round may free room or end stacks). */
 #define SH_CH_LEAVE_ROUNDS 16
 
-const sh_msg_type sh_chev_type = {"sh_channel_event", sizeof(sh_msg), SH_NOTICE, 0, NULL};
+const sh_msg_type sh_chev_type = {"sh_channel_event", sizeof(sh_msg), SH_NOTICE, 0, NULL, NULL};
 
 static void fill_defaults(sh_channel_opts *o) {
   if (o->max_future_inflight == 0) o->max_future_inflight = 1;

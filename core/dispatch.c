@@ -249,7 +249,7 @@ static uint32_t take_from(walk *w, sh_box box) {
     w->stuck |= 1u << box;
     return 0;
   }
-  SH_TRACE(SH_TRACE_DELIVER, h->seq, m->type->name, 0);
+  SH_TRACE_MSG(SH_TRACE_DELIVER, h->seq, m, 0);
   if (!is_request(box))
     on_answer(h, m);
   else if (stopped(h) || stale(h, m))
@@ -324,7 +324,7 @@ static uint32_t drain_events(sh_house *h, uint32_t limit) {
     sh_msg *m = sh_house_take(h, SH_BOX_EVENT);
     if (m == NULL) break;
     n++;
-    SH_TRACE(SH_TRACE_DELIVER, h->seq, m->type->name, 0);
+    SH_TRACE_MSG(SH_TRACE_DELIVER, h->seq, m, 0);
     on_event(h, m);
   }
   return n;

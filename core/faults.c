@@ -1,10 +1,14 @@
 /* Fault points and the fault spec (faults.h). */
 #include "faults.h"
 
+#include <stackhouse/probe.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "atomic.h"
 
 #ifdef FIU_ENABLE
 #include <fiu-control.h>
@@ -93,7 +97,30 @@ int sh_faults_parse(const char *spec, sh_fault_entry_fn fn, void *ctx, const cha
   }
 }
 
+/* libfiu's tools talk to the program they run through these variables
+ * (fiu-run sets both; an empty FIU_CTRL_FIFO, `fiu-run -f ''`, turns the
+ * remote control off). */
+const char *sh_faults_tools(void) {
+  const char *enable = getenv("FIU_ENABLE"), *fifo = getenv("FIU_CTRL_FIFO");
+  /* fiu-run writes a newline and tabs before each command: blank is empty. */
+  if (enable != NULL && enable[strspn(enable, " \t\n")] != '\0')
+    return "fiu-run enables fault points (FIU_ENABLE)";
+  if (fifo != NULL && fifo[0] != '\0')
+    return "libfiu's remote control is open (FIU_CTRL_FIFO: fiu-run, for fiu-ctrl)";
+  return NULL;
+}
+
 #if defined(FIU_ENABLE) && !defined(SH_SIM)
+/* Whether SH_FAULTS or libfiu's tools enabled points (sh_faults_enabled). */
+static bool from_env;
+static _Atomic uint64_t fired;
+
+void sh_faults_count_fired(void) {
+  /* relaxed: a count; the consequence of the fault it counts is published
+   * after it by the faulty thread's own ordered operations. */
+  sh_atomic_fetch_add(&fired, 1, memory_order_relaxed);
+}
+
 /* libfiu decides with its own generator: runs on threads are not
  * reproducible anyway. */
 static int enable_random(void *ctx, const char *pattern, double p) {
@@ -101,18 +128,23 @@ static int enable_random(void *ctx, const char *pattern, double p) {
   return fiu_enable_random(pattern, 1, NULL, 0, (float)p) == 0 ? 0 : -ENOMEM;
 }
 
+/* SH_FAULTS, then libfiu's tools: either arms the points. Before this, a
+ * program under fiu-run had its points enabled in libfiu and never asked. */
 static void env_once(void) {
   const char *spec = getenv("SH_FAULTS");
-  if (spec == NULL || spec[0] == '\0') return;
   const char *why = "";
-  fiu_init(0);
-  if (sh_faults_parse(spec, NULL, NULL, &why) != 0 ||
-      sh_faults_parse(spec, enable_random, NULL, &why) != 0) {
-    fprintf(stderr, "stackhouse: SH_FAULTS='%s' ignored: %s\n", spec, why);
-    return;
+  bool on = sh_faults_tools() != NULL;
+  if (spec != NULL && spec[0] != '\0') {
+    fiu_init(0);
+    if (sh_faults_parse(spec, NULL, NULL, &why) != 0 ||
+        sh_faults_parse(spec, enable_random, NULL, &why) != 0)
+      fprintf(stderr, "stackhouse: SH_FAULTS='%s' ignored: %s\n", spec, why);
+    else
+      on = true;
   }
+  from_env = on;
 #ifndef SH_FAULTS_ALWAYS
-  sh_faults_armed = true;
+  sh_faults_armed = on;
 #endif
 }
 
@@ -125,7 +157,21 @@ void sh_faults_from_env(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, env_once);
 #else
-  /* The simulator decides its faults from its options alone: an environment
-   * would make a seed's run differ between machines. */
+  /* The production library has no fault points; the simulator decides its
+   * faults from its options alone: an environment would make a seed's run
+   * differ between machines (backend-sim/fault.c refuses libfiu's tools,
+   * and answers sh_faults_enabled and _fired). */
 #endif
 }
+
+#if defined(FIU_ENABLE) && !defined(SH_SIM)
+bool sh_faults_enabled(void) {
+  sh_faults_from_env();
+  return from_env;
+}
+
+uint64_t sh_faults_fired(void) { return sh_atomic_load(&fired, memory_order_relaxed); }
+#elif !defined(SH_SIM)
+bool sh_faults_enabled(void) { return false; }
+uint64_t sh_faults_fired(void) { return 0; }
+#endif

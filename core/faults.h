@@ -17,9 +17,12 @@
  * and sh_fault_return_on(name, value). libfiu's own check costs a few
  * hundred instructions a call even with nothing enabled, and points sit on
  * the path of every message (pools, stacks, wakes): so where the points are
- * compiled in for programs (the simulation library), they ask libfiu only
- * while sh_faults_armed is set, by a fault spec (the simulator's options, or
- * SH_FAULTS on threads). The test builds (SH_FAULTS_ALWAYS) always ask, as
+ * compiled in for programs (the simulation library, a library built with
+ * -DFIU_ENABLE), they ask libfiu only while sh_faults_armed is set: by a
+ * fault spec (the simulator's options, or SH_FAULTS on threads), or on
+ * threads by libfiu's own tools (fiu-run enabling points, or its remote
+ * control, through which fiu-ctrl enables them at any time; see
+ * sh_faults_from_env). The test builds (SH_FAULTS_ALWAYS) always ask, as
  * their tests enable points through libfiu directly.
  */
 #if defined(FIU_ENABLE) && !defined(SH_FAULTS_ALWAYS)
@@ -30,7 +33,20 @@ extern bool sh_faults_armed;
 #else
 #define SH_FAULTS_ARMED() 1
 #endif
+#if defined(FIU_ENABLE) && !defined(SH_SIM)
+/* Counts a fault that fired (sh_faults_fired): a scenario on threads
+ * excuses its checks only once one did. Only on the armed path. (The
+ * simulator counts its own, without an atomic that would be a scheduling
+ * point.) */
+void sh_faults_count_fired(void);
+static inline int sh_fault_counted(int failed) {
+  if (failed) sh_faults_count_fired();
+  return failed;
+}
+#define sh_fault(name) (SH_FAULTS_ARMED() && sh_fault_counted(fiu_fail(name)))
+#else
 #define sh_fault(name) (SH_FAULTS_ARMED() && fiu_fail(name))
+#endif
 #define sh_fault_return_on(name, value) \
   do {                                  \
     if (sh_fault(name)) return value;   \
@@ -57,10 +73,18 @@ int sh_faults_parse(const char *spec, sh_fault_entry_fn fn, void *ctx, const cha
  * trailing `*` matching any rest). */
 bool sh_fault_matches(const char *pattern, const char *name);
 
-/* Builds with fault points, on threads: enables the spec in the
- * environment variable SH_FAULTS (if set) with libfiu's own random
- * decisions, once per process. A bad spec is reported on stderr and
- * ignored. Elsewhere: nothing. */
+/* Builds with fault points, on threads, once per process: enables the
+ * spec in the environment variable SH_FAULTS (if set) with libfiu's own
+ * random decisions, and arms the points for it or for libfiu's own tools
+ * (sh_faults_tools). A bad SH_FAULTS is reported on stderr and ignored.
+ * Elsewhere: nothing. */
 void sh_faults_from_env(void);
+
+/* What says that libfiu's own tools drive this process's points, or NULL:
+ * fiu-run's preloader enables the points of its FIU_ENABLE variable
+ * (non-empty: `fiu-run -c 'enable ...'`) and opens the remote control of
+ * FIU_CTRL_FIFO (non-empty: fiu-ctrl can enable points at any time). The
+ * simulator refuses both: libfiu's own random decisions are not a seed's. */
+const char *sh_faults_tools(void);
 
 #endif

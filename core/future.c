@@ -147,7 +147,7 @@ void sh_future_answer(sh_house *h, sh_msg *m) {
     return;
   }
   sh_count(h->sys, SH_C_DELIVERED);
-  SH_TRACE(SH_TRACE_REPLY, h->seq, m->type->name, SH_TRACE_FLOW(h->seq, m->id));
+  SH_TRACE_MSG(SH_TRACE_REPLY, h->seq, m, SH_TRACE_FLOW(h->seq, m->id));
   if (sh_msg_is_exception(m)) {
     int err = m->error;
     sh_msg_free(m);

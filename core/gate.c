@@ -34,7 +34,7 @@ static void waiter_drop(sh_msg *m) {
   w->msg = NULL;
 }
 
-const sh_msg_type sh_waiter_type = {"sh_waiter", sizeof(sh_waiter), SH_NOTICE, 0, waiter_drop};
+const sh_msg_type sh_waiter_type = {"sh_waiter", sizeof(sh_waiter), SH_NOTICE, 0, waiter_drop, NULL};
 
 sh_gate *sh_gate_new(uint32_t cap, uint32_t gen) {
   SH_ASSERT(cap >= 1 && cap <= SH_MAX_CAPACITY);

@@ -135,7 +135,11 @@ void sh_plat_yield(const char *where);
  * Trace points: what the simulator's trace hash and its Chrome trace record
  * besides its own decisions. `house` is the house's creation number, `name`
  * an actor class or message type name (static strings), `flow` joins an ask
- * to its reply or timeout. Compiled out of production builds.
+ * to its reply or timeout. SH_TRACE_MSG names a message handed over, asked
+ * or answered: its type's name, and the message itself, which a trace file
+ * shows in its type's own words (sh_msg_type.describe; never hashed). The
+ * message must be alive and not yet handed on. Compiled out of production
+ * builds.
  */
 typedef enum sh_trace_kind {
   SH_TRACE_RUN,      /* a house run begins: name = actor class */
@@ -149,11 +153,16 @@ typedef enum sh_trace_kind {
 /* The flow id of ask `id` of house `house`. */
 #define SH_TRACE_FLOW(house, id) (((uint64_t)(house) << 32) ^ (uint64_t)(id))
 
+struct sh_msg;
 #ifdef SH_SIM
-void sh_plat_trace(sh_trace_kind kind, uint64_t house, const char *name, uint64_t flow);
-#define SH_TRACE(kind, house, name, flow) sh_plat_trace((kind), (house), (name), (flow))
+void sh_plat_trace(sh_trace_kind kind, uint64_t house, const char *name, uint64_t flow,
+                   const struct sh_msg *msg);
+#define SH_TRACE(kind, house, name, flow) sh_plat_trace((kind), (house), (name), (flow), NULL)
+#define SH_TRACE_MSG(kind, house, m, flow) \
+  sh_plat_trace((kind), (house), (m)->type->name, (flow), (m))
 #else
 #define SH_TRACE(kind, house, name, flow) ((void)0)
+#define SH_TRACE_MSG(kind, house, m, flow) ((void)0)
 #endif
 
 #endif

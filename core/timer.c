@@ -26,8 +26,8 @@
 #include "timeout.h"
 #include "worker.h"
 
-const sh_msg_type sh_timer_type = {"sh_timer", sizeof(sh_timer), SH_NOTICE, 0, NULL};
-const sh_msg_type sh_tick_type = {"sh_tick", sizeof(sh_tick), SH_NOTICE, 0, NULL};
+const sh_msg_type sh_timer_type = {"sh_timer", sizeof(sh_timer), SH_NOTICE, 0, NULL, NULL};
+const sh_msg_type sh_tick_type = {"sh_tick", sizeof(sh_tick), SH_NOTICE, 0, NULL, NULL};
 
 /* Fires per advance call: a burst of due timers is spread over loop turns
  * so IO and actors are not starved by it. */

@@ -123,11 +123,11 @@ static bool faults_on(const sh_scenario *sc) {
   /* The network's weather alone excuses nothing: every check holds. */
   return sh_sim_faults_active() && !sh_sim_faults_benign();
 #else
-  /* On threads the points are the process's (SH_FAULTS): no scenario can
-   * turn them off, and every one runs as tolerantly as it can. */
+  /* On threads the points are the process's (SH_FAULTS, or libfiu's own
+   * fiu-run and fiu-ctrl): no scenario can turn them off, and every one
+   * runs as tolerantly as it can. */
   (void)sc;
-  const char *spec = getenv("SH_FAULTS");
-  return spec != NULL && spec[0] != '\0';
+  return sh_faults_enabled();
 #endif
 }
 
@@ -181,33 +181,62 @@ static void failf(sh_scn *s, const char *kind, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* Whether a fault fired in this run so far: then a scenario's own check
- * may fail because of it (on threads, any faulty run). */
-static bool fault_fired(void) {
+/* Whether a fault fired in this run so far (on threads, in this process):
+ * then a scenario's own check may fail because of it. */
+static bool fault_fired(void) { return sh_faults_fired() > 0; }
+
+/* A mark in the simulator's trace file, if one is written (sim.h). */
+static void trace_mark(const char *cat, const char *name, const char *text) {
 #ifdef SH_SIM
-  sh_sim_report r;
-  sh_sim_report_get(&r);
-  return r.faults > 0;
+  sh_sim_trace_mark(cat, name, text);
 #else
-  return true;
+  (void)cat, (void)name, (void)text;
 #endif
+}
+
+static bool tracing(void) {
+#ifdef SH_SIM
+  return sh_sim_tracing();
+#else
+  return false;
+#endif
+}
+
+/* A failed check in the trace: where and when it failed, on its fiber. */
+static void trace_check(bool excused, const char *where, const char *msg) {
+  if (!tracing()) return;
+  char name[384]; /* room for where and msg whole */
+  snprintf(name, sizeof(name), "check %s: %s: %s", excused ? "excused" : "failed", where, msg);
+  trace_mark("check", name, name);
 }
 
 bool sh_scn_check_at(sh_scn *s, bool cond, const char *file, int line, const char *fmt, ...) {
   if (cond) return true;
-  if (s->faulty && !s->strict && fault_fired()) {
-    /* relaxed: a count, read after the workers are joined. */
-    atomic_fetch_add_explicit(&s->relaxed, 1, memory_order_relaxed);
-    return false;
-  }
-  char msg[200];
+  bool excused = s->faulty && !s->strict && fault_fired();
+  /* relaxed: a count, read after the workers are joined. */
+  if (excused) atomic_fetch_add_explicit(&s->relaxed, 1, memory_order_relaxed);
+  if (excused && !tracing()) return false;
+  char msg[200], where[128];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   const char *base = strrchr(file, '/');
-  failf(s, "invariant", "%s:%d: %s", base != NULL ? base + 1 : file, line, msg);
+  snprintf(where, sizeof(where), "%s:%d", base != NULL ? base + 1 : file, line);
+  trace_check(excused, where, msg);
+  if (!excused) failf(s, "invariant", "%s: %s", where, msg);
   return false;
+}
+
+void sh_scn_note(sh_scn *s, const char *fmt, ...) {
+  (void)s;
+  if (!tracing()) return;
+  char text[200];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  trace_mark("note", text, text);
 }
 
 void sh_scn_done(sh_scn *s, sh_system *sys) {
@@ -229,9 +258,19 @@ void sh_scn_count_down(sh_scn *s, sh_system *sys, atomic_uint *left) {
 
 /* ---- building blocks for scenario actors ---------------------------------------- */
 
-SH_MSG_DEFINE(sh_scn_go, SH_NOTICE, 0);
-SH_MSG_DEFINE(sh_scn_num_ask, SH_ASK, 0);
-SH_MSG_DEFINE(sh_scn_num, SH_REPLY, 0);
+/* The framework's messages in words, for traces (sh_msg_type.describe). */
+static int go_describe(const sh_msg *m, char *buf, size_t n) {
+  return snprintf(buf, n, "n=%u", (unsigned)((const sh_scn_go *)m)->n);
+}
+
+/* sh_scn_num_ask and sh_scn_num share the layout {hdr, v}. */
+static int num_describe(const sh_msg *m, char *buf, size_t n) {
+  return snprintf(buf, n, "v=%llu", (unsigned long long)((const sh_scn_num *)m)->v);
+}
+
+SH_MSG_DEFINE_DESCRIBED(sh_scn_go, SH_NOTICE, 0, go_describe);
+SH_MSG_DEFINE_DESCRIBED(sh_scn_num_ask, SH_ASK, 0, num_describe);
+SH_MSG_DEFINE_DESCRIBED(sh_scn_num, SH_REPLY, 0, num_describe);
 
 int sh_scn_actor_init(sh_actor *self, void *arg) {
   const sh_scn_arg *a = arg;
@@ -398,7 +437,10 @@ void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_
   if (rc == 0) rc = sc->setup(&s, sys);
   /* A fault cut the run short: what ran must still add up. */
   bool cut = sh_scn_fault_error(&s, rc);
-  if (rc != 0 && !cut) failf(&s, "setup", "setup failed: %s", strerror(-rc));
+  if (rc != 0 && !cut) {
+    failf(&s, "setup", "setup failed: %s", strerror(-rc));
+    trace_mark("fail", "FAIL: setup", strerror(-rc));
+  }
   if (rc != 0 && sys != NULL) sh_system_exit(sys, rc);
   if (sys != NULL) {
     int code = s.faulty ? wait_faulty(&s, sys, &rc) : sh_system_wait(sys);

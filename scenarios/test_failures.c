@@ -54,6 +54,8 @@ static sh_yield tf_notice(sh_actor *self, sh_stack *st) {
   uint32_t how = sh_scn_go_n(st);
   if (how == TF_ASSERT) assert(how != TF_ASSERT && "test_assert fails on purpose");
   if (how == TF_CRASH) SH_SCN_CHECK(s, tf_crash() == 0, "test_crash read through NULL and lived");
+  /* A mark on the trace's timeline (shsim run test_invariant --trace F). */
+  if (how == TF_INVARIANT) sh_scn_note(s, "failer: the check below fails on purpose");
   if (how == TF_INVARIANT) SH_SCN_CHECK(s, false, "test_invariant fails on purpose");
   sh_scn_done(s, sh_actor_system(self));
   return sh_return(st, NULL);

@@ -46,7 +46,7 @@ SH_MSG_DEFINE(note, SH_NOTICE, 0);
 SH_MSG_DEFINE(req, SH_ASK, 0);
 SH_MSG_DEFINE(resp, SH_REPLY, 0);
 /* The same body as a note, but a barrier. */
-static const sh_msg_type bnote_type = {"bnote", sizeof(note), SH_NOTICE, SH_MSG_BARRIER, NULL};
+static const sh_msg_type bnote_type = {"bnote", sizeof(note), SH_NOTICE, SH_MSG_BARRIER, NULL, NULL};
 
 /* What a probe's notice does. */
 enum {

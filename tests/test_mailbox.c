@@ -32,7 +32,7 @@ typedef struct tmsg {
   uint32_t seq;
 } tmsg;
 
-static const sh_msg_type tmsg_type = {"tmsg", sizeof(tmsg), SH_NOTICE, 0, NULL};
+static const sh_msg_type tmsg_type = {"tmsg", sizeof(tmsg), SH_NOTICE, 0, NULL, NULL};
 
 static tmsg *msg_new(uint32_t producer, uint32_t seq) {
   tmsg *m = calloc(1, sizeof(*m));

@@ -49,7 +49,7 @@ typedef struct item {
   uint32_t producer, seq;
 } item;
 
-static const sh_msg_type item_type = {"item", sizeof(item), SH_NOTICE, 0, NULL};
+static const sh_msg_type item_type = {"item", sizeof(item), SH_NOTICE, 0, NULL, NULL};
 
 /* One run: the mailbox, what the producers did and what the consumer saw. */
 typedef struct run {

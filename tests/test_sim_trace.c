@@ -24,206 +24,8 @@
 
 #include <cmocka.h>
 
+#include "support/tracejson.h"
 #include "trace.h"
-
-/* ---- a JSON parser that keeps the fields of each trace event ------------- */
-
-typedef struct span {
-  const char *s;
-  size_t len;
-} span;
-
-/* The members of one traceEvents object the checks look at (raw text:
- * strings without their quotes, still escaped). */
-typedef struct ev {
-  span ph, name, cat, id, ts, tid, scope, bp, argname;
-} ev;
-
-#define MAX_EVENTS 256
-#define MAX_DEPTH 32
-
-typedef struct doc {
-  const char *p, *end;
-  ev evs[MAX_EVENTS];
-  size_t n;
-  bool has_events; /* top level: "traceEvents" is an array */
-  bool unit_ns;    /* top level: "displayTimeUnit":"ns" */
-} doc;
-
-static bool span_is(span s, const char *lit) {
-  return s.s != NULL && s.len == strlen(lit) && memcmp(s.s, lit, s.len) == 0;
-}
-
-static void skip_ws(doc *d) {
-  while (d->p < d->end && (*d->p == ' ' || *d->p == '\n' || *d->p == '\r' || *d->p == '\t')) d->p++;
-}
-
-static bool eat(doc *d, char c) {
-  skip_ws(d);
-  if (d->p >= d->end || *d->p != c) return false;
-  d->p++;
-  return true;
-}
-
-static bool is_hex(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-static bool parse_string(doc *d, span *out) {
-  if (!eat(d, '"')) return false;
-  const char *start = d->p;
-  while (d->p < d->end && *d->p != '"') {
-    unsigned char c = (unsigned char)*d->p++;
-    if (c < 0x20) return false;
-    if (c != '\\') continue;
-    if (d->p >= d->end) return false;
-    char e = *d->p++;
-    if (e == 'u') {
-      for (int i = 0; i < 4; i++)
-        if (d->p >= d->end || !is_hex(*d->p++)) return false;
-    } else if (strchr("\"\\/bfnrt", e) == NULL || e == '\0') {
-      return false;
-    }
-  }
-  if (d->p >= d->end) return false;
-  *out = (span){start, (size_t)(d->p - start)};
-  d->p++;
-  return true;
-}
-
-static bool digits(doc *d) {
-  const char *s = d->p;
-  while (d->p < d->end && *d->p >= '0' && *d->p <= '9') d->p++;
-  return d->p > s;
-}
-
-static bool parse_number(doc *d, span *out) {
-  const char *start = d->p;
-  if (d->p < d->end && *d->p == '-') d->p++;
-  if (d->p < d->end && *d->p == '0')
-    d->p++;
-  else if (!digits(d))
-    return false;
-  if (d->p < d->end && *d->p == '.') {
-    d->p++;
-    if (!digits(d)) return false;
-  }
-  if (d->p < d->end && (*d->p == 'e' || *d->p == 'E')) {
-    d->p++;
-    if (d->p < d->end && (*d->p == '+' || *d->p == '-')) d->p++;
-    if (!digits(d)) return false;
-  }
-  *out = (span){start, (size_t)(d->p - start)};
-  return true;
-}
-
-static bool parse_value(doc *d, int depth, span *out, ev *args_of);
-
-/* Members of an object at `depth` (1: the document, 3: a trace event, 4:
- * an event's args, whose "name" goes to args_of). */
-static bool parse_object(doc *d, int depth, ev *args_of) {
-  ev e = {0};
-  if (!eat(d, '{')) return false;
-  if (!eat(d, '}')) {
-    do {
-      span key, val = {0};
-      if (!parse_string(d, &key) || !eat(d, ':')) return false;
-      skip_ws(d);
-      bool arr = d->p < d->end && *d->p == '[';
-      if (!parse_value(d, depth + 1, &val, span_is(key, "args") ? &e : NULL)) return false;
-      if (depth == 1 && span_is(key, "traceEvents")) d->has_events = arr;
-      if (depth == 1 && span_is(key, "displayTimeUnit")) d->unit_ns = span_is(val, "ns");
-      if (depth == 4 && args_of != NULL && span_is(key, "name")) args_of->argname = val;
-      if (depth != 3) continue;
-      static const struct {
-        const char *key;
-        size_t off;
-      } fields[] = {
-          {"ph", offsetof(ev, ph)},   {"name", offsetof(ev, name)}, {"cat", offsetof(ev, cat)},
-          {"id", offsetof(ev, id)},   {"ts", offsetof(ev, ts)},     {"tid", offsetof(ev, tid)},
-          {"s", offsetof(ev, scope)}, {"bp", offsetof(ev, bp)},
-      };
-      for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-        if (span_is(key, fields[i].key)) *(span *)(void *)((char *)&e + fields[i].off) = val;
-    } while (eat(d, ','));
-    if (!eat(d, '}')) return false;
-  }
-  if (depth == 3 && d->n < MAX_EVENTS) d->evs[d->n++] = e;
-  return true;
-}
-
-static bool parse_array(doc *d, int depth) {
-  if (!eat(d, '[')) return false;
-  if (eat(d, ']')) return true;
-  do {
-    span ignored;
-    if (!parse_value(d, depth + 1, &ignored, NULL)) return false;
-  } while (eat(d, ','));
-  return eat(d, ']');
-}
-
-static bool parse_literal(doc *d, const char *lit, span *out) {
-  size_t n = strlen(lit);
-  if ((size_t)(d->end - d->p) < n || memcmp(d->p, lit, n) != 0) return false;
-  *out = (span){d->p, n};
-  d->p += n;
-  return true;
-}
-
-static bool parse_value(doc *d, int depth, span *out, ev *args_of) {
-  if (depth > MAX_DEPTH) return false;
-  *out = (span){0};
-  skip_ws(d);
-  if (d->p >= d->end) return false;
-  switch (*d->p) {
-  case '{': return parse_object(d, depth, args_of);
-  case '[': return parse_array(d, depth);
-  case '"': return parse_string(d, out);
-  case 't': return parse_literal(d, "true", out);
-  case 'f': return parse_literal(d, "false", out);
-  case 'n': return parse_literal(d, "null", out);
-  default: return parse_number(d, out);
-  }
-}
-
-/* Parses a whole document; the top level must be one value and nothing else. */
-static bool parse_doc(doc *d, const char *text, size_t len) {
-  memset(d, 0, sizeof *d);
-  d->p = text;
-  d->end = text + len;
-  span top;
-  if (!parse_value(d, 1, &top, NULL)) return false;
-  skip_ws(d);
-  return d->p == d->end;
-}
-
-static bool json_ok(const char *text) {
-  static doc d; /* large: not on the stack */
-  return parse_doc(&d, text, strlen(text));
-}
-
-/* Decodes a raw string span (ASCII escapes only) into buf. */
-static bool unescape(span s, char *buf, size_t cap) {
-  size_t o = 0;
-  for (size_t i = 0; i < s.len; i++) {
-    if (o + 1 >= cap) return false;
-    char c = s.s[i];
-    if (c == '\\') {
-      char e = s.s[++i];
-      if (e == 'u') {
-        unsigned v = 0;
-        if (sscanf(s.s + i + 1, "%4x", &v) != 1 || v >= 0x80) return false;
-        c = (char)v;
-        i += 4;
-      } else {
-        c = e == 'n' ? '\n' : e == 't' ? '\t' : e;
-      }
-    }
-    buf[o++] = c;
-  }
-  buf[o] = '\0';
-  return true;
-}
 
 /* ---- files --------------------------------------------------------------- */
 
@@ -237,18 +39,9 @@ static void temp_path(char *buf, size_t cap) {
 }
 
 static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  assert_int_equal(fseek(f, 0, SEEK_END), 0);
-  long n = ftell(f);
-  assert_true(n > 0);
-  rewind(f);
-  char *buf = malloc((size_t)n + 1);
+  char *buf = slurp_file(path, len);
   assert_non_null(buf);
-  assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-  buf[n] = '\0';
-  fclose(f);
-  *len = (size_t)n;
+  assert_true(*len > 0);
   return buf;
 }
 
@@ -421,8 +214,9 @@ static void test_stream(void **state) {
   char *text = slurp(path, &len);
   unlink(path); /* before any check can fail */
   static doc d;
-  assert_true(parse_doc(&d, text, len));
-  assert_true(d.n < MAX_EVENTS);
+  static ev evs[MAX_EVENTS];
+  assert_true(parse_doc(&d, text, len, evs, MAX_EVENTS));
+  assert_true(d.total < MAX_EVENTS);
   assert_true(d.has_events);
   assert_true(d.unit_ns);
 
@@ -490,7 +284,8 @@ static void test_empty(void **state) {
   char *text = slurp(path, &len);
   unlink(path); /* before any check can fail */
   static doc d;
-  assert_true(parse_doc(&d, text, len));
+  static ev evs[MAX_EVENTS];
+  assert_true(parse_doc(&d, text, len, evs, MAX_EVENTS));
   assert_true(d.has_events && d.unit_ns);
   assert_true(has_meta(&d, "thread_name", 0, "outside"));
   assert_int_equal(count(&d, "B", NULL), 0);

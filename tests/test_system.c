@@ -316,9 +316,9 @@ static void test_msg_alloc(void **state) {
   sh_msg_free(&m->hdr);
 
   assert_null(sh_msg_alloc(NULL));
-  const sh_msg_type tiny = {"tiny", sizeof(sh_msg) - 1, SH_NOTICE, 0, NULL};
+  const sh_msg_type tiny = {"tiny", sizeof(sh_msg) - 1, SH_NOTICE, 0, NULL, NULL};
   assert_null(sh_msg_alloc(&tiny));
-  const sh_msg_type bare = {"bare", sizeof(sh_msg), SH_NOTICE, 0, NULL};
+  const sh_msg_type bare = {"bare", sizeof(sh_msg), SH_NOTICE, 0, NULL, NULL};
   sh_msg *b = sh_msg_alloc(&bare);
   assert_non_null(b);
   sh_msg_free(b);
@@ -363,7 +363,7 @@ static void test_msg_drop_once(void **state) {
   assert_int_equal(sh_notice(b, &sh_msg_new(owned, .counter = &drops)->hdr), -ESHUTDOWN);
   assert_int_equal(drops, 3);
   /* Not a notice type for sh_notice: refused and freed. */
-  const sh_msg_type wrong = {"wrong", sizeof(owned), SH_ASK, 0, owned_drop};
+  const sh_msg_type wrong = {"wrong", sizeof(owned), SH_ASK, 0, owned_drop, NULL};
   owned *w = (owned *)sh_msg_alloc(&wrong);
   w->counter = &drops;
   assert_int_equal(sh_notice(a, &w->hdr), -EINVAL);

@@ -82,6 +82,24 @@ SH_API uint32_t sh_system_busy(const sh_system *sys);
  * waiting for ever). */
 SH_API int sh_system_wait_ms(sh_system *sys, int64_t timeout_ms);
 
+/* ------------------------------------------------------------------ */
+/* Fault points (docs/simulator.md, "Faults")                          */
+/* ------------------------------------------------------------------ */
+
+/* Whether the runtime's fault points can fire in this process (a program
+ * or test that must tolerate faults asks; the scenario framework's
+ * fault-tolerant mode is this). On threads: a build with fault points
+ * whose points were enabled by SH_FAULTS or by libfiu's own tools
+ * (`fiu-run -c 'enable_random name=sh/pool/alloc,probability=0.01'`, or
+ * fiu-run's remote control, through which `fiu-ctrl` enables points at any
+ * time); always false in the production library, which has none. In the
+ * simulator: the current run has points enabled (sh_sim_options.faults). */
+SH_API bool sh_faults_enabled(void);
+/* The runtime's fault points that fired so far: in this process on
+ * threads, in the current run in the simulator (a program's own points are
+ * not counted). */
+SH_API uint64_t sh_faults_fired(void);
+
 #ifdef __cplusplus
 }
 #endif

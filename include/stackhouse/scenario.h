@@ -34,7 +34,8 @@
  *   - in the simulator: the run ended within vtime_limit_ms of virtual time
  *     and its step bound (else FAIL:vtime / FAIL:livelock).
  * Fault-tolerant mode: in a run with faults enabled (sh_scn_faulty: shsim
- * --faults, or SH_FAULTS on a build with fault points), a system that cannot
+ * --faults; on threads, a build with fault points under SH_FAULTS or
+ * libfiu's fiu-run or fiu-ctrl, see sh_faults_enabled), a system that cannot
  * be created or started, a setup that fails after a fault fired, or a
  * workload that stalls (no message sent or delivered for 3 s, virtual in the
  * simulator), is a run cut short, not a failure; a scenario's own check that
@@ -89,7 +90,8 @@ enum {
   SH_SCN_SIM_ONLY = 1u << 1,
   /* Not fault-tolerant: its checks assume that nothing fails. A run with
    * faults in the simulator (shsim --faults) runs it without them; on
-   * threads (SH_FAULTS) the points are the whole process's, and it may fail. */
+   * threads (SH_FAULTS, fiu-run, fiu-ctrl) the points are the whole
+   * process's, and it may fail. */
   SH_SCN_NO_FAULTS = 1u << 2,
   /* Uses the (simulated) network: `shsim fuzz` draws network weather
    * (the sh/net/ fault points) for it, and for no scenario without it. */
@@ -131,8 +133,9 @@ uint32_t sh_scn_workers(const sh_scn *s);
 uint64_t sh_scn_seed(const sh_scn *s);
 /* True in the simulator. */
 bool sh_scn_simulated(const sh_scn *s);
-/* True when the run has fault points enabled (fault-tolerant mode, above):
- * a spawn, a send, an ask may fail with -ENOMEM (-EAGAIN for a thread). */
+/* True when the run has fault points enabled (fault-tolerant mode, above;
+ * <stackhouse/probe.h>'s sh_faults_enabled): a spawn, a send, an ask may
+ * fail with -ENOMEM (-EAGAIN for a thread). */
 bool sh_scn_faulty(const sh_scn *s);
 /* Whether rc is an error in a faulty run after a fault fired (-ENOMEM,
  * -EAGAIN, or a consequence: -ESHUTDOWN from an actor a fault stopped, a
@@ -151,6 +154,19 @@ uint64_t sh_scn_below(sh_scn *s, uint64_t n);
 bool sh_scn_check_at(sh_scn *s, bool cond, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 #define SH_SCN_CHECK(s, cond, ...) sh_scn_check_at((s), (cond), __FILE__, __LINE__, __VA_ARGS__)
+/* In the simulator, a check that fails is also drawn in the trace file
+ * (shsim --trace): an instant "check failed: FILE:LINE: message" at its
+ * virtual time on its fiber's track ("check excused: ..." when a fault
+ * excused it, above). */
+
+/* The scenario's own annotation, for its trace: in the simulator, with a
+ * trace file being written, an instant named by the formatted text (up to
+ * 200 bytes) at the current virtual time on the calling fiber's track,
+ * never hashed; without a trace file the text is not even formatted. On
+ * the epoll backend nothing (no timeline to put it on; a note per round
+ * would flood a run's output): print there what must be seen. From any
+ * actor or thread of the run. */
+void sh_scn_note(sh_scn *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Ends the workload: sh_system_exit(sys, 0). Safe from any thread, idempotent. */
 void sh_scn_done(sh_scn *s, sh_system *sys);
 

@@ -184,6 +184,17 @@ size_t sh_sim_fault_points(const char *const **out);
 /* Whether the current run has fault points enabled (options.faults). */
 bool sh_sim_faults_active(void);
 
+/* libfiu's own tools are not for the simulator: their random decisions
+ * are libfiu's, not a seed's, so a run under them could not be replayed.
+ * This names what shows that they drive the process (fiu-run enabling
+ * points, or libfiu's remote control open for fiu-ctrl), or is NULL. A
+ * simulation configured under them fails at once (FAIL:setup, with
+ * SH_SIM_FIU_ADVICE); shsim refuses to start (exit status 2). */
+const char *sh_sim_fiu_tools(void);
+#define SH_SIM_FIU_ADVICE                                                             \
+  "in the simulator, faults are given with --faults 'PATTERN:P' (sh_sim_options.faults), " \
+  "decided by the seed; libfiu's random mode is not reproducible"
+
 /* Whether every point the current run enables (with a rate above 0) is
  * the network's weather: sh/net/delay, partition, read, write (short reads
  * and writes in the simulator), drop, dup, reorder. A correct program
@@ -269,8 +280,20 @@ void sh_sim_on_failure(sh_sim_fail_fn fn);
 
 /* For a process about to die some other way (an assert, a signal, a
  * sanitizer report): marks the failure in the trace file, if one is open,
- * and finishes the file so that it stays valid JSON. Best effort. */
+ * and finishes the file so that it stays valid JSON. Best effort. (A
+ * failure the simulator detects is drawn the same way, "FAIL: <kind>" with
+ * its detail as the instant's text, on the failing fiber's track.) */
 void sh_sim_trace_abandon(const char *why);
+
+/* Whether the current simulation is writing a trace file (options.trace_path):
+ * what is only for the trace (a note's text) need not be made otherwise. */
+bool sh_sim_tracing(void);
+/* Draws an instant event of category `cat` named `name`, with `text` as
+ * its argument (NULL: none), at the current virtual time on the calling
+ * fiber's track, in the trace file if one is being written; nothing
+ * otherwise. Not mixed into the trace hash. The scenario framework draws
+ * failed checks ("check") and sh_scn_note ("note") with it. */
+void sh_sim_trace_mark(const char *cat, const char *name, const char *text);
 
 /*
  * A run of a registered scenario (<stackhouse/scenario.h>) from a test

@@ -110,6 +110,16 @@ struct sh_msg_type {
   /* Optional: release what the message owns (not the message itself). Called
    * whenever the runtime frees a message of this type, delivered or dropped. */
   void (*drop)(sh_msg *m);
+  /* Optional: the message in words, for traces: writes a short text (its
+   * fields, say "key=7 value=42") to buf, n bytes, NUL-terminated as
+   * snprintf does, and returns its length (as snprintf: longer than n - 1
+   * is cut) or a negative errno (no text). Called only by the simulator
+   * while it writes a trace file (shsim --trace), when a message of this
+   * type is handed over, asked or answered; never in production, nor in a
+   * simulation without a trace. It must only read the message: no sends,
+   * no locks, no scheduling points (a traced run must stay the run of its
+   * seed). The text is shown, never hashed. */
+  int (*describe)(const sh_msg *m, char *buf, size_t n);
 };
 
 /*
@@ -134,9 +144,13 @@ struct sh_msg {
 
 /* Defines the descriptor `T##_type` for message struct T. */
 #define SH_MSG_DEFINE(T, kind_, flags_) \
-  const sh_msg_type T##_type = {#T, sizeof(T), (kind_), (flags_), NULL}
+  const sh_msg_type T##_type = {#T, sizeof(T), (kind_), (flags_), NULL, NULL}
 #define SH_MSG_DEFINE_DROP(T, kind_, flags_, drop_) \
-  const sh_msg_type T##_type = {#T, sizeof(T), (kind_), (flags_), (drop_)}
+  const sh_msg_type T##_type = {#T, sizeof(T), (kind_), (flags_), (drop_), NULL}
+/* The same with a describe hook (sh_msg_type.describe); a type with both
+ * hooks spells its descriptor out: {"T", sizeof(T), kind, flags, drop, describe}. */
+#define SH_MSG_DEFINE_DESCRIBED(T, kind_, flags_, describe_) \
+  const sh_msg_type T##_type = {#T, sizeof(T), (kind_), (flags_), NULL, (describe_)}
 #define SH_MSG_DECLARE(T) extern SH_API const sh_msg_type T##_type
 
 /* Allocates a zeroed message of type t (only its header for a type flagged
@@ -348,7 +362,11 @@ SH_API int64_t sh_clock_ms(void);
 SH_API int64_t sh_time_ms(void);
 
 SH_API bool sh_future_done(const sh_future *f);
-/* 0 for a reply; else -ETIMEDOUT, -ESHUTDOWN, or what the other side threw. */
+/* 0 for a reply; -EINPROGRESS while the future is pending (not done yet:
+ * after sh_suspend_any, a sibling of the one that completed); else
+ * -ETIMEDOUT, -ESHUTDOWN, or what the other side threw. So
+ * sh_future_failed is true for a pending future too: ask sh_future_done
+ * first where a future may still be pending. */
 SH_API int sh_future_error(const sh_future *f);
 static inline bool sh_future_failed(const sh_future *f) { return sh_future_error(f) != 0; }
 /* The reply; owned by the future (freed when the stack moves to another state

@@ -198,6 +198,11 @@ int main(int argc, char **argv) {
   if (rc != 0) return rc > 0 ? 0 : 2;
   if (a.cmd == ARGS_CMD_LIST) return cmd_list(&a);
   if (a.cmd == ARGS_CMD_MERGE) return merge_cmd(&a);
+  /* Every run would fail its setup (sim.h): one clear line instead. */
+  if (sh_sim_fiu_tools() != NULL) {
+    fprintf(stderr, "shsim: %s; %s\n", sh_sim_fiu_tools(), SH_SIM_FIU_ADVICE);
+    return 2;
+  }
   replay_file rf = {0};
   if (a.cmd == ARGS_CMD_REPLAY && (rc = replaycmd_load(&a, &rf)) != 0) return rc;
   if (a.schedule_path != NULL && (rc = replaycmd_schedule(&a, &rf)) != 0) return rc;
