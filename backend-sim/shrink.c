@@ -34,6 +34,10 @@
 
 #include <stackhouse/sim.h>
 
+/* Values above WIDE_VALUE are first tried at 1 .. SMALL_TRIES (lower_values). */
+#define WIDE_VALUE (1ull << 32)
+#define SMALL_TRIES 4u
+
 typedef struct shrinker {
   sh_sim_choice *s;      /* the current failing schedule */
   size_t n;
@@ -96,10 +100,10 @@ static bool try_value(shrinker *k, size_t i, uint64_t v) {
   return try_trial(k, k->n);
 }
 
-/* Each draw toward 0: 0 itself, else the least value that still fails by
- * bisection between 0 (passes) and its own (fails), as if failing were
- * monotonic in it (at most 64 trials a draw, and the budget). True if any
- * went lower. */
+/* Each draw toward 0: 0 itself, else (for a wide value) 1 to SMALL_TRIES,
+ * else the least value that still fails by bisection between 0 (passes)
+ * and its own (fails), as if failing were monotonic in it (at most 68
+ * trials a draw, and the budget). True if any went lower. */
 static bool lower_values(shrinker *k) {
   bool any = false;
   for (size_t i = 0; i < k->n && k->trials < k->max_trials; i++) {
@@ -108,6 +112,13 @@ static bool lower_values(shrinker *k) {
       any = true;
       continue;
     }
+    /* A wide value is most often a whole 64-bit draw taken modulo some n
+     * (sh_scn_rand(s) % n): there, bisection finds no small value, and the
+     * small ones are the simplest. */
+    bool small = false;
+    for (uint64_t v = 1; v <= SMALL_TRIES && k->s[i].value > WIDE_VALUE && !small; v++)
+      small = try_value(k, i, v);
+    any |= small;
     uint64_t lo = 0; /* passes */
     while (k->s[i].value - lo > 1 && k->trials < k->max_trials) {
       uint64_t mid = lo + (k->s[i].value - lo) / 2;

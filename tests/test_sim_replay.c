@@ -8,7 +8,8 @@
  *     clamped to the bound; an empty schedule with `replay` set is a replay
  *     (no preemption), not a free run;
  *   - sh_sim_shrink on a synthetic failure: spans deleted, values lowered
- *     toward 0, trailing zeros dropped, draws renumbered by place;
+ *     toward 0 (a wide one, a 64-bit draw taken modulo n, to a small one),
+ *     trailing zeros dropped, draws renumbered by place;
  *   - shsim: a replay file with no decision replays as one; a replay that
  *     goes another way exits 3 and names where; a file of another binary
  *     or format, or a --schedule recorded with other options, is refused;
@@ -166,6 +167,22 @@ static void test_shrink_values(void **state) {
   assert_int_equal(draws, 2);
 }
 
+/* A whole 64-bit draw taken modulo 3: fails when it is 2 mod 3. */
+static bool modulo_fails(void *ctx, const sh_sim_choice *s, size_t n) {
+  (void)ctx;
+  return n >= 1 && s[0].kind == SH_SIM_DRAW && s[0].value % 3 == 2;
+}
+
+/* A wide value goes to the smallest that fails (bisection alone, blind to
+ * the modulo, stops at a large one). */
+static void test_shrink_wide_value(void **state) {
+  (void)state;
+  sh_sim_choice s[] = {{.kind = SH_SIM_DRAW, .value = 0x9e3779b97f4a7c19ull}};
+  assert_true(modulo_fails(NULL, s, 1));
+  assert_int_equal(sh_sim_shrink(s, 1, modulo_fails, NULL, 1000, NULL), 1);
+  assert_int_equal(s[0].value, 2);
+}
+
 /* ---- shsim ------------------------------------------------------------------------- */
 
 /* A recorded failing run of test_race (some seed of 1..40), to path; its
@@ -287,6 +304,7 @@ int main(int argc, char **argv) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_draws_replay),    cmocka_unit_test(test_shrink_values),
+      cmocka_unit_test(test_shrink_wide_value),
       cmocka_unit_test(test_empty_replay),    cmocka_unit_test(test_divergence_named),
       cmocka_unit_test(test_refusals),        cmocka_unit_test(test_workload_shrinks),
       cmocka_unit_test(test_network_replays),
