@@ -238,6 +238,16 @@ static void test_refusals(void **state) {
   expect(sh("%s run test_race --seed %u --strategy pct --schedule %s", shsim, seed, path), 2);
   expect_text("strategy differs");
   expect(sh("%s run test_race --seed %u --schedule %s", shsim, seed, path), 1);
+  /* Compared as the run has them: 2 workers given are test_race's own. */
+  expect(sh("%s run test_race --seed %u --workers 2 --schedule %s", shsim, seed, path), 1);
+  expect(sh("%s run test_race --seed %u --steps-max 5000 --schedule %s", shsim, seed, path), 2);
+  expect_text("max_steps differs");
+  /* The replay's own record, kept in TMPDIR, goes also when shsim leaves
+   * early (here: a trace it cannot write). */
+  expect(sh("mkdir -p %s/tmp && TMPDIR=%s/tmp %s replay %s --trace %s/no/t.json", dir, dir, shsim,
+            path, dir), 2);
+  expect(sh("ls -A %s/tmp | wc -l", dir), 0);
+  assert_int_equal(atoi(out), 0);
   expect(sh("sed -i 's/^binary=.*/binary=0x0000000000000001/' %s && %s replay %s", path, shsim, path), 2);
   expect_text("recorded by another binary");
   expect(sh("%s replay %s --any-binary", shsim, path), 1);

@@ -46,8 +46,14 @@ static bool file_ok(const args *a, const char *path, const replay_file *f) {
 }
 
 /* The replay's own record goes to a temporary file unless --record names
- * one: the comparison reads it back. */
+ * one: the comparison reads it back. Removed after the comparison, or at
+ * exit if shsim leaves before it (a bad --trace path, a usage error). */
 static char replay_tmp[PATH_MAX];
+
+static void remove_replay_tmp(void) {
+  if (replay_tmp[0] != '\0') unlink(replay_tmp);
+  replay_tmp[0] = '\0';
+}
 
 static int temp_file(char *path, size_t size) {
   const char *dir = getenv("TMPDIR");
@@ -88,6 +94,7 @@ int replaycmd_load(args *a, replay_file *f) {
       return 2;
     }
     a->record_path = replay_tmp;
+    atexit(remove_replay_tmp);
   }
   /* Fault injection is an option like any other, carried as its text. */
   if (f->run.faults != NULL && args_set_option(a, "--faults", f->run.faults) == -ENOENT)
@@ -96,14 +103,23 @@ int replaycmd_load(args *a, replay_file *f) {
   return 0;
 }
 
+/* Workers as a run has them: 0 given is the scenario's own, else 2. */
+static uint32_t workers_of(const sh_scenario *sc, uint32_t given) {
+  return given != 0 ? given : sc->workers != 0 ? sc->workers : 2;
+}
+
 /* The header key of the first option in which the file's run differs from
- * the command line's, or NULL. */
+ * the command line's, or NULL. Compared as the runs have them: the file
+ * holds the options as configured (the scenario's bounds applied), the
+ * command line as given. */
 static const char *options_differ(const args *a, const replay_file *f) {
   const sh_sim_options *x = &f->run.o, *y = &a->sim;
   const char *fy = args_given(a, "--faults");
-  if (strcmp(f->run.scenario, a->target) != 0) return "scenario";
+  const sh_scenario *sc = sh_scenario_find(a->target);
+  if (strcmp(f->run.scenario, a->target) != 0 || sc == NULL) return "scenario";
   if (x->seed != a->seeds.lo) return "seed";
-  if (f->run.workers != a->workers) return "workers";
+  if (workers_of(sc, f->run.workers) != workers_of(sc, a->workers)) return "workers";
+  if (x->max_steps != sh_scenario_max_steps(sc, y->max_steps)) return "max_steps";
   if (x->strategy != y->strategy) return "strategy";
   if (x->switch_permille != y->switch_permille) return "switch_permille";
   if (x->pct_depth != y->pct_depth || x->pct_steps != y->pct_steps) return "pct_depth/pct_steps";
@@ -180,7 +196,7 @@ bool replaycmd_after_run(const args *a, const replay_file *f, const unit_rec *r)
   char where[400] = "";
   bool same_run = !f->has_context || a->record_path == NULL ||
                   same_record(f, a->record_path, where, sizeof(where));
-  if (mine) unlink(replay_tmp);
+  if (mine) remove_replay_tmp();
   if (!was->known) {
     printf("replay: the file records no result to compare with\n");
     return !same_run;
