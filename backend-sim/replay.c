@@ -103,6 +103,8 @@ size_t sh_sim_schedule(const sh_sim_choice **out) {
   return R.log_full ? 0 : R.nlog;
 }
 
+bool sh_sim_schedule_complete(void) { return !R.log_full; }
+
 size_t sh_sim_schedule_context(const sh_sim_decision_context **out) {
   *out = R.ctx;
   return R.log_full || !R.ctx_on ? 0 : R.nlog;

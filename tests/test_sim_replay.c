@@ -203,7 +203,8 @@ static void test_empty_replay(void **state) {
   snprintf(empty, sizeof(empty), "%s/empty.replay", dir);
   unsigned seed;
   record_race(path, &seed);
-  expect(sh("grep -v -e '^[0-9]' -e '^result=' -e '^hash=' -e '^steps=' %s > %s", path, empty), 0);
+  expect(sh("grep -v -e '^[0-9]' -e '^result=' -e '^hash=' -e '^steps=' %s | "
+            "sed 's/^decisions=.*/decisions=0/' > %s", path, empty), 0);
   expect(sh("%s replay %s", shsim, empty), 0);
   expect_text("result=ok");
   expect_text("replay: the file records no result");
@@ -248,6 +249,13 @@ static void test_refusals(void **state) {
             path, dir), 2);
   expect(sh("ls -A %s/tmp | wc -l", dir), 0);
   assert_int_equal(atoi(out), 0);
+  /* A file cut short (its writer killed), or of a run that outgrew the
+   * record, cannot replay its run. */
+  expect(sh("head -n 25 %s > %s.cut && %s replay %s.cut", path, path, shsim, path), 2);
+  expect_text("ends before its last decision");
+  expect(sh("sed 's/^decisions=/incomplete=1\\ndecisions=/' %s > %s.inc && %s replay %s.inc", path,
+            path, shsim, path), 2);
+  expect_text("more decisions than the simulator records");
   expect(sh("sed -i 's/^binary=.*/binary=0x0000000000000001/' %s && %s replay %s", path, shsim, path), 2);
   expect_text("recorded by another binary");
   expect(sh("%s replay %s --any-binary", shsim, path), 1);

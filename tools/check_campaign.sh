@@ -142,6 +142,15 @@ jq -e '.command == "sweep" and .format == 2 and (.groups | length) >= 1' "$T/swe
   fail "sweep.json: $(head -c 300 "$T/sweep.json")"
 lowest=$(jq '[.failures[].seed] | min' "$T/sweep.json")
 [[ $(jq '[.groups[].seed] | min' "$T/sweep.json") == "$lowest" ]] || fail "sweep groups: not the lowest seed"
+# A failure with no replay file (the determinism check's: both runs passed)
+# names none, and leaves no file of an earlier campaign under its name.
+mkdir -p "$T/nondet-out" && echo stale >"$T/nondet-out/test_nondeterministic-1.replay"
+rc=$(status "$S" sweep test_nondeterministic --seeds 1..2 --check-determinism --jobs 1 \
+  --out "$T/nondet-out")
+[[ $rc == 1 ]] || fail "sweep of test_nondeterministic: exit status $rc"
+[[ $(jq -s 'map(has("replay")) | any' "$T/nondet-out/failures.jsonl") == false ]] ||
+  fail "a failure with no replay file names one: $(cat "$T/nondet-out/failures.jsonl")"
+[[ ! -e $T/nondet-out/test_nondeterministic-1.replay ]] || fail "a stale replay file is left"
 
 "$S" sweep ask_reply --seeds 1..10 --shard 2/3 --json "$T/sweep-shard.json" >"$T/out" 2>&1 ||
   fail "sweep of a shard: $(cat "$T/out")"

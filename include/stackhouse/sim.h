@@ -212,6 +212,11 @@ void sh_sim_faults_disable(void);
  * if the run made more decisions than the simulator records (4 M). */
 size_t sh_sim_schedule(const sh_sim_choice **out);
 
+/* Whether the current (or last) run's record is whole: false once it made
+ * more decisions than the simulator records (sh_sim_schedule is then 0 and
+ * the run cannot be replayed). */
+bool sh_sim_schedule_complete(void);
+
 /* What the determinism check compares besides the decisions themselves: for
  * each decision of sh_sim_schedule, at the same index, the name of the
  * scheduling point where it was made (a static string: "yield", "park",

@@ -105,7 +105,7 @@ static void add_failure(campaign_run *cr, const unit_rec *r) {
   if (cr->jsonl == NULL) return;
   char replay[PATH_MAX];
   runner_replay_path(cr->a->out_path, name, f.seed, replay, sizeof(replay));
-  campaign_put_failure(cr->jsonl, &f, replay);
+  campaign_put_failure(cr->jsonl, &f, r->replay_kept ? replay : NULL);
   fputc('\n', cr->jsonl);
   fflush(cr->jsonl);
 }

@@ -30,6 +30,18 @@ static bool file_ok(const args *a, const char *path, const replay_file *f) {
                                             "cannot be exact" : "it is newer");
     return false;
   }
+  if (f->incomplete) {
+    fprintf(stderr, "shsim: %s: the run made more decisions than the simulator records (4 M): "
+                    "it cannot be replayed\n", path);
+    return false;
+  }
+  if (!replayfile_whole(f)) {
+    fprintf(stderr, "shsim: %s ends before its last decision (%s): its writer was killed, or "
+                    "the file was cut; it cannot replay that run\n", path,
+            f->has_declared ? "fewer decisions than its decisions= line says"
+                            : "no decisions= line after them");
+    return false;
+  }
   if (f->binary != replayfile_binary()) {
     fprintf(stderr, "shsim: %s was recorded by another binary (0x%016llx; this one is 0x%016llx: "
                     "another build, library version or scenario table), and a replay is exact "

@@ -20,6 +20,11 @@
 #define REPLAYFILE_MAX_DECISIONS (1u << 22)
 #define REPLAYFILE_MAX_BYTES (256u << 20)
 #define HEADER_MAX 2048
+/* Lines go out in blocks of this many bytes (a killed child's record is
+ * written in one write per block, not per line). On the stack: the writer
+ * may run in a signal handler while a normal record is being written. */
+#define WRITE_BLOCK 4096
+#define LINE_MAX_BYTES 192
 
 /* The simulator's numeric options, by the key that holds them. */
 typedef struct opt_key {
@@ -136,13 +141,24 @@ static char *put_word(char *p, const char *s) {
   return p;
 }
 
-/* One decision's line, built backwards from `end`: returns its start. */
+/* A scheduling point's name as a line carries it: at most WHERE_MAX
+ * characters (the names are short literals; the bound keeps a line within
+ * LINE_MAX_BYTES whatever a name is). */
+#define WHERE_MAX 64
+static const char *where_word(const char *w) {
+  size_t l = strlen(w);
+  return l <= WHERE_MAX ? w : w + l - WHERE_MAX;
+}
+
+/* One decision's line, built backwards from `end` (at most 20 + 8 + 20 + 20
+ * digits, a kind, WHERE_MAX and 23 more: within LINE_MAX_BYTES): returns
+ * its start. */
 static char *decision_line(const sh_sim_choice *c, const sh_sim_decision_context *x, char *end) {
   char *p = end;
   *--p = '\n';
   if (x != NULL) {
     p = put_word(digits(x->hash, 16, 16, p), " h=0x");
-    if (x->where != NULL) p = put_word(put_word(p, x->where), " @");
+    if (x->where != NULL) p = put_word(put_word(p, where_word(x->where)), " @");
   }
   if (c->kind == SH_SIM_DRAW) p = put_word(digits(c->value, 10, 1, p), " ");
   bool fault = c->kind == SH_SIM_FAULT;
@@ -152,15 +168,31 @@ static char *decision_line(const sh_sim_choice *c, const sh_sim_decision_context
   return digits(c->step, 10, 1, p);
 }
 
-/* Only write(2): replayfile_record runs in signal handlers. x may be NULL. */
+/* Only write(2): replayfile_record runs in signal handlers. x may be NULL.
+ * Ends with `decisions=N`, which a reader checks: a file cut short (a child
+ * killed while writing it) is told from a whole one. */
 static bool write_decisions(int fd, const sh_sim_choice *c, const sh_sim_decision_context *x,
                             size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    char line[192];
-    char *p = decision_line(&c[i], x != NULL ? &x[i] : NULL, line + sizeof(line));
-    if (write(fd, p, (size_t)(line + sizeof(line) - p)) < 0) return false;
+  char block[WRITE_BLOCK];
+  size_t len = 0;
+  for (size_t i = 0; i <= n; i++) {
+    char line[LINE_MAX_BYTES], *end = line + sizeof(line), *p;
+    if (i < n) {
+      p = decision_line(&c[i], x != NULL ? &x[i] : NULL, end);
+    } else {
+      p = end;
+      *--p = '\n';
+      p = put_word(digits(n, 10, 1, p), "decisions=");
+    }
+    size_t l = (size_t)(end - p);
+    if (len + l > sizeof(block)) {
+      if (write(fd, block, len) != (ssize_t)len) return false;
+      len = 0;
+    }
+    memcpy(block + len, p, l);
+    len += l;
   }
-  return true;
+  return write(fd, block, len) == (ssize_t)len;
 }
 
 void replayfile_record(const char *path) {
@@ -171,7 +203,11 @@ void replayfile_record(const char *path) {
   bool with_x = sh_sim_schedule_context(&x) == n;
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return;
-  if (write(fd, prepared.text, prepared.len) >= 0) write_decisions(fd, c, with_x ? x : NULL, n);
+  static const char incomplete[] = "incomplete=1\n";
+  if (write(fd, prepared.text, prepared.len) >= 0 &&
+      (sh_sim_schedule_complete() ||
+       write(fd, incomplete, sizeof(incomplete) - 1) == (ssize_t)sizeof(incomplete) - 1))
+    write_decisions(fd, c, with_x ? x : NULL, n);
   close(fd);
 }
 
@@ -242,6 +278,14 @@ static bool header_key(replay_file *f, const char *key, const char *v) {
   if (strcmp(key, "strategy") == 0) return sh_sim_strategy_parse(v, &f->run.o.strategy) == 0;
   if (strcmp(key, "workers") == 0) return num(v, &u) && (f->run.workers = (uint32_t)u) == u;
   if (strcmp(key, "faults") == 0) return (f->run.faults = v) != NULL;
+  if (strcmp(key, "decisions") == 0) {
+    f->has_declared = true;
+    return num(v, &f->declared);
+  }
+  if (strcmp(key, "incomplete") == 0) {
+    f->incomplete = strcmp(v, "0") != 0;
+    return true;
+  }
   if (strcmp(key, "result") == 0 || strcmp(key, "hash") == 0 || strcmp(key, "steps") == 0)
     return outcome_key(&f->outcome, key, v);
   for (size_t i = 0; i < NKEYS; i++)
@@ -365,6 +409,10 @@ int replayfile_load(const char *path, replay_file *f, size_t *line) {
   if (f->n == 0) f->has_context = false;
   if (rc != 0) replayfile_free(f);
   return rc;
+}
+
+bool replayfile_whole(const replay_file *f) {
+  return f->has_declared && f->declared == f->n && !f->incomplete;
 }
 
 void replayfile_free(replay_file *f) {

@@ -14,6 +14,8 @@
  *                      the value); WHERE the scheduling point and HASH the
  *                      trace hash before the decision, so that a replay that
  *                      goes another way is named where it parts
+ *   decisions=N        how many decisions precede it: a file cut short (its
+ *                      writer killed) is told from a whole one
  *   result=ok|FAIL:K   the outcome, after the decisions, with hash= and
  *                      steps=: the parent adds it, since it is the one that
  *                      classifies a child's death
@@ -65,6 +67,9 @@ typedef struct replay_file {
   size_t n;
   char *text;         /* the file's text, cut into strings (malloc'd) */
   const char *unknown; /* the first header key this shsim does not know, or NULL */
+  uint64_t declared;  /* decisions=N: how many decisions the writer wrote */
+  bool has_declared;  /* ... if the file says (a whole replay file does) */
+  bool incomplete;    /* incomplete=1: the run outgrew the simulator's record */
 } replay_file;
 
 /* This binary's identity: its build id if the linker gave it one, the
@@ -89,6 +94,10 @@ int replayfile_save(const char *path, const replay_run *r, const sh_sim_choice *
 
 /* Reads a file. 0, -errno, or -EINVAL for a bad line (its number to *line). */
 int replayfile_load(const char *path, replay_file *f, size_t *line);
+
+/* Whether f holds a whole run's record: its decisions=N says how many it
+ * has and it has them, and the run did not outgrow the simulator's record. */
+bool replayfile_whole(const replay_file *f);
 
 void replayfile_free(replay_file *f);
 

@@ -127,26 +127,32 @@ void runner_replay_path(const char *dir, const char *scenario, uint64_t seed, ch
 
 /* A failed run's replay file, kept under its name with its outcome, if it
  * is the file of that run (a child killed outright records nothing). */
-static void keep_replay(job *j, const unit_rec *r) {
+/* --out: the failing run's replay file, if its child wrote one whole, goes
+ * to DIR/NAME-SEED.replay with the outcome. True if kept; else no file of
+ * that name is left (one of an earlier campaign would be taken for it). */
+static bool keep_replay(job *j, const unit_rec *r) {
   const unit_plan *p = j->st->rn->p;
   const char *name = unit_scn(p, r->unit)->name;
   uint64_t seed = unit_seed(p, r->unit);
   replay_file f = {0};
   size_t line;
   bool ours = replayfile_load(j->rec_path, &f, &line) == 0 && f.run.scenario != NULL &&
-              strcmp(f.run.scenario, name) == 0 && f.run.o.seed == seed;
+              strcmp(f.run.scenario, name) == 0 && f.run.o.seed == seed &&
+              replayfile_whole(&f);
   replayfile_free(&f);
   char dst[PATH_MAX];
   runner_replay_path(j->st->rn->record_dir, name, seed, dst, sizeof(dst));
   replay_outcome o = {.known = true, .ok = false, .hash = r->rep.hash, .steps = r->rep.steps};
   snprintf(o.kind, sizeof(o.kind), "%s", r->kind);
-  if (!ours || rename(j->rec_path, dst) != 0 || replayfile_add_outcome(dst, &o) != 0)
-    fprintf(stderr, "shsim: %s seed %llu: no replay file kept\n", name, (unsigned long long)seed);
+  if (ours && rename(j->rec_path, dst) == 0 && replayfile_add_outcome(dst, &o) == 0) return true;
+  unlink(dst);
+  fprintf(stderr, "shsim: %s seed %llu: no replay file kept\n", name, (unsigned long long)seed);
+  return false;
 }
 
 /* The unit j->next is over: hand its result on. */
 static void job_report(job *j, unit_rec *r) {
-  if (!r->ok && j->st->rn->record_dir != NULL) keep_replay(j, r);
+  if (!r->ok && j->st->rn->record_dir != NULL) r->replay_kept = keep_replay(j, r);
   r->recheck = j->recheck;
   /* Any failure explains the leak: a failed run may well leave memory behind. */
   if (j->recheck && !r->ok) j->leak_found = true;

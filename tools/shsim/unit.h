@@ -53,6 +53,7 @@ typedef struct unit_rec {
   uint8_t type;      /* unit_rec_type */
   uint8_t ok;
   uint8_t recheck;   /* set by the parent: a leak recheck's run, which only reports a leak */
+  uint8_t replay_kept; /* set by the parent: a failure's replay file was kept (--out) */
   char kind[32];
   char detail[256];
   sh_sim_report rep;
