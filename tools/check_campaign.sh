@@ -183,4 +183,9 @@ rc=$(status "$S" merge "$T/shard-1.json" "$T/shard-3.json" --json "$T/part.json"
 grep -q '^shards missing: 2/4, 4/4 ' "$T/out" || fail "missing shards not named: $(cat "$T/out")"
 { [[ $rc == 1 ]] && jq -e '.shards_missing | startswith("2/4, 4/4")' "$T/part.json" >/dev/null; } ||
   fail "missing shards: status $rc, or not in the JSON"
+# A summary claiming 10^11 shards: the missing ones are counted, not walked.
+sed 's/"count": 4/"count": 100000000000/' "$T/shard-1.json" >"$T/huge.json"
+rc=$(status timeout 20 "$S" merge "$T/huge.json")
+{ [[ $rc == 1 ]] && grep -q '(99999999999 missing in all)' "$T/out"; } ||
+  fail "merge of a summary of 10^11 shards: status $rc: $(head -c 300 "$T/out")"
 echo "check_campaign: all passed"

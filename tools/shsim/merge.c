@@ -32,6 +32,15 @@ static int duplicate_of(const campaign_meta *metas, int i) {
   return -1;
 }
 
+/* Whether file k (of file i's campaign) is the first from i on with its
+ * shard index. */
+static bool shard_seen_first(const campaign_meta *metas, int nfiles, int i, int k) {
+  (void)nfiles;
+  for (int j = i; j < k; j++)
+    if (same_campaign(&metas[j], &metas[k]) && metas[j].shard_i == metas[k].shard_i) return false;
+  return true;
+}
+
 /* Appends "shard I/N of SCENARIO" for each shard of file i's campaign no
  * file is, unless an earlier file of that campaign did already. */
 static size_t missing_of(const campaign_meta *metas, int nfiles, int i, char *out, size_t cap,
@@ -39,13 +48,19 @@ static size_t missing_of(const campaign_meta *metas, int nfiles, int i, char *ou
   const campaign_meta *m = &metas[i];
   for (int k = 0; k < i; k++)
     if (same_campaign(&metas[k], m)) return len;
-  uint64_t listed = 0, missing = 0;
-  for (uint64_t s = 1; s <= m->shard_n; s++) {
+  /* Bounded by the files, not by the shard count a file claims: the
+   * missing are the count less the distinct shards seen, and the listing
+   * stops at MISSING_LISTED (each shard it passes over is one seen). */
+  uint64_t seen_n = 0;
+  for (int k = i; k < nfiles; k++)
+    seen_n += same_campaign(&metas[k], m) && shard_seen_first(metas, nfiles, i, k);
+  uint64_t missing = m->shard_n > seen_n ? m->shard_n - seen_n : 0, listed = 0;
+  for (uint64_t s = 1; s <= m->shard_n && listed < missing && listed < MISSING_LISTED; s++) {
     bool seen = false;
     for (int k = i; k < nfiles && !seen; k++) seen = same_campaign(&metas[k], m) && metas[k].shard_i == s;
     if (seen) continue;
-    missing++;
-    if (listed++ < MISSING_LISTED && len < cap)
+    listed++;
+    if (len < cap)
       len += (size_t)snprintf(out + len, cap - len, "%s%llu/%llu", len > 0 ? ", " : "",
                               (unsigned long long)s, (unsigned long long)m->shard_n);
   }
