@@ -97,7 +97,10 @@ SH_API int sh_system_wait_ms(sh_system *sys, int64_t timeout_ms);
 SH_API bool sh_faults_enabled(void);
 /* The runtime's fault points that fired so far: in this process on
  * threads, in the current run in the simulator (a program's own points are
- * not counted). */
+ * not counted). On threads under libfiu's own tools (fiu-run, fiu-ctrl),
+ * which fire points the runtime cannot count (their POSIX wrappers, a
+ * program's own points), one more from the start: any run they drive may
+ * have had a fault. */
 SH_API uint64_t sh_faults_fired(void);
 
 #ifdef __cplusplus
