@@ -59,7 +59,8 @@ static const sh_actor_class idle_class = {.name = "idle", .size = sizeof(sh_acto
 
 /* Waits for the parent's fiu-ctrl, then spawns: every spawn must fail. */
 static int child_ctrl(void) {
-  printf("ready enabled=%d fired=%llu\n", sh_faults_enabled(), (unsigned long long)sh_faults_fired());
+  printf("ready enabled=%d fired=%llu\n", sh_faults_enabled(),
+         (unsigned long long)sh_faults_fired());
   fflush(stdout);
   char line[16];
   if (fgets(line, sizeof line, stdin) == NULL) return 3;
