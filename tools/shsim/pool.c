@@ -257,6 +257,25 @@ static int pool_poll(pool *p) {
   return 0;
 }
 
+/* Stopped: every child killed and reaped; what each had sent before (its
+ * pipe holds it until read, and reaches its end once the child is gone) is
+ * handed on, then on_stopped() for its job. Bounded: a dead child's pipe
+ * holds at most a pipe's capacity. */
+static int pool_stop(pool *p) {
+  for (size_t i = 0; i < p->c->jobs; i++) {
+    slot *s = &p->slots[i];
+    if (s->pid == 0) continue;
+    kill(s->pid, SIGKILL);
+    while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    s->pid = 0;
+    while (s->msg_fd >= 0) slot_read_msgs(p, s);
+    close_fd(&s->err_fd);
+    if (p->c->on_stopped != NULL) p->c->on_stopped(p->c->ctx, s->arg);
+  }
+  return -EINTR;
+}
+
 /* The loop ends because every child ends: on its own, or by the watchdog. */
 int pool_run(const pool_config *c, const char **what) {
   *what = NULL;
@@ -275,7 +294,7 @@ int pool_run(const pool_config *c, const char **what) {
   int rc;
   for (;;) {
     if (c->stop != NULL && *c->stop != 0) {
-      rc = pool_fail(&p, NULL, EINTR);
+      rc = pool_stop(&p);
       break;
     }
     rc = pool_fill(&p);

@@ -73,10 +73,14 @@ typedef struct pool_config {
   void (*on_tick)(void *ctx);
   void *ctx;
   /* Set (by a signal handler): kill and reap every child, start no other
-   * and return -EINTR; no on_end() for those killed. May be NULL. Children
-   * ignore SIGINT and SIGTERM, so that a Ctrl-C sent to the whole process
-   * group does not make failures of the runs it cut short. */
+   * and return -EINTR; no on_end() for those killed, but every message they
+   * had sent is still handed to on_msg(), then on_stopped() (may be NULL)
+   * for each: a result a child had sent before it was killed is not lost.
+   * May be NULL. Children ignore SIGINT and SIGTERM, so that a Ctrl-C sent
+   * to the whole process group does not make failures of the runs it cut
+   * short. */
   volatile sig_atomic_t *stop;
+  void (*on_stopped)(void *ctx, void *arg);
 } pool_config;
 
 /* Runs jobs until next() has none and every child has ended. 0, -EINTR

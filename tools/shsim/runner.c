@@ -228,6 +228,19 @@ static void runner_on_end(void *ctx, void *arg, const pool_end *end) {
     recheck_unexplained(st, j->range_lo, j->end);
 }
 
+/* Stopped (SIGINT, SIGTERM): a failure j's child had reported whole (its
+ * last record, sent as it ended) is reported; a run cut short is not. */
+static void runner_on_stopped(void *ctx, void *arg) {
+  (void)ctx;
+  job *j = arg;
+  if (j->phase == JOB_FREE || !j->held_valid || j->held.type != UNIT_REC_LAST ||
+      j->held.ok || j->next >= j->child_end)
+    return;
+  unit_rec r = j->held;
+  j->held_valid = false;
+  job_report(j, &r);
+}
+
 static void runner_on_tick(void *ctx) {
   const runner *rn = ((run_state *)ctx)->rn;
   if (rn->on_tick != NULL) rn->on_tick(rn->ctx);
@@ -250,6 +263,7 @@ int runner_run(const runner *rn) {
                      .next = runner_next,
                      .on_msg = runner_on_msg,
                      .on_end = runner_on_end,
+                     .on_stopped = runner_on_stopped,
                      .on_tick = runner_on_tick,
                      .ctx = &st,
                      .stop = rn->stop};
