@@ -39,7 +39,7 @@
 #define SMALL_TRIES 4u
 
 typedef struct shrinker {
-  sh_sim_choice *s;      /* the current failing schedule */
+  sh_sim_choice *s;      /* the current failing sequence */
   size_t n;
   sh_sim_choice *trial;  /* scratch: a candidate */
   sh_sim_fails_fn fails;
@@ -115,11 +115,14 @@ static bool lower_values(shrinker *k) {
     /* A wide value is most often a whole 64-bit draw taken modulo some n
      * (sh_scn_rand(s) % n): there, bisection finds no small value, and the
      * small ones are the simplest. */
-    bool small = false;
-    for (uint64_t v = 1; v <= SMALL_TRIES && k->s[i].value > WIDE_VALUE && !small; v++)
-      small = try_value(k, i, v);
-    any |= small;
-    uint64_t lo = 0; /* passes */
+    uint64_t lo = 0; /* it and every value below it pass (as tried) */
+    for (uint64_t v = 1; v <= SMALL_TRIES && k->s[i].value > WIDE_VALUE; v++) {
+      if (try_value(k, i, v)) {
+        any = true;
+        break;
+      }
+      lo = v;
+    }
     while (k->s[i].value - lo > 1 && k->trials < k->max_trials) {
       uint64_t mid = lo + (k->s[i].value - lo) / 2;
       if (try_value(k, i, mid)) any = true;
