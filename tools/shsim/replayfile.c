@@ -222,21 +222,6 @@ int replayfile_add_outcome(const char *path, const replay_outcome *out) {
   return f == NULL ? -errno : outcome_write(f, out);
 }
 
-int replayfile_save(const char *path, const replay_run *r, const sh_sim_choice *c, size_t n,
-                    const replay_outcome *out) {
-  FILE *f = fopen(path, "we");
-  if (f == NULL) return -errno;
-  char head[HEADER_MAX];
-  fwrite(head, 1, header_format(head, sizeof(head), r), f);
-  fflush(f);
-  if (!write_decisions(fileno(f), c, NULL, n)) {
-    int err = errno;
-    fclose(f);
-    return -err;
-  }
-  return outcome_write(f, out);
-}
-
 /* ---- reading ---------------------------------------------------------------------------- */
 
 /* Decimal, or hexadecimal with 0x; nothing after it. */

@@ -88,10 +88,6 @@ void replayfile_record(const char *path);
 /* Adds the outcome to a file replayfile_record wrote. 0 or -errno. */
 int replayfile_add_outcome(const char *path, const replay_outcome *out);
 
-/* A whole file: header, decisions c[0..n), outcome. 0 or -errno. */
-int replayfile_save(const char *path, const replay_run *r, const sh_sim_choice *c, size_t n,
-                    const replay_outcome *out);
-
 /* Reads a file. 0, -errno, or -EINVAL for a bad line (its number to *line). */
 int replayfile_load(const char *path, replay_file *f, size_t *line);
 
