@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Decisions recorded per run, at most (24 bytes each, 16 more with their context). */
+/* Decisions recorded per run, at most (16 bytes each, 16 more with their context). */
 #define SH_SIM_MAX_LOG (1u << 22)
 /* Decisions of one step told apart under replay, at most: a step holds a
  * preemption, a forced switch and the faults decided between two
@@ -35,6 +35,7 @@ static struct {
 } R;
 
 bool sh_simreplay_points_on; /* kept across runs */
+bool sh_simreplay_replaying;
 
 /* The schedule's draws, split by stream and kept in order: the k-th draw of
  * a stream in the replay takes the k-th of its stream here; the decisions
@@ -82,6 +83,7 @@ void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len, bool keep_con
   /* The context (scheduling point, hash before) of each decision: for a
    * replay file, which carries it, and the determinism check. */
   R.ctx_on = keep_context || sh_simreplay_points_on;
+  sh_simreplay_replaying = sh_simrun_state.opt.replay != 0 || schedule != NULL;
   if (schedule != NULL) draws_index(schedule, len);
 }
 
@@ -94,7 +96,7 @@ uint64_t sh_sim_draw(uint32_t stream, uint64_t bound, uint64_t fresh) {
     if (bound != 0 && v >= bound) v = bound - 1;
   }
   assert(bound == 0 || v < bound);
-  sh_simreplay_record_value(k, stream, SH_SIM_DRAW, v);
+  sh_simreplay_record_draw(stream, v);
   return v;
 }
 
@@ -214,9 +216,8 @@ void sh_simreplay_record_at(uint64_t step, uint32_t to, sh_sim_choice_kind kind,
   record(&(sh_sim_choice){.step = step, .to = to, .kind = kind}, where);
 }
 
-void sh_simreplay_record_value(uint64_t step, uint32_t to, sh_sim_choice_kind kind,
-                               uint64_t value) {
-  record(&(sh_sim_choice){.step = step, .to = to, .kind = kind, .value = value}, NULL);
+void sh_simreplay_record_draw(uint32_t stream, uint64_t value) {
+  record(&(sh_sim_choice){.value = value, .to = stream, .kind = SH_SIM_DRAW}, NULL);
 }
 
 void sh_simreplay_record(uint64_t step, uint32_t to, sh_sim_choice_kind kind) {

@@ -23,11 +23,10 @@
 void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len, bool keep_context);
 
 /* Whether a schedule is being replayed: the run's options ask for a replay
- * (an empty schedule is one) or name a schedule. Inline: asked at every
- * scheduling point. */
-static inline bool sh_simreplay_on(void) {
-  return sh_simrun_state.opt.replay != 0 || sh_simrun_state.opt.schedule != NULL;
-}
+ * (an empty schedule is one) or name a schedule; set by
+ * sh_simreplay_reset. Inline, one load: asked at every scheduling point. */
+extern bool sh_simreplay_replaying;
+static inline bool sh_simreplay_on(void) { return sh_simreplay_replaying; }
 
 /* At a scheduling point of step `step`: the fiber the schedule preempts
  * with there, if it names one that can run, else UINT32_MAX. */
@@ -54,10 +53,8 @@ void sh_simreplay_record(uint64_t step, uint32_t to, sh_sim_choice_kind kind);
 void sh_simreplay_record_at(uint64_t step, uint32_t to, sh_sim_choice_kind kind,
                             const char *where);
 
-/* Records a decision that carries a value (SH_SIM_DRAW: step is the
- * draw's number in stream `to`). */
-void sh_simreplay_record_value(uint64_t step, uint32_t to, sh_sim_choice_kind kind,
-                               uint64_t value);
+/* Records a value drawn from stream `stream` (SH_SIM_DRAW). */
+void sh_simreplay_record_draw(uint32_t stream, uint64_t value);
 
 /* At a scheduling point named `where`, its step passed: kept if
  * sh_sim_record_points is on. Inline: asked at every step, and off but for

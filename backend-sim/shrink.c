@@ -250,11 +250,6 @@ size_t sh_sim_shrink(sh_sim_choice *s, size_t n, sh_sim_fails_fn still_fails, vo
     }
     drop_trailing_zeros(&k);
   }
-  /* A draw's number is its place in its stream, which is what a replay
-   * reads: renumbered, the result says so. */
-  uint64_t pos[SH_SIM_STREAMS] = {0};
-  for (size_t i = 0; i < k.n; i++)
-    if (s[i].kind == SH_SIM_DRAW) s[i].step = pos[s[i].to]++;
   free(k.trial);
   if (trials_out != NULL) *trials_out = k.trials;
   return k.n;

@@ -9,7 +9,7 @@
  *     (no preemption), not a free run;
  *   - sh_sim_shrink on a synthetic failure: spans deleted, values lowered
  *     toward 0 (a wide one, a 64-bit draw taken modulo n, to a small one),
- *     trailing zeros dropped, draws renumbered by place;
+ *     trailing zeros dropped;
  *   - shsim: a replay file with no decision replays as one; a replay that
  *     goes another way exits 3 and names where; a file of another binary
  *     or format, or a --schedule recorded with other options, is refused;
@@ -98,15 +98,16 @@ static void test_draws_replay(void **state) {
   assert_int_equal(c[0].value, 7);
   assert_int_equal(c[1].value, 99);
 
-  /* Replay: the stream's values in order (an entry's number does not
-   * matter), clamped to the bound, then 0; another stream is untouched. */
+  /* Replay: the stream's values in order, clamped to the bound, then 0;
+   * another stream is untouched. */
   sh_sim_choice sched[] = {
-      {.step = 40, .to = SH_SIM_STREAM_USER, .kind = SH_SIM_DRAW, .value = 5},
-      {.step = 3, .to = SH_SIM_STREAM_NET, .kind = SH_SIM_DRAW, .value = 8},
-      {.step = 2, .to = SH_SIM_STREAM_USER, .kind = SH_SIM_DRAW, .value = 70},
+      {.value = 5, .to = SH_SIM_STREAM_USER, .kind = SH_SIM_DRAW},
+      {.step = 3, .to = 1, .kind = SH_SIM_PREEMPT}, /* anchored by its step, not a draw */
+      {.value = 8, .to = SH_SIM_STREAM_NET, .kind = SH_SIM_DRAW},
+      {.value = 70, .to = SH_SIM_STREAM_USER, .kind = SH_SIM_DRAW},
   };
   o.schedule = sched;
-  o.schedule_len = 3;
+  o.schedule_len = 4;
   sh_sim_configure(&o);
   assert_int_equal(sh_sim_draw(SH_SIM_STREAM_USER, 10, 1), 5);
   assert_int_equal(sh_sim_draw(SH_SIM_STREAM_USER, 10, 1), 9);
@@ -146,8 +147,8 @@ static void test_shrink_values(void **state) {
   uint64_t x = 12345;
   for (size_t i = 0; i < N; i++) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
-    s[i] = (sh_sim_choice){.step = i, .kind = SH_SIM_DRAW, .to = (uint32_t)(i % 3 == 0),
-                           .value = (x >> 33) % 50};
+    s[i] = (sh_sim_choice){.value = (x >> 33) % 50, .kind = SH_SIM_DRAW,
+                           .to = (uint32_t)(i % 3 == 0)};
     if (i % 10 == 5) s[i] = (sh_sim_choice){.step = i, .kind = SH_SIM_PREEMPT, .to = 1};
   }
   s[60] = (sh_sim_choice){.step = 60, .kind = SH_SIM_FAULT, .to = 0x77};
@@ -160,7 +161,6 @@ static void test_shrink_values(void **state) {
   size_t draws = 0;
   for (size_t i = 0; i < m; i++) {
     if (s[i].kind != SH_SIM_DRAW) continue;
-    assert_int_equal(s[i].step, draws); /* renumbered by place */
     assert_int_equal(s[i].value, draws == 0 ? 10 : 20);
     draws++;
   }

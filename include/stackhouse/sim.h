@@ -56,8 +56,9 @@ typedef enum sh_sim_choice_kind {
  * SH_SIM_FAULT, `to` the point's id; for a later hit of the point in the
  * same step, the k-th after its first, that id mixed with k, so that a
  * replay fires the same hit), a stale read (SH_SIM_STALE), or a value drawn
- * (SH_SIM_DRAW: `to` the stream, `value` the value, `step` the draw's
- * number in its stream, for reading only). A run's decisions, in order, are
+ * (SH_SIM_DRAW: `to` the stream, `value` the value, in place of the step:
+ * a draw has no step of its own, its place among its stream's draws is its
+ * anchor). A run's decisions, in order, are
  * its choice sequence: replayed with the same seed and options, they give
  * the same run.
  *
@@ -68,10 +69,12 @@ typedef enum sh_sim_choice_kind {
  * another kind or stream, and removing a span of draws moves the later
  * draws of that stream up, as shrinking a workload wants. */
 typedef struct sh_sim_choice {
-  uint64_t step;
+  union {
+    uint64_t step;  /* every kind but SH_SIM_DRAW */
+    uint64_t value; /* SH_SIM_DRAW: the value drawn */
+  };
   uint32_t to;
   uint32_t kind; /* sh_sim_choice_kind */
-  uint64_t value; /* SH_SIM_DRAW: the value drawn (0 otherwise) */
 } sh_sim_choice;
 
 /* The draw streams of the runtime and the scenario framework; a program may

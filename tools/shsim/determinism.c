@@ -51,16 +51,14 @@ static bool same_decision(const sh_sim_choice *a, const sh_sim_decision_context 
                           const sh_sim_choice *b, const sh_sim_decision_context *bx) {
   bool where = ax->where == bx->where ||
                (ax->where != NULL && bx->where != NULL && strcmp(ax->where, bx->where) == 0);
-  return where && a->step == b->step && a->to == b->to && a->kind == b->kind &&
-         a->value == b->value;
+  return where && a->step == b->step && a->to == b->to && a->kind == b->kind;
 }
 
 /* "step S forced to 3 at park" */
 static void decision_words(char *buf, size_t size, const sh_sim_choice *c,
                            const sh_sim_decision_context *x) {
   if (c->kind == SH_SIM_DRAW) {
-    snprintf(buf, size, "draw %llu of stream %u: %llu", (unsigned long long)c->step, c->to,
-             (unsigned long long)c->value);
+    snprintf(buf, size, "a draw of stream %u: %llu", c->to, (unsigned long long)c->value);
     return;
   }
   snprintf(buf, size, "step %llu %s %s %u at %s", (unsigned long long)c->step, kind_name(c->kind),

@@ -259,8 +259,9 @@ static int shrink_record(args *a, const unit_plan *p, unit_rec *r, replay_file *
   return rc;
 }
 
-/* One decision in words, for people. */
-static void choice_words(char *buf, size_t size, const sh_sim_choice *c, uint32_t workers) {
+/* One decision in words, for people; a draw is the nth of its stream. */
+static void choice_words(char *buf, size_t size, const sh_sim_choice *c, uint32_t workers,
+                         uint64_t nth) {
   unsigned long long step = (unsigned long long)c->step;
   switch (c->kind) {
   case SH_SIM_FAULT:
@@ -270,7 +271,7 @@ static void choice_words(char *buf, size_t size, const sh_sim_choice *c, uint32_
     snprintf(buf, size, "step %llu: weak load %u reads a stale value", step, c->to);
     return;
   case SH_SIM_DRAW:
-    snprintf(buf, size, "draw %llu of %s: %llu", step,
+    snprintf(buf, size, "draw %llu of %s: %llu", (unsigned long long)nth,
              c->to == SH_SIM_STREAM_SCENARIO ? "the scenario" : c->to == SH_SIM_STREAM_NET
                                                                    ? "the network" : "a stream",
              (unsigned long long)c->value);
@@ -285,8 +286,10 @@ static void choice_words(char *buf, size_t size, const sh_sim_choice *c, uint32_
 static void shrink_print(FILE *out, const char *prefix, const sh_sim_choice *c, size_t n,
                          uint32_t workers, size_t max) {
   char w[128];
+  uint64_t drawn[SH_SIM_STREAMS] = {0};
   for (size_t i = 0; i < n && i < max; i++) {
-    choice_words(w, sizeof(w), &c[i], workers);
+    bool draw = c[i].kind == SH_SIM_DRAW && c[i].to < SH_SIM_STREAMS;
+    choice_words(w, sizeof(w), &c[i], workers, draw ? drawn[c[i].to]++ : 0);
     fprintf(out, "%s%s\n", prefix, w);
   }
   if (n > max) fprintf(out, "%s... (%zu more)\n", prefix, n - max);

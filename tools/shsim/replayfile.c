@@ -152,8 +152,9 @@ static const char *where_word(const char *w) {
 
 /* One decision's line, built backwards from `end` (at most 20 + 8 + 20 + 20
  * digits, a kind, WHERE_MAX and 23 more: within LINE_MAX_BYTES): returns
- * its start. */
-static char *decision_line(const sh_sim_choice *c, const sh_sim_decision_context *x, char *end) {
+ * its start. A draw's first number is its place in its stream, `nth`. */
+static char *decision_line(const sh_sim_choice *c, const sh_sim_decision_context *x,
+                           uint64_t nth, char *end) {
   char *p = end;
   *--p = '\n';
   if (x != NULL) {
@@ -165,7 +166,7 @@ static char *decision_line(const sh_sim_choice *c, const sh_sim_decision_context
   p = digits(c->to, fault ? 16 : 10, fault ? 8 : 1, p);
   p = put_word(p, fault ? " 0x" : " ");
   p = put_word(put_word(p, c->kind < NKINDS ? kind_names[c->kind] : "unknown"), " ");
-  return digits(c->step, 10, 1, p);
+  return digits(c->kind == SH_SIM_DRAW ? nth : c->step, 10, 1, p);
 }
 
 /* Only write(2): replayfile_record runs in signal handlers. x may be NULL.
@@ -175,10 +176,12 @@ static bool write_decisions(int fd, const sh_sim_choice *c, const sh_sim_decisio
                             size_t n) {
   char block[WRITE_BLOCK];
   size_t len = 0;
+  uint64_t drawn[SH_SIM_STREAMS] = {0};
   for (size_t i = 0; i <= n; i++) {
     char line[LINE_MAX_BYTES], *end = line + sizeof(line), *p;
     if (i < n) {
-      p = decision_line(&c[i], x != NULL ? &x[i] : NULL, end);
+      uint64_t nth = c[i].kind == SH_SIM_DRAW && c[i].to < SH_SIM_STREAMS ? drawn[c[i].to]++ : 0;
+      p = decision_line(&c[i], x != NULL ? &x[i] : NULL, nth, end);
     } else {
       p = end;
       *--p = '\n';
@@ -312,7 +315,10 @@ static bool decision(char *line, sh_sim_choice *c, sh_sim_decision_context *x, b
   if (at < nw && strncmp(w[at], "h=", 2) == 0) *has_x = num(w[at++] + 2, &x->hash);
   if (at != nw || kind >= NKINDS || to > UINT32_MAX) return false;
   if (kind == SH_SIM_DRAW && to >= SH_SIM_STREAMS) return false;
-  *c = (sh_sim_choice){.step = step, .to = (uint32_t)to, .kind = (uint32_t)kind, .value = value};
+  /* A draw's number is for people: its place in the stream anchors it. */
+  *c = kind == SH_SIM_DRAW
+           ? (sh_sim_choice){.value = value, .to = (uint32_t)to, .kind = (uint32_t)kind}
+           : (sh_sim_choice){.step = step, .to = (uint32_t)to, .kind = (uint32_t)kind};
   return true;
 }
 
