@@ -56,7 +56,7 @@ endif
 # libstackhouse-shrun.a implement it.
 SIM_HEADERS       := $(addprefix include/stackhouse/,sim.h sim_cmocka.h)
 PUBLIC_HEADERS    := $(filter-out $(SIM_HEADERS),$(wildcard include/stackhouse/*.h))
-CORE_SRCS         := $(wildcard core/*.c)
+CORE_SRCS         := $(wildcard core/*.c core/*/*.c)
 EPOLL_SRCS        := $(wildcard backend-epoll/*.c)
 SIM_SRCS          := $(wildcard backend-sim/*.c)
 # Library modules above the core (http/: the HTTP/1.1 codec and server):

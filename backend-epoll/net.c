@@ -24,7 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "faults.h"
+#include "base/faults.h"
 
 /* The largest UDP payload over IPv4 (65535 - 8 - 20), unless the public
  * header sets a smaller limit. */

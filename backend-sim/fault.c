@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "faults.h"
+#include "base/faults.h"
 #include "replay.h"
 #include "run.h"
 

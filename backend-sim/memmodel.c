@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "atomic.h"
+#include "base/atomic.h"
 #include "replay.h"
 #include "rng.h"
 #include "run.h"

@@ -8,7 +8,7 @@
 
 #include <fiu-local.h>
 
-#include "faults.h"
+#include "base/faults.h"
 #include "netsock.h"
 #include "run.h"
 

@@ -1,7 +1,7 @@
 /*
  * Ask/reply round trips per second between pairs of actors, and heap
  * allocations per message in steady state (which must be zero: messages,
- * stacks and promises all come from the workers' pools).
+ * stacks and futures all come from the workers' pools).
  *
  * A pair is a pinger and a ponger. The pinger runs one long notice stack that
  * asks the ponger, suspends on the future, counts the round trip and asks

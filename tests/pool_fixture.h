@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "plat.h"
-#include "pool.h"
+#include "mem/pool.h"
 
 static sh_pool fixture_pool;
 

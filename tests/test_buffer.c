@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buffer.h"
+#include "net/buffer.h"
 #include "pool_fixture.h"
 #include "support/harness.h"
 

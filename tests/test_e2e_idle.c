@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include "support/harness.h"
-#include "addr.h"
-#include "loop.h"
-#include "system.h"
+#include "actor/addr.h"
+#include "sched/loop.h"
+#include "sched/system.h"
 
 typedef struct tick { sh_msg hdr; int n; } tick;
 SH_MSG_DEFINE(tick, SH_NOTICE, 0);

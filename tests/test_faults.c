@@ -53,7 +53,7 @@ static sh_yield start(sh_actor *self, sh_stack *st, int mode) {
   client_locals *l = sh_stack_locals(st);
   if (mode == MODE_ASK_NOMEM || mode == MODE_ASK_NO_TABLE) {
     /* The promise, or the table its first ask needs, cannot be made. */
-    const char *fault = mode == MODE_ASK_NOMEM ? "sh/pool/alloc" : "sh/dispatcher/alloc";
+    const char *fault = mode == MODE_ASK_NOMEM ? "sh/pool/alloc" : "sh/futtable/alloc";
     ping *p = sh_msg_new(ping, .n = 1);
     fiu_enable(fault, 1, NULL, 0);
     sh_future *f = sh_ask(st, echo_addr, &p->hdr, SH_FOREVER);
@@ -146,7 +146,7 @@ static void test_stack_alloc_failure_refuses_the_ask(void **state) {
 }
 
 /* A promise table that cannot grow keeps working with longer chains. */
-static void test_dispatcher_without_rehash_loses_nothing(void **state) {
+static void test_futtable_without_rehash_loses_nothing(void **state) {
   (void)state;
   assert_int_equal(run_mode(MODE_NO_REHASH, "sh/promise/rehash"), 0);
   assert_int_equal(atomic_load(&completed), FANOUT);
@@ -360,7 +360,7 @@ int main(void) {
       cmocka_unit_test(test_ask_without_memory_returns_null),
       cmocka_unit_test(test_first_ask_without_table_returns_null),
       cmocka_unit_test(test_stack_alloc_failure_refuses_the_ask),
-      cmocka_unit_test(test_dispatcher_without_rehash_loses_nothing),
+      cmocka_unit_test(test_futtable_without_rehash_loses_nothing),
       cmocka_unit_test(test_bounded_send_without_memory),
       cmocka_unit_test(test_throw_without_memory_still_answers),
       cmocka_unit_test(test_refusal_without_memory_still_answers),

@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "gate.h"
+#include "actor/gate.h"
 
 static sh_waiter waiter_of(uint32_t gen) {
   sh_waiter w;

@@ -27,15 +27,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "house.h"
-#include "housequeue.h"
+#include "actor/house.h"
+#include "sched/housequeue.h"
 #include "plat.h"
 #include "support/manual.h"
-#include "addr.h"
-#include "loop.h"
-#include "system.h"
-#include "timer.h"
-#include "worker.h"
+#include "actor/addr.h"
+#include "sched/loop.h"
+#include "sched/system.h"
+#include "time/timer.h"
+#include "sched/worker.h"
 
 /* ---- messages ------------------------------------------------------------ */
 
@@ -475,7 +475,7 @@ static void test_priority_at_put(void **state) {
   notice(a, GO_REPLY, 0);
   assert_int_equal(queued_in(q, h), 1);
   assert_ptr_equal(th_step(0), h);
-  assert_int_equal(sh_dispatcher_count(&h->futures), 1);
+  assert_int_equal(sh_futtable_count(&h->futures), 1);
   assert_false(high(h));
 
   uint64_t unknown = th_stats().replies_unknown;
@@ -488,7 +488,7 @@ static void test_priority_at_put(void **state) {
   assert_int_equal(queued_in(q, h), 0);
   assert_ptr_equal(th_step(0), h);
   expect_trace("R");
-  assert_int_equal(sh_dispatcher_count(&h->futures), 0);
+  assert_int_equal(sh_futtable_count(&h->futures), 0);
   assert_true(high(h));
   notice(a, PLAIN, 0);
   assert_int_equal(queued_in(q, h), 1);
@@ -554,7 +554,7 @@ static void test_stopped_house(void **state) {
   assert_int_equal(last_error, -ESHUTDOWN);
   assert_int_equal(stops, 1);
   assert_int_equal(th_stats().dropped_stopped, dropped + 5);
-  assert_int_equal(sh_dispatcher_count(&h->futures), 0);
+  assert_int_equal(sh_futtable_count(&h->futures), 0);
 
   uint64_t unknown = th_stats().replies_unknown;
   th_drain(1); /* the client hears -ESHUTDOWN; the responder's late reply goes to a */

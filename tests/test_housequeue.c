@@ -30,9 +30,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "house.h"
-#include "housequeue.h"
+#include "base/check.h"
+#include "actor/house.h"
+#include "sched/housequeue.h"
 #include "support/child.h"
 #include "support/harness.h"
 

@@ -24,7 +24,7 @@
 
 #include <cmocka.h>
 
-#include "inflight.h"
+#include "net/inflight.h"
 #include "support/child.h"
 
 enum { NITEMS = 8 };

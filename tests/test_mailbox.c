@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "mailbox.h"
+#include "actor/mailbox.h"
 #include "support/harness.h"
 
 /* A test message: the header, then who sent it and its place in that

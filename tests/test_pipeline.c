@@ -21,8 +21,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "buffer.h"
-#include "pipeline.h"
+#include "net/buffer.h"
+#include "net/pipeline.h"
 #include "pool_fixture.h"
 
 typedef struct note {

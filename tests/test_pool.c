@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool.h"
+#include "mem/pool.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TEST_ASAN 1

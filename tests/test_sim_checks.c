@@ -16,11 +16,11 @@
 #include <cmocka.h>
 
 #include "support/child.h"
-#include "future.h"
-#include "house.h"
-#include "housequeue.h"
-#include "loop.h"
-#include "worker.h"
+#include "actor/future.h"
+#include "actor/house.h"
+#include "sched/housequeue.h"
+#include "sched/loop.h"
+#include "sched/worker.h"
 
 #define WATCHDOG_S 10
 

@@ -30,7 +30,7 @@
 
 #include <stackhouse/stackhouse.h>
 
-#include "mailbox.h"
+#include "actor/mailbox.h"
 #include "plat.h"
 #include <stackhouse/sim.h>
 

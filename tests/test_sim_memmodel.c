@@ -32,7 +32,7 @@
 #include <stackhouse/sim.h>
 #include <stackhouse/stackhouse.h>
 
-#include "atomic.h"
+#include "base/atomic.h"
 #include "plat.h"
 
 #define SEEDS 300u

@@ -30,15 +30,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "house.h"
-#include "dispatcher.h"
-#include "future.h"
-#include "stack.h"
+#include "actor/house.h"
+#include "actor/futtable.h"
+#include "actor/future.h"
+#include "actor/stack.h"
 #include "support/manual.h"
-#include "addr.h"
-#include "loop.h"
-#include "system.h"
-#include "worker.h"
+#include "actor/addr.h"
+#include "sched/loop.h"
+#include "sched/system.h"
+#include "sched/worker.h"
 
 /* ---- messages ------------------------------------------------------------ */
 
@@ -648,7 +648,7 @@ static void test_late_reply_is_unknown(void **state) {
   uint64_t unknown = th_stats().replies_unknown;
   poke_subject();
   assert_true(sh_list_empty(&subject_house()->stacks));
-  assert_int_equal(sh_dispatcher_count(&subject_house()->futures), 0);
+  assert_int_equal(sh_futtable_count(&subject_house()->futures), 0);
   th_drain(1);
   assert_int_equal(drops, 0);
   th_drain(0);

@@ -24,15 +24,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "house.h"
-#include "hstore.h"
-#include "msg.h"
+#include "actor/house.h"
+#include "actor/hstore.h"
+#include "mem/msg.h"
 #include "plat.h"
 #include "support/manual.h"
-#include "addr.h"
-#include "loop.h"
-#include "system.h"
-#include "worker.h"
+#include "actor/addr.h"
+#include "sched/loop.h"
+#include "sched/system.h"
+#include "sched/worker.h"
 
 typedef struct note { sh_msg hdr; int a; long b; char c[24]; } note;
 typedef struct owned { sh_msg hdr; int *counter; } owned;

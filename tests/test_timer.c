@@ -28,15 +28,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "house.h"
+#include "actor/house.h"
 #include "plat.h"
 #include "support/manual.h"
-#include "addr.h"
-#include "loop.h"
-#include "system.h"
-#include "timer.h"
-#include "wheel.h"
-#include "worker.h"
+#include "actor/addr.h"
+#include "sched/loop.h"
+#include "sched/system.h"
+#include "time/timer.h"
+#include "time/wheel.h"
+#include "sched/worker.h"
 
 #define SEC 1000000000ull
 

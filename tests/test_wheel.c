@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "wheel.h"
+#include "time/wheel.h"
 #include "support/harness.h"
 
 #define MS SH_WHEEL_TICK_NS

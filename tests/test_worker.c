@@ -25,14 +25,14 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
-#include "house.h"
-#include "housequeue.h"
+#include "actor/house.h"
+#include "sched/housequeue.h"
 #include "plat.h"
 #include "support/manual.h"
-#include "addr.h"
-#include "loop.h"
-#include "system.h"
-#include "worker.h"
+#include "actor/addr.h"
+#include "sched/loop.h"
+#include "sched/system.h"
+#include "sched/worker.h"
 
 typedef struct note { sh_msg hdr; } note;
 SH_MSG_DEFINE(note, SH_NOTICE, 0);

@@ -202,8 +202,8 @@ BEGIN {
 
 # Rule 4: grep, line by line; a comment naming an operation is no use of it.
 ops='\b(atomic_(load|store|exchange|fetch_[a-z]+|compare_exchange_[a-z]+|flag_[a-z_]+|thread_fence|signal_fence|init)(_explicit)?|__atomic_[a-z_]+|__sync_[a-z_]+)[ \t]*\('
-for f in $(grep -lE "$ops" core/*.[ch] 2>/dev/null); do
-  [ "$f" = core/atomic.h ] && continue
+for f in $(grep -rlE "$ops" core --include="*.[ch]" 2>/dev/null); do
+  [ "$f" = core/base/atomic.h ] && continue
   bad=$(grep -nE "$ops" "$f" | grep -vE '^[0-9]+:[ \t]*(/?\*|//)' | sed "s|^|$f:|; s|\$| : an atomic operation outside core/atomic.h (use its sh_atomic_* wrapper)|")
   [ -n "$bad" ] && { out=$(printf '%s\n%s' "$bad" "$out" | sed '/^$/d'); rc=1; }
 done

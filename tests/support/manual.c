@@ -10,10 +10,10 @@
 
 #include <stdatomic.h>
 
-#include "housequeue.h"
+#include "sched/housequeue.h"
 #include "manual.h"
-#include "dispatch.h"
-#include "loop.h"
+#include "actor/dispatch.h"
+#include "sched/loop.h"
 #include "plat.h"
 
 sh_system *th_sys;

@@ -12,9 +12,9 @@
 #include <stackhouse/stackhouse.h>
 
 #include "harness.h"
-#include "house.h"
-#include "system.h"
-#include "worker.h"
+#include "actor/house.h"
+#include "sched/system.h"
+#include "sched/worker.h"
 
 /* The system the test drives; set it with th_system() in the setup. */
 extern sh_system *th_sys;

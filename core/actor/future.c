@@ -1,0 +1,299 @@
+/*
+ * Futures: making, completing and freeing them, and the ways they end
+ * early (timeouts, the house's stop, the stack's end).
+ *
+ * Ownership. A future belongs to its stack from birth to free: pending in
+ * its pending list, then completed in its completed list until the handler
+ * has seen it (stack.c recycles it). While pending it is also an entry of
+ * its house's table, so that an answer, a timeout or a waiter's return can
+ * find it by id; only the house's runner touches either.
+ */
+#include "actor/future.h"
+#include "base/atomic.h"
+
+#include <string.h>
+
+#include "base/check.h"
+#include "actor/gate.h"
+#include "actor/house.h"
+#include "mem/mem.h"
+#include "net/chanhooks.h"
+#include "mem/msg.h"
+#include "actor/stack.h"
+#include "time/timer.h"
+#include "sched/worker.h"
+
+sh_future *sh_future_new(sh_stack *st) {
+  /* The house's table gets its buckets with its first ask (futtable.h). */
+  if (sh_futtable_reserve(&st->house->futures) != 0) return NULL;
+  sh_future *f = sh_mem_alloc(sizeof(*f));
+  if (f == NULL) return NULL;
+  memset(f, 0, sizeof(*f));
+  f->stack = st;
+  f->node.id = ++st->house->next_ask_id;
+  f->epoch = st->epoch;
+  sh_list_push_front(&st->pending, &f->link);
+  st->npending++;
+  st->made++;
+  return f;
+}
+
+void sh_future_track(sh_future *f) {
+  sh_house *h = f->stack->house;
+  sh_count(h->sys, SH_C_ASKS);
+  sh_futtable_push(&h->futures, &f->node);
+}
+
+static void cancel_timer(sh_future *f) {
+  if (f->timer == NULL) return;
+  sh_timer_cancel_node(sh_worker_current(), f->timer);
+  f->timer = NULL;
+}
+
+/* A channel future lets go of its channel as it goes. */
+static void release(sh_future *f) {
+  if (f->chan != NULL) sh_channel_unhold(f->chan);
+  sh_mem_free(f);
+}
+
+void sh_future_unmake(sh_future *f) {
+  sh_stack *st = f->stack;
+  SH_ASSERT(!f->done && f->waiter == NULL);
+  cancel_timer(f);
+  sh_list_remove(&f->link);
+  st->npending--;
+  st->made--;
+  release(f);
+}
+
+sh_msg *sh_future_reclaim(sh_future *f) {
+  sh_waiter *w = f->waiter;
+  if (w == NULL) return NULL;
+  f->waiter = NULL;
+  sh_house *t = w->target;
+  if (!sh_gate_cancel(t->gate_mem[sh_req((sh_box)w->box)], w)) return NULL;
+  sh_msg *m = w->msg;
+  w->msg = NULL;
+  sh_msg_free(&w->hdr);
+  return m;
+}
+
+void sh_future_free(sh_future *f) {
+  /* A completed future holds no timer: its outcome, whichever came first,
+   * cancelled its timeout (or was the timeout). A timeout left armed could
+   * fire after the free, and the cancel below would touch a freed node. */
+  SH_INVARIANT(!f->done || f->timer == NULL);
+  if (f->waiter != NULL) sh_msg_free(sh_future_reclaim(f));
+  cancel_timer(f);
+  sh_msg_free(f->reply);
+  release(f);
+}
+
+/* Records f's outcome; the stack resumes later (sh_future_complete) or, if
+ * it is running, sees it when its handler returns. */
+static void record(sh_future *f, sh_msg *reply, int error) {
+  sh_stack *st = f->stack;
+  SH_ASSERT(!f->done && st->npending > 0);
+  if (f->waiter != NULL) {
+    /* Completed while waiting for room (a timeout, the asker stopped): a
+     * put hands its notice back, an ask's was never sent. */
+    sh_msg *back = sh_future_reclaim(f);
+    if (back != NULL && f->put && reply == NULL)
+      reply = back;
+    else
+      sh_msg_free(back);
+  }
+  f->done = true;
+  sh_count(st->house->sys, SH_C_ASKS_RESOLVED);
+  f->reply = reply;
+  f->error = error;
+#ifdef SH_MUTANT_future_complete_keeps_timer
+  /* Planted bug: a completed future's timeout stays armed. */
+#else
+  cancel_timer(f);
+#endif
+  sh_list_remove(&f->link);
+  sh_list_push_front(&st->completed, &f->link);
+  st->npending--;
+  st->fresh_done++;
+  if (st->running && error != 0) st->failed_now++;
+}
+
+void sh_future_end_now(sh_future *f, sh_msg *back, int error) {
+  sh_count(f->stack->house->sys, SH_C_ASKS);
+  record(f, back, error);
+}
+
+void sh_future_complete(sh_future *f, sh_msg *reply, int error) {
+  record(f, reply, error);
+  sh_stack_wake(f->stack);
+}
+
+sh_future *sh_future_find(sh_house *h, uint64_t id) {
+  sh_ftnode *n = sh_futtable_find(&h->futures, id);
+  return n != NULL ? sh_future_of_node(n) : NULL;
+}
+
+static sh_future *pop(sh_house *h, uint64_t id) {
+  sh_ftnode *n = sh_futtable_pop(&h->futures, id);
+  return n != NULL ? sh_future_of_node(n) : NULL;
+}
+
+void sh_future_answer(sh_house *h, sh_msg *m) {
+  sh_future *f = pop(h, m->id);
+  if (f == NULL) {
+    sh_count(h->sys, SH_C_REPLIES_UNKNOWN);
+    sh_msg_free(m);
+    return;
+  }
+  sh_count(h->sys, SH_C_DELIVERED);
+  SH_TRACE_MSG(SH_TRACE_REPLY, h->seq, m, SH_TRACE_FLOW(h->seq, m->id));
+  if (sh_msg_is_exception(m)) {
+    int err = m->error;
+    sh_msg_free(m);
+    sh_future_complete(f, NULL, err);
+  } else {
+    sh_future_complete(f, m, 0);
+  }
+}
+
+/* f is no longer kept past its house's stop. */
+bool sh_future_resolve(sh_house *h, uint64_t id, sh_msg *reply, int error) {
+  sh_future *f = pop(h, id);
+  if (f == NULL) {
+    sh_msg_free(reply);
+    return false;
+  }
+  sh_future_complete(f, reply, error);
+  return true;
+}
+
+static void unkeep(sh_house *h, sh_future *f) {
+  if (!f->node.kept) return;
+  f->node.kept = false;
+  SH_ASSERT(h->stop_kept > 0);
+  h->stop_kept--;
+}
+
+void sh_future_waiter_back(sh_house *h, sh_waiter *w) {
+  int err = w->hdr.error;
+  sh_future *f = sh_future_find(h, w->id);
+  sh_msg *back = NULL;
+  if (f != NULL) {
+    /* f no longer waits for its waiter. */
+    f->waiter = NULL;
+    f->returning = false;
+    unkeep(h, f);
+    /* An admitted ask goes on waiting for its reply; anything else ends. */
+    if (f->put || err != 0) {
+      pop(h, w->id);
+      if (f->put) {
+        back = w->msg; /* NULL when admitted: the gate pushed it */
+        w->msg = NULL;
+      }
+    } else {
+      f = NULL;
+    }
+  }
+  /* No future left (it timed out or its stack ended): nothing to tell; the
+   * waiter's drop frees a refused message it still holds. */
+  sh_msg_free(&w->hdr);
+  if (f != NULL) sh_future_complete(f, back, err);
+}
+
+/* f ends early (a timeout, its house stops). True when it must not: a put
+ * whose waiter the gate already popped waits for the waiter's return, which
+ * says whether the notice got in (an ask ends either way: its reply, if
+ * any, comes as unknown). Else a waiter still queued is taken back: *back
+ * is a put's notice, handed back (an ask's is freed). */
+static bool ends_by_return(sh_future *f, sh_msg **back) {
+  *back = NULL;
+  if (f->waiter != NULL) {
+    sh_msg *m = sh_future_reclaim(f);
+    if (m == NULL)
+      f->returning = true;
+    else if (f->put)
+      *back = m;
+    else
+      sh_msg_free(m);
+  }
+  return f->put && f->returning;
+}
+
+void sh_future_fail_all(sh_house *h) {
+  sh_ftnode *n;
+  /* Bounded: each turn ends a future (the stopped house makes no new ones:
+   * its sends fail at once) or marks it kept, which pop_any skips. */
+  uint32_t turns = sh_futtable_count(&h->futures);
+  while ((n = sh_futtable_pop_any(&h->futures)) != NULL) {
+    SH_ASSERT(turns-- > 0);
+    sh_future *f = sh_future_of_node(n);
+    sh_msg *back;
+    if (ends_by_return(f, &back)) {
+      f->node.kept = true;
+      h->stop_kept++;
+      /* Its outcome is the return's now, not a timeout's. */
+      cancel_timer(f);
+      sh_futtable_push(&h->futures, &f->node);
+      continue;
+    }
+    /* The end of the ask's flow in a trace, as a reply or a timeout is. */
+    SH_TRACE(SH_TRACE_REPLY, h->seq, "ESHUTDOWN", SH_TRACE_FLOW(h->seq, sh_future_id(f)));
+    sh_future_complete(f, back, -ESHUTDOWN);
+  }
+}
+
+void sh_future_time_out(sh_house *h, sh_future *f) {
+  sh_msg *back;
+  if (ends_by_return(f, &back)) return;
+#ifdef SH_MUTANT_future_timeout_no_pop
+  /* Planted bug: f stays in the table; a reply after the timeout resolves it again. */
+#else
+  pop(h, sh_future_id(f));
+#endif
+  if (f->sleep) {
+    sh_future_complete(f, back, 0);
+    return;
+  }
+  sh_count(h->sys, SH_C_ASKS_TIMED_OUT);
+  SH_TRACE(SH_TRACE_TIMEOUT, h->seq, "timeout", SH_TRACE_FLOW(h->seq, sh_future_id(f)));
+  if (!f->connecting) {
+    sh_future_complete(f, back, -ETIMEDOUT);
+    return;
+  }
+  /* A connect that timed out gives its socket back now, not when the
+   * network gives up on it. Held across the completion, which may run the
+   * stack and free the future. */
+  struct sh_channel *ch = f->chan;
+  sh_channel_hold(ch);
+  sh_future_complete(f, back, -ETIMEDOUT);
+  sh_tcp_connect_expired(ch);
+  sh_channel_unhold(ch);
+}
+
+void sh_future_forget(sh_future *f) {
+  sh_house *h = f->stack->house;
+  /* Forgetting resolves the ask (sh_stats: each ask resolved once). */
+  sh_count(h->sys, SH_C_ASKS_RESOLVED);
+  unkeep(h, f); /* a late return finds no future and frees itself */
+  sh_ftnode *n = sh_futtable_pop(&h->futures, sh_future_id(f));
+  SH_ASSERT(n == &f->node || n == NULL);
+  sh_future_free(f);
+}
+
+/* ---- the public accessors ---------------------------------------------- */
+
+bool sh_future_done(const sh_future *f) { return f != NULL && f->done; }
+int sh_future_error(const sh_future *f) {
+  SH_FROM_USER();
+  if (f == NULL) return -EINVAL;
+  return f->done ? f->error : -EINPROGRESS;
+}
+sh_msg *sh_future_msg(const sh_future *f) { return f != NULL && f->done ? f->reply : NULL; }
+sh_msg *sh_future_take(sh_future *f) {
+  SH_FROM_USER();
+  if (f == NULL || !f->done) return NULL;
+  sh_msg *m = f->reply;
+  f->reply = NULL;
+  return m;
+}

@@ -1,0 +1,107 @@
+/*
+ * Futures: the outcome of one ask (or one sh_put) a stack made, which the
+ * stack suspends on. A future is owned by its stack (its pending or
+ * completed list) and, while pending, is also an entry of its house's
+ * future table (futtable.h), keyed by the ask id its reply will carry.
+ * It completes once, with a reply, an error, or a timeout; the stack
+ * resumes when its wait is over (stack.h).
+ *
+ * A future whose send waits for room at a full mailbox holds a waiter
+ * (gate.h) until the gate decides; the waiter's return (an event to the
+ * house) ends a put and lets an admitted ask go on waiting for its reply.
+ */
+#ifndef SH_FUTURE_H
+#define SH_FUTURE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <stackhouse/stackhouse.h>
+
+#include "actor/futtable.h"
+#include "base/list.h"
+
+struct sh_house;
+struct sh_timer;
+struct sh_waiter;
+
+struct sh_future {
+  sh_ftnode node;              /* the house's table; node.kept: see sh_future_fail_all */
+  sh_list link;               /* the stack's pending or completed list */
+  sh_stack *stack;
+  sh_msg *reply;              /* owned until taken */
+  struct sh_timer *timer;     /* its timeout, NULL when none or gone */
+  struct sh_waiter *waiter;   /* queued at a full mailbox's gate, NULL when not */
+  uint32_t epoch;             /* the stack invocation that made it */
+  int32_t error;
+  bool done;
+  bool put;                   /* sh_put's: done once the notice is in the mailbox */
+  bool returning;             /* its waiter was popped: the waiter's return decides */
+  bool sleep;                 /* sh_sleep's: its timeout is its success */
+  /* A channel future (an ask, send or connect of a channel): its channel,
+   * which the future keeps allocated until it is freed, so that the stack
+   * that reads its outcome may still call on the channel (chanhooks.h). */
+  struct sh_channel *chan;
+  bool connecting;            /* sh_tcp_connect's: its timeout closes chan */
+};
+
+static inline sh_future *sh_future_of_node(sh_ftnode *n) {
+  return (sh_future *)(void *)((char *)n - offsetof(sh_future, node));
+}
+static inline sh_future *sh_future_of_link(sh_list *l) {
+  return (sh_future *)(void *)((char *)l - offsetof(sh_future, link));
+}
+static inline uint64_t sh_future_id(const sh_future *f) { return f->node.id; }
+
+/* A new pending future of st (linked in its pending list, not yet in the
+ * house's table), or NULL when out of memory. The caller sends, then
+ * tracks it, fails it at once, or unmakes it. */
+sh_future *sh_future_new(sh_stack *st);
+/* The send went out (or waits for room): f joins its house's table, where
+ * its answer will find it, and counts as an ask. */
+void sh_future_track(sh_future *f);
+/* The send's outcome is known at once (a put with room, or a failure that
+ * ends the ask): f counts as an ask and completes with `error` (and
+ * `back`, a put's notice handed back), inside the handler that made it. */
+void sh_future_end_now(sh_future *f, sh_msg *back, int error);
+/* The send was not made after all (a _try that found no room): f is freed
+ * as if it never existed. */
+void sh_future_unmake(sh_future *f);
+/* f gives up its waiter: the waiting message when the waiter was still
+ * queued (the caller owns it again), else NULL (the gate popped it: its
+ * return is on the way and frees it). */
+sh_msg *sh_future_reclaim(sh_future *f);
+/* The future of ask `id` of house h, or NULL. */
+sh_future *sh_future_find(struct sh_house *h, uint64_t id);
+/* The house got the outcome of future f (a reply, an error or a timeout;
+ * f already out of the table): records it and resumes the stack if its
+ * wait is over. Takes ownership of reply. */
+void sh_future_complete(sh_future *f, sh_msg *reply, int error);
+/* A reply or exception for ask `id` reached house h: completes its future,
+ * or counts the reply as unknown (the ask timed out or was forgotten).
+ * Takes ownership of m. */
+void sh_future_answer(struct sh_house *h, sh_msg *m);
+/* The outcome of future `id` of house h, from elsewhere than a reply (a
+ * channel's response or close): completes it if it is still pending and
+ * returns true; else frees reply and returns false (its stack ended, or
+ * it failed or timed out first). */
+bool sh_future_resolve(struct sh_house *h, uint64_t id, sh_msg *reply, int error);
+/* A stack waiter came back from a gate (its header was the event): ends
+ * the put it waited for, or fails the ask it held when refused. */
+void sh_future_waiter_back(struct sh_house *h, struct sh_waiter *w);
+/* Future f's timeout fired (f still in h's table): completes it with
+ * -ETIMEDOUT, unless it is a put whose waiter the gate already popped (the
+ * waiter's return, on its way, says whether the notice got in). */
+void sh_future_time_out(struct sh_house *h, sh_future *f);
+/* The house stops: every pending future fails with -ESHUTDOWN (its stack
+ * resumes to see it), except puts whose waiter the gate already popped:
+ * those are kept (node.kept, h->stop_kept) until the waiter's return. */
+void sh_future_fail_all(struct sh_house *h);
+/* Its stack ended with f still pending: the ask is given up (a late reply
+ * is counted as unknown), f freed. */
+void sh_future_forget(sh_future *f);
+/* Frees a completed future and what it still holds. */
+void sh_future_free(sh_future *f);
+
+#endif

@@ -1,0 +1,169 @@
+/*
+ * Channels (net.h): one socket of one IO actor, its pipeline, its buffers,
+ * its four inflight queues and its lifecycle bits. Everything here runs on
+ * the owning actor's worker: the readiness function runs in that worker's
+ * IO phase, and the actor (an IO actor never leaves its worker, house.c)
+ * runs there too, so a channel needs no atomics.
+ *
+ * Readiness reaches the actor as an event: the channel's own header `ev`
+ * is pushed into the house's event mailbox, at most once at a time
+ * (SH_CHS_EVENT), with the readiness bits gathered meanwhile in `ready`.
+ * Work that must go on later (a read stopped at its page budget) queues
+ * the same event again, so one busy channel cannot hold the actor.
+ *
+ * Life. A channel is freed when it is closed, its event is not queued and
+ * no stack of its requests is still running (`refs`). A house keeps a list
+ * of its channels and is not retired while one is left; its stop closes
+ * them (sh_channel_close_all).
+ *
+ * Entry points nest (a stack that a read started writes a reply, which
+ * may close the channel): `busy` counts them, and what must not happen
+ * inside one (flushing, starting queued work, tearing down) happens when
+ * the outermost returns (sh_channel_leave).
+ */
+#ifndef SH_CHANNEL_H
+#define SH_CHANNEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <stackhouse/net.h>
+
+#include "net/chanhooks.h"
+#include "net/inflight.h"
+#include "base/list.h"
+#include "netplat.h"
+#include "net/pipeline.h"
+
+struct sh_house;
+struct sh_tcp_server;
+
+typedef enum sh_channel_kind {
+  SH_CH_TCP = 1,      /* a connection (accepted or connected) */
+  SH_CH_LISTENER = 2, /* a TCP server's listening socket (its acceptor) */
+  SH_CH_UDP = 3,
+} sh_channel_kind;
+
+/* Lifecycle bits, in one word. */
+enum {
+  SH_CHS_OPEN = 1u << 0,       /* the actor heard SH_CHANNEL_OPEN */
+  SH_CHS_CONNECTING = 1u << 1, /* a connect is under way */
+  SH_CHS_READABLE = 1u << 2,   /* more may be there to read (no -EAGAIN since the edge) */
+  SH_CHS_WRITABLE = 1u << 3,   /* the socket took all it was offered last time */
+  SH_CHS_EOF = 1u << 4,        /* the peer's end of stream was read */
+  SH_CHS_EOF_TOLD = 1u << 5,   /* the actor heard SH_CHANNEL_EOF */
+  SH_CHS_SHUT = 1u << 6,       /* shut the write side once flushed */
+  SH_CHS_SHUT_DONE = 1u << 7,  /* the write side is shut */
+  SH_CHS_CLOSE_FLUSH = 1u << 8, /* close once flushed */
+  SH_CHS_CLOSING = 1u << 9,    /* a close waits for the outermost entry to leave */
+  SH_CHS_CLOSED = 1u << 10,    /* closed: the socket is gone, every item failed */
+  SH_CHS_EVENT = 1u << 11,     /* `ev` is in the house's event mailbox */
+  SH_CHS_HIGH = 1u << 12,      /* the write buffer passed its high watermark */
+  SH_CHS_WATCHED = 1u << 13,   /* counted in its worker's watched sockets */
+  SH_CHS_FREE_DUE = 1u << 14,  /* closed and told: free once nothing refers to it */
+  SH_CHS_HUP = 1u << 15,       /* the peer's end (or an error) was reported: read to the end */
+};
+
+/* A request of either direction in an inflight queue (pooled). */
+typedef struct sh_chrec {
+  sh_ifl_item it;
+  struct sh_channel *ch;
+  sh_msg *msg;      /* the request, until it is written (futures) or a stack takes it */
+  sh_msg *reply;    /* stacks: the result, held for its turn */
+  uint64_t fid;     /* futures, sends: the future's ask id in its house's table */
+  int error;        /* stacks: what the stack threw */
+  bool failed;      /* stacks: the channel closed while it ran */
+  bool ended;       /* stacks: its stack finished */
+} sh_chrec;
+
+struct sh_channel {
+  sh_msg ev; /* the readiness event: first, so that the event is the channel */
+  sh_list link; /* the house's channels */
+  struct sh_house *house;
+  sh_channel_kind kind;
+  uint32_t state; /* SH_CHS_* */
+  uint32_t ready; /* readiness bits gathered since the event was queued */
+  uint32_t busy;  /* entry points under way (the file comment) */
+  bool dirty;     /* an entry nested in the outermost one did something */
+  uint32_t refs;  /* stacks of its requests still running, and holds (sh_channel_hold) */
+  uint32_t worker;
+  sh_sock sock;
+  int error; /* why it closed */
+  sh_netaddr peer, local;
+  sh_buf in, out;
+  sh_pipeline pl;
+  sh_channel_opts o;
+  sh_ifl_queue futs, stacks;
+  sh_list sends;        /* sh_channel_send futures waiting for the low watermark */
+  uint64_t connect_fid; /* the connect's future, 0 when none */
+  void *data;
+  struct sh_tcp_server *server; /* an accepted connection's server */
+};
+
+extern const sh_msg_type sh_chev_type;
+
+/* The readiness function of core/netplat.h (token: the channel). */
+void sh_channel_ready(void *token, uint32_t events);
+
+/* A new channel of house h for socket s (kind, options: NULL for the
+ * defaults), watched by the house's worker. On an error the socket is
+ * closed. */
+int sh_channel_new(struct sh_house *h, sh_channel_kind kind, sh_sock s, const sh_channel_opts *o,
+                   sh_channel **out);
+/* The channel is live: tells the actor SH_CHANNEL_OPEN (an internal
+ * actor without the hook hears nothing) and looks for bytes at once. */
+void sh_channel_open(sh_channel *ch);
+/* The house runs the channel's readiness event. */
+void sh_channel_on_event(struct sh_house *h, sh_msg *m);
+/* Queues the readiness event (if not queued): more work for a later run. */
+void sh_channel_poke(sh_channel *ch);
+/* Closes with `error` (0: orderly): now, or when the outermost entry leaves. */
+void sh_channel_close_with(sh_channel *ch, int error);
+/* The house stops: closes every channel of it with -ESHUTDOWN. */
+void sh_channel_close_all(struct sh_house *h);
+/* Whether the house has channels left (it may not be retired). */
+bool sh_channel_any(const struct sh_house *h);
+
+/* Tells the actor (its channel_event hook, if any). */
+void sh_channel_tell(sh_channel *ch, sh_channel_event ev, int error);
+
+/* Entering and leaving an entry point (the file comment). */
+static inline void sh_channel_enter(sh_channel *ch) { ch->busy++; }
+void sh_channel_leave(sh_channel *ch);
+
+/* The transport (tcp.c, udp.c). */
+void sh_tcp_on_ready(sh_channel *ch, uint32_t bits);
+void sh_tcp_flush(sh_channel *ch);
+int sh_tcp_to_head(void *owner, sh_msg *m);
+void sh_udp_on_ready(sh_channel *ch, uint32_t bits);
+int sh_udp_to_head(void *owner, sh_msg *m);
+/* Accepted sockets travel to a connection actor as this notice (tcp.c);
+ * dispatch hands it to sh_tcp_adopt instead of the actor's handler. */
+extern const sh_msg_type sh_accepted_type;
+void sh_tcp_adopt(struct sh_house *h, sh_msg *m);
+/* An accepted connection of a server closed (its open count). */
+void sh_tcp_server_closed(sh_channel *ch);
+/* A listening channel accepts what is waiting (tcpserver.c). */
+void sh_tcp_accept_some(sh_channel *ch);
+/* The system is freed: its servers go, with any listening socket no
+ * acceptor took. */
+void sh_tcp_servers_free(sh_system *sys);
+
+/* The inflight system (chanflow.c). */
+/* The pipeline's tail: a response completes its future, a request waits
+ * for a stack. */
+int sh_chanflow_to_tail(void *owner, sh_msg *m);
+/* Starts what the rules let start: requests written, stacks run. */
+void sh_chanflow_pump(sh_channel *ch);
+/* Whether the channel holds as many waiting requests as it may. */
+bool sh_chanflow_full(const sh_channel *ch);
+/* Whether no request is waiting or being handled. */
+bool sh_chanflow_idle(const sh_channel *ch);
+/* Fails every future with `error` (no response can come any more). */
+void sh_chanflow_fail_futures(sh_channel *ch, int error);
+/* Fails every item with `error`, once (the channel closes). */
+void sh_chanflow_fail_all(sh_channel *ch, int error);
+/* The write buffer fell below its low watermark: waiting sends complete. */
+void sh_chanflow_writable(sh_channel *ch);
+
+#endif

@@ -1,0 +1,229 @@
+/*
+ * TCP on channels: the stream transport (reading into the read buffer,
+ * writing from the write buffer, its watermarks, shutdown) and connecting.
+ * Servers are tcpserver.c.
+ */
+#include <stdlib.h>
+
+#include "base/atomic.h"
+#include "net/buffer.h"
+#include "net/channel.h"
+#include "base/check.h"
+#include "actor/future.h"
+#include "actor/house.h"
+#include "base/spinlock.h"
+#include "actor/stack.h"
+#include "sched/system.h"
+#include "time/timeout.h"
+#include "time/timer.h"
+#include "sched/worker.h"
+
+/* Writes per flush; iovecs per write. */
+#define SH_FLUSH_WRITES 16
+#define SH_FLUSH_IOV 16
+
+SH_MSG_DEFINE(sh_channel_msg, SH_REPLY, 0);
+
+/* ---- the stream transport ------------------------------------------------- */
+
+/* Reads go through the worker's buffer, as large as a read may be, and are
+ * appended to the channel's pages: one system call for what would take one
+ * per page read in place (a copy is cheaper than a call). */
+_Static_assert(SH_IO_SCRATCH >= 16u * SH_PAGE_DATA, "a read of 16 pages fits the worker's buffer");
+
+/* One read of at most len (<= SH_IO_SCRATCH) bytes into the read buffer. */
+static int64_t read_into(sh_channel *ch, size_t len) {
+  uint8_t *scratch = sh_worker_scratch(sh_worker_current());
+  if (scratch == NULL) return -ENOMEM;
+  int64_t n = sh_net_read(ch->sock, scratch, len);
+  if (n > 0) {
+    int rc = sh_buf_append(&ch->in, scratch, (size_t)n);
+    if (rc != 0) return rc;
+  }
+  return n;
+}
+
+static void read_some(sh_channel *ch) {
+  bool got = false;
+  size_t budget = (size_t)ch->o.read_pages * SH_PAGE_DATA;
+  /* Bounded by the byte budget (each turn reads at least a byte, or
+   * stops): a busy peer cannot hold the actor. */
+  while (budget > 0) {
+    if ((ch->state & (SH_CHS_EOF | SH_CHS_CLOSING)) || !(ch->state & SH_CHS_READABLE) ||
+        sh_chanflow_full(ch))
+      break;
+    size_t asked = budget < SH_IO_SCRATCH ? budget : SH_IO_SCRATCH;
+    int64_t n = read_into(ch, asked);
+    if (n > 0) {
+      budget -= (size_t)n;
+      got = true;
+      /* Fewer than asked: nothing more now, and more will be reported
+       * (netplat.h), so no read just to hear -EAGAIN. Not once the peer's
+       * end was reported: no report comes for the end itself again. */
+      if ((size_t)n < asked && !(ch->state & SH_CHS_HUP)) ch->state &= ~SH_CHS_READABLE;
+    } else if (n == 0) {
+      ch->state |= SH_CHS_EOF;
+    } else if (n == -EAGAIN) {
+      ch->state &= ~SH_CHS_READABLE;
+    } else {
+      sh_channel_close_with(ch, (int)n);
+    }
+  }
+  if (!got || (ch->state & SH_CHS_CLOSING)) return;
+  int rc = sh_pipeline_read(&ch->pl);
+  /* Undecoded input is bounded too: a peer that never ends a frame. */
+  if (rc == 0 && ch->in.len > ch->o.write_limit) rc = -EMSGSIZE;
+  if (rc < 0) sh_channel_close_with(ch, rc);
+}
+
+int sh_tcp_to_head(void *owner, sh_msg *m) {
+  sh_channel *ch = owner;
+  int rc = 0;
+  if (m->type != &sh_bytes_type) {
+    rc = -EPROTO;
+  } else {
+    sh_bytes *b = (sh_bytes *)m;
+    if (ch->out.len + b->buf.len > ch->o.write_limit)
+      rc = -ENOBUFS;
+    else
+      rc = sh_buf_move(&ch->out, &b->buf, b->buf.len);
+  }
+  sh_msg_free(m);
+  if (rc == 0 && ch->out.len >= ch->o.write_high) ch->state |= SH_CHS_HIGH;
+  return rc;
+}
+
+static void watermarks(sh_channel *ch) {
+  if (ch->out.len >= ch->o.write_high) {
+    ch->state |= SH_CHS_HIGH;
+  } else if ((ch->state & SH_CHS_HIGH) && ch->out.len <= ch->o.write_low) {
+    ch->state &= ~SH_CHS_HIGH;
+#ifndef SH_MUTANT_tcp_low_watermark_no_wake
+    sh_chanflow_writable(ch);
+#else
+    /* Planted bug: the sends waiting for the low watermark are not completed. */
+#endif
+    sh_channel_tell(ch, SH_CHANNEL_WRITABLE, 0);
+  }
+}
+
+static void write_some(sh_channel *ch) {
+  for (int i = 0; i < SH_FLUSH_WRITES && ch->out.len > 0 && (ch->state & SH_CHS_WRITABLE); i++) {
+    struct iovec iov[SH_FLUSH_IOV];
+    int cnt = sh_buf_iov(&ch->out, iov, SH_FLUSH_IOV, ch->out.len);
+    int64_t n = sh_net_writev(ch->sock, iov, cnt);
+    if (n > 0) {
+#ifdef SH_MUTANT_tcp_partial_write_dropped
+      /* Planted bug: a partial write consumes all it offered, not what the socket took. */
+      for (int k = 0; k < cnt; k++) sh_buf_consume(&ch->out, iov[k].iov_len);
+#else
+      sh_buf_consume(&ch->out, (size_t)n);
+#endif
+    } else if (n == -EAGAIN || n == 0) {
+      ch->state &= ~SH_CHS_WRITABLE;
+    } else {
+      sh_channel_close_with(ch, (int)n);
+      return;
+    }
+  }
+  /* The socket still takes bytes but the budget ran out: later. */
+  if (ch->out.len > 0 && (ch->state & SH_CHS_WRITABLE)) sh_channel_poke(ch);
+}
+
+void sh_tcp_flush(sh_channel *ch) {
+  const uint32_t not_now = SH_CHS_CLOSED | SH_CHS_CLOSING | SH_CHS_CONNECTING;
+  if ((ch->state & not_now) || !(ch->state & SH_CHS_OPEN)) return;
+  write_some(ch);
+  if (ch->state & SH_CHS_CLOSING) return;
+  watermarks(ch);
+  if (ch->out.len > 0) return;
+  if ((ch->state & SH_CHS_SHUT) && !(ch->state & SH_CHS_SHUT_DONE)) {
+    ch->state |= SH_CHS_SHUT_DONE;
+    int rc = sh_net_shutdown(ch->sock);
+    if (rc != 0) sh_channel_close_with(ch, rc);
+  }
+  if (ch->state & SH_CHS_CLOSE_FLUSH) sh_channel_close_with(ch, 0);
+}
+
+/* ---- connecting ------------------------------------------------------------ */
+
+static void connect_done(sh_channel *ch) {
+  sh_house *h = ch->house;
+  uint64_t fid = ch->connect_fid;
+  ch->connect_fid = 0;
+  ch->state &= ~SH_CHS_CONNECTING;
+  int err = sh_net_error(ch->sock);
+  sh_channel_msg *r = err == 0 ? (sh_channel_msg *)sh_msg_alloc(&sh_channel_msg_type) : NULL;
+  if (err == 0 && r == NULL) err = -ENOMEM;
+  if (err != 0) {
+    sh_future_resolve(h, fid, NULL, err);
+    sh_channel_close_with(ch, err);
+    return;
+  }
+  r->ch = ch;
+  sh_channel_open(ch);
+  /* The asker gave up (its timeout, its stack ended): nobody wants it. */
+  if (!sh_future_resolve(h, fid, &r->hdr, 0)) sh_channel_close_with(ch, -ETIMEDOUT);
+}
+
+void sh_tcp_connect_expired(sh_channel *ch) {
+  ch->connect_fid = 0;
+  sh_channel_close_with(ch, -ETIMEDOUT);
+}
+
+static bool io_actor_here(const sh_house *h) {
+  return h->cls->kind == SH_IO_ACTOR && sh_worker_current() == &h->sys->workers[h->owner];
+}
+
+/* Starts the connect of future f; its outcome is the future's. */
+static int connect_start(sh_stack *st, sh_future *f, const sh_netaddr *to, const sh_channel_opts *o) {
+  sh_house *h = st->house;
+  sh_sock s;
+  int rc = sh_net_connect(to, &s);
+  sh_channel *ch = NULL;
+  if (rc == 0) rc = sh_channel_new(h, SH_CH_TCP, s, o, &ch);
+  if (rc != 0) return rc;
+  int64_t ms = ch->o.connect_timeout_ms;
+  sh_future_track(f);
+  if (ms > 0) f->timer = sh_timer_ask(sh_worker_current(), h, sh_future_id(f), sh_timeout_ns(ms));
+  ch->peer = *to;
+  ch->connect_fid = sh_future_id(f);
+  f->chan = ch;
+  f->connecting = true;
+  sh_channel_hold(ch);
+  ch->state |= SH_CHS_CONNECTING;
+  return 0;
+}
+
+sh_future *sh_tcp_connect(sh_stack *st, const sh_netaddr *to, const sh_channel_opts *o) {
+  SH_FROM_USER();
+  if (st == NULL || to == NULL || !io_actor_here(st->house)) return NULL;
+  if (o != NULL && o->connect_timeout_ms < SH_FOREVER) return NULL;
+  sh_future *f = sh_future_new(st);
+  if (f == NULL) return NULL;
+  /* A stopping actor opens nothing new: its channels are being closed. */
+  int rc = sh_house_stopped(st->house) ? -ESHUTDOWN : connect_start(st, f, to, o);
+  if (rc != 0) sh_future_end_now(f, NULL, rc);
+  return f;
+}
+
+/* ---- readiness --------------------------------------------------------------- */
+
+void sh_tcp_on_ready(sh_channel *ch, uint32_t bits) {
+  if (ch->kind == SH_CH_LISTENER) {
+    if (bits & SH_IO_IN) ch->state |= SH_CHS_READABLE;
+    sh_tcp_accept_some(ch);
+    return;
+  }
+  /* Noted before a connect takes the report: the one that ends a connect
+   * may also carry the peer's end (it greeted and closed before we
+   * looked), and no report comes for that end again. */
+  if (bits & (SH_IO_HUP | SH_IO_ERR)) ch->state |= SH_CHS_HUP;
+  if (ch->state & SH_CHS_CONNECTING) {
+    if (bits & (SH_IO_OUT | SH_IO_ERR | SH_IO_HUP)) connect_done(ch);
+    return;
+  }
+  if (bits & (SH_IO_IN | SH_IO_HUP | SH_IO_ERR)) ch->state |= SH_CHS_READABLE;
+  if (bits & (SH_IO_OUT | SH_IO_HUP | SH_IO_ERR)) ch->state |= SH_CHS_WRITABLE;
+  if (ch->state & SH_CHS_OPEN) read_some(ch);
+}

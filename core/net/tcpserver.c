@@ -1,0 +1,247 @@
+/*
+ * TCP servers: an acceptor actor (an IO actor of the runtime's own) owns
+ * the listening channel and hands each accepted socket, as a notice, to
+ * one of the server's connection actors in turn (a round-robin address of
+ * the user's class); the runtime turns that notice into a channel of the
+ * receiving actor (sh_tcp_adopt) before the actor's handlers see anything.
+ * A server lives as long as its system (sh_tcp_servers_free).
+ */
+#include <stdlib.h>
+
+#include "base/atomic.h"
+#include "net/channel.h"
+#include "base/check.h"
+#include "actor/house.h"
+#include "base/spinlock.h"
+#include "sched/system.h"
+#include "sched/worker.h"
+
+/* Accepts per readiness event before the acceptor lets others run. */
+#define SH_ACCEPTS_PER_EVENT 64u
+/* After running out of descriptors the acceptor waits this long. */
+#define SH_ACCEPT_BACKOFF_MS 10
+#define SH_LISTEN_BACKLOG 1024
+
+struct sh_tcp_server {
+  sh_system *sys;
+  sh_netaddr addr;
+  sh_sock sock;
+  bool adopted; /* the acceptor's channel owns the socket */
+  const sh_addr *workers;
+  sh_channel_opts opts;
+  /* Written by the acceptor's worker (accepted, refused) and by every
+   * connection actor's (open); read by sh_tcp_server_stats from anywhere.
+   * relaxed: figures, nothing is published through them. */
+  _Atomic uint64_t accepted, refused, open;
+  struct sh_tcp_server *next; /* the system's servers (reg_lock) */
+};
+
+typedef struct sh_accepted {
+  sh_msg hdr;
+  sh_sock sock;
+  sh_netaddr peer;
+  sh_tcp_server *server;
+} sh_accepted;
+
+/* A socket that never reached its actor (a stop, a refusal) is closed with
+ * the message that carried it. */
+static void accepted_drop(sh_msg *m) {
+  sh_accepted *a = (sh_accepted *)m;
+  if (a->sock >= 0) sh_net_close(a->sock);
+}
+
+SH_MSG_DEFINE_DROP(sh_accepted, SH_NOTICE, 0, accepted_drop);
+
+typedef struct acceptor {
+  sh_actor base;
+  sh_tcp_server *server;
+  sh_channel *ch;
+} acceptor;
+
+static void count(_Atomic uint64_t *c, int64_t n) {
+  if (n > 0)
+    sh_atomic_fetch_add(c, (uint64_t)n, memory_order_relaxed);
+  else
+    sh_atomic_fetch_sub(c, (uint64_t)-n, memory_order_relaxed);
+}
+
+/* Hands socket s to a connection actor; false when it was refused (the
+ * socket is closed then). */
+static bool hand_over(sh_tcp_server *srv, sh_sock s, const sh_netaddr *peer) {
+  sh_accepted *a = (sh_accepted *)sh_msg_alloc(&sh_accepted_type);
+  if (a == NULL) {
+    sh_net_close(s);
+    return false;
+  }
+  a->sock = s;
+  a->peer = *peer;
+  a->server = srv;
+  if (sh_notice_try(srv->workers, &a->hdr) == 0) return true;
+  sh_msg_free(&a->hdr); /* its drop closes the socket */
+  return false;
+}
+
+/* Out of descriptors or memory: the connection waits in the backlog, the
+ * acceptor serves what it has and looks again after a while (no busy
+ * loop: it stops reading until the timer). */
+static void back_off(sh_channel *ch) {
+  acceptor *a = (acceptor *)ch->house->actor;
+  ch->state &= ~SH_CHS_READABLE;
+  uint64_t id;
+  if (sh_timer_start(&a->base, SH_ACCEPT_BACKOFF_MS, 0, NULL, &id) != 0)
+    sh_channel_close_with(ch, -ENOMEM);
+}
+
+void sh_tcp_accept_some(sh_channel *ch) {
+  acceptor *a = (acceptor *)ch->house->actor;
+  sh_tcp_server *srv = a->server;
+  for (uint32_t i = 0; i < SH_ACCEPTS_PER_EVENT && (ch->state & SH_CHS_READABLE); i++) {
+    sh_sock s;
+    sh_netaddr peer;
+    int rc = sh_net_accept(ch->sock, &s, &peer);
+    if (rc == 0) {
+      count(hand_over(srv, s, &peer) ? &srv->accepted : &srv->refused, 1);
+    } else if (rc == -EAGAIN) {
+      ch->state &= ~SH_CHS_READABLE;
+    } else if (rc == -ECONNABORTED || rc == -EPROTO || rc == -EPERM) {
+      /* That connection's own trouble (reset while queued, refused by a
+       * firewall rule): the next one may be fine. */
+    } else {
+      /* Out of descriptors or memory, or anything the listener itself
+       * suffers: count it, wait, and try again, never in a tight loop. */
+      count(&srv->refused, 1);
+      back_off(ch);
+    }
+  }
+}
+
+static int acceptor_init(sh_actor *self, void *arg) {
+  ((acceptor *)self)->server = arg;
+  return 0;
+}
+
+static void acceptor_mount(sh_actor *self) {
+  acceptor *a = (acceptor *)self;
+  sh_tcp_server *srv = a->server;
+  srv->adopted = true;
+  if (sh_channel_new(self->house, SH_CH_LISTENER, srv->sock, NULL, &a->ch) != 0) return;
+  a->ch->data = srv;
+  sh_channel_open(a->ch);
+}
+
+static void acceptor_timeout(sh_actor *self, uint64_t id, void *arg) {
+  (void)id, (void)arg;
+  acceptor *a = (acceptor *)self;
+  if (a->ch == NULL) return;
+  a->ch->state |= SH_CHS_READABLE;
+  sh_channel_poke(a->ch);
+}
+
+static void acceptor_event(sh_actor *self, sh_channel *ch, int ev, int error) {
+  (void)ch, (void)error;
+  if (ev == SH_CHANNEL_CLOSED) ((acceptor *)self)->ch = NULL;
+}
+
+static const sh_actor_class acceptor_class = {
+    .name = "sh_acceptor",
+    .size = sizeof(acceptor),
+    .kind = SH_IO_ACTOR,
+    .init = acceptor_init,
+    .mount = acceptor_mount,
+    .timeout = acceptor_timeout,
+    .channel_event = acceptor_event,
+};
+
+/* ---- connection actors ------------------------------------------------------- */
+
+void sh_tcp_adopt(sh_house *h, sh_msg *m) {
+  sh_accepted *a = (sh_accepted *)m;
+  sh_sock s = a->sock;
+  sh_tcp_server *srv = a->server;
+  sh_netaddr peer = a->peer;
+  a->sock = -1; /* the channel owns it now, or it is closed below */
+  sh_msg_free(m);
+  sh_channel *ch;
+  if (sh_channel_new(h, SH_CH_TCP, s, &srv->opts, &ch) != 0) {
+    count(&srv->refused, 1);
+    return;
+  }
+  ch->peer = peer;
+  ch->server = srv;
+  count(&srv->open, 1);
+  sh_channel_open(ch);
+}
+
+void sh_tcp_server_closed(sh_channel *ch) { count(&ch->server->open, -1); }
+
+/* ---- the public calls -------------------------------------------------------------- */
+
+static int check_serve(sh_system *sys, const sh_netaddr *at, const sh_actor_class *cls,
+                       uint32_t instances) {
+  if (sys == NULL || at == NULL || cls == NULL || instances == 0) return -EINVAL;
+  if (cls->kind != SH_IO_ACTOR || cls->channel == NULL) return -EINVAL;
+  return 0;
+}
+
+static void server_register(sh_tcp_server *srv) {
+  sh_system *sys = srv->sys;
+  sh_spin_lock(&sys->reg_lock);
+  srv->next = sys->servers;
+  sys->servers = srv;
+  sh_spin_unlock(&sys->reg_lock);
+}
+
+int sh_tcp_serve(sh_system *sys, const sh_netaddr *at, const sh_actor_class *cls, void *arg,
+                 uint32_t instances, const sh_channel_opts *opts, sh_tcp_server **out) {
+  SH_FROM_USER();
+  int rc = check_serve(sys, at, cls, instances);
+  if (rc != 0) return rc;
+  sh_tcp_server *srv = calloc(1, sizeof(*srv));
+  if (srv == NULL) return -ENOMEM;
+  srv->sys = sys;
+  srv->sock = -1;
+  if (opts != NULL) srv->opts = *opts;
+  if (instances == SH_SPAWN_PER_WORKER) instances = sh_system_workers(sys);
+  rc = sh_net_listen(at, SH_LISTEN_BACKLOG, &srv->sock);
+  if (rc == 0) rc = sh_net_local(srv->sock, &srv->addr);
+  /* Registered before the spawns: from here on the system frees it, and
+   * closes the socket if no acceptor took it. */
+  if (srv->sock >= 0) server_register(srv);
+  if (rc == 0) rc = sh_spawn(sys, cls, arg, instances, &srv->workers);
+  const sh_addr *acc;
+  if (rc == 0) rc = sh_spawn(sys, &acceptor_class, srv, 1, &acc);
+  if (rc != 0) {
+    if (srv->sock < 0) free(srv);
+    return rc;
+  }
+  if (out != NULL) *out = srv;
+  return 0;
+}
+
+int sh_tcp_server_addr(const sh_tcp_server *s, sh_netaddr *out) {
+  if (s == NULL || out == NULL) return -EINVAL;
+  *out = s->addr;
+  return 0;
+}
+
+const sh_addr *sh_tcp_server_workers(const sh_tcp_server *s) { return s != NULL ? s->workers : NULL; }
+
+int sh_tcp_server_stats(const sh_tcp_server *s, sh_tcp_stats *out) {
+  if (s == NULL || out == NULL) return -EINVAL;
+  out->accepted = sh_atomic_load(&s->accepted, memory_order_relaxed);
+  out->refused = sh_atomic_load(&s->refused, memory_order_relaxed);
+  out->open = sh_atomic_load(&s->open, memory_order_relaxed);
+  return 0;
+}
+
+void sh_tcp_servers_free(sh_system *sys) {
+  sh_tcp_server *s = sys->servers;
+  sys->servers = NULL;
+  /* Bounded by the servers made. */
+  while (s != NULL) {
+    sh_tcp_server *next = s->next;
+    if (!s->adopted) sh_net_close(s->sock);
+    free(s);
+    s = next;
+  }
+}
