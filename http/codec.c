@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "parser.h"
-#include "server.h"
+#include "conn.h"
 
 /* What a lingering close drops before it closes for good. */
 #define SH_HTTP_LINGER_BYTES (64u * 1024u)
