@@ -91,14 +91,14 @@ sh_yield sh_http_dispatch(sh_actor *self, sh_stack *st) {
   sh_http_actor *a = (sh_http_actor *)self;
   const sh_http_server *s = a->srv;
   sh_http_request *req = sh_http_req(st);
-  if (req->_route == 0) {
-    if (req->_status != 0) {
-      sh_http_response *r = sh_http_response_status(req->_status, true);
+  if (req->priv_.route == 0) {
+    if (req->priv_.status != 0) {
+      sh_http_response *r = sh_http_response_status(req->priv_.status, true);
       return sh_return(st, r != NULL ? &r->hdr : NULL);
     }
     int i = route_of(s, req);
     if (i < 0) return no_route(a, st, req);
-    req->_route = (uint16_t)(i + 1);
+    req->priv_.route = (uint16_t)(i + 1);
   }
-  return s->cfg.routes[req->_route - 1].handler(self, st);
+  return s->cfg.routes[req->priv_.route - 1].handler(self, st);
 }

@@ -52,7 +52,7 @@ static sh_msg *fallback(sh_channel *ch, int error) {
 /* ---- serving ------------------------------------------------------------------------------ */
 
 static int validate(const sh_http_config *c) {
-  /* A request names its route in 16 bits (sh_http_request._route). */
+  /* A request names its route in 16 bits (sh_http_request's priv_.route). */
   if ((c->routes == NULL && c->nroutes > 0) || c->nroutes > UINT16_MAX || c->max_head < 256 ||
       c->max_head > 65535 || c->max_inflight > SH_HTTP_MAX_INFLIGHT ||
       c->idle_timeout_ms < SH_FOREVER || c->instances == 0 || c->locals_size > SH_HTTP_MAX_LOCALS ||
