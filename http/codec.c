@@ -3,8 +3,8 @@
  *
  * Inbound, the parser (parser.h) turns bytes into requests, fired toward
  * the actor one by one; a parse error is fired too, as a request whose
- * _status the dispatcher answers, so that the responses of the requests
- * before it still go first. Outbound, each sh_http_response is encoded
+ * priv_.status the router (route.c) answers, so that the responses of the
+ * requests before it still go first. Outbound, each sh_http_response is encoded
  * straight into the channel's write buffer.
  *
  * The channel writes exactly one response per request fired, in request
@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "parser.h"
-#include "server.h"
+#include "conn.h"
 
 /* What a lingering close drops before it closes for good. */
 #define SH_HTTP_LINGER_BYTES (64u * 1024u)
@@ -135,7 +135,7 @@ static int fire(sh_pctx *c, codec *k, sh_http_request *r, uint8_t flags) {
 static int fire_error(sh_pctx *c, codec *k) {
   sh_http_request *r = sh_http_request_alloc();
   if (r == NULL) return -ENOMEM;
-  r->_status = k->p.error;
+  r->priv_.status = k->p.error;
   sh_http_count(&k->conn->actor->n->bad);
   return fire(c, k, r, F_CLOSE);
 }

@@ -47,8 +47,8 @@ _Static_assert(sizeof(sh_http_request) + 16 <= 2048, "sh_http_request outgrew it
 static void request_drop(sh_msg *m) {
   sh_http_request *r = (sh_http_request *)m;
   sh_buf_clear(&r->body);
-  free(r->_big);
-  r->_big = NULL;
+  free(r->priv_.big);
+  r->priv_.big = NULL;
 }
 /* Unzeroed: zeroing the header slots and the inline head per request
  * would cost more than parsing a small head. */
@@ -59,11 +59,13 @@ sh_http_request *sh_http_request_alloc(void) {
   /* The fields before the header slots; the parser writes the rest
    * before anything reads it. */
   if (r != NULL)
-    memset((char *)r + sizeof(sh_msg), 0, offsetof(sh_http_request, _h) - sizeof(sh_msg));
+    memset((char *)r + sizeof(sh_msg), 0, offsetof(sh_http_request, priv_.h) - sizeof(sh_msg));
   return r;
 }
 
-static const char *storage(const sh_http_request *r) { return r->_big ? r->_big : r->_head; }
+static const char *storage(const sh_http_request *r) {
+  return r->priv_.big ? r->priv_.big : r->priv_.head;
+}
 
 /* a (n bytes, any case) equals lower-case b. */
 static bool ieq(const char *a, const char *b, size_t n) {
@@ -264,7 +266,8 @@ static uint16_t parse_header(sh_http_request *r, head_facts *f, const uint8_t *h
   if (h[i] != '\n') return 400;
   while (ve > vs && is_ows(h[ve - 1])) ve--;
   if (r->nheaders == SH_HTTP_MAX_HEADERS) return 431;
-  r->_h[r->nheaders++] = (typeof(r->_h[0])){(uint16_t)s, (uint16_t)nl, (uint16_t)vs, (uint16_t)(ve - vs)};
+  r->priv_.h[r->nheaders++] =
+      (sh_http_hslot_){(uint16_t)s, (uint16_t)nl, (uint16_t)vs, (uint16_t)(ve - vs)};
   *at = i + 1;
   return special(r, f, h + s, nl, h + vs, ve - vs);
 }
@@ -299,8 +302,8 @@ uint16_t sh_http_parse_head(sh_http_request *r, size_t len) {
 int sh_http_header_at(const sh_http_request *r, uint32_t i, sh_http_str *name, sh_http_str *value) {
   if (i >= r->nheaders) return -EINVAL;
   const char *h = storage(r);
-  if (name) *name = (sh_http_str){h + r->_h[i].no, r->_h[i].nl};
-  if (value) *value = (sh_http_str){h + r->_h[i].vo, r->_h[i].vl};
+  if (name) *name = (sh_http_str){h + r->priv_.h[i].no, r->priv_.h[i].nl};
+  if (value) *value = (sh_http_str){h + r->priv_.h[i].vo, r->priv_.h[i].vl};
   return 0;
 }
 
@@ -308,12 +311,12 @@ bool sh_http_header(const sh_http_request *r, const char *name, sh_http_str *val
   size_t n = strlen(name);
   const char *h = storage(r);
   for (uint32_t i = 0; i < r->nheaders; i++) {
-    if (r->_h[i].nl != n) continue;
-    const char *a = h + r->_h[i].no;
+    if (r->priv_.h[i].nl != n) continue;
+    const char *a = h + r->priv_.h[i].no;
     size_t k = 0;
     while (k < n && sh_http_lower[(uint8_t)a[k]] == sh_http_lower[(uint8_t)name[k]]) k++;
     if (k < n) continue;
-    if (value) *value = (sh_http_str){h + r->_h[i].vo, r->_h[i].vl};
+    if (value) *value = (sh_http_str){h + r->priv_.h[i].vo, r->priv_.h[i].vl};
     return true;
   }
   return false;

@@ -151,9 +151,9 @@ static int64_t find_head_end(sh_http_parser *p, const sh_buf *in) {
 static sh_http_request *take_head(const sh_buf *in, size_t len) {
   sh_http_request *r = sh_http_request_alloc();
   if (r == NULL) return NULL;
-  char *dst = r->_head;
+  char *dst = r->priv_.head;
   if (len > SH_HTTP_INLINE_HEAD) {
-    dst = r->_big = malloc(len);
+    dst = r->priv_.big = malloc(len);
     if (dst == NULL) {
       sh_msg_free(&r->hdr);
       return NULL;

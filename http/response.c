@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "conn.h"
 
 static void response_drop(sh_msg *m) {
   sh_http_response *r = (sh_http_response *)m;

@@ -1,12 +1,11 @@
 /*
  * The HTTP server's internals shared by its modules: the server (config,
- * counters), its connection actors (one per worker by default: the Date
- * they format, the connections they watch for idleness), and the record
- * each connection keeps as its channel's data.
+ * counters, limits), and what its modules call of each other.
  *
- * server.c runs the actors (routing, the idle sweep, max_connections),
- * codec.c the pipeline handler (requests in, responses out), response.c
- * the response message.
+ * server.c runs the server's life and statistics, conn.c the connection
+ * actors (conn.h), route.c the routing (route.h), codec.c the pipeline
+ * handler (requests in, responses out), response.c the response message;
+ * parser.c and head.c the request parser (parser.h).
  */
 #ifndef SH_HTTP_SERVER_H
 #define SH_HTTP_SERVER_H
@@ -59,59 +58,14 @@ typedef struct sh_http_counters {
   atomic_uint_fast64_t refused, requests, bad, timeouts;
 } sh_http_counters;
 
-typedef struct sh_http_conn sh_http_conn;
-
-/* Content types longer than this are encoded anew for every response. */
-#define SH_HTTP_PREFIX_CTYPE 256u
-
-typedef struct sh_http_prefix {
-  bool valid;
-  uint16_t status;
-  const char *ctype;
-  uint32_t len;
-  char b[64 + SH_HTTP_MAX_NAME + 24 + SH_HTTP_DATE_LEN + 32 + SH_HTTP_PREFIX_CTYPE];
-} sh_http_prefix;
-
-/* A connection actor. */
-typedef struct sh_http_actor {
-  sh_actor base;
-  sh_http_server *srv;
-  /* Connections armed for the idle timeout, oldest first. */
-  sh_http_conn *armed_head, *armed_tail;
-  /* Records of closed connections, for the next ones. */
-  sh_http_conn *free;
-  uint32_t nfree;
-  sh_http_counters *n; /* in the server's memory */
-  /* The head of the last response encoded, up to its Content-Length
-   * value: handlers answer with the same status and Content-Type again
-   * and again. Invalid when the Date changes. */
-  sh_http_prefix pre;
-  uint32_t nconns;  /* open connections: the timer runs while there are some */
-  bool ticking;
-  uint64_t timer;
-  char date[SH_HTTP_DATE_LEN + 1];
-} sh_http_actor;
-
-/* A connection's record: its channel's data. */
-struct sh_http_conn {
-  sh_http_actor *actor;
-  sh_channel *ch;
-  sh_http_conn *prev, *next; /* armed list, or free list (next) */
-  int64_t armed_at;          /* sh_clock_ms when armed; -1: not armed */
-  size_t armed_pending;      /* its unwritten response bytes then */
-  bool refused;              /* answered 503 for max_connections */
-  bool eof;                  /* the peer's end of stream was read */
-};
+/* Lets go of the server: its memory goes with the last holder. */
+void sh_http_server_release(sh_http_server *s);
 
 /* The codec: handlers[0] of every connection. */
 extern const sh_handler sh_http_codec;
 
 /* Decoding may go on: the write buffer drained, or the peer's input ended. */
 void sh_http_codec_resume(sh_channel *ch);
-
-/* The connection's request count went to 0 (arm) or up from 0 (disarm). */
-void sh_http_conn_arm(sh_http_conn *c);
-void sh_http_conn_disarm(sh_http_conn *c);
 
 /* The response for a status the server answers itself (an empty body,
  * text/plain); close: the connection closes after it. NULL: no memory. */

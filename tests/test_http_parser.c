@@ -121,7 +121,7 @@ static void test_get(void **state) {
   assert_str(n, "User-Agent");
   assert_str(v, "t");
   assert_int_equal(sh_http_header_at(r, 2, &n, &v), -EINVAL);
-  assert_null(r->_big);
+  assert_null(r->priv_.big);
   sh_msg_free(&r->hdr);
 }
 
@@ -651,7 +651,7 @@ static void test_keep_alive(void **state) {
   assert_false(keep_alive_of("1.0", "Connection: keep-alive, close\r\n"));
 }
 
-/* A head longer than SH_HTTP_INLINE_HEAD lives in _big; the drop frees it. */
+/* A head longer than SH_HTTP_INLINE_HEAD lives in priv_.big; the drop frees it. */
 static void test_big_head(void **state) {
   (void)state;
   http_log s = {0};
@@ -660,7 +660,7 @@ static void test_big_head(void **state) {
   http_log_printf(&s, "\r\nX-After: z\r\n\r\n");
   sh_http_request *r;
   assert_int_equal(parse_lim(s.p, s.len, &LIM, &r), 0);
-  assert_non_null(r->_big);
+  assert_non_null(r->priv_.big);
   assert_str(r->path, "/big");
   sh_http_str v;
   assert_true(sh_http_header(r, "X-BIG", &v));

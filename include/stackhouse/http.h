@@ -56,6 +56,7 @@
 #ifndef STACKHOUSE_HTTP_H
 #define STACKHOUSE_HTTP_H
 
+#include <stackhouse/http_private.h>
 #include <stackhouse/net.h>
 #include <stackhouse/stackhouse.h>
 
@@ -93,7 +94,8 @@ typedef struct sh_http_str {
 /*
  * A request (kind SH_NOTICE), as a handler sees it: sh_http_req(st). The
  * views point into the message; they live as long as it does (the stack's
- * life). Fields whose names start with an underscore are the codec's.
+ * life). The last member is the codec's (<stackhouse/http_private.h>): the
+ * request's head and where its headers are in it, not for handlers.
  */
 typedef struct sh_http_request {
   sh_msg hdr;
@@ -105,15 +107,10 @@ typedef struct sh_http_request {
   uint8_t version;         /* 10 or 11 */
   bool keep_alive;         /* the connection stays open after the response */
   bool chunked;            /* the body came chunked */
+  uint32_t nheaders;       /* headers (sh_http_header_at) */
   int64_t content_length;  /* declared, or -1 */
   sh_buf body;             /* the whole body (pages moved from the socket's, not copied) */
-  uint32_t nheaders;
-  /* The codec's. */
-  uint16_t _status;        /* != 0: not a request but an error the codec answers */
-  uint16_t _route;         /* index of the matched route + 1 (0: none yet) */
-  char *_big;              /* a head longer than SH_HTTP_INLINE_HEAD */
-  struct { uint16_t no, nl, vo, vl; } _h[SH_HTTP_MAX_HEADERS];
-  char _head[SH_HTTP_INLINE_HEAD];
+  SH_HTTP_REQUEST_PRIVATE_FIELDS;
 } sh_http_request;
 SH_MSG_DECLARE(sh_http_request);
 
