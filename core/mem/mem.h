@@ -17,8 +17,8 @@
 static inline sh_pool *sh_mem_pool(void) { return (sh_pool *)sh_plat_local(); }
 
 /* size bytes, not zeroed; NULL when out of memory. */
-void *sh_mem_alloc(size_t size);
+static inline void *sh_mem_alloc(size_t size) { return sh_pool_alloc(sh_mem_pool(), size); }
 /* Frees what sh_mem_alloc gave, on any thread. NULL is a no-op. */
-void sh_mem_free(void *p);
+static inline void sh_mem_free(void *p) { sh_pool_free(sh_mem_pool(), p); }
 
 #endif
