@@ -99,7 +99,7 @@ SHSIM_SRCS        := $(wildcard tools/shsim/*.c)
 TESTS := $(ALL_TESTS)
 # Tests that also build and run under ThreadSanitizer. Names or make patterns.
 # To add one: append its name here (e.g. `test_wheel`).
-TSAN_TESTS := test_e2e_% test_scn_% test_pool test_mailbox test_plat_epoll test_plat_epoll_event test_housequeue test_worker test_net_epoll
+TSAN_TESTS := test_e2e_% test_scn_% test_pool test_pool_remote test_mailbox test_plat_epoll test_plat_epoll_event test_housequeue test_worker test_net_epoll
 E2E_TESTS   = $(filter test_e2e_%,$(TESTS))
 TESTS_asan   = $(TESTS)
 TESTS_tsan   = $(filter $(TSAN_TESTS),$(TESTS))
