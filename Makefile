@@ -235,9 +235,10 @@ build/$(1)/tests/test_scn_%: build/$(1)/obj/tests/test_scn_%.o $$($(1)_TEST_SUPP
 
 # test_sim_*: tests of the simulator, built with -DSH_SIM against libstackhouse-sim.a,
 # and libstackhouse-shsim.a for sh_sim_run (its main stays out: the test has one).
-# test_sim_shsim, test_sim_replay and test_sim_fiu run the shsim of their
-# configuration (build/<cfg>/bin/shsim).
+# test_sim_shsim, test_sim_shsim_fuzz, test_sim_replay and test_sim_fiu run
+# the shsim of their configuration (build/<cfg>/bin/shsim).
 build/$(1)/tests/test_sim_shsim: build/$(1)/bin/shsim
+build/$(1)/tests/test_sim_shsim_fuzz: build/$(1)/bin/shsim
 build/$(1)/tests/test_sim_replay: build/$(1)/bin/shsim
 build/$(1)/tests/test_sim_fiu: build/$(1)/bin/shsim
 build/$(1)/tests/test_sim_%: build/$(1)/obj-sim/tests/test_sim_%.o $$($(1)_TEST_SUPPORT_SIM_OBJS) $$($(1)_SCN_SIM_OBJS) \
