@@ -85,7 +85,7 @@ static void case_stop_wakes_waiters(void) {
 /* A sender told by the stop itself (its wait failed -ESHUTDOWN) sends again
  * to the stopped actor: every kind of send is refused -ESHUTDOWN (not
  * -EAGAIN: the mailbox is not full, it is closed), at once, and the
- * messages come back as promised. */
+ * messages come back as the calls say. */
 static void case_retry_after_stop(void) {
   enum { NP = 4, CAP = 2 };
   rig *r = rig_new();
@@ -204,7 +204,7 @@ static void case_timeouts(void) {
 /* ---- 8. misuse, and a put with room ---------------------------------------------------- */
 
 /* From a stack: sh_put with room completes at once; the calls that must be
- * refused are, and the message is freed or kept as each promises (ASan and
+ * refused are, and the message is freed or kept as each call says (ASan and
  * LeakSanitizer see any other fate); the kept ask is finally sent. */
 static sh_yield misuse_go(driver *d, sh_stack *st) {
   rig *r = d->r;

@@ -282,7 +282,7 @@ static void check_invariants(const sh_stats *st) {
   assert_int_equal(st->asks_timed_out, cval(C_GOT_TIMEOUT));
   assert_int_equal(st->dropped_stopped, cval(C_NOTICES_SENT) - cval(C_NOTICES_HANDLED) +
                                             cval(C_ASKS_MADE) - cval(C_ASKS_HANDLED));
-  /* A reply finds no promise only when its ask timed out, was left behind,
+  /* A reply finds no future only when its ask timed out, was left behind,
    * or was failed by a stop. */
   assert_true(st->replies_unknown <=
               cval(C_GOT_TIMEOUT) + cval(C_ABANDONED) + cval(C_GOT_SHUTDOWN));

@@ -1,7 +1,7 @@
 /*
  * End-to-end scheduling tests on the production backend (epoll, pthreads),
  * through the public API only (the actors: sched_fixture.h):
- *   - priority decided at enqueue: an actor with no pending promise, or with
+ *   - priority decided at enqueue: an actor with no pending future, or with
  *     more than two replies queued, runs before a normal one queued earlier;
  *   - the per-run message budget (regression for known bug 5: configured but
  *     never applied, so a flooding actor starved its neighbours);
@@ -45,7 +45,7 @@ static void test_no_pending_promise_is_high(void **state) {
   assert_int_equal(sh_system_start(sys), 0);
 
   notify(p, OP_ASK_HOLD, 0, h);
-  th_wait_for(&g.held, 1); /* P has run and settled with one pending promise */
+  th_wait_for(&g.held, 1); /* P has run and settled with one pending future */
   notify(blocker, OP_SPIN, 0, NULL);
   th_wait_for(&g.spinning, 1);
   th_set_goal(2);

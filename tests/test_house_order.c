@@ -149,7 +149,7 @@ static void put_fake(sh_house *h, sh_box b, uint64_t id) {
 
 static bool high(const sh_house *h) { return atomic_load(&h->high); }
 
-/* n puts into box b of a house with a pending promise: normal up to the
+/* n puts into box b of a house with a pending future: normal up to the
  * threshold, high past it. */
 static void check_threshold(sh_house *h, sh_box b, int threshold) {
   sh_house_queue *q = &th_worker(0)->state;
@@ -161,7 +161,7 @@ static void check_threshold(sh_house *h, sh_box b, int threshold) {
   put_fake(h, b, 2000);
   assert_true(high(h));
   assert_ptr_equal(th_step(0), h);
-  assert_false(high(h)); /* settled: still a pending promise */
+  assert_false(high(h)); /* settled: still a pending future */
   assert_int_equal(state_of(h), SH_WAITING);
 }
 
@@ -173,7 +173,7 @@ static void test_priority_at_put(void **state) {
   th_mount_all();
   sh_house_queue *q = &th_worker(0)->state;
 
-  /* No pending promise: high. */
+  /* No pending future: high. */
   assert_true(high(h));
   notice(a, GO_REPLY, 0);
   assert_int_equal(queued_in(q, h), 1);
@@ -186,7 +186,7 @@ static void test_priority_at_put(void **state) {
   assert_int_equal(th_stats().replies_unknown, unknown + SH_HIGH_REPLIES + 1);
   check_threshold(h, SH_BOX_EVENT, SH_HIGH_EVENTS);
 
-  /* One real reply: still normal; once the promise is gone, high again. */
+  /* One real reply: still normal; once the future is gone, high again. */
   th_drain(1);
   assert_int_equal(queued_in(q, h), 0);
   assert_ptr_equal(th_step(0), h);
@@ -211,7 +211,7 @@ static void test_priority_at_settle(void **state) {
   for (uint64_t i = 0; i < 4; i++) put_fake(h, SH_BOX_REPLY, 100 + i);
   assert_ptr_equal(th_step(0), h); /* one handled, three left: high */
   assert_int_equal(queued_in(q, h), 1);
-  assert_ptr_equal(th_step(0), h); /* two left and a promise: normal */
+  assert_ptr_equal(th_step(0), h); /* two left and a future: normal */
   assert_int_equal(queued_in(q, h), 0);
   assert_ptr_equal(th_step(0), h);
   assert_ptr_equal(th_step(0), h);
