@@ -148,7 +148,7 @@ static void test_stack_alloc_failure_refuses_the_ask(void **state) {
 /* A future table that cannot grow keeps working with longer chains. */
 static void test_dispatcher_without_rehash_loses_nothing(void **state) {
   (void)state;
-  assert_int_equal(run_mode(MODE_NO_REHASH, "sh/promise/rehash"), 0);
+  assert_int_equal(run_mode(MODE_NO_REHASH, "sh/dispatcher/rehash"), 0);
   assert_int_equal(atomic_load(&completed), FANOUT);
 }
 
