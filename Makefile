@@ -99,7 +99,7 @@ SHSIM_SRCS        := $(wildcard tools/shsim/*.c)
 TESTS := $(ALL_TESTS)
 # Tests that also build and run under ThreadSanitizer. Names or make patterns.
 # To add one: append its name here (e.g. `test_wheel`).
-TSAN_TESTS := test_e2e_% test_scn_% test_pool test_mailbox test_plat_epoll test_housequeue test_worker test_net_epoll
+TSAN_TESTS := test_e2e_% test_scn_% test_pool test_pool_remote test_mailbox test_plat_epoll test_plat_epoll_event test_housequeue test_worker test_net_epoll
 E2E_TESTS   = $(filter test_e2e_%,$(TESTS))
 TESTS_asan   = $(TESTS)
 TESTS_tsan   = $(filter $(TSAN_TESTS),$(TESTS))
@@ -235,9 +235,10 @@ build/$(1)/tests/test_scn_%: build/$(1)/obj/tests/test_scn_%.o $$($(1)_TEST_SUPP
 
 # test_sim_*: tests of the simulator, built with -DSH_SIM against libstackhouse-sim.a,
 # and libstackhouse-shsim.a for sh_sim_run (its main stays out: the test has one).
-# test_sim_shsim, test_sim_replay and test_sim_fiu run the shsim of their
-# configuration (build/<cfg>/bin/shsim).
+# test_sim_shsim, test_sim_shsim_fuzz, test_sim_replay and test_sim_fiu run
+# the shsim of their configuration (build/<cfg>/bin/shsim).
 build/$(1)/tests/test_sim_shsim: build/$(1)/bin/shsim
+build/$(1)/tests/test_sim_shsim_fuzz: build/$(1)/bin/shsim
 build/$(1)/tests/test_sim_replay: build/$(1)/bin/shsim
 build/$(1)/tests/test_sim_fiu: build/$(1)/bin/shsim
 build/$(1)/tests/test_sim_%: build/$(1)/obj-sim/tests/test_sim_%.o $$($(1)_TEST_SUPPORT_SIM_OBJS) $$($(1)_SCN_SIM_OBJS) \

@@ -1,5 +1,5 @@
 /*
- * ask_reply: the ask/reply lifecycle across workers (an ask makes a promise,
+ * ask_reply: the ask/reply lifecycle across workers (an ask makes a future,
  * its reply completes it, the asking stack resumes). A client on
  * each worker asks a server on every worker in turn (so most asks cross
  * workers); each ask carries a number the server doubles. The client checks

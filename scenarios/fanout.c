@@ -1,6 +1,6 @@
 /*
  * fanout: one stack asks many servers at once (a stack keeps its
- * uncompleted promises and resumes when its state allows).
+ * uncompleted futures and resumes when its state allows).
  *
  * A client on every worker runs ROUNDS rounds; in each, one stack:
  *   1. asks all SERVERS servers (spread over the workers) and waits with

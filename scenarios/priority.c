@@ -1,6 +1,6 @@
 /*
  * priority: the scheduling order (an actor is queued high when it has more
- * than 2 replies or more than 4 events waiting, or no pending promise; a
+ * than 2 replies or more than 4 events waiting, or no pending future; a
  * worker's queue pops its high sub-queue first; an actor handles replies
  * before asks and notices).
  *

@@ -11,12 +11,10 @@
  *   stop_while_asked    an actor stopped with its own ask pending (to a
  *                       gate that holds it) and asks to it running and
  *                       queued; newcomers in the freed houses ask the gate
- *                       too, and then it answers everybody;
- *   address_reuse       two drivers spawn and stop 300 actors each (houses
- *                       come in slabs of 64: they are reused), sending to
- *                       random old addresses on the way and to every one
- *                       of them at the end, with actors living in their
- *                       houses.
+ *                       too, and then it answers everybody.
+ *
+ * address_reuse is reclaim_reuse.c's; what it shares with these (the
+ * state, the messages, the victims, the drivers: reclaim.h) is here.
  *
  * Every message of these scenarios names the actor it is meant for; the
  * handler checks it is its own and was not handled before, and the drop
@@ -30,31 +28,7 @@
 
 #include <stackhouse/scenario.h>
 
-#define STOP_AT 50u     /* messages the stream's target takes before it stops */
-#define SENDERS 4u
-#define BURST 4u        /* notices per round of a sender, and one ask */
-#define AFTER 16u       /* rounds after the refusal */
-#define MAX_ROUNDS 10000u
-#define MAX_STREAM 10000000u /* notices of the outside thread: a bound, never reached */
-#define ASKERS 3u
-#define CHURN 80u       /* newcomers per churner: more than a slab */
-#define CYCLES 300u     /* spawn + stop per reuse driver */
-#define STEP 16u        /* of them per run */
-#define LIVE 32u        /* newcomers a reuse driver keeps alive at the end */
-
-typedef struct world {
-  sh_scn *s;
-  sh_system *sys;
-  atomic_uint left;
-  atomic_uint next_id;
-  atomic_uint made, freed, freed_handled, handled, refused, asks_ok, asks_failed;
-  atomic_uint held, asked, seen_at_stop;
-  atomic_bool stop_sent;
-  const sh_addr *target, *gate, *lock, *churn[2];
-  uint32_t target_id;
-  const sh_addr *old[2 * CYCLES];
-  uint32_t old_id[2 * CYCLES];
-} world;
+#include "reclaim.h"
 
 /* ---- messages: each names the actor it is meant for ------------------------ */
 
@@ -90,14 +64,14 @@ static int sent(world *wd, int rc) {
   return rc;
 }
 /* A notice to an actor known to be stopped: `who` sends it. */
-static void refused(world *wd, const sh_addr *to, uint32_t id, const char *who) {
+void rec_refused(world *wd, const sh_addr *to, uint32_t id, const char *who) {
   int rc = sh_notice(to, rec_new(wd, &rec_note_type, id));
   SH_SCN_CHECK(wd->s, sent(wd, rc) == -ESHUTDOWN, "%s: a send to a stopped actor: %d", who, rc);
 }
-static int notice_to(world *wd, const sh_addr *to, uint32_t id) {
+int rec_notice_to(world *wd, const sh_addr *to, uint32_t id) {
   return sent(wd, sh_notice(to, rec_new(wd, &rec_note_type, id)));
 }
-static sh_future *ask_to(world *wd, sh_stack *st, const sh_addr *to, uint32_t id) {
+sh_future *rec_ask_to(world *wd, sh_stack *st, const sh_addr *to, uint32_t id) {
   sh_future *f = sh_ask(st, to, rec_new(wd, &rec_ask_type, id), SH_FOREVER);
   SH_SCN_CHECK(wd->s, f != NULL, "sh_ask");
   return f;
@@ -120,7 +94,6 @@ static bool answered(world *wd, const sh_future *f, uint32_t id) {
 }
 
 static void one_done(world *wd) { sh_scn_count_down(wd->s, wd->sys, &wd->left); }
-
 /* ---- victims: stopped, reclaimed, replaced ------------------------------- */
 
 typedef struct vic {
@@ -133,7 +106,7 @@ typedef struct vic {
 } vic;
 typedef struct vic_locals { sh_future *f; } vic_locals;
 
-static world *world_of(const sh_actor *self) { return sh_scn_state(sh_scn_of(self)); }
+world *rec_world_of(const sh_actor *self) { return sh_scn_state(sh_scn_of(self)); }
 
 static int vic_init(sh_actor *self, void *arg) { return sh_scn_actor_init(self, arg); }
 static int target_init(sh_actor *self, void *arg) {
@@ -146,7 +119,7 @@ static int live_init(sh_actor *self, void *arg) {
 }
 static int gated_init(sh_actor *self, void *arg) {
   int rc = live_init(self, arg);
-  ((vic *)self)->gate = world_of(self)->gate;
+  ((vic *)self)->gate = rec_world_of(self)->gate;
   return rc;
 }
 static int asked_init(sh_actor *self, void *arg) {
@@ -157,7 +130,7 @@ static int asked_init(sh_actor *self, void *arg) {
 
 /* The message is for this actor, and taken once. */
 static void vic_take(sh_actor *self, sh_stack *st) {
-  world *wd = world_of(self);
+  world *wd = rec_world_of(self);
   vic *v = (vic *)self;
   rec_note *m = (rec_note *)sh_stack_msg(st);
   SH_SCN_CHECK(wd->s, m->to == sh_scn_id(self), "actor %u got a message for %u",
@@ -177,14 +150,14 @@ static bool vic_gated(sh_actor *self, sh_stack *st) {
     l->f = sh_scn_ask_num(st, v->gate, sh_scn_id(self), SH_FOREVER);
     return true;
   }
-  answered(world_of(self), l->f, sh_scn_id(self));
+  answered(rec_world_of(self), l->f, sh_scn_id(self));
   return false;
 }
 
 static sh_yield vic_notice(sh_actor *self, sh_stack *st) {
   if (sh_stack_state(st) == SH_START) vic_take(self, st);
   if (vic_gated(self, st)) return sh_suspend(st, 1);
-  if (((vic *)self)->counted) one_done(world_of(self));
+  if (((vic *)self)->counted) one_done(rec_world_of(self));
   return sh_return(st, NULL);
 }
 
@@ -197,7 +170,7 @@ static sh_yield vic_ask(sh_actor *self, sh_stack *st) {
 }
 
 static void vic_stop(sh_actor *self) {
-  world *wd = world_of(self);
+  world *wd = rec_world_of(self);
   vic *v = (vic *)self;
   if (v->stop_at != 0) atomic_store(&wd->seen_at_stop, v->seen);
   /* The actor stopped while asked: its house goes to the churners. */
@@ -214,43 +187,28 @@ static bool one_at_a_time(sh_actor *self, const sh_msg *m) {
 #define VIC_CLASS(nm, init_, ...)                                                          \
   {.name = nm, .size = sizeof(vic), .locals_size = sizeof(vic_locals), .init = init_,      \
    .notice = vic_notice, .ask = vic_ask, .stop = vic_stop, __VA_ARGS__}
-static const sh_actor_class vic_class = VIC_CLASS("reclaim_victim", vic_init);
+const sh_actor_class rec_vic_class = VIC_CLASS("reclaim_victim", vic_init);
 static const sh_actor_class target_class = VIC_CLASS("reclaim_target", target_init);
-static const sh_actor_class live_class = VIC_CLASS("reclaim_live", live_init);
+const sh_actor_class rec_live_class = VIC_CLASS("reclaim_live", live_init);
 static const sh_actor_class gated_class = VIC_CLASS("reclaim_gated", gated_init);
 static const sh_actor_class asked_class =
     VIC_CLASS("reclaim_asked", asked_init, .barrier = one_at_a_time);
 
 /* A new actor of class c with a fresh id; the id in *id. */
-static const sh_addr *spawn_new(world *wd, const sh_actor_class *c, uint32_t *id) {
+const sh_addr *rec_spawn_new(world *wd, const sh_actor_class *c, uint32_t *id) {
   *id = atomic_fetch_add(&wd->next_id, 1) + 1;
   const sh_addr *a = NULL;
   int rc = sh_scn_spawn(wd->s, wd->sys, c, *id, 1, &a);
   SH_SCN_CHECK(wd->s, rc == 0, "sh_spawn: %d", rc);
   return a;
 }
-
-/* ---- drivers ------------------------------------------------------------------ */
-
-typedef struct drv {
-  sh_scn_actor base;
-  uint32_t rounds, after, cycles;
-  bool refused;
-  const sh_addr *newcomer; /* a sender's, stopped a round later */
-} drv;
-typedef struct drv_locals { sh_future *f; } drv_locals;
-
-#define DRV_CLASS(nm, notice_)                                                              \
-  {.name = nm, .size = sizeof(drv), .locals_size = sizeof(drv_locals),                      \
-   .init = sh_scn_actor_init, .notice = notice_}
-
 /* ---- stop_while_sending --------------------------------------------------------- */
 
 /* A round before the refusal: a burst and an ask. */
 static void send_burst(world *wd, drv *d, sh_stack *st, drv_locals *l) {
   for (uint32_t i = 0; i < BURST; i++)
-    if (notice_to(wd, wd->target, wd->target_id) != 0) d->refused = true;
-  l->f = ask_to(wd, st, wd->target, wd->target_id);
+    if (rec_notice_to(wd, wd->target, wd->target_id) != 0) d->refused = true;
+  l->f = rec_ask_to(wd, st, wd->target, wd->target_id);
 }
 
 /* A round after it: a newcomer in a freed house takes its own message,
@@ -259,16 +217,16 @@ static void send_burst(world *wd, drv *d, sh_stack *st, drv_locals *l) {
 static void send_after(world *wd, drv *d, sh_stack *st, drv_locals *l) {
   uint32_t id;
   if (d->newcomer != NULL) sh_stop(d->newcomer);
-  d->newcomer = spawn_new(wd, d->after < AFTER ? &vic_class : &live_class, &id);
-  notice_to(wd, d->newcomer, id);
-  refused(wd, wd->target, wd->target_id, "a sender, after the refusal");
-  l->f = ask_to(wd, st, wd->target, wd->target_id);
+  d->newcomer = rec_spawn_new(wd, d->after < AFTER ? &rec_vic_class : &rec_live_class, &id);
+  rec_notice_to(wd, d->newcomer, id);
+  rec_refused(wd, wd->target, wd->target_id, "a sender, after the refusal");
+  l->f = rec_ask_to(wd, st, wd->target, wd->target_id);
   SH_SCN_CHECK(wd->s, l->f == NULL || sh_future_error(l->f) == -ESHUTDOWN,
                "an ask to a stopped actor: %d", l->f ? sh_future_error(l->f) : 0);
 }
 
 static sh_yield sender_notice(sh_actor *self, sh_stack *st) {
-  world *wd = world_of(self);
+  world *wd = rec_world_of(self);
   drv *d = (drv *)self;
   drv_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
@@ -291,18 +249,18 @@ static int sending_setup(sh_scn *s, sh_system *sys) {
   wd->s = s;
   wd->sys = sys;
   atomic_store(&wd->left, 2 * SENDERS + 1); /* senders, their last newcomers, this thread */
-  wd->target = spawn_new(wd, &target_class, &wd->target_id);
+  wd->target = rec_spawn_new(wd, &target_class, &wd->target_id);
   int rc = sh_scn_spawn_each(s, sys, &sender_class, SENDERS,
                              SH_SCN_EACH_PINNED | SH_SCN_EACH_KICK, NULL);
   /* The outside thread's stream, until the target refuses: the workers get
    * the CPU between bursts, else the stream could outrun them all. */
   int sent_rc = 0;
   for (uint32_t i = 0; rc == 0 && sent_rc == 0 && i < MAX_STREAM; i++) {
-    sent_rc = notice_to(wd, wd->target, wd->target_id);
+    sent_rc = rec_notice_to(wd, wd->target, wd->target_id);
     if (i % BURST == 0) sh_yield_cpu();
   }
   SH_SCN_CHECK(s, rc != 0 || sent_rc == -ESHUTDOWN, "the stream's target never stopped");
-  refused(wd, wd->target, wd->target_id, "the outside thread, after the refusal");
+  rec_refused(wd, wd->target, wd->target_id, "the outside thread, after the refusal");
   one_done(wd);
   return rc;
 }
@@ -338,7 +296,7 @@ static void stop_when_held(world *wd) {
 /* Answers an ask with the number it carries, once the lock is stopped;
  * stops the lock once the asked actor and every newcomer wait. */
 static sh_yield gate_ask(sh_actor *self, sh_stack *st) {
-  world *wd = world_of(self);
+  world *wd = rec_world_of(self);
   drv_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
     l->f = sh_scn_ask_num(st, wd->lock, 0, SH_FOREVER);
@@ -354,10 +312,10 @@ static const sh_actor_class gate_class = {.name = "reclaim_gate", .size = sizeof
     .locals_size = sizeof(drv_locals), .init = sh_scn_actor_init, .ask = gate_ask};
 
 static sh_yield asker_notice(sh_actor *self, sh_stack *st) {
-  world *wd = world_of(self);
+  world *wd = rec_world_of(self);
   drv_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
-    l->f = ask_to(wd, st, wd->target, wd->target_id);
+    l->f = rec_ask_to(wd, st, wd->target, wd->target_id);
     atomic_fetch_add(&wd->asked, 1);
     stop_when_held(wd);
     return sh_suspend(st, 1);
@@ -371,11 +329,11 @@ static const sh_actor_class asker_class = DRV_CLASS("reclaim_asker", asker_notic
 
 /* Newcomers into the freed houses, each waiting on the gate. */
 static sh_yield churn_notice(sh_actor *self, sh_stack *st) {
-  world *wd = world_of(self);
+  world *wd = rec_world_of(self);
   for (uint32_t i = 0; i < CHURN; i++) {
     uint32_t id;
-    const sh_addr *a = spawn_new(wd, &gated_class, &id);
-    notice_to(wd, a, id);
+    const sh_addr *a = rec_spawn_new(wd, &gated_class, &id);
+    rec_notice_to(wd, a, id);
   }
   return sh_return(st, NULL);
 }
@@ -390,65 +348,15 @@ static int asked_setup(sh_scn *s, sh_system *sys) {
   if (rc == 0) rc = sh_scn_spawn_on(s, sys, &gate_class, 0, 1, &wd->gate);
   if (rc == 0) rc = sh_scn_spawn_each(s, sys, &churn_class, 2, SH_SCN_EACH_PINNED, wd->churn);
   if (rc != 0) return rc;
-  wd->target = spawn_new(wd, &asked_class, &wd->target_id);
+  wd->target = rec_spawn_new(wd, &asked_class, &wd->target_id);
   return sh_scn_spawn_each(s, sys, &asker_class, ASKERS, SH_SCN_EACH_PINNED | SH_SCN_EACH_KICK,
-                           NULL);
-}
-
-/* ---- address_reuse -------------------------------------------------------------- */
-
-/* Spawn, send, stop; a send to an older address on the way. */
-static void reuse_step(world *wd, drv *d, uint32_t base) {
-  for (uint32_t i = 0; i < STEP && d->cycles < CYCLES; i++, d->cycles++) {
-    uint32_t id, k = base + d->cycles;
-    wd->old[k] = spawn_new(wd, &vic_class, &id);
-    wd->old_id[k] = id;
-    notice_to(wd, wd->old[k], id);
-    sh_stop(wd->old[k]);
-    k = base + (uint32_t)(sh_scn_rand(wd->s) % (d->cycles + 1));
-    refused(wd, wd->old[k], wd->old_id[k], "a reuse driver, on the way");
-  }
-}
-
-/* Actors live in the reused houses; every old address refuses. */
-static void reuse_end(world *wd, sh_stack *st, uint32_t base) {
-  for (uint32_t i = 0; i < LIVE; i++) {
-    uint32_t id;
-    const sh_addr *a = spawn_new(wd, &live_class, &id);
-    notice_to(wd, a, id);
-  }
-  for (uint32_t k = base; k < base + CYCLES; k++) {
-    refused(wd, wd->old[k], wd->old_id[k], "a reuse driver, at the end");
-    if (k % 8 != 0) continue;
-    sh_future *f = ask_to(wd, st, wd->old[k], wd->old_id[k]);
-    SH_SCN_CHECK(wd->s, f == NULL || sh_future_error(f) == -ESHUTDOWN,
-                 "an ask to an old address: %d", f ? sh_future_error(f) : 0);
-  }
-}
-
-static sh_yield reuse_notice(sh_actor *self, sh_stack *st) {
-  world *wd = world_of(self);
-  drv *d = (drv *)self;
-  uint32_t base = sh_scn_id(self) * CYCLES;
-  reuse_step(wd, d, base);
-  if (d->cycles == CYCLES) reuse_end(wd, st, base);
-  return sh_scn_round_end(st, d->cycles < CYCLES, &wd->left);
-}
-static const sh_actor_class reuse_class = DRV_CLASS("reclaim_reuse", reuse_notice);
-
-static int reuse_setup(sh_scn *s, sh_system *sys) {
-  world *wd = sh_scn_state(s);
-  wd->s = s;
-  wd->sys = sys;
-  atomic_store(&wd->left, 2 + 2 * LIVE);
-  return sh_scn_spawn_each(s, sys, &reuse_class, 2, SH_SCN_EACH_PINNED | SH_SCN_EACH_KICK,
                            NULL);
 }
 
 /* ---- invariants ------------------------------------------------------------------- */
 
 /* Every message made was freed once; each one handled, once, after. */
-static void verify_messages(sh_scn *s) {
+void rec_verify_messages(sh_scn *s) {
   world *wd = sh_scn_state(s);
   SH_SCN_CHECK_EQ(s, atomic_load(&wd->freed), atomic_load(&wd->made), "messages freed");
   SH_SCN_CHECK_EQ(s, atomic_load(&wd->freed_handled), atomic_load(&wd->handled),
@@ -459,7 +367,7 @@ static void sending_verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
   (void)sys;
   (void)st;
   world *wd = sh_scn_state(s);
-  verify_messages(s);
+  rec_verify_messages(s);
   /* The handler that stopped it was its last. */
   SH_SCN_CHECK_EQ(s, atomic_load(&wd->seen_at_stop), STOP_AT, "messages the target took");
   SH_SCN_CHECK(s, atomic_load(&wd->refused) >= SENDERS * AFTER, "refusals: %u",
@@ -469,7 +377,7 @@ static void sending_verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
 static void asked_verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
   (void)sys;
   world *wd = sh_scn_state(s);
-  verify_messages(s);
+  rec_verify_messages(s);
   /* The askers' asks and its own failed; the gate's answer to it found
    * nobody (not the newcomer in its house); each newcomer got its own. The
    * lock may add one: stopped while it runs (the gate's asks keep it busy),
@@ -478,15 +386,6 @@ static void asked_verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
   SH_SCN_CHECK_EQ(s, atomic_load(&wd->asks_ok), 2 * CHURN, "answered asks");
   SH_SCN_CHECK(s, st->replies_unknown == 1 || st->replies_unknown == 2,
                "%llu replies nobody waited for", (unsigned long long)st->replies_unknown);
-}
-
-static void reuse_verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
-  (void)sys;
-  (void)st;
-  world *wd = sh_scn_state(s);
-  verify_messages(s);
-  /* One refusal per cycle, and one per old address at the end. */
-  SH_SCN_CHECK_EQ(s, atomic_load(&wd->refused), 2 * 2 * CYCLES, "refused sends");
 }
 
 static const sh_scenario stop_while_sending = {
@@ -509,12 +408,3 @@ static const sh_scenario stop_while_asked = {
 };
 SH_SCENARIO(stop_while_asked);
 
-static const sh_scenario address_reuse = {
-    .name = "address_reuse",
-    .summary = "600 spawns and stops; every old address refuses, live actors get only theirs",
-    .workers = 2,
-    .state_size = sizeof(world),
-    .setup = reuse_setup,
-    .verify = reuse_verify,
-};
-SH_SCENARIO(address_reuse);

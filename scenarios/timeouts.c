@@ -1,6 +1,6 @@
 /*
- * ask_timeouts: asks with a timeout (a promise fails with a timeout when no
- * reply comes in time, and a late reply finds no promise).
+ * ask_timeouts: asks with a timeout (a future fails with a timeout when no
+ * reply comes in time, and a late reply finds no future).
  *
  * A client on every worker makes ASKS_PER_CLIENT asks, each from its own
  * stack and with a timeout of TIMEOUT_MS, to servers that answer

@@ -5,7 +5,7 @@
  * A timer lives in the wheel of the worker its actor ran on when it started
  * it; an actor that follows its senders moves, and then cancels from
  * another worker while that wheel may be firing the timer. The runtime
- * promises: after sh_timer_cancel returns 0, the handler never runs for that
+ * guarantees: after sh_timer_cancel returns 0, the handler never runs for that
  * timer (stackhouse.h). Here:
  *   - one pacer per worker, pinned there, ticks every millisecond (a
  *     periodic timer); at each tick every ticker gets one kick, from the

@@ -1,5 +1,5 @@
 /*
- * Two promises of a house run, checked on the public API only and written
+ * Two guarantees of a house run, checked on the public API only and written
  * once for both backends: tests/test_e2e_run.c (epoll, also under TSan) and
  * tests/test_sim_run.c (the simulator, several seeds and strategies).
  *

@@ -9,8 +9,6 @@
  *     pools get everything back, and ASan/LSan find no leak;
  *   - shutdown of a system that was never started (spawned actors, queued
  *     notices);
- *   - sh_run: the entry actor gets argc/argv in sh_args, its exit code is
- *     sh_run's result;
  *   - sh_system_wait / sh_system_shutdown from a worker thread: -EINVAL;
  *   - sh_stop of an actor with pending asks: its stack sees -ESHUTDOWN.
  *
@@ -88,7 +86,6 @@ static struct {
   atomic_int shut[T_KINDS];            /* futures failed with -ESHUTDOWN */
   atomic_int handled;                  /* notices handled by counting actors */
   atomic_int wait_rc, shutdown_rc;     /* called from a worker */
-  atomic_int args_argc, args_same_argv, args_seen;
 } g;
 
 static void reset_globals(void) {
@@ -372,47 +369,6 @@ static void test_after_shutdown_refuses(void **state) {
   shut_and_free(sys);
 }
 
-/* ---- sh_run -------------------------------------------------------------- */
-
-static char arg0[] = "prog", arg1[] = "--flag", arg2[] = "value";
-static char *run_argv[] = {arg0, arg1, arg2, NULL};
-
-static sh_yield entry_notice(sh_actor *self, sh_stack *st) {
-  const sh_msg *m = sh_stack_msg(st);
-  CHECK(sh_msg_is(m, &sh_args_type));
-  const sh_args *a = (const sh_args *)m;
-  atomic_fetch_add(&g.args_seen, 1);
-  atomic_store(&g.args_argc, a->argc);
-  atomic_store(&g.args_same_argv, a->argv == run_argv && strcmp(a->argv[1], "--flag") == 0);
-  sh_system_exit(sh_actor_system(self), 40 + a->argc);
-  return sh_return(st, NULL);
-}
-
-static const sh_actor_class entry_class = {.name = "entry", TRACKED, .notice = entry_notice};
-
-static void test_sh_run_passes_args_and_exit_code(void **state) {
-  (void)state;
-  reset_globals();
-  sh_config cfg = th_config(2);
-  assert_int_equal(sh_run(&cfg, &entry_class, 3, run_argv), 43);
-  th_assert_checks();
-  assert_int_equal(atomic_load(&g.args_seen), 1);
-  assert_int_equal(atomic_load(&g.args_argc), 3);
-  assert_int_equal(atomic_load(&g.args_same_argv), 1);
-  assert_int_equal(atomic_load(&g.stops[0]), 1); /* sh_run shut the system down */
-}
-
-static void test_sh_run_bad_entry_is_einval(void **state) {
-  (void)state;
-  reset_globals();
-  const sh_actor_class tiny = {.name = "tiny", .size = 1, .notice = entry_notice};
-  sh_config cfg = th_config(1);
-  assert_int_equal(sh_run(&cfg, &tiny, 0, NULL), -EINVAL);
-  cfg.max_per_run = 0;
-  assert_int_equal(sh_run(&cfg, &entry_class, 0, NULL), -EINVAL);
-  assert_int_equal(atomic_load(&g.args_seen), 0);
-}
-
 /* ---- calls that must not come from a worker ------------------------------ */
 
 static sh_yield waiter_notice(sh_actor *self, sh_stack *st) {
@@ -512,8 +468,6 @@ int main(void) {
       cmocka_unit_test(test_shutdown_with_asks_in_flight),
       cmocka_unit_test(test_shutdown_never_started),
       cmocka_unit_test(test_after_shutdown_refuses),
-      cmocka_unit_test(test_sh_run_passes_args_and_exit_code),
-      cmocka_unit_test(test_sh_run_bad_entry_is_einval),
       cmocka_unit_test(test_wait_from_worker_is_einval),
       cmocka_unit_test(test_stop_fails_pending_asks),
       cmocka_unit_test(test_stop_refuses_queued_asks),

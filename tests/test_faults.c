@@ -1,7 +1,7 @@
 /*
  * Out-of-memory paths, driven by the libfiu fault points compiled into the
  * test builds: a pool that cannot grow, a house that cannot be made, a stack
- * that cannot be allocated, a promise table that cannot grow, a sender's
+ * that cannot be allocated, a future table that cannot grow, a sender's
  * waiter or timeout at a full bounded mailbox. Each must be
  * an error returned to the caller (or to the asker), never a crash or a
  * leak (ASan checks the leaks).
@@ -52,7 +52,7 @@ static void finish(sh_actor *self, int r) {
 static sh_yield start(sh_actor *self, sh_stack *st, int mode) {
   client_locals *l = sh_stack_locals(st);
   if (mode == MODE_ASK_NOMEM || mode == MODE_ASK_NO_TABLE) {
-    /* The promise, or the table its first ask needs, cannot be made. */
+    /* The future, or the table its first ask needs, cannot be made. */
     const char *fault = mode == MODE_ASK_NOMEM ? "sh/pool/alloc" : "sh/futtable/alloc";
     ping *p = sh_msg_new(ping, .n = 1);
     fiu_enable(fault, 1, NULL, 0);
@@ -145,10 +145,10 @@ static void test_stack_alloc_failure_refuses_the_ask(void **state) {
   assert_int_equal(run_mode(MODE_STACK_NOMEM, NULL), -ENOMEM);
 }
 
-/* A promise table that cannot grow keeps working with longer chains. */
+/* A future table that cannot grow keeps working with longer chains. */
 static void test_futtable_without_rehash_loses_nothing(void **state) {
   (void)state;
-  assert_int_equal(run_mode(MODE_NO_REHASH, "sh/promise/rehash"), 0);
+  assert_int_equal(run_mode(MODE_NO_REHASH, "sh/futtable/rehash"), 0);
   assert_int_equal(atomic_load(&completed), FANOUT);
 }
 

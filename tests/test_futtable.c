@@ -1,12 +1,12 @@
 /*
  * Tests for the futures table (core/actor/futtable.c), the per-actor table
- * ask id -> promise: push and pop by id, unknown ids, an exact count and
+ * ask id -> future: push and pop by id, unknown ids, an exact count and
  * growth (the regression for known bug 1 of the original design: its count
- * never went up, so the table never grew and "no pending promise" was
- * wrong), every promise still found after growing, shrinking after mass
+ * never went up, so the table never grew and "no pending future" was
+ * wrong), every future still found after growing, shrinking after mass
  * removal (never below the initial size, with hysteresis: a count hovering
  * at a size boundary does not resize back and forth), and pop_any draining
- * in an order that depends on the ids only, never on promise addresses.
+ * in an order that depends on the ids only, never on future addresses.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,11 +17,11 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "actor/futtable.h"
+#include "futtable.h"
 #include "actor/future.h"
 #include "support/harness.h"
 
-/* n zeroed promises with ids first, first + 1, ... */
+/* n zeroed futures with ids first, first + 1, ... */
 static sh_future *futures_new(size_t n, uint64_t first) {
   sh_future *fs = calloc(n, sizeof(*fs));
   assert_non_null(fs);
@@ -81,7 +81,7 @@ static void test_push_pop_by_id(void **state) {
     expect_unknown(&d, fs[order[k]].node.id); /* gone once popped */
   }
   assert_int_equal(sh_futtable_count(&d), 0);
-  /* A popped promise can be pushed again (a new ask reusing pooled memory). */
+  /* A popped future can be pushed again (a new ask reusing pooled memory). */
   fs[0].node.id = 77;
   push(&d, &fs[0]);
   expect_pop(&d, &fs[0]);
@@ -107,7 +107,7 @@ static void test_pop_unknown_id(void **state) {
 }
 
 /* Known bug 1: the count must follow every push and pop, and the table must
- * grow past its initial size when many promises are pending. */
+ * grow past its initial size when many futures are pending. */
 static void test_count_exact_and_table_grows(void **state) {
   (void)state;
   enum { N = 1000 };
@@ -151,7 +151,7 @@ static void shuffle(size_t *v, size_t n, uint64_t seed) {
   }
 }
 
-static void test_growth_keeps_every_promise(void **state) {
+static void test_growth_keeps_every_future(void **state) {
   (void)state;
   enum { N = 6000 };
   sh_futtable d;
@@ -160,7 +160,7 @@ static void test_growth_keeps_every_promise(void **state) {
   fill_mixed_ids(fs, N, 0x5eed0004);
   for (size_t i = 0; i < N; i++) {
     push(&d, &fs[i]);
-    /* Every grow so far kept the earlier promises: spot-check a few. */
+    /* Every grow so far kept the earlier futures: spot-check a few. */
     if ((i & (i + 1)) == 0) {
       for (size_t k = 0; k <= i; k += 1 + i / 8) {
         expect_pop(&d, &fs[k]);
@@ -199,7 +199,7 @@ static void expect_stable_around(sh_futtable *d, sh_future *f, bool pushed) {
 
 /* Grows to N, then removes everything: the capacity comes back down to at
  * most twice the initial size, never below it; every resize, up or down,
- * is followed by a stable one-promise oscillation. */
+ * is followed by a stable one-future oscillation. */
 static void check_shrink(uint32_t initial, uint32_t n, bool by_pop_any) {
   sh_futtable d;
   table_init(&d, initial);
@@ -269,7 +269,7 @@ static void wander(sh_futtable *d, sh_future *fs, uint32_t *n, uint32_t lo, uint
   }
 }
 
-/* A count hovering a few promises either side of a grow point, and of a
+/* A count hovering a few futures either side of a grow point, and of a
  * shrink point, keeps one capacity: a longer, mixed walk than a single
  * push/pop. */
 static void test_hysteresis_random_walk_at_boundaries(void **state) {
@@ -297,8 +297,8 @@ static void test_hysteresis_random_walk_at_boundaries(void **state) {
 
 #define ANY_N 700
 
-/* The same operations on promises at different addresses. `scattered`
- * allocates each promise on its own, in reverse order, with allocations of
+/* The same operations on futures at different addresses. `scattered`
+ * allocates each future on its own, in reverse order, with allocations of
  * varying sizes in between, so the addresses relate to the ids differently
  * from one contiguous array. Writes the pop_any order of the ids to out. */
 static void run_pop_any(bool scattered, uint64_t *out) {
@@ -358,7 +358,7 @@ static void test_pop_any_order_independent_of_addresses(void **state) {
   run_pop_any(false, a);
   run_pop_any(true, b);
   for (size_t k = 0; k < ANY_N; k++) assert_int_equal(a[k], b[k]);
-  /* And it drained every promise exactly once. */
+  /* And it drained every future exactly once. */
   qsort(a, ANY_N, sizeof(a[0]), cmp_u64);
   for (size_t k = 1; k < ANY_N; k++) assert_true(a[k - 1] < a[k]);
 }
@@ -368,7 +368,7 @@ int main(void) {
       cmocka_unit_test(test_push_pop_by_id),
       cmocka_unit_test(test_pop_unknown_id),
       cmocka_unit_test(test_count_exact_and_table_grows),
-      cmocka_unit_test(test_growth_keeps_every_promise),
+      cmocka_unit_test(test_growth_keeps_every_future),
       cmocka_unit_test(test_shrink_after_mass_removal),
       cmocka_unit_test(test_shrink_while_draining_with_pop_any),
       cmocka_unit_test(test_hysteresis_random_walk_at_boundaries),

@@ -39,7 +39,7 @@
 enum { NORMAL = 0, HIGH = 1 };
 
 /* Zeroed memory with the 64-byte alignment queues and houses declare
- * (calloc only promises 16). */
+ * (calloc only guarantees 16). */
 static void *zalloc64(size_t size) {
   void *p = aligned_alloc(64, (size + 63) & ~(size_t)63);
   assert_non_null(p);

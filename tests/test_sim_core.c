@@ -1,6 +1,6 @@
 /*
  * Tests of the deterministic simulator (backend-sim/), in process, through
- * the scenarios (scenarios/) it runs:
+ * the scenarios (scenarios/) it runs (sim_core_fixture.h):
  *   - determinism: every visible scenario, seeds 1..DET_SEEDS, under each
  *     strategy, run twice in one process with the same options gives the
  *     same report (trace hash, steps, virtual time, switches, jumps) and
@@ -13,22 +13,15 @@
  *   - virtual time: a timer-heavy scenario covers more than ten seconds of
  *     virtual time, by jumps of the clock (how little real time it takes is
  *     not asserted);
- *   - the failures the simulator detects: the scenarios' test_deadlock and
- *     test_livelock (with a small max_steps) and this file's virtual-time
- *     overrun end the run through the failure handler with the kind
- *     "deadlock", "livelock", "vtime"; every hidden scenario with an
- *     `expect` ends with that kind. Each runs in a fork()ed child, whose
- *     handler reports the kind through a pipe and exits: a failed
- *     simulation cannot go on;
- *   - schedules: replaying a run's recorded schedule is the same run; the
- *     shrinker finds the two choices a synthetic failure needs, and cuts a
- *     failing seed of test_race down to a few choices that still fail;
- *   - regressions: a busy worker is preempted after a quantum (it starved
- *     the peer it woke under none and pct), a second system restarts the
- *     simulation, a failure handler that steps again is not re-entered,
- *     stopping an actor refuses its waiting senders (bounded_stop);
+ *   - regressions: a run that takes nothing yields the CPU, a busy worker
+ *     is preempted after a quantum (it starved the peer it woke under none
+ *     and pct), a second system restarts the simulation, a failure handler
+ *     that steps again is not re-entered, stopping an actor refuses its
+ *     waiting senders (bounded_stop);
  *   - strategy names round-trip through sh_sim_strategy_parse;
  *   - one simulated system at a time: a second sh_system_new is -EBUSY.
+ * The failures the simulator detects, replay and shrinking are
+ * test_sim_failures.c's.
  *
  * A simulation that fails where it should not is reported with the
  * command that replays it.
@@ -57,9 +50,7 @@
 #include "plat.h"
 #include <stackhouse/scenario.h>
 
-#define WATCHDOG_S 240
-/* A child simulation that should have failed by now hangs instead. */
-#define CHILD_WATCHDOG_S 120
+#include "sim_core_fixture.h"
 
 /* Seeds per scenario and strategy in the determinism test: each is two
  * runs; the whole file stays well under a minute under ASan. */
@@ -67,123 +58,8 @@
 /* Seeds of the spread test, and how many distinct hashes they must give. */
 #define SPREAD_SEEDS 20
 #define SPREAD_MIN_DISTINCT 15
-/* The livelock test's step bound: small, so the run fails quickly. */
-#define LIVELOCK_STEPS 200000
 #define NS_PER_MS 1000000ull
 #define TEN_S_NS (10000ull * NS_PER_MS)
-
-static const sh_sim_strategy strategies[] = {SH_SIM_RANDOM, SH_SIM_PCT, SH_SIM_NONE};
-#define NSTRATEGIES (sizeof(strategies) / sizeof(strategies[0]))
-
-/* ---- this file's scenario (hidden: never in `all`) -------------------------- */
-
-/* sim_core_vtime: a sleeper's one-shot timer, due ten seconds after its
- * first notice, would end the workload, but the scenario's virtual-time
- * limit is one second: the run must end with FAIL:vtime. */
-typedef struct tick {
-  sh_msg hdr;
-} tick;
-static SH_MSG_DEFINE(tick, SH_NOTICE, 0);
-
-typedef struct sleeper {
-  sh_actor base;
-  sh_scn *s;
-} sleeper;
-
-#define SLEEPER_DELAY_MS 10000
-#define SLEEPER_LIMIT_MS 1000
-
-static int sleeper_init(sh_actor *self, void *arg) {
-  ((sleeper *)self)->s = arg;
-  return 0;
-}
-
-static sh_yield sleeper_notice(sh_actor *self, sh_stack *st) {
-  sleeper *z = (sleeper *)self;
-  int rc = sh_timer_start(self, SLEEPER_DELAY_MS, 0, NULL, NULL);
-  SH_SCN_CHECK(z->s, rc == 0, "sh_timer_start: %d", rc);
-  return sh_return(st, NULL);
-}
-
-static void sleeper_timeout(sh_actor *self, uint64_t id, void *arg) {
-  (void)id;
-  (void)arg;
-  sleeper *z = (sleeper *)self;
-  sh_scn_done(z->s, sh_actor_system(self));
-}
-
-static const sh_actor_class sleeper_class = {
-    .name = "sleeper",
-    .size = sizeof(sleeper),
-    .init = sleeper_init,
-    .notice = sleeper_notice,
-    .timeout = sleeper_timeout,
-};
-
-static int sleeper_setup(sh_scn *s, sh_system *sys) {
-  const sh_addr *a;
-  int rc = sh_spawn_on(sys, &sleeper_class, s, 0, &a);
-  tick *t = rc == 0 ? sh_msg_new(tick) : NULL;
-  if (rc == 0) rc = t == NULL ? -ENOMEM : sh_notice(a, &t->hdr);
-  return rc;
-}
-
-static const sh_scenario sim_core_vtime = {
-    .name = "sim_core_vtime",
-    .summary = "a timer beyond the virtual-time limit (test: FAIL:vtime)",
-    .vtime_limit_ms = SLEEPER_LIMIT_MS,
-    .flags = SH_SCN_HIDDEN | SH_SCN_SIM_ONLY,
-    .expect = "vtime",
-    .setup = sleeper_setup,
-};
-SH_SCENARIO(sim_core_vtime);
-
-/* ---- running a scenario in process ---------------------------------------- */
-
-/* The run in progress, for the failure handler's replay line. */
-static struct {
-  const char *name;
-  uint64_t seed;
-  sh_sim_strategy strategy;
-} current;
-
-static void print_replay(void) {
-  fprintf(stderr, "  replay: shsim run %s --seed %llu --strategy %s\n", current.name,
-          (unsigned long long)current.seed, sh_sim_strategy_name(current.strategy));
-}
-
-/* The handler of every run not expected to fail. The run cannot go on, so
- * say which run it was and end the process (in the determinism test, the
- * child of one scenario). */
-static void unexpected_failure(const char *kind, const char *detail) {
-  fprintf(stderr, "simulation failed: %s: %s\n", kind, detail);
-  print_replay();
-  fflush(NULL);
-  _exit(1);
-}
-
-/* The options a runner uses for scenario sc: defaults, the seed and
- * strategy, and the scenario's virtual-time bound. */
-static void scenario_options(const sh_scenario *sc, uint64_t seed, sh_sim_strategy strategy,
-                             sh_sim_options *o) {
-  sh_sim_options_default(o);
-  o->seed = seed;
-  o->strategy = strategy;
-  o->vtime_limit_ns = sh_scenario_vtime_limit_ns(sc);
-  o->max_steps = sh_scenario_max_steps(sc, o->max_steps);
-  o->hang_real_ms = sh_scenario_hang_real_ms(sc, o->hang_real_ms);
-}
-
-/* One simulation of sc with options o: its result and report. */
-static void sim_run(const sh_scenario *sc, const sh_sim_options *o, sh_scn_result *r,
-                    sh_sim_report *rep) {
-  current.name = sc->name;
-  current.seed = o->seed;
-  current.strategy = o->strategy;
-  sh_sim_configure(o);
-  sh_scenario_run(sc, o->seed, 0, r);
-  sh_sim_report_get(rep);
-}
 
 /* Prints a failed run's result; false if it failed. */
 static bool result_ok(const sh_scn_result *r) {
@@ -191,25 +67,6 @@ static bool result_ok(const sh_scn_result *r) {
   fprintf(stderr, "FAIL:%s: %s\n", r->kind, r->detail);
   print_replay();
   return false;
-}
-
-static bool visible(const sh_scenario *sc) { return (sc->flags & SH_SCN_HIDDEN) == 0; }
-
-static bool same_report(const sh_sim_report *a, const sh_sim_report *b) {
-  return a->hash == b->hash && a->steps == b->steps && a->vtime_ns == b->vtime_ns &&
-         a->switches == b->switches && a->jumps == b->jumps;
-}
-
-/* ---- child processes ------------------------------------------------------- */
-
-/* A simulation that fails cannot go on (the failure handler must not
- * return), so whatever may fail runs in a child: a failure there is
- * reported and the tests go on. */
-
-static void child_write(const char *text) { th_child_write(text); }
-
-static int in_child(void (*body)(const void *arg), const void *arg, char *out, size_t size) {
-  return th_in_child(body, arg, CHILD_WATCHDOG_S, out, size);
 }
 
 /* ---- determinism ----------------------------------------------------------- */
@@ -355,183 +212,6 @@ static void test_vtime_jumps(void **state) {
     assert_true(rep.vtime_ns >= TEN_S_NS);
     assert_true(rep.jumps > 0);
   }
-}
-
-/* ---- failures the simulator detects ------------------------------------------------ */
-
-static void child_failure(const char *kind, const char *detail) {
-  (void)detail;
-  child_write(kind);
-  _exit(0);
-}
-
-/* What expect_body runs. */
-typedef struct expect_arg {
-  const sh_scenario *sc;
-  sh_sim_options o;
-} expect_arg;
-
-/* In a child: run the scenario and tell how it ended ("ok" or its kind). */
-static void expect_body(const void *arg) {
-  const expect_arg *a = arg;
-  sh_sim_on_failure(child_failure);
-  sh_scn_result r;
-  sh_sim_report rep;
-  sim_run(a->sc, &a->o, &r, &rep);
-  child_write(r.ok ? "ok" : r.kind);
-  _exit(0);
-}
-
-/* sc, seed 1, strategy random, must end with failure `want`. */
-static void expect_failure(const sh_scenario *sc, const char *want) {
-  expect_arg a = {.sc = sc};
-  scenario_options(sc, 1, SH_SIM_RANDOM, &a.o);
-  if (strcmp(want, "livelock") == 0) a.o.max_steps = LIVELOCK_STEPS;
-  char kind[64];
-  int status = in_child(expect_body, &a, kind, sizeof(kind));
-  if (status != 0 || strcmp(kind, want) != 0)
-    fprintf(stderr, "%s ended with \"%s\" (child status %d), want \"%s\"\n", sc->name, kind,
-            status, want);
-  assert_int_equal(status, 0);
-  assert_string_equal(kind, want);
-}
-
-/* One of the scenarios' own test scenarios: it exists and must end so. */
-static void expect_named(const char *name, const char *want) {
-  const sh_scenario *sc = sh_scenario_find(name);
-  assert_non_null(sc);
-  assert_true(!visible(sc) && sc->expect != NULL);
-  assert_string_equal(sc->expect, want);
-  expect_failure(sc, want);
-}
-
-/* ---- schedules: replay and shrinking ------------------------------------------- */
-
-/* A run's own schedule, replayed with the same seed and options, is the same
- * run: same hash, steps and result. */
-static void test_replay_reproduces(void **state) {
-  (void)state;
-  static const char *const names[] = {"ask_reply", "barrier", "fanout", "test_race"};
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-    const sh_scenario *sc = sh_scenario_find(names[i]);
-    assert_non_null(sc);
-    for (size_t k = 0; k < NSTRATEGIES; k++) {
-      for (uint64_t seed = 1; seed <= 3; seed++) {
-        sh_sim_options o;
-        scenario_options(sc, seed, strategies[k], &o);
-        sh_scn_result r[2];
-        sh_sim_report rep[2];
-        sim_run(sc, &o, &r[0], &rep[0]);
-        const sh_sim_choice *c;
-        size_t n = sh_sim_schedule(&c);
-        sh_sim_choice *copy = malloc((n + 1) * sizeof(*copy));
-        assert_non_null(copy);
-        memcpy(copy, c, n * sizeof(*copy));
-        o.schedule = copy;
-        o.schedule_len = n;
-        sim_run(sc, &o, &r[1], &rep[1]);
-        free(copy);
-        if (!same_report(&rep[0], &rep[1]))
-          fprintf(stderr, "%s seed %llu %s: the replay differs\n", sc->name,
-                  (unsigned long long)seed, sh_sim_strategy_name(strategies[k]));
-        assert_true(same_report(&rep[0], &rep[1]));
-        assert_int_equal(r[0].ok, r[1].ok);
-      }
-    }
-  }
-}
-
-/* The shrinker on a synthetic failure that needs exactly the choices at
- * steps 7 and 42, out of 100: it finds exactly those two. */
-static bool needs_7_and_42(void *ctx, const sh_sim_choice *c, size_t n) {
-  (void)ctx;
-  bool a = false, b = false;
-  for (size_t i = 0; i < n; i++) {
-    a |= c[i].step == 7;
-    b |= c[i].step == 42;
-  }
-  return a && b;
-}
-
-static void test_shrink_synthetic(void **state) {
-  (void)state;
-  sh_sim_choice c[100];
-  for (uint32_t i = 0; i < 100; i++) c[i] = (sh_sim_choice){.step = i, .to = i % 3};
-  uint32_t trials = 0;
-  size_t n = sh_sim_shrink(c, 100, needs_7_and_42, NULL, 1000, &trials);
-  assert_int_equal(n, 2);
-  assert_int_equal(c[0].step, 7);
-  assert_int_equal(c[1].step, 42);
-  assert_true(trials > 0 && trials < 200);
-  /* The budget is a bound: one trial, and the schedule is left as it was. */
-  for (uint32_t i = 0; i < 100; i++) c[i] = (sh_sim_choice){.step = i, .to = i % 3};
-  n = sh_sim_shrink(c, 100, needs_7_and_42, NULL, 1, &trials);
-  assert_int_equal(trials, 1);
-  assert_int_equal(n, 100);
-}
-
-/* A replay of schedule c in a child: how it ends ("ok" or its kind). A
- * replay runs with the strategy of the recording: its bookkeeping (how far
- * an idle poll moves the clock, PCT's priorities) is part of the run. */
-typedef struct replay_ctx {
-  const sh_scenario *sc;
-  uint64_t seed;
-  sh_sim_strategy strategy;
-} replay_ctx;
-
-static void replay_kind(const replay_ctx *k, const sh_sim_choice *c, size_t n, char *kind,
-                        size_t size) {
-  expect_arg a = {.sc = k->sc};
-  scenario_options(k->sc, k->seed, k->strategy, &a.o);
-  a.o.schedule = c;
-  a.o.schedule_len = n;
-  a.o.max_steps = LIVELOCK_STEPS;
-  int status = in_child(expect_body, &a, kind, size);
-  if (status != 0) snprintf(kind, size, "status %d", status);
-}
-
-static bool replay_fails(void *ctx, const sh_sim_choice *c, size_t n) {
-  char kind[64];
-  replay_kind(ctx, c, n, kind, sizeof(kind));
-  return strcmp(kind, "invariant") == 0;
-}
-
-/* test_race (scenarios/test_race.c) fails on some seeds under random: the
- * first such seed's schedule shrinks to a few choices that still fail, and
- * the shrunk schedule replays the same way every time. */
-static void test_shrink_race(void **state) {
-  (void)state;
-  const sh_scenario *sc = sh_scenario_find("test_race");
-  assert_non_null(sc);
-  sh_sim_choice *c = NULL;
-  size_t n = 0;
-  replay_ctx k = {.sc = sc, .strategy = SH_SIM_RANDOM};
-  /* An invariant failure ends the run normally: no child needed here. */
-  for (uint64_t seed = 1; seed <= 50 && c == NULL; seed++) {
-    sh_sim_options o;
-    scenario_options(sc, seed, SH_SIM_RANDOM, &o);
-    sh_scn_result r;
-    sh_sim_report rep;
-    sim_run(sc, &o, &r, &rep);
-    if (r.ok) continue;
-    assert_string_equal(r.kind, "invariant");
-    const sh_sim_choice *log;
-    n = sh_sim_schedule(&log);
-    c = malloc((n + 1) * sizeof(*c));
-    assert_non_null(c);
-    memcpy(c, log, n * sizeof(*c));
-    k.seed = seed;
-  }
-  assert_non_null(c);
-  assert_true(replay_fails(&k, c, n));
-  uint32_t trials;
-  size_t m = sh_sim_shrink(c, n, replay_fails, &k, 500, &trials);
-  fprintf(stderr, "test_race seed %llu: %zu -> %zu choices in %u replays\n",
-          (unsigned long long)k.seed, n, m, trials);
-  assert_true(m >= 1); /* with no preemption the window never opens */
-  assert_true(m < n && m <= 8);
-  assert_true(replay_fails(&k, c, m));
-  free(c);
 }
 
 /* ---- regressions -------------------------------------------------------------- */
@@ -686,34 +366,6 @@ static void test_failure_handler_not_reentered(void **state) {
   assert_int_equal(in_child(reenter_body, &a, none, sizeof(none)), 1);
 }
 
-static void test_fail_deadlock(void **state) {
-  (void)state;
-  expect_named("test_deadlock", "deadlock");
-}
-
-static void test_fail_livelock(void **state) {
-  (void)state;
-  expect_named("test_livelock", "livelock");
-}
-
-static void test_fail_vtime(void **state) {
-  (void)state;
-  expect_failure(&sim_core_vtime, "vtime");
-}
-
-/* Every hidden scenario that says how it must end (the ones above too). */
-static void test_hidden_expectations(void **state) {
-  (void)state;
-  int n = 0;
-  for (size_t i = 0; i < sh_scenario_count(); i++) {
-    const sh_scenario *sc = sh_scenario_at(i);
-    if (visible(sc) || sc->expect == NULL) continue;
-    expect_failure(sc, sc->expect);
-    n++;
-  }
-  assert_true(n >= 3);
-}
-
 /* ---- the control interface ------------------------------------------------------- */
 
 static void test_strategy_names(void **state) {
@@ -763,13 +415,6 @@ int main(void) {
       cmocka_unit_test(test_seeds_differ),
       cmocka_unit_test(test_empty_run_yields),
       cmocka_unit_test(test_vtime_jumps),
-      cmocka_unit_test(test_fail_deadlock),
-      cmocka_unit_test(test_fail_livelock),
-      cmocka_unit_test(test_fail_vtime),
-      cmocka_unit_test(test_hidden_expectations),
-      cmocka_unit_test(test_replay_reproduces),
-      cmocka_unit_test(test_shrink_synthetic),
-      cmocka_unit_test(test_shrink_race),
       cmocka_unit_test(test_busy_worker_preempted),
       cmocka_unit_test(test_second_system_restarts),
       cmocka_unit_test(test_failure_handler_not_reentered),

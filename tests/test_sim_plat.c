@@ -1,7 +1,8 @@
 /*
  * Tests of the simulator's seam for threads that are not workers
  * (backend-sim/plat.c): thread fibers and the events they wait on, on a real
- * simulated system (sh_system_new / start on libstackhouse-sim.a):
+ * simulated system (sh_system_new / start on libstackhouse-sim.a;
+ * sim_plat_fixture.h):
  *   - thread fibers run fn with sh_plat_local() NULL and are joined, from
  *     the outside fiber and from a thread fiber; a worker (an actor's
  *     handler) may start one too;
@@ -13,10 +14,9 @@
  *     it with 0; reset clears a set; a deadline already past is a poll;
  *   - the workers can be joined (shutdown) while a thread fiber still runs;
  *   - a thread fiber blocked for good while every worker sleeps is
- *     FAIL:deadlock (in a fork()ed child: a failed simulation cannot go on);
- *   - a run with thread fibers is deterministic under every strategy (same
- *     seed, same report), replays from its schedule, and its trace file has
- *     a track for each thread fiber.
+ *     FAIL:deadlock (in a fork()ed child: a failed simulation cannot go on).
+ * Determinism, replay and traces of runs with thread fibers are
+ * test_sim_plat_determinism.c's.
  * No real-time assertion: every time here is virtual.
  */
 #ifndef _POSIX_C_SOURCE
@@ -42,22 +42,11 @@
 #include "plat.h"
 #include "support/child.h"
 
-#define WATCHDOG_S 120
+#include "sim_plat_fixture.h"
+
 /* A child simulation that should have failed by now hangs instead. */
 #define CHILD_WATCHDOG_S 60
 #define MS_NS UINT64_C(1000000)
-#define WORKERS 2
-
-static const sh_sim_strategy strategies[] = {SH_SIM_RANDOM, SH_SIM_PCT, SH_SIM_NONE};
-#define NSTRATEGIES (sizeof(strategies) / sizeof(strategies[0]))
-
-/* ---- a simulated system ---------------------------------------------------- */
-
-static void unexpected_failure(const char *kind, const char *detail) {
-  fprintf(stderr, "simulation failed: %s: %s\n", kind, detail);
-  fflush(NULL);
-  _exit(1);
-}
 
 static void configure(uint64_t seed, sh_sim_strategy strategy) {
   sh_sim_options o;
@@ -65,75 +54,6 @@ static void configure(uint64_t seed, sh_sim_strategy strategy) {
   o.seed = seed;
   o.strategy = strategy;
   sh_sim_configure(&o);
-}
-
-/* A new, started system of WORKERS workers on the current simulation. */
-static sh_system *system_up(void) {
-  sh_config cfg;
-  sh_config_default(&cfg);
-  cfg.workers = WORKERS;
-  sh_system *sys = NULL;
-  assert_int_equal(sh_system_new(&cfg, &sys), 0);
-  assert_int_equal(sh_system_start(sys), 0);
-  return sys;
-}
-
-static void system_down(sh_system *sys) {
-  assert_int_equal(sh_system_shutdown(sys), 0);
-  sh_system_free(sys);
-}
-
-/* ---- actors ------------------------------------------------------------------ */
-
-typedef struct poke {
-  sh_msg hdr;
-} poke;
-static SH_MSG_DEFINE(poke, SH_NOTICE, 0);
-
-/* What an actor does with a poke, given by its spawn argument. */
-typedef struct act_cfg {
-  sh_plat_event *set;       /* set this event */
-  void (*start)(void *arg); /* start a thread fiber running start(start_arg) */
-  void *start_arg;
-  sh_plat_thread **started; /* ... whose handle goes here */
-  int start_rc;             /* and its result */
-  int exit_after;           /* > 0: sh_system_exit once this many pokes came */
-  int pokes;
-} act_cfg;
-
-typedef struct act {
-  sh_actor base;
-  act_cfg *cfg;
-} act;
-
-static int act_init(sh_actor *self, void *arg) {
-  ((act *)self)->cfg = arg;
-  return 0;
-}
-
-static sh_yield act_notice(sh_actor *self, sh_stack *st) {
-  act_cfg *c = ((act *)self)->cfg;
-  c->pokes++;
-  if (c->set != NULL) sh_plat_event_set(c->set);
-  if (c->start != NULL && *c->started == NULL)
-    c->start_rc = sh_plat_thread_start(c->start, c->start_arg, c->started);
-  if (c->exit_after > 0 && c->pokes == c->exit_after) sh_system_exit(sh_actor_system(self), 0);
-  return sh_return(st, NULL);
-}
-
-static const sh_actor_class act_class = {
-    .name = "act", .size = sizeof(act), .init = act_init, .notice = act_notice};
-
-static const sh_addr *spawn_act(sh_system *sys, act_cfg *c, uint32_t worker) {
-  const sh_addr *a = NULL;
-  assert_int_equal(sh_spawn_on(sys, &act_class, c, worker, &a), 0);
-  return a;
-}
-
-/* From any fiber; a test thread's failure shows in what it records. */
-static int send_poke(const sh_addr *a) {
-  poke *m = sh_msg_new(poke);
-  return m == NULL ? -ENOMEM : sh_notice(a, &m->hdr);
 }
 
 /* ---- thread fibers: run, join, limits -------------------------------------------- */
@@ -459,132 +379,6 @@ static void test_deadlock_thread_blocked(void **state) {
   }
 }
 
-/* ---- determinism with thread fibers ----------------------------------------------------- */
-
-#define NSENDERS 3
-#define SENDS 20
-
-typedef struct sender {
-  const sh_addr *to;
-  sh_plat_event *e; /* its own, never set: waits on it are pauses */
-  uint64_t pause_ns;
-  int failed;
-} sender;
-
-/* Pokes the counter, pausing on a timed wait between pokes. */
-static void sender_fn(void *arg) {
-  sender *s = arg;
-  for (int i = 0; i < SENDS; i++) {
-    if (send_poke(s->to) != 0) s->failed++;
-    if (sh_plat_event_wait_until(s->e, sh_plat_now_ns() + s->pause_ns) != -ETIMEDOUT) s->failed++;
-  }
-}
-
-/* One run: NSENDERS thread fibers poke a counter on worker 0 until it
- * counts them all and ends the run. Optionally with a schedule to replay
- * and a trace file. Returns the report. */
-static sh_sim_report workload(uint64_t seed, sh_sim_strategy strategy, const sh_sim_choice *sched,
-                              size_t nsched, const char *trace_path) {
-  sh_sim_options o;
-  sh_sim_options_default(&o);
-  o.seed = seed;
-  o.strategy = strategy;
-  o.schedule = sched;
-  o.schedule_len = nsched;
-  o.trace_path = trace_path;
-  sh_sim_configure(&o);
-  sh_system *sys = system_up();
-  act_cfg c = {.exit_after = NSENDERS * SENDS};
-  const sh_addr *a = spawn_act(sys, &c, 0);
-  sender s[NSENDERS];
-  sh_plat_thread *t[NSENDERS];
-  for (int i = 0; i < NSENDERS; i++) {
-    s[i] = (sender){.to = a, .pause_ns = (uint64_t)(i + 1) * 100000u};
-    assert_int_equal(sh_plat_event_new(&s[i].e), 0);
-    assert_int_equal(sh_plat_thread_start(sender_fn, &s[i], &t[i]), 0);
-  }
-  assert_int_equal(sh_system_wait(sys), 0);
-  for (int i = 0; i < NSENDERS; i++) {
-    sh_plat_thread_join(t[i]);
-    assert_int_equal(s[i].failed, 0);
-    sh_plat_event_free(s[i].e);
-  }
-  system_down(sys);
-  assert_int_equal(c.pokes, NSENDERS * SENDS);
-  sh_sim_report rep;
-  sh_sim_report_get(&rep);
-  return rep;
-}
-
-static bool same_report(const sh_sim_report *a, const sh_sim_report *b) {
-  return a->hash == b->hash && a->steps == b->steps && a->vtime_ns == b->vtime_ns &&
-         a->switches == b->switches && a->jumps == b->jumps;
-}
-
-static void test_same_seed_same_hash(void **state) {
-  (void)state;
-  for (size_t k = 0; k < NSTRATEGIES; k++) {
-    uint64_t distinct[5];
-    int ndistinct = 0;
-    for (uint64_t seed = 1; seed <= 5; seed++) {
-      sh_sim_report a = workload(seed, strategies[k], NULL, 0, NULL);
-      sh_sim_report b = workload(seed, strategies[k], NULL, 0, NULL);
-      if (!same_report(&a, &b))
-        fprintf(stderr, "seed %llu %s: hash %016llx / %016llx\n", (unsigned long long)seed,
-                sh_sim_strategy_name(strategies[k]), (unsigned long long)a.hash,
-                (unsigned long long)b.hash);
-      assert_true(same_report(&a, &b));
-      bool seen = false;
-      for (int j = 0; j < ndistinct; j++) seen |= distinct[j] == a.hash;
-      if (!seen) distinct[ndistinct++] = a.hash;
-    }
-    /* The seed steers the thread fibers too (none switches only when it
-     * must, so its runs may coincide). */
-    if (strategies[k] != SH_SIM_NONE) assert_true(ndistinct >= 2);
-  }
-}
-
-static void test_replay_with_threads(void **state) {
-  (void)state;
-  for (size_t k = 0; k < NSTRATEGIES; k++) {
-    sh_sim_report a = workload(3, strategies[k], NULL, 0, NULL);
-    const sh_sim_choice *log;
-    size_t n = sh_sim_schedule(&log);
-    assert_true(n > 0);
-    sh_sim_choice *copy = malloc(n * sizeof(*copy));
-    assert_non_null(copy);
-    memcpy(copy, log, n * sizeof(*copy));
-    sh_sim_report b = workload(3, strategies[k], copy, n, NULL);
-    free(copy);
-    assert_true(same_report(&a, &b));
-  }
-}
-
-static void test_trace_has_thread_tracks(void **state) {
-  (void)state;
-  char path[256];
-  const char *dir = getenv("TMPDIR");
-  if (dir == NULL || dir[0] == '\0') dir = "/tmp";
-  assert_true(snprintf(path, sizeof(path), "%s/sh_sim_plat_XXXXXX", dir) < (int)sizeof(path));
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  close(fd);
-  workload(1, SH_SIM_RANDOM, NULL, 0, path);
-  FILE *f = fopen(path, "r");
-  assert_non_null(f);
-  static char text[1 << 22];
-  size_t len = fread(text, 1, sizeof(text) - 1, f);
-  fclose(f);
-  unlink(path);
-  text[len] = '\0';
-  char want[64];
-  for (int i = 0; i < NSENDERS; i++) {
-    snprintf(want, sizeof(want), "\"args\":{\"name\":\"thread %d\"}", i);
-    assert_non_null(strstr(text, want));
-  }
-  assert_non_null(strstr(text, "\"name\":\"outside\""));
-}
-
 int main(void) {
   alarm(WATCHDOG_S);
   sh_sim_on_failure(unexpected_failure);
@@ -599,9 +393,6 @@ int main(void) {
       cmocka_unit_test(test_wait_until_without_system),
       cmocka_unit_test(test_shutdown_while_thread_runs),
       cmocka_unit_test(test_deadlock_thread_blocked),
-      cmocka_unit_test(test_same_seed_same_hash),
-      cmocka_unit_test(test_replay_with_threads),
-      cmocka_unit_test(test_trace_has_thread_tracks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

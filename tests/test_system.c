@@ -1,6 +1,6 @@
 /*
- * Unit tests of the system (core/system.c) and of messages (core/msg.c),
- * mostly on systems that are never started.
+ * Unit tests of the system (core/system.c), mostly on systems that are
+ * never started (system_fixture.h); messages are test_msg.c's.
  *
  * Covered: the default configuration; sh_system_new rejecting bad
  * configurations and a NULL out, and 0 workers meaning one per CPU;
@@ -8,11 +8,9 @@
  * (positive or negative) failing the spawn with the negative errno and
  * freeing every house made so far (ASan checks the leak); the three address
  * kinds (plain, round-robin, per worker) and how each picks a house;
- * creation order in sys->houses; spawn after shutdown; message allocation
- * (zeroed, typed, bad types refused), sh_msg_new, the drop hook called
- * exactly once however a message ends; sh_system_stats summing the
- * workers' and the system's counters field by field; start twice, start
- * after shutdown, and shutdown / wait refused on a worker.
+ * creation order in sys->houses; spawn after shutdown; sh_system_stats
+ * summing the workers' and the system's counters field by field; start
+ * twice, start after shutdown, and shutdown / wait refused on a worker.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,10 +31,8 @@
 #include "sched/loop.h"
 #include "sched/system.h"
 #include "sched/worker.h"
+#include "system_fixture.h"
 
-typedef struct note { sh_msg hdr; int a; long b; char c[24]; } note;
-typedef struct owned { sh_msg hdr; int *counter; } owned;
-SH_MSG_DEFINE(note, SH_NOTICE, 0);
 static sh_house *house_at(const sh_addr *a, uint32_t i) {
   uint32_t gen;
   return sh_addr_member(a, i, &gen);
@@ -45,48 +41,6 @@ static sh_house *house_at(const sh_addr *a, uint32_t i) {
 static sh_house *pick(const sh_addr *a) {
   uint32_t gen;
   return sh_addr_pick(a, &gen);
-}
-
-static void owned_drop(sh_msg *m) { (*((owned *)m)->counter)++; }
-SH_MSG_DEFINE_DROP(owned, SH_NOTICE, 0, owned_drop);
-
-/* ---- actors -------------------------------------------------------------- */
-
-static int inits;      /* init hook calls */
-static int fail_at;    /* the init call (1-based) that fails, 0: none */
-static int fail_with;  /* what it returns */
-static int handled;    /* notices handled */
-
-static int counting_init(sh_actor *self, void *arg) {
-  (void)self, (void)arg;
-  return ++inits == fail_at ? fail_with : 0;
-}
-
-static sh_yield counting_notice(sh_actor *self, sh_stack *st) {
-  (void)self;
-  handled++;
-  return sh_return(st, NULL);
-}
-
-static const sh_actor_class plain_class = {.name = "plain", .size = sizeof(sh_actor),
-                                           .init = counting_init, .notice = counting_notice};
-
-/* ---- harness ------------------------------------------------------------- */
-
-static int setup(void **state) {
-  (void)state;
-  inits = fail_at = fail_with = handled = 0;
-  th_sys = th_system(2);
-  return 0;
-}
-
-/* Frees without a shutdown: several tests are about what comes before one. */
-static int teardown(void **state) {
-  (void)state;
-  sh_worker_enter(NULL);
-  sh_system_free(th_sys);
-  th_sys = NULL;
-  return 0;
 }
 
 /* ---- configuration ------------------------------------------------------- */
@@ -294,87 +248,6 @@ static void test_spawn_after_shutdown(void **state) {
   assert_int_equal(sh_system_shutdown(th_sys), 0); /* again: nothing to do */
 }
 
-/* ---- messages ------------------------------------------------------------ */
-
-static void test_msg_alloc(void **state) {
-  (void)state;
-  th_act_as(0); /* pooled: a freed message comes back dirty */
-  note *n = (note *)sh_msg_alloc(&note_type);
-  assert_non_null(n);
-  memset(n, 0x5a, sizeof(*n));
-  n->hdr.type = &note_type;
-  sh_msg_free(&n->hdr);
-  note *m = (note *)sh_msg_alloc(&note_type);
-  assert_ptr_equal(m, n); /* the same memory again, so zeroing is tested */
-  assert_ptr_equal(m->hdr.type, &note_type);
-  assert_true(sh_msg_is(&m->hdr, &note_type));
-  assert_ptr_equal(sh_msg_type_of(&m->hdr), &note_type);
-  note zero;
-  memset(&zero, 0, sizeof(zero));
-  zero.hdr.type = &note_type;
-  assert_memory_equal(m, &zero, sizeof(zero));
-  sh_msg_free(&m->hdr);
-
-  assert_null(sh_msg_alloc(NULL));
-  const sh_msg_type tiny = {"tiny", sizeof(sh_msg) - 1, SH_NOTICE, 0, NULL, NULL};
-  assert_null(sh_msg_alloc(&tiny));
-  const sh_msg_type bare = {"bare", sizeof(sh_msg), SH_NOTICE, 0, NULL, NULL};
-  sh_msg *b = sh_msg_alloc(&bare);
-  assert_non_null(b);
-  sh_msg_free(b);
-  sh_msg_free(NULL);
-  assert_null(sh_msg_fill(NULL, &zero, sizeof(zero)));
-}
-
-static void test_msg_new_fills(void **state) {
-  (void)state;
-  note *n = sh_msg_new(note, .a = -3, .b = 1234567890123L, .c = "stack");
-  assert_non_null(n);
-  assert_ptr_equal(n->hdr.type, &note_type);
-  assert_null(atomic_load(&n->hdr.next));
-  assert_null(n->hdr.sender);
-  assert_int_equal(n->hdr.id, 0);
-  assert_int_equal(n->hdr.error, 0);
-  assert_int_equal(n->hdr.internal, 0);
-  assert_int_equal(n->a, -3);
-  assert_int_equal(n->b, 1234567890123L);
-  assert_string_equal(n->c, "stack");
-  sh_msg_free(&n->hdr);
-}
-
-/* The drop hook runs exactly once however the message ends: freed by its
- * owner, handled, or refused by a stopped actor. */
-static void test_msg_drop_once(void **state) {
-  (void)state;
-  int drops = 0;
-  sh_msg_free(&sh_msg_new(owned, .counter = &drops)->hdr);
-  assert_int_equal(drops, 1);
-
-  const sh_addr *a, *b;
-  assert_int_equal(sh_spawn_on(th_sys, &plain_class, NULL, 0, &a), 0);
-  assert_int_equal(sh_spawn_on(th_sys, &plain_class, NULL, 0, &b), 0);
-  assert_int_equal(sh_notice(a, &sh_msg_new(owned, .counter = &drops)->hdr), 0);
-  th_act_as(0);
-  while (sh_loop_drain(th_worker(0))) {
-  }
-  assert_int_equal(handled, 1);
-  assert_int_equal(drops, 2);
-  sh_stop(b);
-  assert_int_equal(sh_notice(b, &sh_msg_new(owned, .counter = &drops)->hdr), -ESHUTDOWN);
-  assert_int_equal(drops, 3);
-  /* Not a notice type for sh_notice: refused and freed. */
-  const sh_msg_type wrong = {"wrong", sizeof(owned), SH_ASK, 0, owned_drop, NULL};
-  owned *w = (owned *)sh_msg_alloc(&wrong);
-  w->counter = &drops;
-  assert_int_equal(sh_notice(a, &w->hdr), -EINVAL);
-  assert_int_equal(drops, 4);
-  assert_int_equal(sh_notice(NULL, &sh_msg_new(owned, .counter = &drops)->hdr), -EINVAL);
-  assert_int_equal(drops, 5);
-  while (sh_loop_drain(th_worker(0))) {
-  }
-  assert_int_equal(drops, 5);
-}
-
 /* ---- statistics ---------------------------------------------------------- */
 
 /* Each counter gets a distinct amount in each set (worker 0: k+1, worker 1:
@@ -490,9 +363,6 @@ int main(void) {
       T(test_address_kinds),
       T(test_creation_order),
       T(test_spawn_after_shutdown),
-      T(test_msg_alloc),
-      T(test_msg_new_fills),
-      T(test_msg_drop_once),
       T(test_stats_sum),
       T(test_stats_from_every_thread_kind),
       T(test_start_twice),

@@ -1,9 +1,9 @@
 /*
  * Tests for the timer wheel (core/wheel.c): firing never early and at most
  * one tick late, expiry order, removal, re-adding from fire (periodic
- * timers), the per-call `max`, the overflow list, next_ns as a lower bound,
- * large jumps that skip empty stretches, and an exact count, plus a
- * randomized run checked against a trivial model.
+ * timers), the per-call `max`, and an exact count, plus a randomized run
+ * checked against a trivial model. Far expiries (the overflow list),
+ * next_ns and large jumps are test_wheel_far.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,87 +14,7 @@
 
 #include <cmocka.h>
 
-#include "time/wheel.h"
-#include "support/harness.h"
-
-#define MS SH_WHEEL_TICK_NS
-#define SEC (1000 * MS)
-#define HOUR (3600 * SEC)
-
-/* Fixed-seed generator so that every run checks the same schedules. */
-static uint64_t rng_state;
-static void rng_seed(uint64_t seed) { rng_state = seed ? seed : 1; }
-static uint64_t rng_below(uint64_t n) { return th_xorshift(&rng_state) % n; }
-
-static uint64_t tick_up_ns(uint64_t ns) { return (ns + MS - 1) / MS * MS; }
-
-/* A timer as a test sees it: the link plus what fire() records. */
-typedef struct timer {
-  sh_wheel_link link;
-  uint64_t expire_ns;
-  uint64_t period_ns; /* re-added from fire when non-zero */
-  uint32_t fires;
-  uint64_t last_fire_ns;
-  struct timer *victim; /* removed from fire when non-NULL and linked */
-} timer;
-
-/* What fire() needs: the wheel (for re-adding), the advance's now, and a
- * log of fired timers in order. */
-typedef struct harness {
-  sh_wheel w;
-  uint64_t now_ns;
-  timer **log;
-  size_t nlog, caplog;
-  bool readd_at_now; /* re-add every fired timer for "now" */
-} harness;
-
-static timer *timer_of(sh_wheel_link *l) {
-  return (timer *)(void *)((char *)l - offsetof(timer, link));
-}
-
-static void on_fire(sh_wheel_link *l, void *ctx) {
-  harness *h = ctx;
-  timer *t = timer_of(l);
-  assert_false(sh_wheel_linked(l));
-  assert_true(h->now_ns >= t->expire_ns);
-  t->fires++;
-  t->last_fire_ns = h->now_ns;
-  if (h->nlog < h->caplog) h->log[h->nlog++] = t;
-  if (t->victim && sh_wheel_linked(&t->victim->link)) sh_wheel_remove(&h->w, &t->victim->link);
-  if (t->period_ns) {
-    t->expire_ns += t->period_ns;
-    sh_wheel_add(&h->w, l, t->expire_ns);
-  } else if (h->readd_at_now) {
-    assert_true(t->fires < 100); /* a spinning advance fails instead of hanging */
-    t->expire_ns = h->now_ns;
-    sh_wheel_add(&h->w, l, t->expire_ns);
-  }
-}
-
-static harness *harness_new(uint64_t now_ns, size_t caplog) {
-  harness *h = calloc(1, sizeof *h);
-  assert_non_null(h);
-  sh_wheel_init(&h->w, now_ns);
-  h->now_ns = now_ns;
-  h->caplog = caplog;
-  h->log = caplog ? calloc(caplog, sizeof *h->log) : NULL;
-  return h;
-}
-
-static void harness_free(harness *h) {
-  free(h->log);
-  free(h);
-}
-
-static uint32_t advance(harness *h, uint64_t now_ns, uint32_t max) {
-  h->now_ns = now_ns;
-  return sh_wheel_advance(&h->w, now_ns, max, on_fire, h);
-}
-
-static void add(harness *h, timer *t, uint64_t expire_ns) {
-  t->expire_ns = expire_ns;
-  sh_wheel_add(&h->w, &t->link, expire_ns);
-}
+#include "wheel_fixture.h"
 
 static void test_empty(void **state) {
   (void)state;
@@ -334,109 +254,6 @@ static void test_max_limit(void **state) {
   harness_free(h);
 }
 
-/* Beyond 64^4 ticks (~4.6 h) entries wait in the overflow list. */
-static void test_far_future(void **state) {
-  (void)state;
-  harness *h = harness_new(1 * SEC, 0);
-  static const uint64_t at[] = {5 * HOUR, 10 * HOUR + 7, 30 * HOUR, 100 * 24 * HOUR};
-  enum { N = sizeof at / sizeof at[0] };
-  timer ts[N] = {0};
-  for (size_t i = 0; i < N; i++) add(h, &ts[i], 1 * SEC + at[i]);
-  for (size_t i = 0; i < N; i++) {
-    uint64_t expire = 1 * SEC + at[i];
-    assert_true(sh_wheel_next_ns(&h->w) <= tick_up_ns(expire));
-    assert_int_equal(advance(h, tick_up_ns(expire) - 1, 0), 0);
-    assert_int_equal(ts[i].fires, 0);
-    assert_int_equal(advance(h, tick_up_ns(expire), 0), 1);
-    assert_int_equal(ts[i].fires, 1);
-    assert_int_equal(sh_wheel_count(&h->w), N - 1 - i);
-  }
-  harness_free(h);
-}
-
-static uint64_t earliest_linked_tick_ns(const timer *ts, size_t n) {
-  uint64_t best = UINT64_MAX;
-  for (size_t i = 0; i < n; i++) {
-    if (sh_wheel_linked(&ts[i].link) && tick_up_ns(ts[i].expire_ns) < best)
-      best = tick_up_ns(ts[i].expire_ns);
-  }
-  return best;
-}
-
-/* next_ns is a lower bound, yet following it reaches every expiry in a
- * bounded number of wake-ups (it is a cascade point, never a busy loop). */
-static void test_next_ns(void **state) {
-  (void)state;
-  enum { N = 200 };
-  harness *h = harness_new(0, 0);
-  timer *ts = calloc(N, sizeof *ts);
-  assert_non_null(ts);
-  rng_seed(0xabcdef);
-  for (size_t i = 0; i < N; i++) add(h, &ts[i], 1 + rng_below(rng_below(2) ? 2 * SEC : 20 * HOUR));
-  size_t wakeups = 0;
-  for (; sh_wheel_count(&h->w) > 0 && wakeups < 100000; wakeups++) {
-    uint64_t next = sh_wheel_next_ns(&h->w);
-    assert_true(next > h->now_ns);
-    assert_true(next <= earliest_linked_tick_ns(ts, N));
-    advance(h, next, 0);
-  }
-  assert_int_equal(sh_wheel_count(&h->w), 0);
-  assert_true(sh_wheel_next_ns(&h->w) == UINT64_MAX);
-  /* At most one wake-up per entry and level plus one per 4.6 h of overflow. */
-  assert_true(wakeups <= N * (SH_WHEEL_LEVELS + 1) + 20 * HOUR / (16777216 * MS) + 1);
-  for (size_t i = 0; i < N; i++) assert_int_equal(ts[i].fires, 1);
-  free(ts);
-  harness_free(h);
-}
-
-/* A 10-hour jump with a few timers stops only where something happens. */
-static void test_large_jump_skips(void **state) {
-  (void)state;
-  harness *h = harness_new(42 * MS, 0);
-  assert_int_equal(advance(h, 10 * HOUR, 0), 0);
-  assert_true(h->w.steps <= 1);
-  timer ts[5] = {0};
-  add(h, &ts[0], 10 * HOUR + 1 * SEC);
-  add(h, &ts[1], 12 * HOUR);
-  add(h, &ts[2], 15 * HOUR + 3);
-  add(h, &ts[3], 17 * HOUR);
-  add(h, &ts[4], 40 * HOUR); /* stays */
-  uint64_t steps = h->w.steps;
-  assert_int_equal(advance(h, 20 * HOUR, 0), 4);
-  /* Per entry: a stop per level it cascades through, plus one per overflow
-   * re-examination (every 64^4 ticks) and the final stop. */
-  assert_true(h->w.steps - steps <= 5 * SH_WHEEL_LEVELS + 10 * HOUR / (16777216 * MS) + 2);
-  assert_int_equal(sh_wheel_count(&h->w), 1);
-  assert_int_equal(ts[4].fires, 0);
-  harness_free(h);
-}
-
-/* Overflow windows (64^4 ticks) with nothing due are skipped too, even over
- * centuries, as when a worker discards its timers at shutdown. */
-static void test_overflow_jump_skips(void **state) {
-  (void)state;
-  const uint64_t day = 24 * HOUR, far = 200ull * 365 * day;
-  harness *h = harness_new(0, 0);
-  timer ts[4] = {0};
-  add(h, &ts[0], 100 * day);
-  add(h, &ts[1], 3 * day);
-  add(h, &ts[2], far);
-  add(h, &ts[3], 50 * day);
-  sh_wheel_remove(&h->w, &ts[1].link); /* leaves a stale, lower bound */
-  assert_true(sh_wheel_next_ns(&h->w) <= 50 * day);
-  assert_int_equal(advance(h, 99 * day, 0), 1);
-  assert_int_equal(ts[3].fires, 1);
-  assert_int_equal(advance(h, far - 1, 0), 1);
-  assert_int_equal(ts[0].fires, 1);
-  assert_int_equal(advance(h, far, 0), 1);
-  assert_int_equal(ts[2].fires, 1);
-  assert_int_equal(advance(h, UINT64_MAX / 4, 0), 0);
-  /* Per entry a stop per level plus its window; one for the stale bound. */
-  assert_true(h->w.steps <= 4 * (SH_WHEEL_LEVELS + 1) + 1 + 4);
-  assert_int_equal(sh_wheel_count(&h->w), 0);
-  harness_free(h);
-}
-
 /* Random adds, removes, re-adds from fire and jumps against a trivial model:
  * what is due fires, nothing fires early, next_ns bounds the earliest
  * expiry and count matches. */
@@ -495,10 +312,6 @@ int main(void) {
       cmocka_unit_test(test_readd_at_now_is_bounded),
       cmocka_unit_test(test_fire_removes_others),
       cmocka_unit_test(test_max_limit),
-      cmocka_unit_test(test_far_future),
-      cmocka_unit_test(test_next_ns),
-      cmocka_unit_test(test_large_jump_skips),
-      cmocka_unit_test(test_overflow_jump_skips),
       cmocka_unit_test(test_random_model),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,8 +7,9 @@
  * what the parser left in its input must stay under a bound, whatever the
  * input: the parser's memory is flat.
  *
- * Header-only (static functions) so that both programs build it with their
- * own flags; include it once.
+ * Header-only (static inline functions) so that both programs build it
+ * with their own flags, and a test that uses only the transcript
+ * (http_log) leaves the rest unused without a warning; include it once.
  */
 #ifndef TESTS_FUZZ_HTTP_ORACLE_H
 #define TESTS_FUZZ_HTTP_ORACLE_H
@@ -28,7 +29,7 @@ typedef struct http_log {
   size_t len, cap;
 } http_log;
 
-static void http_log_put(http_log *l, const void *p, size_t n) {
+static inline void http_log_put(http_log *l, const void *p, size_t n) {
   if (l->len + n + 1 > l->cap) {
     size_t cap = l->cap ? l->cap : 256;
     while (cap < l->len + n + 1) cap *= 2;
@@ -42,7 +43,8 @@ static void http_log_put(http_log *l, const void *p, size_t n) {
   l->p[l->len] = 0;
 }
 
-__attribute__((format(printf, 2, 3))) static void http_log_printf(http_log *l, const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) static inline void http_log_printf(http_log *l,
+                                                                        const char *fmt, ...) {
   char tmp[256];
   va_list ap;
   va_start(ap, fmt);
@@ -51,13 +53,13 @@ __attribute__((format(printf, 2, 3))) static void http_log_printf(http_log *l, c
   http_log_put(l, tmp, n < (int)sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
-static void http_log_str(http_log *l, const char *what, sh_http_str s) {
+static inline void http_log_str(http_log *l, const char *what, sh_http_str s) {
   http_log_printf(l, " %s[%zu]=", what, s.len);
   http_log_put(l, s.p, s.len);
 }
 
 /* One request, every field the parser fills. */
-static void http_log_request(http_log *l, const sh_http_request *r) {
+static inline void http_log_request(http_log *l, const sh_http_request *r) {
   http_log_printf(l, "DONE m=%d v=%d ka=%d ch=%d cl=%lld", (int)r->method, r->version,
                   r->keep_alive, r->chunked, (long long)r->content_length);
   http_log_str(l, "name", r->method_name);
@@ -82,12 +84,12 @@ static void http_log_request(http_log *l, const sh_http_request *r) {
 }
 
 /* What the parser may leave in its input after asking for more bytes. */
-static size_t http_oracle_bound(const sh_http_limits *lim) {
+static inline size_t http_oracle_bound(const sh_http_limits *lim) {
   return lim->max_head > 4096 ? lim->max_head : 4096;
 }
 
 /* Piece sizes: 0 whole, 1 one byte at a time, else a xorshift seed. */
-static size_t http_next_piece(uint64_t *mode, size_t left) {
+static inline size_t http_next_piece(uint64_t *mode, size_t left) {
   if (*mode == 0) return left;
   if (*mode == 1) return 1;
   uint64_t x = *mode;
@@ -102,8 +104,8 @@ static size_t http_next_piece(uint64_t *mode, size_t left) {
 /* Feeds d[0..n) to a fresh parser: the first `first` bytes (0: none) as
  * one piece, then pieces by mode; the transcript goes to l. false when the
  * parser broke the memory bound. */
-static bool http_feed(const uint8_t *d, size_t n, const sh_http_limits *lim, size_t first,
-                      uint64_t mode, http_log *l) {
+static inline bool http_feed(const uint8_t *d, size_t n, const sh_http_limits *lim,
+                             size_t first, uint64_t mode, http_log *l) {
   sh_http_parser p;
   sh_http_parser_init(&p, lim);
   sh_buf in = SH_BUF_INIT;
@@ -141,7 +143,7 @@ static bool http_feed(const uint8_t *d, size_t n, const sh_http_limits *lim, siz
 /* d[0..n) gives the same transcript whole, byte by byte and in pieces
  * drawn from seed, under the default limits and small ones. Prints the
  * first difference to stderr. */
-static bool http_oracle_check(const uint8_t *d, size_t n, uint64_t seed) {
+static inline bool http_oracle_check(const uint8_t *d, size_t n, uint64_t seed) {
   static const sh_http_limits lims[] = {{8192, 1u << 20}, {300, 100}};
   const uint64_t modes[] = {1, seed | 2};
   for (size_t li = 0; li < sizeof lims / sizeof lims[0]; li++) {
