@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "actor/house.h"
-#include "futtable.h"
+#include "actor/futtable.h"
 #include "actor/future.h"
 #include "actor/stack.h"
 #include "support/manual.h"

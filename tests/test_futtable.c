@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "futtable.h"
+#include "actor/futtable.h"
 #include "actor/future.h"
 #include "support/harness.h"
 
