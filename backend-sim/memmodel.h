@@ -3,7 +3,7 @@
  *
  * Every fiber runs on one OS thread, so every atomic of the core is, as
  * executed, sequentially consistent. The model gives back some of what a
- * weakly ordered machine allows: the core's atomics (core/atomic.h) report
+ * weakly ordered machine allows: the core's atomics (core/base/atomic.h) report
  * each store and read-modify-write, and a load weaker than seq_cst may be
  * handed the value a store of another fiber overwrote, if that store was
  * one of the last SH_SIMMEM_WINDOW stores the model heard of and it does
@@ -13,7 +13,7 @@
  * stronger) operations read, everything up to the moment it was made
  * runnable after a park, a block or its start, and everything up to each
  * moment the program's own code gave control to the runtime (a call of the
- * public API, the return of a handler or hook: core/atomic.h), since the
+ * public API, the return of a handler or hook: core/base/atomic.h), since the
  * program may synchronize in ways the model does not see. Which loads read
  * stale is a decision of the schedule (SH_SIM_STALE): recorded, replayed,
  * shrunk.

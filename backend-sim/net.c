@@ -48,7 +48,7 @@
  * readable, at the end of stream, reset). A new watch reports what the
  * socket already has. Closing a socket takes it out of every list.
  *
- * Faults (core/faults.h: decided, recorded, replayed and shrunk by
+ * Faults (core/base/faults.h: decided, recorded, replayed and shrunk by
  * fault.c, never drawn from the network's stream; their sizes are):
  *   sh/net/reset      at a write (which fails) or a segment's arrival: the
  *                     connection is reset; both ends get -ECONNRESET from

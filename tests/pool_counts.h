@@ -1,6 +1,6 @@
 /*
  * What the pool's tests (test_pool.c, test_pool_remote.c) read of a pool
- * (core/pool.h): the body sizes of the classes, free objects cached per
+ * (core/mem/pool.h): the body sizes of the classes, free objects cached per
  * class, objects per slab, slabs held, and whether a class's remote stack
  * is empty.
  */

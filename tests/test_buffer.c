@@ -1,5 +1,5 @@
 /*
- * Tests for core/buffer.c and core/netaddr.c: appends, peeks, consumes,
+ * Tests for core/net/buffer.c and core/net/netaddr.c: appends, peeks, consumes,
  * moves, spans and finds across page boundaries; moves that relink whole
  * pages and split one; zero lengths; out of memory (the sh/pool/alloc fault
  * point) leaving every buffer as it was; random operations against a flat

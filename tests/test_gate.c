@@ -1,5 +1,5 @@
 /*
- * Unit tests of a gate's decisions on a waiting sender (core/gate.c),
+ * Unit tests of a gate's decisions on a waiting sender (core/actor/gate.c),
  * single-threaded: admitted at once, queued, refused by a closed gate, and
  * refused by a gate reset for a later generation than the sender's (its
  * target stopped and another actor took the house since the sender looked).

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the ActorHouse (core/house.c), driven single-threaded
+ * Unit tests of the ActorHouse (core/actor/house.c), driven single-threaded
  * (house_fixture.h).
  *
  * Covered: the state machine (CREATED -> mounted WAITING -> READY, queued

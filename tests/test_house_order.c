@@ -1,5 +1,5 @@
 /*
- * Unit tests of the ActorHouse (core/house.c), driven single-threaded
+ * Unit tests of the ActorHouse (core/actor/house.c), driven single-threaded
  * (house_fixture.h): what a run takes first and what it holds back.
  *
  * Covered: the strict dispatch order reply, exception, ask, notice,

@@ -1,11 +1,11 @@
 /*
- * Tests for the run queues of houses (core/housequeue.c): FIFO order within
+ * Tests for the run queues of houses (core/sched/housequeue.c): FIFO order within
  * each sub-queue, the high sub-queue always popped before the normal one, an
  * exact count (also against a randomized model), trypop giving up on a held
  * lock while the other sub-queue still pops, and concurrent pushers with an
  * owner popper and a thief (built under TSan too) that get every house
  * exactly once and in each pusher's order. The checks of the test builds
- * (core/check.h, SH_INVARIANT) fire: a lock taken while held or given back
+ * (core/base/check.h, SH_INVARIANT) fire: a lock taken while held or given back
  * by another thread than its holder, a pop finding more houses linked than
  * counted.
  *

@@ -1,5 +1,5 @@
 /*
- * Tests for a channel's inflight queues (core/inflight.c): the start rules
+ * Tests for a channel's inflight queues (core/net/inflight.c): the start rules
  * (at most max_inflight inflight, for 1 and 3; a barrier waits for the
  * inflight items, starts alone and holds back the later ones; a pending
  * head that may not start holds back those behind it), matching responses

@@ -1,5 +1,5 @@
 /*
- * Tests for the MPSC mailbox (core/mailbox.c): FIFO order, an exact size,
+ * Tests for the MPSC mailbox (core/actor/mailbox.c): FIFO order, an exact size,
  * take on an empty mailbox, a randomized put/take run checked against a
  * FIFO model, and multi-producer stress runs (also built under TSan) that
  * check every message arrives exactly once and in per-producer order, into

@@ -1,5 +1,5 @@
 /*
- * Unit tests of messages (core/msg.c) on a system that is never started
+ * Unit tests of messages (core/mem/msg.c) on a system that is never started
  * (system_fixture.h): allocation (zeroed, typed, bad types refused),
  * sh_msg_new, and the drop hook called exactly once however a message
  * ends.

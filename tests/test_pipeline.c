@@ -1,5 +1,5 @@
 /*
- * Tests for core/pipeline.c: the order of inbound and outbound messages
+ * Tests for core/net/pipeline.c: the order of inbound and outbound messages
  * through several handlers and past those without the callback; a
  * length-prefixed decoder fed its input split at every offset; an encoder
  * writing into the channel's write buffer; bytes without a decoder moved,

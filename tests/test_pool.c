@@ -1,5 +1,5 @@
 /*
- * Tests for core/pool.c within one pool's owner: reuse and malloc counts,
+ * Tests for core/mem/pool.c within one pool's owner: reuse and malloc counts,
  * size classes and alignment, the plain-malloc paths, slab refills and
  * what goes back to malloc, idle trimming and destroy. Frees from other
  * threads and pools are test_pool_remote.c's.

@@ -1,5 +1,5 @@
 /*
- * Tests for core/pool.c across pools and threads: frees by another pool or
+ * Tests for core/mem/pool.c across pools and threads: frees by another pool or
  * a plain thread go back to the owner's remote stack (in batches from a
  * worker's outbox) and are reused without malloc; a flood's memory comes
  * back; the cross-worker steady state mallocs nothing; real threads free

@@ -1,6 +1,6 @@
 /*
  * The core's invariants that only the simulation and test builds check
- * (SH_INVARIANT, core/check.h) fire on the states they forbid: each test
+ * (SH_INVARIANT, core/base/check.h) fire on the states they forbid: each test
  * breaks one by hand in a forked child, which must die of the failed check
  * (SIGABRT). That they hold in correct runs is what every scenario run
  * shows.

@@ -1,5 +1,5 @@
 /*
- * The mailbox (core/mailbox.c) on the deterministic simulator: producers on
+ * The mailbox (core/actor/mailbox.c) on the deterministic simulator: producers on
  * thread fibers put in chunks while the consumer (the outside fiber) takes
  * until the mailbox looks empty, again and again, so that the sentinel is
  * re-linked between puts. The mailbox's scheduling points let the simulator

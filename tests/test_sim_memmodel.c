@@ -1,6 +1,6 @@
 /*
  * Tests of the simulator's memory model (backend-sim/memmodel.c), through
- * the core's atomic wrappers (core/atomic.h) on two thread fibers of a
+ * the core's atomic wrappers (core/base/atomic.h) on two thread fibers of a
  * started simulated system, with litmus tests:
  *   - store buffering (each stores one word, then loads the other): with
  *     relaxed loads both may read 0, and some seed shows it; with seq_cst

@@ -1,5 +1,5 @@
 /*
- * Unit tests of stacks and futures (core/stack.c), driven single-threaded
+ * Unit tests of stacks and futures (core/actor/stack.c), driven single-threaded
  * (stack_fixture.h).
  *
  * Covered: state transitions and locals (zeroed on a new stack, kept across

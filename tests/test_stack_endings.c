@@ -1,5 +1,5 @@
 /*
- * Unit tests of how stacks end (core/stack.c), driven single-threaded
+ * Unit tests of how stacks end (core/actor/stack.c), driven single-threaded
  * (stack_fixture.h).
  *
  * Covered: what an ask stack's ending tells the asker (reply, -ENODATA,

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the system (core/system.c), mostly on systems that are
+ * Unit tests of the system (core/sched/lifecycle.c), mostly on systems that are
  * never started (system_fixture.h); messages are test_msg.c's.
  *
  * Covered: the default configuration; sh_system_new rejecting bad

@@ -1,5 +1,5 @@
 /*
- * Unit tests of actor timers and ask timeouts (core/timer.c), without
+ * Unit tests of actor timers and ask timeouts (core/time/timer.c), without
  * threads: a 2-worker system that is never started; the test thread acts as
  * worker 0 and moves the wheel itself with sh_timer_advance(w, now), `now`
  * chosen far enough ahead of the real clock (the wheel only needs

@@ -1,5 +1,5 @@
 /*
- * Tests for the timer wheel (core/wheel.c): firing never early and at most
+ * Tests for the timer wheel (core/time/wheel.c): firing never early and at most
  * one tick late, expiry order, removal, re-adding from fire (periodic
  * timers), the per-call `max`, and an exact count, plus a randomized run
  * checked against a trivial model. Far expiries (the overflow list),

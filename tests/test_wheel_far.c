@@ -1,5 +1,5 @@
 /*
- * Tests for the timer wheel (core/wheel.c) far ahead: entries beyond the
+ * Tests for the timer wheel (core/time/wheel.c) far ahead: entries beyond the
  * last level wait in the overflow list; next_ns is a lower bound that
  * reaches every expiry in a bounded number of wake-ups; large jumps, even
  * over centuries, stop only where something is due.

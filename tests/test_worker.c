@@ -1,5 +1,5 @@
 /*
- * Unit tests of the worker (core/worker.c).
+ * Unit tests of the worker (core/sched/worker.c).
  *
  * Single-threaded, on a 2-worker system that is never started (the test
  * thread acts as worker 0): sh_worker_enqueue routes IO actors to the

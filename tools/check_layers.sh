@@ -15,7 +15,7 @@
 #     them), system headers, and their own: bench/common/*.h, a suite's
 #     bench/SUITE/common/*.h from within bench/SUITE/, http/*.h, scenarios/*.h
 #     (helpers shared by scenarios, themselves held to this rule).
-#  4. core/ touches atomic words only through core/atomic.h: no
+#  4. core/ touches atomic words only through core/base/atomic.h: no
 #     atomic_*() or atomic_*_explicit() operation of <stdatomic.h>
 #     (atomic_init included) and no __atomic or __sync builtin elsewhere in
 #     core/ (the types excepted), so that the simulator's memory model hears
@@ -55,7 +55,7 @@ self_test() {
   local want
   for want in 'cycle of 4 modules.*a, b, c, d' 'core/c.c: .*"sim.h".*backend-sim' \
               'scenarios/s.c: .*"a.h"' 'examples/e.c: .*<b.h>' 'bench/q.c: .*"s/common/h.h"' \
-              'core/b.c:2:.*atomic_load_explicit.*core/atomic.h'; do
+              'core/b.c:2:.*atomic_load_explicit.*core/base/atomic.h'; do
     grep -q "$want" <<<"$out" || { echo "self-test: broken tree: no line matching '$want' in:"; echo "$out"; return 1; }
   done
   [ "$rc" -eq 1 ] && [ "$(wc -l <<<"$out")" -eq 6 ] ||
@@ -204,7 +204,7 @@ BEGIN {
 ops='\b(atomic_(load|store|exchange|fetch_[a-z]+|compare_exchange_[a-z]+|flag_[a-z_]+|thread_fence|signal_fence|init)(_explicit)?|__atomic_[a-z_]+|__sync_[a-z_]+)[ \t]*\('
 for f in $(grep -rlE "$ops" core --include="*.[ch]" 2>/dev/null); do
   [ "$f" = core/base/atomic.h ] && continue
-  bad=$(grep -nE "$ops" "$f" | grep -vE '^[0-9]+:[ \t]*(/?\*|//)' | sed "s|^|$f:|; s|\$| : an atomic operation outside core/atomic.h (use its sh_atomic_* wrapper)|")
+  bad=$(grep -nE "$ops" "$f" | grep -vE '^[0-9]+:[ \t]*(/?\*|//)' | sed "s|^|$f:|; s|\$| : an atomic operation outside core/base/atomic.h (use its sh_atomic_* wrapper)|")
   [ -n "$bad" ] && { out=$(printf '%s\n%s' "$bad" "$out" | sed '/^$/d'); rc=1; }
 done
 echo "$out"

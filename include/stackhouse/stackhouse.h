@@ -132,7 +132,7 @@ struct sh_msg {
   sh_msg *_Atomic next;     /* mailbox link */
 #else
   /* C++ has no _Atomic qualifier. The runtime (C) alone touches the link,
-   * and an atomic pointer has a plain pointer's size and alignment (core/msg.c
+   * and an atomic pointer has a plain pointer's size and alignment (core/mem/msg.c
    * asserts it), so C++ sees the same layout. */
   sh_msg *next;
 #endif
