@@ -33,18 +33,20 @@
  * class is trimmed (every free slab, while the class holds more than `keep`
  * free objects). A slab with one live object stays: memory after a flood is
  * bounded by the slabs that still hold live objects plus max_cached free
- * objects plus one slab per class.
+ * objects plus one slab per class (give checks the slabs all free: at most
+ * one more than max_cached objects fill).
  *
  * Bounds. Every loop walks a slab (its objects), a class's slabs (nslabs) or
  * a taken return stack (at most the objects of the pool's slabs), or an
- * outbox (at most SH_POOL_OUTBOX).
+ * outbox (at most SH_POOL_OUTBOX); each is checked where it is walked.
  *
  * Idle tracking. The pool has no clock: sh_pool_alloc and an owner's
  * sh_pool_free only mark the class "touched" (last_use_ns = SH_POOL_TOUCHED),
  * and sh_pool_trim, which is given the time, turns the mark into
  * last_use_ns = now. A class is thus seen as used at the first trim after its
  * real use, never earlier, so trimming is late by at most one trim period
- * and never premature. Returns from other threads do not count as use.
+ * and never premature (not checked: the period is the caller's, and the
+ * pool has no clock). Returns from other threads do not count as use.
  */
 #include "mem/pool.h"
 
@@ -131,6 +133,7 @@ static uint32_t class_of(size_t size) {
   size_t need = size + SH_POOL_HDR;
   uint32_t cls = 0;
   while (class_size(cls) < need) cls++; /* ends by the last class: need <= SH_POOL_MAX_SIZE */
+  SH_DEBUG_ASSERT(cls < SH_POOL_CLASSES);
   return cls;
 }
 
@@ -163,6 +166,7 @@ static void unpoison_live(sh_pool_obj *o, size_t size) {
 
 /* The partial list: slabs with a free object, the most recently refilled first. */
 static void link_slab(sh_pool_class *c, sh_pool_slab *s) {
+  SH_DEBUG_ASSERT(s->nfree > 0 && s != c->partial);
   s->prev = NULL;
   s->next = c->partial;
   if (c->partial) c->partial->prev = s;
@@ -170,6 +174,7 @@ static void link_slab(sh_pool_class *c, sh_pool_slab *s) {
 }
 
 static void unlink_slab(sh_pool_class *c, sh_pool_slab *s) {
+  SH_DEBUG_ASSERT(s->prev != NULL || c->partial == s); /* it is in the list */
   if (s->prev)
     s->prev->next = s->next;
   else
@@ -182,6 +187,7 @@ static bool grow(sh_pool *p, uint32_t cls) {
   sh_pool_class *c = &p->cls[cls];
   uint32_t n = sh_pool_slab_objects(cls);
   size_t size = class_size(cls);
+  SH_ASSERT(c->partial == NULL && c->nfree == 0); /* grown only when nothing is free */
   sh_pool_slab *s = aligned_alloc(SH_POOL_LINE, SH_POOL_SLAB_HDR + n * size);
   if (!s) return false;
   s->owner = p;
@@ -222,6 +228,7 @@ static void release(sh_pool *p, sh_pool_class *c, sh_pool_slab *s) {
 static sh_pool_obj *take(sh_pool_class *c) {
   sh_pool_slab *s = c->partial;
   sh_pool_obj *o = s->free;
+  SH_DEBUG_ASSERT(o != NULL && s->nfree > 0 && c->nfree > 0);
   if (s->nfree == s->nobj) c->nspare--;
   s->free = o->next;
   s->nfree--;
@@ -234,6 +241,7 @@ static sh_pool_obj *take(sh_pool_class *c) {
  * objects are free and the class has max_cached others. */
 static void give(sh_pool *p, sh_pool_class *c, sh_pool_obj *o) {
   sh_pool_slab *s = o->slab;
+  SH_DEBUG_ASSERT(s->nfree < s->nobj); /* a slab takes back only what it gave */
   o->next = s->free;
   s->free = o;
   s->nfree++;
@@ -241,14 +249,19 @@ static void give(sh_pool *p, sh_pool_class *c, sh_pool_obj *o) {
   if (s->nfree == 1) link_slab(c, s);
   if (s->nfree < s->nobj) return;
   c->nspare++;
-  if (c->nfree - s->nobj >= p->max_cached) release(p, c, s);
+  uint32_t per = s->nobj; /* s may go */
+  if (c->nfree - per >= p->max_cached) release(p, c, s);
+  /* What the class keeps in slabs all free: max_cached objects, and a slab. */
+  SH_DEBUG_ASSERT(c->nspare == 0 || (uint64_t)(c->nspare - 1) * per <= p->max_cached);
 }
 
 /* Owner only: gives back every slab of c whose objects are all free, while
  * c holds more than `keep` free objects. Bounded by the class's slabs. */
 static void release_free_slabs(sh_pool *p, sh_pool_class *c, uint32_t keep) {
   sh_pool_slab *s = c->partial;
+  uint32_t slabs = c->nslabs, walked = 0;
   while (s && c->nfree > keep) {
+    SH_ASSERT(++walked <= slabs);
     sh_pool_slab *next = s->next;
     if (s->nfree == s->nobj) release(p, c, s);
     s = next;
@@ -271,8 +284,10 @@ static void drain_remote(sh_pool *p, sh_pool_class *c) {
    * ours needs publishing (pushers never read through the head), so no release. */
   SH_YIELD("pool.remote.take");
   sh_pool_obj *o = sh_atomic_exchange(&c->remote, NULL, memory_order_acquire);
-  while (o) {
+  uint64_t most = (uint64_t)c->nslabs * sh_pool_slab_objects((uint32_t)(c - p->cls)) - c->nfree;
+  for (uint64_t n = 1; o; n++) {
     sh_pool_obj *next = o->next;
+    SH_ASSERT(n <= most); /* only objects of our slabs that are not free come back */
     SH_ASSERT(o->slab->owner == p && o->state == SH_POOL_FREE);
     give(p, c, o);
     o = next;
@@ -425,6 +440,7 @@ static void free_foreign(sh_pool *self, sh_pool_obj *o) {
   if (c->out_head == NULL) c->out_tail = o;
   c->out_head = o;
   uint32_t n = nout(c) + 1;
+  SH_ASSERT(n <= SH_POOL_OUTBOX); /* flushed as it fills */
   set_nout(c, n);
   if (n == SH_POOL_OUTBOX) flush_class(c, o->cls);
 }
