@@ -148,7 +148,9 @@ sh_house *sh_hstore_take(sh_system *sys) {
 }
 
 /* h (vacant) onto the calling worker's list, the surplus to the spare
- * list; or straight to the spare list from a thread that is not a worker. */
+ * list; or straight to the spare list from a thread that is not a worker.
+ * The surplus is a batch, or all that is past SH_HSTORE_KEEP when a take
+ * that found none of the list's houses usable brought more. */
 static void give(sh_house *h) {
   sh_system *sys = h->sys;
   sh_worker *w = worker_of(sys);
@@ -160,9 +162,11 @@ static void give(sh_house *h) {
   }
   fifo_push(&w->houses, h);
   if (w->houses.n <= SH_HSTORE_KEEP) return;
+  uint32_t surplus = w->houses.n - SH_HSTORE_KEEP;
   sh_spin_lock(&sys->store_lock);
-  fifo_move(&w->houses, &sys->spare, SH_HSTORE_BATCH);
+  fifo_move(&w->houses, &sys->spare, surplus > SH_HSTORE_BATCH ? surplus : SH_HSTORE_BATCH);
   sh_spin_unlock(&sys->store_lock);
+  SH_ASSERT(w->houses.n <= SH_HSTORE_KEEP); /* hstore.h: what a worker keeps */
 }
 
 /* The generation moves on (still stopped: nobody may send to it until the
