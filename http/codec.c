@@ -153,6 +153,8 @@ static int pump(sh_pctx *c, codec *k) {
   k->blocked = false;
   /* Bounded: each turn consumes bytes or stops. */
   while (!k->stopped && sh_buf_len(in) > 0) {
+    size_t before = sh_buf_len(in);
+    (void)before;
     int rc = room(c, k);
     if (rc != 0) {
       k->blocked = rc > 0;
@@ -172,6 +174,7 @@ static int pump(sh_pctx *c, codec *k) {
     }
     if (f & F_CLOSE) k->stopped = true;
     if (rc < 0) return rc;
+    assert(k->stopped || sh_buf_len(in) < before); /* a request took bytes */
   }
   /* Past a closing request the peer's bytes are dropped as they come.
    * Once the last response is written (the lingering close) up to a
