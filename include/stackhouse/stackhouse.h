@@ -50,8 +50,9 @@ extern "C" {
 #define SH_VERSION_NUMBER (SH_VERSION_MAJOR * 10000 + SH_VERSION_MINOR * 100 + SH_VERSION_PATCH)
 #define SH_VERSION_STR_(x) #x
 #define SH_VERSION_STR(x) SH_VERSION_STR_(x)
-#define SH_VERSION_STRING \
-  SH_VERSION_STR(SH_VERSION_MAJOR) "." SH_VERSION_STR(SH_VERSION_MINOR) "." SH_VERSION_STR(SH_VERSION_PATCH)
+#define SH_VERSION_STRING                                                      \
+  SH_VERSION_STR(SH_VERSION_MAJOR) "." SH_VERSION_STR(SH_VERSION_MINOR) "." \
+      SH_VERSION_STR(SH_VERSION_PATCH)
 
 /* Marks the library's public API: the only symbols libstackhouse.so
  * exports (everything else is built with hidden visibility). */
@@ -437,7 +438,8 @@ typedef struct sh_mailbox_stats {
 /* The ask (kind SH_ASK) or notice (SH_NOTICE) mailbox of instance `i` of
  * an address. Any thread; the figures are read without stopping anyone.
  * -EINVAL for a bad argument. */
-SH_API int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind, sh_mailbox_stats *out);
+SH_API int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind,
+                                sh_mailbox_stats *out);
 
 /* ------------------------------------------------------------------ */
 /* Outside threads: the bridge                                         */
