@@ -118,6 +118,9 @@ int sh_net_watch(sh_plat *p, uint32_t worker, sh_sock s, void *token) {
   sh_net_slot old = {0};
   int rc = sh_net_slot_set(st, s, token, worker, &old);
   if (rc < 0) return rc;
+  /* One worker at most (netplat.h): the core watches a socket once, and
+   * epoll_ctl below refuses only a second watch by the same worker. */
+  SH_ASSERT(old.token == NULL || old.worker == worker);
   struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = token};
   if (epoll_ctl(sh_plat_epfd(p, worker), EPOLL_CTL_ADD, s, &ev) == 0) return 0;
   rc = -errno;
