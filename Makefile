@@ -462,7 +462,8 @@ space := $(subst ,, )
 # check of `make test` (tools/check_exports.sh): every function and object
 # they declare must be exported, and nothing else. A header of another
 # library (e.g. the simulator's, in libstackhouse-sim.a) stays out of it.
-SO_API_HEADERS := include/stackhouse/stackhouse.h include/stackhouse/probe.h include/stackhouse/net.h include/stackhouse/http.h
+SO_API_HEADERS := include/stackhouse/stackhouse.h include/stackhouse/bridge.h include/stackhouse/system.h \
+                  include/stackhouse/probe.h include/stackhouse/net.h include/stackhouse/http.h
 
 # ---------------------------------------------------------------- targets ---
 

@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/check.h"
 #include "base/faults.h"
 
 /* The largest UDP payload over IPv4 (65535 - 8 - 20), unless the public
@@ -117,6 +118,9 @@ int sh_net_watch(sh_plat *p, uint32_t worker, sh_sock s, void *token) {
   sh_net_slot old = {0};
   int rc = sh_net_slot_set(st, s, token, worker, &old);
   if (rc < 0) return rc;
+  /* One worker at most (netplat.h): the core watches a socket once, and
+   * epoll_ctl below refuses only a second watch by the same worker. */
+  SH_ASSERT(old.token == NULL || old.worker == worker);
   struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = token};
   if (epoll_ctl(sh_plat_epfd(p, worker), EPOLL_CTL_ADD, s, &ev) == 0) return 0;
   rc = -errno;
@@ -143,8 +147,12 @@ static void sh_net_stash_drop(sh_net_stash *stash, const void *token) {
 
 /* One epoll_wait without waiting, reporting at most `room` sockets. The
  * wakeup eventfd is left as it is: draining it here would lose a wake sent
- * before the worker's next park. Sets *more when the set may hold more. */
-static uint32_t sh_net_poll_once(int epfd, uint32_t room, sh_net_ready_fn fn, bool *more) {
+ * before the worker's next park. A socket past the room (the slot kept for
+ * the eventfd went to one) waits in the stash, which is empty here, for
+ * the next sh_net_poll: an edge-triggered report fetched is never dropped.
+ * Sets *more when the set may hold more. */
+static uint32_t sh_net_poll_once(int epfd, uint32_t room, sh_net_ready_fn fn,
+                                 sh_net_stash *stash, bool *more) {
   struct epoll_event evs[SH_NET_BATCH];
   /* One slot more than the room, so the eventfd (level-triggered: it comes
    * back while a wake is pending) cannot crowd out the last socket. */
@@ -155,10 +163,15 @@ static uint32_t sh_net_poll_once(int epfd, uint32_t room, sh_net_ready_fn fn, bo
   uint32_t got = 0;
   for (int i = 0; i < n; i++) {
     if (evs[i].data.ptr == NULL) continue;
+    if (got == room) {
+      sh_net_stash_event(stash, &evs[i]);
+      continue;
+    }
     fn(evs[i].data.ptr, sh_net_events(evs[i].events));
     got++;
   }
-  *more = n == want && got > 0;
+  SH_ASSERT(got <= room);
+  *more = n == want && got > 0 && stash->n == 0;
   return got;
 }
 
@@ -172,9 +185,11 @@ uint32_t sh_net_poll(sh_plat *p, uint32_t worker, uint32_t max) {
   sh_net_stash_report(stash, done, fn);
   bool more = true;
   while (done < max && more) {
+    SH_ASSERT(stash->n == 0); /* reported above: a poll's extra report has room */
     uint32_t room = max - done < SH_NET_BATCH ? max - done : SH_NET_BATCH;
-    done += sh_net_poll_once(sh_plat_epfd(p, worker), room, fn, &more);
+    done += sh_net_poll_once(sh_plat_epfd(p, worker), room, fn, stash, &more);
   }
+  SH_ASSERT(done <= max); /* at most `max` reports (netplat.h) */
   return done;
 }
 

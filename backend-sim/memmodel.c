@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/atomic.h"
+#include "base/check.h"
 #include "replay.h"
 #include "rng.h"
 #include "run.h"
@@ -51,7 +52,8 @@ bool sh_plat_mem_on;
 
 void sh_simmem_configure(const sh_sim_options *o, uint64_t *x) {
   memset(&M, 0, sizeof(M));
-  M.permille = o->stale_permille <= SH_SIMMEM_MAX_PERMILLE ? o->stale_permille : SH_SIMMEM_MAX_PERMILLE;
+  M.permille = o->stale_permille <= SH_SIMMEM_MAX_PERMILLE ? o->stale_permille
+                                                          : SH_SIMMEM_MAX_PERMILLE;
   M.points = o->atomic_points != 0;
   /* Under replay the schedule decides: the model runs whatever the rate. */
   sh_plat_mem_on = M.permille > 0 || o->schedule != NULL || M.points;
@@ -89,7 +91,9 @@ static uint64_t window_start(void) {
   return M.clock > SH_SIMMEM_WINDOW ? M.clock - SH_SIMMEM_WINDOW : 0;
 }
 
-static bool acquires(memory_order mo) { return mo != memory_order_relaxed && mo != memory_order_release; }
+static bool acquires(memory_order mo) {
+  return mo != memory_order_relaxed && mo != memory_order_release;
+}
 
 /* The running fiber read what store s left: with acquire, it has seen all
  * before s. s is NULL for a store the model does not know: t_unknown is a
@@ -135,6 +139,7 @@ void sh_plat_mem_fresh(const volatile void *p, size_t n) {
     uintptr_t a = (uintptr_t)s->a;
     if (s->a == NULL || a < lo || a >= hi) continue;
     uint32_t b = bucket(s->a);
+    SH_ASSERT(M.in[b] > 0); /* it counts this store */
     if (--M.in[b] == 0) M.filter &= ~(1ull << b);
     s->a = NULL;
   }
@@ -170,9 +175,11 @@ static void record(uint32_t f, const volatile void *a, uint64_t before, uint64_t
   sh_simmem_store *s = &M.ring[M.head++ & (SH_SIMMEM_WINDOW - 1)];
   if (s->a != NULL) {
     uint32_t old = bucket(s->a);
+    SH_ASSERT(M.in[old] > 0);
     if (--M.in[old] == 0) M.filter &= ~(1ull << old);
   }
   uint32_t b = bucket(a);
+  SH_ASSERT(M.in[b] < SH_SIMMEM_WINDOW); /* a bucket counts stores of the ring only */
   M.in[b]++;
   M.filter |= 1ull << b;
   *s = (sh_simmem_store){.a = a, .before = before, .after = after, .t = ++M.clock, .writer = f,

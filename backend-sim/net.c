@@ -81,6 +81,7 @@
 
 #include <fiu-local.h>
 
+#include "base/check.h"
 #include "base/faults.h"
 #include "netsock.h"
 #include "run.h"
@@ -287,7 +288,8 @@ static void swap_ev(uint32_t i, uint32_t j) {
 static void pop_ev(sh_simnet_ev *out) {
   *out = N.heap[0];
   N.heap[0] = N.heap[--N.nev];
-  for (uint32_t i = 0;;) { /* bounded by the heap's depth */
+  for (uint32_t i = 0, depth = 0;; depth++) { /* bounded by the heap's depth */
+    SH_ASSERT(depth < 32); /* i at least doubles each turn, below nev */
     uint32_t l = 2 * i + 1, m = i;
     if (l < N.nev && before(&N.heap[l], &N.heap[m])) m = l;
     if (l + 1 < N.nev && before(&N.heap[l + 1], &N.heap[m])) m = l + 1;
@@ -306,6 +308,8 @@ static const char *ev_name(const sh_simnet_ev *ev) {
 }
 
 int sh_simnet_send(sh_simnet_ev *ev) {
+  /* Later than now: what a delivery sends waits for a later one (deliver). */
+  SH_ASSERT(ev->at > S->now);
   if (grow((void **)&N.heap, &N.capev, N.nev + 1, sizeof(*N.heap)) != 0) return -ENOMEM;
   ev->seq = N.seq++;
   uint32_t i = N.nev++;
@@ -369,7 +373,7 @@ sh_simnet_seg *sh_simnet_seg_new(const struct iovec *iov, int iovcnt, size_t ski
 }
 
 void sh_simnet_seg_free(sh_simnet_seg *s) {
-  while (s != NULL) { /* bounded by the chain */
+  while (s != NULL) { /* bounded by the chain, whose end rx_push marks */
     sh_simnet_seg *n = s->next;
     free(s);
     s = n;
@@ -442,7 +446,11 @@ uint32_t sh_net_poll(sh_plat *p, uint32_t worker, uint32_t max) {
   if (worker >= SH_SIM_MAX_WORKERS) return 0;
   sh_simnet_list *l = &N.ready[worker];
   uint32_t i = 0, got = 0;
-  /* Bounded by the list: the readiness function adds nothing to it. */
+  /* Bounded by max. The list may grow meanwhile: the readiness function
+   * queues its channel's event, whose scheduling points let other fibers
+   * list more sockets for this worker, always at the end (nothing takes an
+   * entry out but this walk and the worker's own park), which the walk by
+   * index relies on. */
   for (; i < l->n && got < max; i++) {
     sh_simnet_sock *k = sh_simnet_get(l->ids[i], 0);
     if (k == NULL) continue;
@@ -454,7 +462,9 @@ uint32_t sh_net_poll(sh_plat *p, uint32_t worker, uint32_t max) {
     got++;
     sh_simrun_mix(SH_SIMRUN_MIX_NET);
     sh_simrun_mix(((uint64_t)ev << 32) | (uint32_t)k->id);
+    uint32_t listed = l->n;
     if (N.ready_fn != NULL) N.ready_fn(k->token, ev);
+    SH_ASSERT(l->n >= listed); /* only grown, at its end */
   }
   if (i > 0) memmove(l->ids, l->ids + i, (l->n - i) * sizeof(*l->ids));
   l->n -= i;

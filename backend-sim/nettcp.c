@@ -8,6 +8,7 @@
 
 #include <fiu-local.h>
 
+#include "base/check.h"
 #include "base/faults.h"
 #include "netsock.h"
 #include "run.h"
@@ -149,8 +150,10 @@ int sh_net_local(sh_sock s, sh_netaddr *out) {
 /* Takes n unread bytes of k into buf. */
 static void rx_take(sh_simnet_sock *k, unsigned char *buf, size_t n) {
   size_t done = 0;
-  while (done < n) { /* bounded: n <= k->rx_bytes */
+  SH_ASSERT(n <= k->rx_bytes);
+  while (done < n) { /* bounded: n <= k->rx_bytes, the bytes of the chain */
     sh_simnet_seg *s = k->rx;
+    SH_ASSERT(s != NULL);
     size_t c = s->len - s->off < n - done ? s->len - s->off : n - done;
     memcpy(buf + done, s->data + s->off, c);
     s->off += (uint32_t)c;
@@ -198,6 +201,7 @@ static size_t send_segments(sh_simnet_sock *k, const struct iovec *iov, int iovc
   for (uint64_t i = 0; i < nseg; i++) {
     size_t left = nseg - i - 1; /* segments after this one, a byte each at least */
     size_t size = left == 0 ? n - off : 1 + sh_simnet_draw(n - off - left);
+    SH_ASSERT(size >= 1 && off + size + left <= n);
     sh_simnet_ev ev = {.kind = SH_SIMNET_EV_SEG, .src = k->id, .dst = k->peer_id};
     ev.seg = sh_simnet_seg_new(iov, iovcnt, off, size);
     if (ev.seg == NULL) break;

@@ -28,6 +28,7 @@
 
 #include <stackhouse/stackhouse.h>
 
+#include "base/check.h"
 #include "fault.h"
 #include "memmodel.h"
 #include "misuse.h"
@@ -143,7 +144,9 @@ int sh_plat_start(sh_plat *p, sh_plat_entry entry, void *ctx) {
 void sh_plat_join(sh_plat *p) {
   assert(p == S->plat && p->cur == p->nworkers);
   if (!p->started) return;
-  /* Bounded by the workers: each pass ends only when one more finished. */
+  /* Bounded by the workers: each pass ends only when one more finished.
+   * Not counted: a pass is a wait, which the run's step limit and
+   * deadlock check bound. */
   while (p->ndone < p->nworkers) {
     sh_simrun_block(p, SH_PLAT_NO_DEADLINE);
     sh_simrun_give_way("join");
@@ -281,7 +284,8 @@ static int event_wait(sh_plat_event *e, uint64_t deadline_ns) {
   assert(e->waiter == SH_SIMRUN_NO_FIBER); /* one waiter at a time */
   e->waiter = p->cur;
   /* Bounded: each pass ends with a set (unblock), the deadline (expire) or
-   * the last worker's exit, which wakes the outside fiber once. */
+   * the last worker's exit, which wakes the outside fiber once (a wait, not
+   * a count: the run's step limit and deadlock check bound it). */
   while (!e->set && S->now < deadline_ns) {
     sh_simrun_block(p, deadline_ns);
     sh_simrun_give_way("event_wait");
@@ -323,6 +327,10 @@ int sh_plat_thread_start(void (*fn)(void *arg), void *arg, sh_plat_thread **out)
   if (p->nfibers - p->nworkers - 1 >= SH_PLAT_MAX_THREADS) return -EAGAIN;
   sh_plat_thread *t = calloc(1, sizeof(*t));
   if (t == NULL) return -ENOMEM;
+  /* The table has room for SH_PLAT_MAX_THREADS past the workers and the
+   * outside fiber (sh_plat_new), and every per-fiber scan ends at nfibers. */
+  SH_ASSERT(p->nfibers < p->nworkers + 1 + SH_PLAT_MAX_THREADS &&
+            p->nfibers < SH_SIM_MAX_FIBERS);
   sh_simrun_fiber *f = &p->f[p->nfibers];
   memset(f, 0, sizeof(*f));
   int rc = sh_fiber_init(&f->ctx, sh_fiber_default_stack(), thread_main, f);
@@ -355,7 +363,8 @@ void sh_plat_thread_join(sh_plat_thread *t) {
   assert(t != NULL && p != NULL && t->fiber > p->nworkers && t->fiber < p->nfibers);
   sh_simrun_fiber *f = &p->f[t->fiber];
   assert(t->fiber != p->cur && !f->joined && f->joiner == SH_SIMRUN_NO_FIBER);
-  /* Bounded: the thread's exit unblocks us; any other wake re-checks. */
+  /* Bounded: the thread's exit unblocks us; any other wake re-checks (a
+   * wait, bounded by the run's step limit and deadlock check). */
   while (f->state != SH_SIMRUN_DONE) {
     f->joiner = p->cur;
     sh_simrun_block(p, SH_PLAT_NO_DEADLINE);

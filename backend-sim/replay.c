@@ -5,12 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/check.h"
+#include "memmodel.h"
+
 /* Decisions recorded per run, at most (16 bytes each, 16 more with their context). */
 #define SH_SIM_MAX_LOG (1u << 22)
 /* Decisions of one step told apart under replay, at most: a step holds a
  * preemption, a forced switch and the faults decided between two
  * scheduling points, a handful; more are matched as if unused. */
 #define SH_SIM_STEP_DECISIONS 64u
+/* A step's stale reads (memmodel.h) alone never fill what is told apart. */
+_Static_assert(SH_SIMMEM_STEP_CANDIDATES < SH_SIM_STEP_DECISIONS,
+               "a step's stale reads leave room for its other decisions");
 /* Scheduling points kept per run when asked, at most (24 bytes each). */
 #define SH_SIM_MAX_POINTS (1u << 20)
 
@@ -206,8 +212,9 @@ static void record(const sh_sim_choice *c, const char *where) {
     R.log_full = true;
     return;
   }
-  assert(R.nlog < R.caplog && R.caplog <= SH_SIM_MAX_LOG);
-  if (R.ctx_on) R.ctx[R.nlog] = (sh_sim_decision_context){.where = where, .hash = sh_simrun_state.hash};
+  SH_ASSERT(R.nlog < R.caplog && R.caplog <= SH_SIM_MAX_LOG);
+  if (R.ctx_on)
+    R.ctx[R.nlog] = (sh_sim_decision_context){.where = where, .hash = sh_simrun_state.hash};
   R.log[R.nlog++] = *c;
 }
 
@@ -240,5 +247,7 @@ void sh_simreplay_point_keep(uint64_t step, const char *where) {
     R.points = n;
     R.cappoints = cap;
   }
-  R.points[R.npoints++] = (sh_sim_point){.step = step, .where = where, .hash = sh_simrun_state.hash};
+  SH_ASSERT(R.npoints < R.cappoints && R.cappoints <= SH_SIM_MAX_POINTS);
+  R.points[R.npoints++] =
+      (sh_sim_point){.step = step, .where = where, .hash = sh_simrun_state.hash};
 }

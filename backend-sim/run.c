@@ -294,7 +294,9 @@ static void switch_to(sh_plat *p, uint32_t next, const char *where, bool forced)
 void sh_simrun_give_way(const char *where) {
   sh_plat *p = S->plat;
   p->f[p->cur].where = where;
-  /* Bounded: every jump makes at least one sleeping fiber runnable. */
+  /* Bounded: each jump moves the clock to the next deadline (a sleeper's or
+   * an arrival's), which expires; with none left the run fails as a
+   * deadlock (jump). A wait, not a count. */
   for (;;) {
     uint32_t next = pick_next(p, UINT32_MAX);
     if (next != UINT32_MAX) {

@@ -34,6 +34,8 @@
 
 #include <stackhouse/sim.h>
 
+#include "base/check.h"
+
 /* Values above WIDE_VALUE are first tried at 1 .. SMALL_TRIES (lower_values). */
 #define WIDE_VALUE (1ull << 32)
 #define SMALL_TRIES 4u
@@ -100,14 +102,20 @@ static bool try_value(shrinker *k, size_t i, uint64_t v) {
   return try_trial(k, k->n);
 }
 
+/* Trials lower_values may spend on one draw: 0, the small values, and a
+ * bisection of a 64-bit value's range. */
+#define DRAW_TRIALS (1u + SMALL_TRIES + 64u)
+
 /* Each draw toward 0: 0 itself, else (for a wide value) 1 to SMALL_TRIES,
  * else the least value that still fails by bisection between 0 (passes)
- * and its own (fails), as if failing were monotonic in it (at most 68
- * trials a draw, and the budget). True if any went lower. */
+ * and its own (fails), as if failing were monotonic in it (at most
+ * DRAW_TRIALS, 69, trials a draw, and the budget). True if any went
+ * lower. */
 static bool lower_values(shrinker *k) {
   bool any = false;
   for (size_t i = 0; i < k->n && k->trials < k->max_trials; i++) {
     if (k->s[i].kind != SH_SIM_DRAW || k->s[i].value == 0) continue;
+    uint32_t before = k->trials;
     if (try_value(k, i, 0)) {
       any = true;
       continue;
@@ -128,6 +136,7 @@ static bool lower_values(shrinker *k) {
       if (try_value(k, i, mid)) any = true;
       else lo = mid;
     }
+    SH_ASSERT(k->trials - before <= DRAW_TRIALS);
   }
   return any;
 }
@@ -179,11 +188,12 @@ static void drop_trailing_zeros(shrinker *k) {
 
 /* A short prefix that still fails, by bisection over its length: failing
  * is not monotonic in it, so this is a prefix that fails, not always the
- * shortest. Bounded by log2(n) trials. */
+ * shortest. Bounded by log2(n) trials (counted: at most 64, n's bits). */
 static void cut_tail(shrinker *k, int cls) {
   size_t lo = 0; /* prefixes shorter than lo are not tried again */
   size_t n = class_count(k, cls);
-  while (lo < n && k->trials < k->max_trials) {
+  for (uint32_t turns = 1; lo < n && k->trials < k->max_trials; turns++) {
+    SH_ASSERT(turns <= 64);
     size_t mid = lo + (n - lo) / 2;
     if (try_without(k, cls, mid, n)) n = mid;
     else lo = mid + 1;
@@ -198,7 +208,9 @@ static void cut_tail(shrinker *k, int cls) {
 static bool pass(shrinker *k, int cls, size_t chunks) {
   size_t n = class_count(k, cls), size = (n + chunks - 1) / chunks;
   bool any = false;
+  uint32_t before = k->trials;
   for (size_t lo = 0; lo < n;) {
+    SH_ASSERT(k->trials - before < chunks);
     size_t hi = lo + size < n ? lo + size : n;
     if (try_without(k, cls, lo, hi)) {
       any = true;
@@ -211,14 +223,15 @@ static bool pass(shrinker *k, int cls, size_t chunks) {
 }
 
 /* ddmin, complements only, over one class. Bounded: each round either
- * drops a chunk (the class shrinks) or doubles the chunks, up to the
- * class's size; and by max_trials. */
+ * drops a chunk (the class shrinks: checked) or doubles the chunks, up to
+ * the class's size; and by max_trials. */
 static void ddmin(shrinker *k, int cls) {
   size_t chunks = 2;
   for (size_t n = class_count(k, cls); n > 0 && k->trials < k->max_trials;
        n = class_count(k, cls)) {
     if (chunks > n) chunks = n;
     if (pass(k, cls, chunks)) {
+      SH_ASSERT(class_count(k, cls) < n);
       chunks = chunks > 2 ? chunks - 1 : 2;
     } else if (chunks == n) {
       break; /* no single choice can go */

@@ -18,7 +18,8 @@
  *
  * Decoding also stops while the write buffer is past its high watermark,
  * so that a client slow to read is pushed back, not cut off: the write
- * buffer then holds at most the responses of the requests taken before,
+ * buffer then holds at most the responses of the requests taken before
+ * (room() decides it; their sizes are the handlers' and not counted),
  * and decoding resumes when the channel says it drained (the actor's
  * SH_CHANNEL_WRITABLE, sh_http_codec_resume). After the peer's end of
  * stream one request at a time is taken past the watermark, as long as
@@ -87,7 +88,9 @@ static int room(sh_pctx *c, codec *k) {
   if (k->count == k->cap) return 1;
   size_t out = sh_buf_len(sh_pctx_out(c));
   /* Past the peer's end, alone: nothing else writes meanwhile, so the
-   * buffer passes its limit by one response at most. */
+   * buffer passes its limit by one response at most (not checked: that
+   * response's size is known only as it is encoded, into the channel's
+   * buffer). */
   if (out < k->high || (k->count == 0 && k->conn->eof && out <= k->limit)) return 0;
   /* The codec appends to the write buffer directly, which the channel
    * weighs only as it flushes: an empty write through the head marks the
@@ -153,6 +156,8 @@ static int pump(sh_pctx *c, codec *k) {
   k->blocked = false;
   /* Bounded: each turn consumes bytes or stops. */
   while (!k->stopped && sh_buf_len(in) > 0) {
+    size_t before = sh_buf_len(in);
+    (void)before;
     int rc = room(c, k);
     if (rc != 0) {
       k->blocked = rc > 0;
@@ -172,6 +177,7 @@ static int pump(sh_pctx *c, codec *k) {
     }
     if (f & F_CLOSE) k->stopped = true;
     if (rc < 0) return rc;
+    assert(k->stopped || sh_buf_len(in) < before); /* a request took bytes */
   }
   /* Past a closing request the peer's bytes are dropped as they come.
    * Once the last response is written (the lingering close) up to a

@@ -7,6 +7,7 @@
  * timeout of its connections.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,8 +84,12 @@ static void sweep(sh_http_actor *a) {
   int64_t now = sh_clock_ms();
   sh_http_conn *c;
   /* Bounded by the armed connections: each turn disarms one, and one armed
-   * again goes behind every due one (its armed_at is now). */
+   * again goes behind every due one (its armed_at is now, and idle > 0):
+   * at most one turn per open connection. */
+  uint32_t turns = 0, open = a->nconns;
   while ((c = a->armed_head) != NULL && now - c->armed_at >= idle) {
+    assert(++turns <= open);
+    (void)open;
     size_t pending = sh_channel_pending_bytes(c->ch);
     bool draining = pending > 0 && pending < c->armed_pending;
     sh_http_conn_disarm(c);

@@ -5,6 +5,7 @@
  * need no length checks: each stops at the latest at that LF, a byte no
  * class of the table admits.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <stddef.h>
@@ -89,6 +90,7 @@ static inline uint64_t below(uint64_t w, uint8_t n) { return (w - ONES * n) & ~w
  * 0x80..0xFF when high is 0 (field values, without HTAB: lo 0x20, high 0;
  * targets: lo 0x21, high HIGHS). */
 static size_t skip_words(const uint8_t *h, size_t i, size_t len, uint8_t lo, uint64_t high) {
+  assert(lo <= 0x80); /* below's bound */
   for (uint64_t w; i + 8 <= len; i += 8) {
     memcpy(&w, h + i, 8);
     if ((below(w, lo) | (w & high) | below(w ^ (ONES * 0x7f), 1)) != 0) break;

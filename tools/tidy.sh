@@ -15,6 +15,11 @@
 #     ("folder count" lines). A folder above its count gets a note (raise it:
 #     --update-baseline); a folder missing from the file, or one listed there
 #     that holds no library code any more, fails until the file is rewritten.
+#  4. In the folders of ASSERT_DIRS (and below them), every function of more
+#     than MIN_FN_ASSERT lines (counted as in 1) holds at least one of those
+#     assertions in its body (docs/style.md: a precondition, postcondition
+#     or invariant in every function that does something), but for the
+#     files of TIDY_ASSERT_PENDING.
 # Also measured, not enforced: assertions per function definition, per
 # folder with --report (a table), for all the library code in the summary.
 # How functions are found: comments, strings and character literals are set
@@ -35,6 +40,16 @@ set -u
 MAX_FN=70 MAX_COL=100 MAX_FILE=500
 LIB='^(core|backend-epoll|backend-sim|http|include)/'
 BASELINE=tools/tidy-assertions
+# Rule 4: in these folders (and below), a function of more than
+# MIN_FN_ASSERT lines holds an assertion.
+ASSERT_DIRS="core/actor core/sched" MIN_FN_ASSERT=5
+# TEMPORARY, and to be emptied: files of those folders that rule 4 skips
+# while they are being rewritten. Each gets its assertions with its
+# rewrite and then leaves the list; the rule then holds for every file.
+TIDY_ASSERT_PENDING="core/actor/dispatch.c core/actor/future.c core/actor/stack.c
+  core/sched/lifecycle.c core/sched/loop.c"
+# The self-test's tree has its own pending file.
+[ -n "${TIDY_SELF_TEST_PENDING:-}" ] && TIDY_ASSERT_PENDING=$TIDY_SELF_TEST_PENDING
 
 # N lines of filler, to stdout.
 lines() { local i; for ((i = 0; i < $1; i++)); do echo "  x++;"; done; }
@@ -43,7 +58,9 @@ self_test() {
   local t rc out want
   t=$(mktemp -d) || return 2
   trap 'rm -rf "$t"' RETURN
-  mkdir -p "$t"/{core/base,core/mem,http,include/stackhouse,tests,tools,build}
+  export TIDY_SELF_TEST_PENDING=core/sched/pend.c
+  mkdir -p "$t"/{core/base,core/mem,core/actor,core/actorx,core/sched/sub,http,include/stackhouse}
+  mkdir -p "$t"/{tests,tools,build}
   # core/base/a.c: f71 is 71 lines from its brace; g has a three-line
   # signature and 70 lines from its brace (72 from its name), braces in a
   # comment, a string and a character, and an #if whose branches each open
@@ -72,21 +89,32 @@ self_test() {
   { printf 'void t(void) { /* %s */\n' "$(printf '%0110d' 0)"; lines 499; printf '}\n'; } > "$t/tests/t.c"
   lines 600 > "$t/build/big.c"
   : > "$t/include/stackhouse/api.h"
+  # Rule 4 (core/actor, core/sched and below): big, 6 lines, has only an
+  # assertion in a comment; small has 5 lines; g is one folder down; the
+  # same function in core/actorx (another folder) and in the pending file
+  # passes.
+  { printf 'int big(int x) {\n  /* SH_ASSERT(x) */\n'; lines 3; printf '}\n'
+    printf 'int small(int x) {\n'; lines 3; printf '}\n'; } > "$t/core/actor/d.c"
+  sed 's/big/g/; /small/,$d' "$t/core/actor/d.c" > "$t/core/sched/sub/f.c"
+  cp "$t/core/sched/sub/f.c" "$t/core/actorx/e.c"; cp "$t/core/actorx/e.c" "$t/core/sched/pend.c"
   # The baseline: core/base had 2 (has 1), core/mem had 1 (has 3: a note),
   # core/gone is gone, http is missing.
-  printf '# comment\ncore/base 2\ncore/mem 1\ncore/gone 3\ninclude/stackhouse 0\n' > "$t/$BASELINE"
+  { printf '# comment\ncore/base 2\ncore/mem 1\ncore/gone 3\ninclude/stackhouse 0\n'
+    printf 'core/actor 0\ncore/actorx 0\ncore/sched 0\ncore/sched/sub 0\n'; } > "$t/$BASELINE"
   out=$(bash "$0" "$t"); rc=$?
   for want in '^core/base/a.c:1: function f71 is 71 lines' '^core/mem/b.h:6: 101 columns' \
               '^tests/t.c:501: 501 lines' \
               '^tools/tidy-assertions:2: core/base: 1 assertions.*baseline 2' \
               '^tools/tidy-assertions:4: core/gone: no library code' \
-              '^tools/tidy-assertions:6: http: not in' \
-              '^tools/tidy-assertions:3: note: core/mem: 3 assertions, baseline 1'; do
+              '^tools/tidy-assertions:10: http: not in' \
+              '^tools/tidy-assertions:3: note: core/mem: 3 assertions, baseline 1' \
+              '^core/actor/d.c:1: function big has no assertion' \
+              '^core/sched/sub/f.c:1: function g has no assertion'; do
     grep -q "$want" <<<"$out" ||
       { echo "self-test: broken tree: no line matching '$want' in:"; echo "$out"; return 1; }
   done
-  [ "$rc" -eq 1 ] && [ "$(wc -l <<<"$out")" -eq 7 ] ||
-    { echo "self-test: broken tree: want exit 1 and 7 lines, got $rc:"; echo "$out"; return 1; }
+  [ "$rc" -eq 1 ] && [ "$(wc -l <<<"$out")" -eq 9 ] ||
+    { echo "self-test: broken tree: want exit 1 and 9 lines, got $rc:"; echo "$out"; return 1; }
   # Braces that do not balance are reported, not measured wrong.
   printf 'void u(void) {\n#if A\n  {\n#else\n  {{\n#endif\n}\n' > "$t/core/mem/u.c"
   out=$(bash "$0" "$t"); grep -q '^core/mem/u.c:7: braces do not balance' <<<"$out" ||
@@ -95,22 +123,24 @@ self_test() {
   # a line shorter, the baseline rewritten; --report gives each folder.
   rm "$t/core/mem/u.c"; sed -i '2d' "$t/core/base/a.c"; sed -i '6s/0 \*\//\*\//' "$t/core/mem/b.h"
   sed -i '$d' "$t/tests/t.c"; sed -i '$s/^  x++;$/}/' "$t/tests/t.c"
+  sed -i '2s/.*/  SH_ASSERT(x);/' "$t/core/actor/d.c" "$t/core/sched/sub/f.c"
   out=$(bash "$0" --update-baseline "$t") ||
     { echo "self-test: --update-baseline failed: $out"; return 1; }
-  [ "$(grep -v '^#' "$t/$BASELINE" | tr '\n' ' ')" = 'core/base 1 core/mem 3 http 1 include/stackhouse 0 ' ] ||
+  want='core/actor 1 core/actorx 0 core/base 1 core/mem 3 core/sched 0 core/sched/sub 1 http 1 '
+  [ "$(grep -v '^#' "$t/$BASELINE" | tr '\n' ' ')" = "${want}include/stackhouse 0 " ] ||
     { echo "self-test: bad baseline written:"; cat "$t/$BASELINE"; return 1; }
   out=$(bash "$0" --report "$t") || { echo "self-test: fixed tree failed:"; echo "$out"; return 1; }
   for want in '^core/base +1 +2 +1 +0\.50 +1$' '^core/mem +1 +1 +3 +3\.00 +3$' \
-              '^include/stackhouse +1 +0 +0 +- +0$' '^all +4 +4 +5 +1\.25 +5$' \
-              '^tidy: 4 library files, 4 functions \(longest 70 lines\), widest line 100 columns; ' \
-              '; 5 C files \(largest 500 lines\); 5 assertions in 4 folders \(1\.25 per function\)'; do
+              '^include/stackhouse +1 +0 +0 +- +0$' '^all +8 +9 +7 +0\.78 +7$' \
+              '^tidy: 8 library files, 9 functions \(longest 70 lines\), widest line 100 columns; ' \
+              '; 9 C files \(largest 500 lines\); 7 assertions in 8 folders \(0\.78 per function\)'; do
     grep -Eq "$want" <<<"$out" ||
       { echo "self-test: fixed tree: no line matching '$want' in:"; echo "$out"; return 1; }
   done
   # A line of the baseline that is not "folder count" fails.
   echo 'core/base' >> "$t/$BASELINE"
   out=$(bash "$0" "$t") && { echo "self-test: a malformed baseline passed"; return 1; }
-  grep -q '^tools/tidy-assertions:7: not a line "folder count"' <<<"$out" ||
+  grep -q '^tools/tidy-assertions:11: not a line "folder count"' <<<"$out" ||
     { echo "self-test: malformed baseline: $out"; return 1; }
   echo "self-test passed"
 }
@@ -128,7 +158,8 @@ files=$(find . -path ./build -prune -o -path ./.git -prune -o -type f -name '*.[
         sed 's|^\./||' | LC_ALL=C sort)
 
 out=$(LC_ALL=C awk -v files="$files" -v lib="$LIB" -v maxfn=$MAX_FN -v maxcol=$MAX_COL \
-      -v maxfile=$MAX_FILE -v base="$BASELINE" -v mode=$mode -v report=$report '
+      -v maxfile=$MAX_FILE -v base="$BASELINE" -v mode=$mode -v report=$report \
+      -v adirs="$ASSERT_DIRS" -v minfn=$MIN_FN_ASSERT -v pending="$TIDY_ASSERT_PENDING" '
 # The code of a line: comments dropped (incomment carries a /* */ over
 # lines), strings and character literals emptied.
 function strip(s,   out, c) {
@@ -208,7 +239,7 @@ function braces(s, f,   c) {
     if (c == "{") {
       if (depth == 0 && pending ~ /extern[ \t]*""[ \t]*$/) externc++
       else if (depth++ == 0 && isfunc(pending)) {
-        infn = 1; fopen = ln; fline = pline; fn = fname(pending)
+        infn = 1; fopen = ln; fline = pline; fn = fname(pending); fstart = filas - lineas
       }
     } else if (c == "}") {
       if (depth == 0) { if (externc > 0) externc--; else unbal = unbal ? unbal : ln }
@@ -216,6 +247,7 @@ function braces(s, f,   c) {
         infn = 0; nfn[dir]++; nfuncs++; len = ln - fopen + 1
         if (len > longest) longest = len
         if (len > maxfn) bad(f, fline, "function " fn " is " len " lines (at most " maxfn ")")
+        if (len > minfn && mustassert && filas == fstart) bad(f, fline, "function " fn " has no assertion")
       }
     }
     if (depth == 0) pending = ""
@@ -230,9 +262,12 @@ function asserts(s,   n) {
   }
   return n
 }
-function scan(f, islib,   line, code, d, cont, defassert) {
+function scan(f, islib,   line, code, d, cont, defassert, i) {
   ln = 0; incomment = 0; depth = 0; npp = 0; externc = 0; pending = ""; infn = 0; unbal = 0
-  cont = 0; defassert = 0; dir = f; sub(/\/[^\/]*$/, "", dir)
+  cont = 0; defassert = 0; dir = f; sub(/\/[^\/]*$/, "", dir); filas = 0
+  mustassert = 0
+  for (i = 1; i <= nadir; i++) if (dir == adir[i] || index(dir, adir[i] "/") == 1) mustassert = 1
+  if (f in pend) mustassert = 0
   if (islib) { nlib++; nfiles[dir]++; nfn[dir] += 0; nas[dir] += 0 }
   while ((getline line < f) > 0) {
     ln++
@@ -250,11 +285,11 @@ function scan(f, islib,   line, code, d, cont, defassert) {
           depth = ppd[npp]
         } else if (d == "endif" && npp > 0) { if (ppelse[npp]) depth = ppend[npp]; npp-- }
       }
-      if (!defassert) nas[dir] += asserts(code)
+      if (!defassert) { lineas = asserts(code); nas[dir] += lineas; filas += lineas }
       cont = line ~ /\\$/
       continue
     }
-    nas[dir] += asserts(code)
+    lineas = asserts(code); nas[dir] += lineas; filas += lineas
     braces(code, f)
   }
   close(f)
@@ -268,6 +303,9 @@ function scan(f, islib,   line, code, d, cont, defassert) {
 function ratio(a, n) { return n ? sprintf("%.2f", a / n) : "-" }
 BEGIN {
   amacros = "SH_ASSERT|SH_DEBUG_ASSERT|SH_INVARIANT|static_assert"
+  nadir = split(adirs, adir, " ")
+  np = split(pending, pl, /[ \t\n]+/)
+  for (i = 1; i <= np; i++) if (pl[i] != "") pend[pl[i]] = 1
   n = split(files, fl, "\n")
   for (i = 1; i <= n; i++) scan(fl[i], fl[i] ~ lib)
   for (d in nas) { dirs[++nd] = d; nasserts += nas[d] }

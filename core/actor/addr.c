@@ -55,6 +55,7 @@ int sh_stop(const sh_addr *a) {
   if (outside && !sh_system_outside_begin(sys)) return 0;
   for (uint32_t i = 0; i < sh_addr_count(a); i++) {
     sh_house *h = sh_addr_member(a, i, &gen);
+    SH_ASSERT(h->sys == sys); /* a group's instances are of one system */
     sh_house_stop(h, gen);
   }
   if (outside) sh_system_outside_end(sys);
@@ -77,6 +78,7 @@ int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind, sh_mail
    * either kind. */
   sh_box box = kind == SH_ASK ? SH_BOX_ASK
                               : (sh_box)sh_atomic_load(&h->notice_box, memory_order_relaxed);
+  SH_ASSERT(box == SH_BOX_ASK || box == SH_BOX_NOTICE);
   const sh_mailboxes *mb = &h->mb;
   memset(out, 0, sizeof(*out));
   /* relaxed: figures for a report. Unbounded: the takes as last published

@@ -25,6 +25,7 @@
 #include <stackhouse/stackhouse.h>
 
 #include "actor/house.h"
+#include "base/check.h"
 
 _Static_assert(sizeof(uintptr_t) == 8, "address tokens need 64-bit pointers");
 _Static_assert(SH_GEN_BITS == 7 + 16, "a token carries 23 bits of generation");
@@ -48,6 +49,8 @@ struct sh_addr {
 
 static inline uintptr_t sh_token(const sh_house *h, uint32_t gen) {
   uintptr_t p = (uintptr_t)h;
+  /* What the token's bits hold (the layout above). */
+  SH_ASSERT(gen <= SH_GEN_MAX && (p & ~(uintptr_t)SH_TOKEN_HOUSE_MASK) == 0);
   return p | (uintptr_t)(gen & 0x7f) << 1 | (uintptr_t)(gen >> 7) << 48 | 1u;
 }
 static inline bool sh_addr_is_token(const sh_addr *a) { return ((uintptr_t)a & 1u) != 0; }
@@ -68,6 +71,7 @@ sh_house *sh_addr_pick_group(const sh_addr *a, uint32_t *gen);
 /* The house a send to a goes to, from the calling worker (or thread), and
  * the generation it names. Inline: a token, the common case, is two masks. */
 static inline sh_house *sh_addr_pick(const sh_addr *a, uint32_t *gen) {
+  SH_DEBUG_ASSERT(a != NULL); /* every send refuses a NULL address first */
   if (sh_addr_is_token(a)) {
     *gen = sh_token_gen((uintptr_t)a);
     return sh_token_house((uintptr_t)a);

@@ -25,6 +25,8 @@
 static const sh_actor_class bridge_class = {.name = "sh_bridge", .size = sizeof(sh_actor)};
 
 static sh_bridge *bridge_alloc(sh_system *sys) {
+  /* A bridge blocks its thread: never a worker's (sh_bridge_new). */
+  SH_ASSERT(sys != NULL && sh_worker_current() == NULL);
   sh_fault_return_on("sh/bridge/new", NULL);
   sh_bridge *b = aligned_alloc(64, (sizeof(sh_bridge) + 63) & ~(size_t)63);
   if (b == NULL) return NULL;
@@ -40,10 +42,7 @@ static sh_bridge *bridge_alloc(sh_system *sys) {
 }
 
 static void bridge_destroy(sh_bridge *b) {
-  for (int i = 0; i < SH_BOXES; i++) {
-    sh_msg *m;
-    while ((m = sh_mailbox_take(&b->house.mb, i)) != NULL) sh_msg_free(m);
-  }
+  sh_house_free_messages(&b->house);
   sh_sleeper_destroy(&b->sleeper);
   free(b);
 }
@@ -52,6 +51,7 @@ static void bridge_destroy(sh_bridge *b) {
  * bridge between its thread and the registry (sh_bridge_shutdown drains
  * closed ones under it). */
 static void bridge_open(sh_bridge *b) {
+  SH_ASSERT(!b->open); /* from the free list, or new */
   /* Replies to the previous user's asks may still come: they are older. */
   b->id_floor = b->house.next_ask_id;
   b->pending = 0;
@@ -61,6 +61,9 @@ static void bridge_open(sh_bridge *b) {
 /* Under the registry lock: a closed bridge to reuse, else `fresh`
  * registered, else NULL. */
 static sh_bridge *bridge_take(sh_system *sys, sh_bridge *fresh) {
+  /* Decided under the lock: once shut, no bridge joins the list (what
+   * bounds sh_bridge_shutdown's walk). */
+  SH_ASSERT(!sh_system_is_shut(sys));
   sh_bridge *b = sys->bridge_free;
   if (b != NULL) {
     sys->bridge_free = b->free_next;
@@ -104,6 +107,7 @@ int sh_bridge_new(sh_system *sys, sh_bridge **out) {
   if (sys == NULL || out == NULL || sh_worker_current() != NULL) return -EINVAL;
   sh_bridge *b;
   int rc = bridge_get(sys, &b);
+  SH_ASSERT(rc != 0 || (b != NULL && b->open));
   if (rc == 0) *out = b;
   return rc;
 }
@@ -116,11 +120,16 @@ static void drop_answer(sh_bridge *b, sh_msg *m) {
 }
 
 /* Drops every answer that has arrived; the bridge's thread (or the
- * shutdown, alone) is the consumer. Bounded by the messages counted in. */
+ * shutdown, alone) is the consumer. Bounded by the messages counted in,
+ * which is not counted here: answers may still arrive meanwhile, each to
+ * an ask this bridge made, so the asks made bound it. */
 static void drop_all(sh_bridge *b) {
   for (int box = SH_BOX_REPLY; box <= SH_BOX_EXCEPTION; box++) {
     sh_msg *m;
-    while ((m = sh_mailbox_take(&b->house.mb, box)) != NULL) drop_answer(b, m);
+    while ((m = sh_mailbox_take(&b->house.mb, box)) != NULL) {
+      SH_ASSERT(m->id <= b->house.next_ask_id); /* it answers one of our asks */
+      drop_answer(b, m);
+    }
   }
 }
 
@@ -162,6 +171,10 @@ static bool waiter_decided(void *ctx) {
 static int wait_for_room(sh_bridge *b, sh_house *t, uint32_t gen, sh_box box, sh_msg *m,
                          uint64_t deadline) {
   sh_waiter *w = &b->w;
+  /* The bridge's one waiter is in no gate: its last wait ended. seq_cst:
+   * as the loads of the wait below. */
+  int was = sh_atomic_load(&w->state, memory_order_seq_cst);
+  SH_ASSERT(was != SH_WAITER_QUEUED && was != SH_WAITER_POPPED);
   w->msg = m;
   w->target = t;
   w->gen = gen;
@@ -173,7 +186,8 @@ static int wait_for_room(sh_bridge *b, sh_house *t, uint32_t gen, sh_box box, sh
   sh_system_outside_end(t->sys);
   if (rc != -EINPROGRESS) return rc;
   /* Bounded by the deadline, then by the gate carrying out a verdict it
-   * already took (a few instructions): each turn sleeps or finds it. */
+   * already took (a few instructions): each turn sleeps or finds it. A
+   * time, not a count: nothing here to check it against. */
   for (;;) {
     int s = sh_atomic_load(&w->state, memory_order_seq_cst);
     if (s == SH_WAITER_ADMITTED) return 0; /* the gate pushed m for us */
@@ -194,6 +208,7 @@ static int bridge_send(sh_bridge *b, sh_house *t, uint32_t gen, sh_msg *m, sh_bo
   if (!sh_system_outside_begin(t->sys)) return -ESHUTDOWN;
   int rc = sh_send_now(t, gen, box, m);
   sh_system_outside_end(t->sys);
+  SH_ASSERT(rc == 0 || rc == -EAGAIN || rc == -ESHUTDOWN); /* send.h */
   if (rc != -EAGAIN) return rc;
   if (timeout_ms == SH_NOWAIT) {
     sh_send_refused(t, box);
@@ -223,6 +238,8 @@ static int bridge_call(sh_bridge *b, const sh_addr *to, sh_msg *m, sh_msg_kind k
   sh_house *h = &b->house, *t = sh_addr_pick(to, &gen);
   uint64_t id = 0;
   if (kind == SH_ASK) id = ++h->next_ask_id;
+  /* Above the floor, or its answer would be dropped as a previous user's. */
+  SH_ASSERT(kind != SH_ASK || id > b->id_floor);
   m->sender = kind == SH_ASK ? h : NULL;
 #ifdef SH_MUTANT_bridge_ticket_after_send
   /* Planted bug: the ticket is written after the send (below): the target may answer first. */
@@ -277,6 +294,7 @@ int sh_bridge_ask_try(sh_bridge *b, const sh_addr *to, sh_msg *m, uint64_t *tick
 
 static bool answer_ready(void *ctx) {
   sh_bridge *b = ctx;
+  SH_ASSERT(b->open); /* its own thread, in sh_bridge_recv */
   /* seq_cst (both): the load half of the thread's side of the sleeper's
    * handshake. */
   return sh_mailbox_nonempty(&b->house.mb, SH_BOX_REPLY) ||
@@ -285,11 +303,13 @@ static bool answer_ready(void *ctx) {
 }
 
 /* The next answer to one of this user's asks, or NULL. Bounded: each
- * stale answer dropped is one fewer in the mailboxes. */
+ * stale answer dropped is one fewer in the mailboxes, which only this
+ * bridge's asks fill (as drop_all). */
 static sh_msg *take_answer(sh_bridge *b) {
   for (;;) {
     sh_msg *m = sh_mailbox_take(&b->house.mb, SH_BOX_REPLY);
     if (m == NULL) m = sh_mailbox_take(&b->house.mb, SH_BOX_EXCEPTION);
+    SH_ASSERT(m == NULL || m->id <= b->house.next_ask_id);
     if (m == NULL || m->id > b->id_floor) return m;
     drop_answer(b, m);
   }
@@ -317,10 +337,12 @@ int sh_bridge_recv(sh_bridge *b, int64_t timeout_ms, sh_bridge_reply *out) {
   SH_FROM_USER();
   if (!bridge_usable(b) || out == NULL || !sh_timeout_valid(timeout_ms)) return -EINVAL;
   uint64_t deadline = deadline_of(timeout_ms);
-  /* Bounded by the deadline: each turn hands over, gives up, or sleeps. */
+  /* Bounded by the deadline: each turn hands over, gives up, or sleeps (a
+   * time, not a count: nothing to check it against). */
   for (;;) {
     sh_msg *m = take_answer(b);
     if (m != NULL) {
+      SH_ASSERT(m->id > b->id_floor); /* never a previous user's answer */
       hand_over(b, m, out);
       return 0;
     }
@@ -337,6 +359,7 @@ int sh_bridge_recv(sh_bridge *b, int64_t timeout_ms, sh_bridge_reply *out) {
 /* ---- the system's end ------------------------------------------------ */
 
 void sh_bridge_shutdown(sh_system *sys) {
+  SH_ASSERT(sh_system_is_shut(sys)); /* no bridge joins any more (bridge_take) */
   /* The closed bridges belong to the registry: take them all, so that this
    * is their mailboxes' only consumer (a bridge thread woken by this very
    * shutdown may be closing its own right now, or reopening one), and drop
@@ -347,6 +370,7 @@ void sh_bridge_shutdown(sh_system *sys) {
   sh_spin_unlock(&sys->reg_lock);
   sh_bridge *last = NULL;
   for (sh_bridge *b = closed; b != NULL; b = b->free_next) {
+    SH_ASSERT(!b->open);
     drop_all(b);
     last = b;
   }
@@ -357,7 +381,9 @@ void sh_bridge_shutdown(sh_system *sys) {
     sh_spin_unlock(&sys->reg_lock);
   }
   /* `shut` was set under the lock before this: no bridge joins the list any
-   * more, so it can be walked without the lock. Bounded by the bridges. */
+   * more (bridge_take checks it), so it can be walked without the lock.
+   * Bounded by the bridges, which nothing counts: a list that no longer
+   * grows. */
   for (sh_bridge *b = sys->bridges; b != NULL; b = b->all_next) sh_sleeper_wake(&b->sleeper);
 }
 
@@ -365,6 +391,7 @@ void sh_bridge_destroy_all(sh_system *sys) {
   sh_bridge *b = sys->bridges;
   while (b != NULL) {
     sh_bridge *next = b->all_next;
+    SH_ASSERT(sh_atomic_load(&b->house.state, memory_order_relaxed) == SH_OUTSIDE);
     bridge_destroy(b);
     b = next;
   }

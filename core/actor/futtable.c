@@ -35,13 +35,17 @@ void sh_futtable_destroy(sh_futtable *d) {
 }
 
 static void rehash(sh_futtable *d, uint32_t cap) {
+  /* A power of two, never below the initial capacity (futtable.h). */
+  SH_ASSERT(cap >= d->initial && (cap & (cap - 1)) == 0);
   fiu_do_on("sh/futtable/rehash", return);
   sh_ftnode **nb = calloc(cap, sizeof(*nb));
   /* Out of memory: keep the old table. It still works, with longer chains. */
   if (nb == NULL) return;
+  uint32_t moved = 0;
   for (uint32_t i = 0; i <= d->mask; i++) {
     sh_ftnode *f = d->buckets[i];
     while (f != NULL) {
+      SH_ASSERT(++moved <= d->count); /* the chains hold the entries counted */
       sh_ftnode *next = f->hnext;
       sh_ftnode **slot = &nb[f->id & (cap - 1)];
       f->hnext = *slot;
@@ -49,6 +53,7 @@ static void rehash(sh_futtable *d, uint32_t cap) {
       f = next;
     }
   }
+  SH_ASSERT(moved == d->count);
   free(d->buckets);
   d->buckets = nb;
   d->mask = cap - 1;
@@ -66,6 +71,7 @@ void sh_futtable_push(sh_futtable *d, sh_ftnode *f) {
 
 static void maybe_shrink(sh_futtable *d) {
   uint32_t cap = d->mask + 1;
+  SH_DEBUG_ASSERT(cap >= d->initial); /* rehash checks every change of it */
   /* Shrink only when at least 4x the initial size and under a quarter of
    * the grow threshold: the gap keeps a count that hovers around one size
    * from growing and shrinking (and calling malloc) on every ask. */
@@ -104,14 +110,17 @@ sh_ftnode *sh_futtable_pop(sh_futtable *d, uint64_t id) {
 
 sh_ftnode *sh_futtable_pop_any(sh_futtable *d) {
   if (d->count == 0) return NULL;
-  /* Bounded by the table: every bucket, every chain once. */
+  /* Bounded by the table: every bucket, every chain once (counted). */
+  uint32_t steps = 0;
   for (uint32_t i = 0; i <= d->mask; i++) {
-    for (sh_ftnode **slot = &d->buckets[i]; *slot != NULL; slot = &(*slot)->hnext)
+    for (sh_ftnode **slot = &d->buckets[i]; *slot != NULL; slot = &(*slot)->hnext) {
+      SH_ASSERT(++steps <= d->count);
 #ifdef SH_MUTANT_futtable_pop_kept
       if (true) return unlink_from(d, slot); /* Planted bug: a kept future is failed too. */
 #else
       if (!(*slot)->kept) return unlink_from(d, slot);
 #endif
+    }
   }
   return NULL;
 }

@@ -34,7 +34,8 @@ static void waiter_drop(sh_msg *m) {
   w->msg = NULL;
 }
 
-const sh_msg_type sh_waiter_type = {"sh_waiter", sizeof(sh_waiter), SH_NOTICE, 0, waiter_drop, NULL};
+const sh_msg_type sh_waiter_type = {"sh_waiter", sizeof(sh_waiter), SH_NOTICE, 0, waiter_drop,
+                                    NULL};
 
 sh_gate *sh_gate_new(uint32_t cap, uint32_t gen) {
   SH_ASSERT(cap >= 1 && cap <= SH_MAX_CAPACITY);
@@ -65,8 +66,13 @@ static uint32_t cap_of(const sh_gate *g) {
   return sh_atomic_load(&g->cap, memory_order_relaxed); /* see the field */
 }
 
+/* Bounded: a failed CAS saw another thread's higher mark, or failed
+ * spuriously, which a weak CAS does only now and then (not a count: the
+ * other threads' progress; the mark itself is checked). */
 static void note_high_water(sh_gate *g, uint32_t used) {
-  /* relaxed: a metric. Bounded: each failed CAS saw a higher mark. */
+  /* take_slot's count: at most the capacity, itself at most SH_MAX_CAPACITY. */
+  SH_ASSERT(used >= 1 && used <= SH_MAX_CAPACITY);
+  /* relaxed: a metric. */
   uint32_t hw = sh_atomic_load(&g->high_water, memory_order_relaxed);
   while (used > hw && !sh_atomic_cas_weak(&g->high_water, &hw, used,
                                                              memory_order_relaxed,
@@ -92,7 +98,9 @@ static bool take_slot(sh_gate *g) {
     }
   }
   /* u > cap only for slots that messages of an older generation still
-   * hold after a reset lowered the capacity (sh_gate_reset). */
+   * hold after a reset lowered the capacity (sh_gate_reset): never more
+   * than the greatest capacity, which is at most SH_MAX_CAPACITY. */
+  SH_ASSERT(u <= SH_MAX_CAPACITY);
   return false;
 }
 
@@ -124,6 +132,7 @@ void sh_gate_reset(sh_gate *g, uint32_t cap, uint32_t gen) {
 }
 
 int sh_gate_try(sh_gate *g) {
+  SH_DEBUG_ASSERT(cap_of(g) >= 1); /* a gate exists for a bounded mailbox only */
   if (is_closed(g)) return -ESHUTDOWN;
   /* seq_cst: a sender that counted itself before us is served first. */
 #ifdef SH_MUTANT_gate_try_overtakes
@@ -140,6 +149,8 @@ void sh_gate_refused(sh_gate *g) {
 }
 
 static void fifo_append(sh_gate *g, sh_waiter *w) {
+  /* Under the lock: only senders of the gate's own generation queue. */
+  SH_ASSERT(w->gen == g->gen);
   sh_list_push_back(&g->fifo, &w->link);
   /* release: a reader of the metrics that sees this waiter queued (acquire)
    * also sees it counted in `suspended`, which enter bumps first. */
@@ -155,6 +166,8 @@ static void fifo_unlink(sh_gate *g, sh_waiter *w) {
 }
 
 int sh_gate_enter(sh_gate *g, sh_waiter *w) {
+  /* Entered once: a queued waiter is in the FIFO until popped or cancelled. */
+  SH_ASSERT(sh_atomic_load(&w->state, memory_order_relaxed) != SH_WAITER_QUEUED);
   sh_spin_lock(&g->lock);
 #ifdef SH_MUTANT_gate_enter_closed
   /* Planted bug: a closed gate still admits and queues senders. */
@@ -202,6 +215,7 @@ bool sh_gate_cancel(sh_gate *g, sh_waiter *w) {
   sh_spin_lock(&g->lock);
   bool queued = sh_atomic_load(&w->state, memory_order_relaxed) == SH_WAITER_QUEUED;
   if (queued) {
+    SH_ASSERT(sh_list_linked(&w->link)); /* a queued waiter is in the FIFO */
     fifo_unlink(g, w);
     sh_atomic_store(&w->state, SH_WAITER_CANCELLED, memory_order_relaxed);
   }
@@ -230,6 +244,8 @@ sh_waiter *sh_gate_pop_admitted(sh_gate *g) {
   sh_waiter *w = NULL;
   if (!is_closed(g) && !sh_list_empty(&g->fifo) && take_slot(g)) w = pop_first(g);
   sh_spin_unlock(&g->lock);
+  /* Admitted into this generation's mailbox: a sender of its own. */
+  SH_ASSERT(w == NULL || w->gen == g->gen);
   return w;
 }
 
@@ -252,6 +268,8 @@ bool sh_gate_release(sh_gate *g) {
 
 void sh_gate_close(sh_gate *g, uint32_t gen) {
   sh_spin_lock(&g->lock);
+  /* Under the lock, nwaiters counts every queued waiter (fifo_unlink). */
+  SH_ASSERT(sh_gate_queued(g) <= sh_atomic_load(&g->nwaiters, memory_order_relaxed));
   /* release: see is_closed. Under the lock: enter and pop_admitted decide
    * on it there. A stop of an older generation closes nothing. */
   if (g->gen == gen) sh_atomic_store(&g->closed, true, memory_order_release);
@@ -277,6 +295,7 @@ void sh_gate_stats(const sh_gate *g, sh_mailbox_stats *out) {
   /* acquire: see fifo_append, and for the metrics sh_gate_reset. */
   out->waiting = sh_atomic_load(&g->queued, memory_order_acquire);
   out->capacity = sh_atomic_load(&g->cap, memory_order_acquire);
+  SH_ASSERT(out->capacity >= 1 && out->capacity <= SH_MAX_CAPACITY);
   out->depth = sh_atomic_load(&g->used, memory_order_relaxed);
   uint32_t hw = sh_atomic_load(&g->high_water, memory_order_acquire);
   if (hw > out->high_water) out->high_water = hw;

@@ -22,11 +22,11 @@
 #include "sched/system.h"
 #include "sched/worker.h"
 
+/* seq_cst: sh_stop's store of `stopped` and its poke's load of the state
+ * form a store-load handshake with settle's store of WAITING and its load
+ * of `stopped`; with release/acquire both sides could miss each other and
+ * leave a stopped house waiting with its stop work undone. */
 static bool stopped(const sh_house *h) {
-  /* seq_cst: sh_stop's store of `stopped` and its poke's load of the state
-   * form a store-load handshake with settle's store of WAITING and its load
-   * of `stopped`; with release/acquire both sides could miss each other and
-   * leave a stopped house waiting with its stop work undone. */
   return sh_atomic_load(&h->life, memory_order_seq_cst) & SH_LIFE_STOPPED;
 }
 
@@ -38,6 +38,7 @@ typedef struct work_view {
   bool held;      /* a barrier holds asks and notices back */
   bool ready;     /* deferred stacks wait to run again */
   bool owes_stop; /* mounted, and the stop hook or pending-ask failures due */
+  bool live;      /* a stack is live (what a deferred one is); checked builds only */
 } work_view;
 
 static work_view view_of(const sh_house *h) {
@@ -45,6 +46,11 @@ static work_view view_of(const sh_house *h) {
   for (int b = 0; b < SH_BOXES; b++) v.taken[b] = h->mb.taken[b];
   v.held = h->barrier;
   v.ready = !sh_list_empty(&h->ready);
+#ifdef SH_CHECKED
+  v.live = !sh_list_empty(&h->stacks);
+#else
+  v.live = true; /* read by no check */
+#endif
   /* Stop work: futures to fail, or the hook once every future ended. Futures
    * kept for their waiter's return are not work: that return pokes us. */
   uint32_t futures = sh_futtable_count(&h->futures);
@@ -54,6 +60,8 @@ static work_view view_of(const sh_house *h) {
 }
 
 static bool view_has_work(const sh_house *h, const work_view *v) {
+  /* A deferred stack is a live one: it leaves the ready list as it ends. */
+  SH_INVARIANT(!v->ready || v->live);
   bool stop = stopped(h);
   if (v->ready || (stop && v->owes_stop)) return true;
   for (int b = 0; b < SH_BOXES; b++) {
@@ -72,6 +80,8 @@ bool sh_house_has_work(const sh_house *h) {
 }
 
 void sh_house_init(sh_house *h, sh_system *sys, const sh_actor_class *c, sh_house_state state) {
+  /* A slab's houses start waiting, a bridge's outside, for good. */
+  SH_ASSERT(sys != NULL && (state == SH_WAITING || state == SH_OUTSIDE));
   sh_atomic_init(&h->state, (int)state);
   /* A new actor has no pending future: high priority. */
   sh_atomic_init(&h->high, true);
@@ -109,9 +119,13 @@ static void follow(sh_house *h) {
       h->sys->cfg.affinity == SH_AFFINITY_FOLLOW && h->cls->kind != SH_IO_ACTOR &&
       sh_hq_count(&w->state) < SH_FOLLOW_MAX_READY)
     h->owner = w->index;
+  SH_INVARIANT(h->owner < h->sys->nworkers);
 }
 
 static void enqueue(sh_house *h) {
+  /* Only the one that made it READY queues it, once (sh_hq_link: one queue
+   * at a time); nobody else moves it on until a worker pops it. */
+  SH_INVARIANT(sh_atomic_load(&h->state, memory_order_relaxed) == SH_READY);
   follow(h);
   /* relaxed: priority is a hint decided at enqueue; a stale value costs
    * order, not correctness. */
@@ -122,6 +136,7 @@ static void enqueue(sh_house *h) {
 void sh_house_poke(sh_house *h) {
   /* seq_cst: the load half of the push/settle handshake (file comment). */
   int s = sh_atomic_load(&h->state, memory_order_seq_cst);
+  SH_DEBUG_ASSERT((unsigned)s <= SH_OUTSIDE);
   SH_YIELD("house.poke");
   if (s != SH_WAITING) {
     /* A bridge's thread is its house's runner: wake it instead. The push's
@@ -142,6 +157,8 @@ void sh_house_poke(sh_house *h) {
 }
 
 void sh_house_push(sh_house *h, sh_box box, sh_msg *m) {
+  /* Only a request holds a slot of a bounded mailbox; a take gives it back. */
+  SH_DEBUG_ASSERT(!(m->internal & SH_MSG_SLOT) || box == SH_BOX_ASK || box == SH_BOX_NOTICE);
   if (box != SH_BOX_EVENT) sh_count(h->sys, SH_C_SENT);
   uint32_t n = sh_mailbox_push(&h->mb, box, m);
   /* Priority is decided at enqueue: a producer may raise it, only the owner
@@ -159,6 +176,7 @@ static void verdict(sh_waiter *w, bool admitted) {
   sh_house *target = w->target;
   sh_box box = (sh_box)w->box;
   sh_msg *m = w->msg;
+  SH_ASSERT(m != NULL && (box == SH_BOX_ASK || box == SH_BOX_NOTICE));
   if (w->sleeper == NULL) {
     /* A stack's waiter is ours until its return is pushed. */
     if (admitted) {
@@ -181,6 +199,7 @@ static void verdict(sh_waiter *w, bool admitted) {
 void sh_house_hand_off(sh_gate *g) {
   /* Bounded by the capacity: each turn fills one of `cap` slots, or stops. */
   uint32_t cap = sh_atomic_load(&g->cap, memory_order_relaxed); /* see the field */
+  SH_ASSERT(cap >= 1 && cap <= SH_MAX_CAPACITY);
   for (uint32_t i = 0; i < cap; i++) {
     sh_waiter *w = sh_gate_pop_admitted(g);
     if (w == NULL) return;
@@ -190,14 +209,21 @@ void sh_house_hand_off(sh_gate *g) {
 
 /* Refuses every waiter of a gate closed for gen. Bounded: a closed gate
  * queues no new waiter, so this ends with the ones queued when it began
- * (or at once, once the gate is reset for a later generation). One at a
- * time: a refused bridge waiter may be reused the moment it is told. */
+ * (or at once, once the gate is reset for a later generation): counted.
+ * One at a time: a refused bridge waiter may be reused the moment it is
+ * told. */
 static void refuse_waiters(sh_gate *g, uint32_t gen) {
+  /* After the close: its lock orders every waiter queued before it. */
+  uint32_t queued = sh_gate_queued(g), n = 0;
   sh_waiter *w;
-  while ((w = sh_gate_pop_refused(g, gen)) != NULL) verdict(w, false);
+  while ((w = sh_gate_pop_refused(g, gen)) != NULL) {
+    SH_ASSERT(++n <= queued);
+    verdict(w, false);
+  }
 }
 
 void sh_house_close_gates(sh_house *h, uint32_t gen) {
+  SH_ASSERT(gen <= SH_GEN_MAX);
   for (sh_box b = SH_BOX_ASK; b <= SH_BOX_NOTICE; b++) {
     sh_gate *g = sh_house_gate(h, b);
     if (g == NULL) continue;
@@ -212,7 +238,21 @@ bool sh_house_gates_empty(const sh_house *h) {
   return true;
 }
 
+void sh_house_free_messages(sh_house *h) {
+  for (int b = 0; b < SH_BOXES; b++) {
+    /* Bounded by what was pushed: nothing is pushed any more, and every
+     * message counted is linked by now. */
+    uint32_t left = sh_mailbox_size(&h->mb, (unsigned)b), n = 0;
+    sh_msg *m;
+    while ((m = sh_mailbox_take(&h->mb, (unsigned)b)) != NULL) {
+      SH_ASSERT(++n <= left);
+      sh_msg_free(m);
+    }
+  }
+}
+
 void sh_house_stop(sh_house *h, uint32_t gen) {
+  SH_ASSERT(gen <= SH_GEN_MAX); /* an address's: what a token holds */
   uint32_t live = sh_life(gen, false);
   /* acquire: the gates of this generation, set before it was published. */
   if (sh_atomic_load(&h->life, memory_order_acquire) != live) return;
@@ -252,6 +292,7 @@ void sh_house_reply(sh_house *to, uint64_t id, sh_msg *reply) {
     sh_msg_free(reply);
     return;
   }
+  SH_ASSERT(id != 0); /* ask ids count from 1: 0 would answer nothing */
   reply->id = id;
   reply->sender = NULL;
   reply->internal = 0; /* a reply may be a message that was sent before */
@@ -259,6 +300,7 @@ void sh_house_reply(sh_house *to, uint64_t id, sh_msg *reply) {
 }
 
 static void push_refusal(sh_house *to, uint64_t id, int error, sh_msg *e) {
+  SH_ASSERT(id != 0);
   e->id = id;
   e->error = error;
   sh_house_push(to, SH_BOX_EXCEPTION, e);
@@ -280,26 +322,26 @@ void sh_house_refuse_in(sh_house *to, uint64_t id, int error, sh_msg *carrier) {
   push_refusal(to, id, error, carrier);
 }
 
+/* Out of memory and nothing to carry it: the asker's timeout, or
+ * shutdown, ends its wait. */
 bool sh_house_refuse_with(sh_house *to, uint64_t id, int error, sh_msg *carrier) {
-  /* Out of memory and nothing to carry it: the asker's timeout, or
-   * shutdown, ends its wait. */
+  SH_ASSERT(error < 0);
   if (sh_house_refuse(to, id, error) || carrier == NULL) return false;
   sh_house_refuse_in(to, id, error, carrier);
   return true;
 }
 
-static void update_priority(sh_house *h) {
+void sh_house_settle(sh_house *h) {
+  int s = sh_atomic_load(&h->state, memory_order_relaxed);
+  SH_ASSERT(s == SH_RUNNING || s == SH_MOUNTING); /* only its runner settles it */
+  /* A barrier is held by its stack, which lets go as it ends. */
+  SH_INVARIANT(!h->barrier || !sh_list_empty(&h->stacks));
+  /* The priority of the next queueing, which only the runner lowers. */
   for (int b = 0; b < SH_BOXES; b++) sh_mailbox_publish(&h->mb, b);
   bool high = sh_mailbox_size(&h->mb, SH_BOX_REPLY) > SH_HIGH_REPLIES ||
               sh_mailbox_size(&h->mb, SH_BOX_EVENT) > SH_HIGH_EVENTS ||
               sh_futtable_count(&h->futures) == 0;
   sh_atomic_store(&h->high, high, memory_order_relaxed);
-}
-
-void sh_house_settle(sh_house *h) {
-  int s = sh_atomic_load(&h->state, memory_order_relaxed);
-  SH_ASSERT(s == SH_RUNNING || s == SH_MOUNTING); /* only its runner settles it */
-  update_priority(h);
   work_view v = view_of(h);
   if (view_has_work(h, &v)) {
     /* release: whoever pops it next sees our writes (the queue lock orders

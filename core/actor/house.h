@@ -39,6 +39,7 @@
 #include <stackhouse/stackhouse.h>
 
 #include "base/atomic.h"
+#include "base/check.h"
 #include "actor/futtable.h"
 #include "actor/gate.h"
 #include "sched/housequeue.h"
@@ -57,7 +58,14 @@ typedef enum sh_house_state {
 } sh_house_state;
 
 /* Mailboxes in dispatch order (a run takes them in this order). */
-typedef enum sh_box { SH_BOX_REPLY, SH_BOX_EXCEPTION, SH_BOX_ASK, SH_BOX_NOTICE, SH_BOX_EVENT, SH_BOXES } sh_box;
+typedef enum sh_box {
+  SH_BOX_REPLY,
+  SH_BOX_EXCEPTION,
+  SH_BOX_ASK,
+  SH_BOX_NOTICE,
+  SH_BOX_EVENT,
+  SH_BOXES
+} sh_box;
 
 /* `life`: generation << 2 | vacant << 1 | stopped. Vacant: retired and
  * not yet taken by a spawn (the last actor's figures are still there). A
@@ -68,7 +76,9 @@ typedef enum sh_box { SH_BOX_REPLY, SH_BOX_EXCEPTION, SH_BOX_ASK, SH_BOX_NOTICE,
 #define SH_GEN_MAX ((1u << SH_GEN_BITS) - 1)
 #define SH_LIFE_STOPPED 1u
 #define SH_LIFE_VACANT 2u
-static inline uint32_t sh_life(uint32_t gen, bool stopped) { return gen << 2 | (stopped ? 1u : 0u); }
+static inline uint32_t sh_life(uint32_t gen, bool stopped) {
+  return gen << 2 | (stopped ? 1u : 0u);
+}
 static inline uint32_t sh_life_gen(uint32_t life) { return life >> 2; }
 
 /* A message in an ask or notice mailbox carries, in its `internal` word, the
@@ -80,6 +90,7 @@ static inline uint32_t sh_life_gen(uint32_t life) { return life >> 2; }
  * exception of its own, a refusal still reaches the asker
  * (sh_house_refuse_with). */
 #define SH_MSG_REFUSAL (1u << 30)
+_Static_assert(SH_GEN_MAX < SH_MSG_REFUSAL, "a generation tag leaves the two flag bits free");
 
 /* Whether answer m fails its future: an exception, or a refusal carried in
  * the asked message (SH_MSG_REFUSAL). */
@@ -188,6 +199,7 @@ static inline sh_msg *sh_house_take(sh_house *h, sh_box box) {
     return m;
   m->internal &= ~SH_MSG_SLOT;
   sh_gate *g = h->gate_mem[sh_req(box)];
+  SH_ASSERT(g != NULL); /* a slot was taken at a gate, whose memory outlives the generation */
   if (sh_gate_release(g)) sh_house_hand_off(g);
   return m;
 }
@@ -218,6 +230,9 @@ void sh_house_stop(sh_house *h, uint32_t gen);
 void sh_house_close_gates(sh_house *h, uint32_t gen);
 /* Whether no sender waits at either gate. */
 bool sh_house_gates_empty(const sh_house *h);
+/* Frees every message left in h's mailboxes, when nothing pushes any more
+ * (sh_system_free, or a bridge that was never registered). */
+void sh_house_free_messages(sh_house *h);
 /* Whether generation gen lives and is not stopped. acquire: a fast look for
  * the send path and the handlers; the exact decisions are the gate's
  * (closed under its lock) and the runner's (the generation tag). */

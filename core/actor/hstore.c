@@ -22,7 +22,8 @@
 
 /* Houses are SH_HOUSE_ALIGN-aligned (an address token keeps its low bits
  * for the generation), so each takes a whole number of alignment units. */
-#define SH_HOUSE_STRIDE ((sizeof(sh_house) + SH_HOUSE_ALIGN - 1) / SH_HOUSE_ALIGN * SH_HOUSE_ALIGN)
+#define SH_HOUSE_STRIDE                                                                            \
+  ((sizeof(sh_house) + SH_HOUSE_ALIGN - 1) / SH_HOUSE_ALIGN * SH_HOUSE_ALIGN)
 
 typedef struct sh_hslab {
   struct sh_hslab *next;
@@ -36,6 +37,7 @@ static sh_house *slab_house(sh_hslab *s, uint32_t i) {
 /* ---- the FIFOs ----------------------------------------------------------- */
 
 static void fifo_push(sh_hfree *l, sh_house *h) {
+  SH_ASSERT(h->vacant); /* only retired houses wait for a spawn */
   h->free_next = NULL;
   if (l->tail != NULL)
     l->tail->free_next = h;
@@ -47,6 +49,7 @@ static void fifo_push(sh_hfree *l, sh_house *h) {
 
 static sh_house *fifo_pop(sh_hfree *l) {
   sh_house *h = l->head;
+  SH_ASSERT((h == NULL) == (l->n == 0)); /* n counts the FIFO */
   if (h == NULL) return NULL;
   l->head = h->free_next;
   if (l->head == NULL) l->tail = NULL;
@@ -57,6 +60,7 @@ static sh_house *fifo_pop(sh_hfree *l) {
 
 /* Moves up to n houses from the head of `from` to `to`. */
 static void fifo_move(sh_hfree *from, sh_hfree *to, uint32_t n) {
+  SH_ASSERT(from != to);
   for (uint32_t i = 0; i < n && from->head != NULL; i++) fifo_push(to, fifo_pop(from));
 }
 
@@ -66,6 +70,7 @@ static void fifo_move(sh_hfree *from, sh_hfree *to, uint32_t n) {
 static sh_house *pop_usable(sh_hfree *l) {
   for (uint32_t tries = l->n; tries > 0; tries--) {
     sh_house *h = fifo_pop(l);
+    SH_ASSERT(h != NULL);
     int s = SH_WAITING;
     /* seq_cst: against a late push's poke (house.c), which CASes from
      * WAITING too; one of the two wins. */
@@ -123,6 +128,7 @@ static sh_house *take_on(sh_system *sys, sh_worker *w) {
   sh_spin_unlock(&sys->store_lock);
   h = pop_usable(&w->houses);
   if (h == NULL && slab_new(sys, &w->houses)) h = pop_usable(&w->houses);
+  SH_ASSERT(h == NULL || h->vacant); /* hstore.h: vacant until the spawn fills it */
   return h;
 }
 
@@ -139,6 +145,7 @@ static sh_house *take_outside(sh_system *sys) {
   sh_spin_lock(&sys->store_lock);
   fifo_move(&fresh, &sys->spare, SH_SLAB_HOUSES);
   sh_spin_unlock(&sys->store_lock);
+  SH_ASSERT(h->vacant && fresh.n == 0);
   return h;
 }
 
@@ -148,7 +155,9 @@ sh_house *sh_hstore_take(sh_system *sys) {
 }
 
 /* h (vacant) onto the calling worker's list, the surplus to the spare
- * list; or straight to the spare list from a thread that is not a worker. */
+ * list; or straight to the spare list from a thread that is not a worker.
+ * The surplus is a batch, or all that is past SH_HSTORE_KEEP when a take
+ * that found none of the list's houses usable brought more. */
 static void give(sh_house *h) {
   sh_system *sys = h->sys;
   sh_worker *w = worker_of(sys);
@@ -160,9 +169,11 @@ static void give(sh_house *h) {
   }
   fifo_push(&w->houses, h);
   if (w->houses.n <= SH_HSTORE_KEEP) return;
+  uint32_t surplus = w->houses.n - SH_HSTORE_KEEP;
   sh_spin_lock(&sys->store_lock);
-  fifo_move(&w->houses, &sys->spare, SH_HSTORE_BATCH);
+  fifo_move(&w->houses, &sys->spare, surplus > SH_HSTORE_BATCH ? surplus : SH_HSTORE_BATCH);
   sh_spin_unlock(&sys->store_lock);
+  SH_ASSERT(w->houses.n <= SH_HSTORE_KEEP); /* hstore.h: what a worker keeps */
 }
 
 /* The generation moves on (still stopped: nobody may send to it until the
@@ -170,6 +181,7 @@ static void give(sh_house *h) {
  * the house must never be reused. release: a sender that sees the new
  * value sees the house as it was left. */
 static bool next_generation(sh_house *h) {
+  SH_ASSERT(h->vacant);
   uint32_t gen = sh_house_gen(h);
   if (gen >= SH_GEN_MAX) return false;
   sh_atomic_store(&h->life, sh_life(gen + 1, true) | SH_LIFE_VACANT, memory_order_release);
@@ -177,7 +189,9 @@ static bool next_generation(sh_house *h) {
 }
 
 sh_actor *sh_hstore_actor_new(sh_house *h, size_t size) {
-  sh_actor *a = size <= SH_HOUSE_SMALL_ACTOR ? (sh_actor *)(void *)h->small_actor : sh_mem_alloc(size);
+  SH_ASSERT(size >= sizeof(sh_actor)); /* the class was checked at spawn */
+  sh_actor *a = size <= SH_HOUSE_SMALL_ACTOR ? (sh_actor *)(void *)h->small_actor
+                                             : sh_mem_alloc(size);
   if (a != NULL) memset(a, 0, size);
   return a;
 }
@@ -227,8 +241,10 @@ void sh_hstore_each(sh_system *sys, void (*fn)(sh_house *h, void *arg), void *ar
 
 uint64_t sh_hstore_count(sh_system *sys) {
   uint64_t n = 0;
+  sh_hslab *last = NULL;
   sh_spin_lock(&sys->store_lock);
-  for (sh_hslab *s = sys->slabs; s != NULL; s = s->next) n += SH_SLAB_HOUSES;
+  for (sh_hslab *s = sys->slabs; s != NULL; s = s->next, n += SH_SLAB_HOUSES) last = s;
+  SH_ASSERT(last == sys->slabs_tail); /* the list ends at its tail */
   sh_spin_unlock(&sys->store_lock);
   return n;
 }
@@ -236,11 +252,8 @@ uint64_t sh_hstore_count(sh_system *sys) {
 /* What a house still holds: messages, gates, its futures' table, its actor. */
 static void house_release(sh_house *h, void *arg) {
   (void)arg;
-  /* Bounded by what was pushed: nothing is pushed any more. */
-  for (int b = 0; b < SH_BOXES; b++) {
-    sh_msg *m;
-    while ((m = sh_mailbox_take(&h->mb, b)) != NULL) sh_msg_free(m);
-  }
+  SH_ASSERT(h->vacant || h->actor != NULL); /* a house that is not vacant has an actor */
+  sh_house_free_messages(h);
   for (int i = 0; i < SH_REQ_BOXES; i++) sh_gate_free(h->gate_mem[i]);
   sh_futtable_destroy(&h->futures);
   if (!h->vacant) sh_hstore_actor_free(h);
@@ -251,6 +264,7 @@ void sh_hstore_free(sh_system *sys) {
   sh_hslab *s = sys->slabs;
   while (s != NULL) {
     sh_hslab *next = s->next;
+    SH_ASSERT(next != NULL || s == sys->slabs_tail);
     free(s);
     s = next;
   }

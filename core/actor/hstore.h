@@ -5,12 +5,16 @@
  * "Generations"). When a stopped actor has nothing left, its runner retires
  * the house into the free FIFO of the worker it runs on; the next spawn on
  * that worker takes it back with no lock. A worker keeps at most
- * SH_HSTORE_KEEP retired houses and hands the surplus to the system's spare
- * list, from which workers that have none (and threads that are not
- * workers) take batches under a lock, before a new slab is made.
+ * SH_HSTORE_KEEP retired houses after each retirement (checked there; a
+ * take that found none of them usable may have brought a batch more, and
+ * a slab) and hands the surplus to the system's spare list, from which
+ * workers that have none (and threads that are not workers) take batches
+ * under a lock, before a new slab is made.
  *
  * Memory is bounded by the most houses live at once, plus per worker its
- * free list's bound, plus one slab.
+ * free list's bound, plus one slab. Not checked: it is a sum over the
+ * workers and the peak of the program's own spawns, which no one place
+ * sees; the slabs are counted (sh_hstore_count) for a test to compare.
  */
 #ifndef SH_HSTORE_H
 #define SH_HSTORE_H

@@ -30,6 +30,11 @@ static sh_mlink *next_of(sh_mlink *l) {
 }
 
 void sh_mailbox_init(sh_mailboxes *mb) {
+  /* Three cache lines for the five queues (mailbox.h): the producers', the
+   * consumer's, the sentinels' and published takes'. */
+  _Static_assert(offsetof(sh_mailboxes, tail) == 64 && offsetof(sh_mailboxes, sentinel) == 128 &&
+                     sizeof(sh_mailboxes) == 192,
+                 "a mailbox's fields fill three cache lines");
   for (unsigned i = 0; i < SH_MAILBOXES; i++) {
     sh_atomic_init(&mb->sentinel[i], NULL);
     sh_atomic_init(&mb->head[i], &mb->sentinel[i]);
@@ -46,6 +51,7 @@ static void link_last(sh_mailboxes *mb, unsigned i, sh_mlink *l) {
    * whoever links after us; acquire orders our store into the previous link
    * after the previous producer's initialisation of it. */
   sh_mlink *prev = sh_atomic_exchange(&mb->head[i], l, memory_order_acq_rel);
+  SH_DEBUG_ASSERT(prev != l); /* a node already last is not pushed again */
   SH_YIELD("mailbox.push.link");
   /* release: the consumer's acquire load of the previous link sees the node complete. */
   sh_atomic_store(prev, (sh_msg *)(void *)l, memory_order_release);
@@ -75,6 +81,7 @@ static sh_msg *pop(sh_mailboxes *mb, unsigned i, sh_mlink *tail, sh_mlink *next)
 }
 
 sh_msg *sh_mailbox_take(sh_mailboxes *mb, unsigned i) {
+  SH_DEBUG_ASSERT(i < SH_MAILBOXES);
   sh_mlink *tail = mb->tail[i];
   sh_mlink *next = next_of(tail);
   if (tail == &mb->sentinel[i]) {

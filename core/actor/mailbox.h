@@ -14,6 +14,7 @@
 #define SH_MAILBOX_H
 
 #include "base/atomic.h"
+#include "base/check.h"
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -63,6 +64,7 @@ static inline uint32_t sh_mailbox_backlog(uint32_t pushed, uint32_t taken) {
 }
 /* Consumer only: whether a counted message waits in queue i. */
 static inline bool sh_mailbox_nonempty(const sh_mailboxes *mb, unsigned i) {
+  SH_DEBUG_ASSERT(i < SH_MAILBOXES);
 #ifdef SH_MUTANT_mailbox_nonempty_relaxed
   /* Planted bug: relaxed, the load half of the handshake may miss a push. */
   return sh_mailbox_backlog(sh_atomic_load(&mb->pushed[i], memory_order_relaxed),

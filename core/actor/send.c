@@ -65,6 +65,7 @@ static int notice_now(const sh_addr *to, sh_msg *m, sh_house **t) {
   sh_box box = sh_send_box(*t, SH_NOTICE);
   int rc = sh_send_now(*t, gen, box, m);
   if (outside) sh_system_outside_end((*t)->sys);
+  SH_ASSERT(rc == 0 || rc == -EAGAIN || rc == -ESHUTDOWN); /* send.h */
   if (rc == -EAGAIN) sh_send_refused(*t, box);
   return rc;
 }
@@ -75,8 +76,9 @@ int sh_notice(const sh_addr *to, sh_msg *m) {
     sh_msg_free(m);
     return -EINVAL;
   }
-  sh_house *t;
+  sh_house *t = NULL;
   int rc = notice_now(to, m, &t);
+  SH_ASSERT(t != NULL); /* an address always names a house */
   if (rc == -ESHUTDOWN)
     sh_send_drop_stopped(t->sys, m);
   else if (rc != 0)
@@ -86,14 +88,14 @@ int sh_notice(const sh_addr *to, sh_msg *m) {
 
 int sh_notice_try(const sh_addr *to, sh_msg *m) {
   SH_FROM_USER();
-  if (!notice_usable(to, m)) return -EINVAL;
   sh_house *t;
-  return notice_now(to, m, &t);
+  return notice_usable(to, m) ? notice_now(to, m, &t) : -EINVAL;
 }
 
 /* A stack's waiter for m, on its way to mailbox `box` of t for future f;
  * NULL when out of memory. */
 static sh_waiter *waiter_new(sh_future *f, sh_house *t, uint32_t gen, sh_box box, sh_msg *m) {
+  SH_ASSERT(m != NULL && (box == SH_BOX_ASK || box == SH_BOX_NOTICE));
   sh_fault_return_on("sh/gate/waiter", NULL);
   sh_waiter *w = (sh_waiter *)(void *)sh_msg_alloc(&sh_waiter_type);
   if (w == NULL) return NULL;
@@ -118,6 +120,7 @@ static int send_for(sh_future *f, sh_house *t, uint32_t gen, sh_box box, sh_msg 
   /* From here the gate may pop w on another thread; its return is handled
    * by this house's runner, which is us, after this handler. */
   rc = sh_send_wait(w);
+  SH_ASSERT(rc == 0 || rc == -EINPROGRESS || rc == -ESHUTDOWN); /* send.h */
   if (rc == -EINPROGRESS) {
     f->waiter = w;
     return rc;
@@ -178,6 +181,8 @@ static int ask(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms, b
     sh_future_track(f);
     return 0;
   }
+  /* -EAGAIN stayed with try_only: a waiting send queues instead. */
+  SH_ASSERT(rc == -ESHUTDOWN || rc == -ENOMEM);
   if (rc == -ESHUTDOWN)
     sh_send_drop_stopped(h->sys, m);
   else
@@ -199,6 +204,7 @@ sh_future *sh_ask(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms
     sh_msg_free(m);
     return NULL;
   }
+  SH_ASSERT(f != NULL); /* ask's 0: *out is the future, failed or not */
   return f;
 }
 
@@ -211,6 +217,7 @@ int sh_ask_try(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms, s
 /* sh_put's wait for room gets its deadline; false when the timer could
  * not be made and the notice came back (the put then failed). */
 static bool put_deadline(sh_future *f, int64_t timeout_ms) {
+  SH_ASSERT(f->put && f->waiter != NULL); /* a put queued at a full gate */
   if (arm(f, timeout_ms)) return true;
   sh_msg *back = sh_future_reclaim(f);
   /* Popped already: its return completes the put. */
@@ -239,6 +246,7 @@ sh_future *sh_put(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms
   bool wait = timeout_ms != SH_NOWAIT;
   sh_box box = sh_send_box(t, SH_NOTICE);
   int rc = either_stopped(st, t, gen) ? -ESHUTDOWN : send_for(f, t, gen, box, m, wait);
+  SH_ASSERT(rc != -EAGAIN || !wait); /* one that may wait queues its waiter */
   if (rc == -EAGAIN) sh_send_refused(t, box);
   if (rc != -EINPROGRESS) {
     /* Done at once: pushed, or refused with the notice handed back. */
@@ -254,6 +262,7 @@ sh_future *sh_sleep(sh_stack *st, int64_t ms) {
   if (st == NULL || ms < 0) return NULL;
   sh_future *f = sh_future_new(st);
   if (f == NULL) return NULL;
+  SH_ASSERT(f->stack == st);
   f->sleep = true;
   if (ms == 0) {
     sh_future_end_now(f, NULL, 0);

@@ -22,6 +22,7 @@
 #include <stackhouse/stackhouse.h>
 
 #include "base/atomic.h"
+#include "base/check.h"
 #include "actor/gate.h"
 #include "actor/house.h"
 
@@ -30,6 +31,7 @@
  * -ESHUTDOWN or -EAGAIN leave m the caller's. Inline: an unbounded
  * mailbox, the common case, costs two tests. */
 static inline int sh_send_now(sh_house *t, uint32_t gen, sh_box box, sh_msg *m) {
+  SH_DEBUG_ASSERT(box == SH_BOX_ASK || box == SH_BOX_NOTICE);
   if (!sh_house_live(t, gen)) return -ESHUTDOWN;
   m->internal = gen;
   sh_gate *g = sh_house_gate(t, box);
@@ -49,10 +51,10 @@ static inline int sh_send_now(sh_house *t, uint32_t gen, sh_box box, sh_msg *m) 
 /* The mailbox a send of `kind` to t goes to: an ordered class
  * (sh_actor_class.ordered) takes notices into the ask mailbox, whose one
  * FIFO keeps each sender's asks and notices in the order sent. */
+/* relaxed: set before the generation's life began (spawn.c); a stale
+ * value only misroutes a message its generation tag refuses. */
 static inline sh_box sh_send_box(const sh_house *t, sh_msg_kind kind) {
   if (kind == SH_ASK) return SH_BOX_ASK;
-  /* relaxed: set before the generation's life began (spawn.c); a stale
-   * value only misroutes a message its generation tag refuses. */
   return (sh_box)sh_atomic_load(&t->notice_box, memory_order_relaxed);
 }
 

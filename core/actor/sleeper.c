@@ -4,6 +4,7 @@
 #include "actor/sleeper.h"
 
 #include "base/atomic.h"
+#include "base/check.h"
 
 int sh_sleeper_init(sh_sleeper *s) {
   sh_atomic_init(&s->sleeping, 0);
@@ -12,15 +13,17 @@ int sh_sleeper_init(sh_sleeper *s) {
 
 void sh_sleeper_destroy(sh_sleeper *s) { sh_plat_event_free(s->ev); }
 
+/* seq_cst: the load half of the waker's side (sleeper.h); loading before
+ * the exchange keeps a wake of a thread that is not asleep free of writes. */
 void sh_sleeper_wake(sh_sleeper *s) {
-  /* seq_cst: the load half of the waker's side (sleeper.h); loading before
-   * the exchange keeps a wake of a thread that is not asleep free of writes. */
+  SH_ASSERT(s->ev != NULL);
   if (sh_atomic_load(&s->sleeping, memory_order_seq_cst) == 0) return;
   if (sh_atomic_exchange(&s->sleeping, 0, memory_order_seq_cst) == 0) return;
   sh_plat_event_set(s->ev);
 }
 
 int sh_sleeper_sleep(sh_sleeper *s, uint64_t deadline, bool (*ready)(void *ctx), void *ctx) {
+  SH_ASSERT(s->ev != NULL && ready != NULL); /* sh_sleeper_init made its event */
   sh_plat_event_reset(s->ev);
   /* seq_cst: the store half of the thread's side (sleeper.h). */
 #ifdef SH_MUTANT_sleeper_check_before_store

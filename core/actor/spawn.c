@@ -28,6 +28,7 @@
 /* The gate of box for generation gen: the house's gate memory reset, or a
  * new one; false when out of memory. */
 static bool house_gate(sh_house *h, sh_box box, uint32_t cap, uint32_t gen) {
+  SH_ASSERT(cap <= SH_MAX_CAPACITY && (box == SH_BOX_ASK || box == SH_BOX_NOTICE));
   sh_gate *g = NULL;
   if (cap > 0) {
     g = h->gate_mem[sh_req(box)];
@@ -44,6 +45,7 @@ static bool house_gate(sh_house *h, sh_box box, uint32_t cap, uint32_t gen) {
 /* Fills the house (from sh_hstore_take) for an actor of class c; false
  * when out of memory. Its life starts later (make_live). */
 static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner, bool pinned) {
+  SH_ASSERT(h->vacant && owner < h->sys->nworkers); /* as sh_hstore_take gives it */
   sh_system *sys = h->sys;
   uint32_t gen = sh_house_gen(h);
   /* No longer vacant, before anything of the last actor's is reset: the
@@ -65,7 +67,8 @@ static bool house_fill(sh_house *h, const sh_actor_class *c, uint32_t owner, boo
   h->max_batch = c->max_batch != 0 ? c->max_batch : sys->cfg.max_batch;
   /* relaxed: a hint; a new actor has no pending future, so high. */
   sh_atomic_store(&h->high, true, memory_order_relaxed);
-  for (int i = 0; i < SH_REQ_BOXES; i++) sh_atomic_store(&h->high_water[i], 0, memory_order_release);
+  for (int i = 0; i < SH_REQ_BOXES; i++)
+    sh_atomic_store(&h->high_water[i], 0, memory_order_release);
   h->vacant = false;
   h->actor->house = h;
   h->actor->sys = sys;
@@ -82,6 +85,7 @@ static sh_house *house_new(sh_system *sys, const sh_actor_class *c, uint32_t own
     sh_hstore_untake(h);
     return NULL;
   }
+  SH_ASSERT(h->actor != NULL && !h->vacant && h->cls == c);
   return h;
 }
 
@@ -93,6 +97,9 @@ static void make_live(sh_house *h) {
 }
 
 static int check_class(const sh_actor_class *c) {
+  /* A gate counts its slots in 32 bits, with room for an older
+   * generation's (sh_gate_reset): twice the greatest capacity. */
+  _Static_assert(SH_MAX_CAPACITY <= UINT32_MAX / 2, "a capacity fits a gate's counters");
   if (c == NULL || c->size < sizeof(sh_actor)) return -EINVAL;
   if ((c->batch_ask != NULL) != (c->batch_ask_filter != NULL)) return -EINVAL;
   if ((c->batch_notice != NULL) != (c->batch_notice_filter != NULL)) return -EINVAL;
@@ -120,6 +127,7 @@ static uint32_t owner_of_one(sh_system *sys) {
 /* Undoes an instance whose init hook ran (rc 0: its stop hook runs too,
  * init and stop come in pairs) or failed. */
 static void instance_undo(sh_house *h, bool inited) {
+  SH_ASSERT(h->actor != NULL && !h->vacant); /* a filled house: its hooks have an actor */
   if (inited && h->cls->stop != NULL) SH_USER_VOID(h->cls->stop(h->actor));
   sh_hstore_actor_free(h);
   sh_hstore_untake(h);
@@ -131,6 +139,7 @@ static int instance_new(sh_system *sys, const sh_actor_class *c, void *arg, uint
   sh_house *h = house_new(sys, c, owner, pinned);
   if (h == NULL) return -ENOMEM;
   *token = sh_token(h, sh_house_gen(h));
+  SH_ASSERT(sh_token_house(*token) == h && sh_token_gen(*token) == sh_house_gen(h));
   h->actor->self = self != NULL ? self : (const sh_addr *)*token;
   int rc = c->init != NULL ? SH_USER(c->init(h->actor, arg)) : 0;
   if (rc != 0) {
@@ -147,6 +156,7 @@ static int instance_new(sh_system *sys, const sh_actor_class *c, void *arg, uint
 static void publish(sh_system *sys, const uintptr_t *tokens, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     sh_house *h = sh_token_house(tokens[i]);
+    SH_ASSERT(h->actor != NULL && !h->vacant); /* filled, and its init hook ran */
     make_live(h);
 #ifdef SH_MUTANT_spawn_wrong_worker
     /* Planted bug: mounted on the next worker, not on the owner it was placed on. */
@@ -168,11 +178,13 @@ static int spawn_one(sh_system *sys, const sh_actor_class *c, void *arg, uint32_
   if (rc != 0) return rc;
   publish(sys, &t, 1);
   *out = (const sh_addr *)t;
+  SH_ASSERT(sh_addr_is_token(*out));
   return 0;
 }
 
 /* Registers a group so that sh_system_free frees it. */
 static void group_register(sh_system *sys, sh_addr *a) {
+  SH_ASSERT(a->n >= 1 && a->all_next == NULL); /* registered once */
   sh_spin_lock(&sys->reg_lock);
   a->all_next = sys->addrs;
   sys->addrs = a;
@@ -198,6 +210,7 @@ static int spawn_group(sh_system *sys, const sh_actor_class *c, void *arg, uint3
     rc = instance_new(sys, c, arg, owner, true, a, &a->members[made]);
   }
   if (rc != 0) made--; /* the last one undid itself */
+  SH_ASSERT(made <= n && (rc != 0 || made == n));
   if (rc == 0) publish(sys, a->members, n);
   if (rc != 0) {
     undo_all(a->members, made);
@@ -225,10 +238,11 @@ static int spawn(sh_system *sys, const sh_actor_class *c, void *arg, uint32_t in
     return -ESHUTDOWN;
   /* From a thread that is not a worker, shutdown waits for the whole spawn
    * (send.h): it begins before shutdown, or fails. */
-  if (sh_worker_current() != NULL) return spawn_now(sys, c, arg, instances, pin, out);
-  if (!sh_system_outside_begin(sys)) return -ESHUTDOWN;
+  bool outside = sh_worker_current() == NULL;
+  if (outside && !sh_system_outside_begin(sys)) return -ESHUTDOWN;
   int rc = spawn_now(sys, c, arg, instances, pin, out);
-  sh_system_outside_end(sys);
+  if (outside) sh_system_outside_end(sys);
+  SH_ASSERT(rc <= 0); /* an init hook's positive errno came back negative */
   return rc;
 }
 

@@ -67,7 +67,8 @@ void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, me
 #define SH_ATOMIC_U64(v) ((uint64_t)(uintptr_t)(v))
 #define SH_ATOMIC_NOW(p) SH_ATOMIC_U64(atomic_load_explicit((p), memory_order_relaxed))
 
-#define SH_MEM_FRESH(p, n) (__builtin_expect(sh_plat_mem_on, 0) ? sh_plat_mem_fresh((p), (n)) : (void)0)
+#define SH_MEM_FRESH(p, n)                                                                         \
+  (__builtin_expect(sh_plat_mem_on, 0) ? sh_plat_mem_fresh((p), (n)) : (void)0)
 #define sh_atomic_init(p, v)                                                                       \
   __extension__({                                                                                  \
     __auto_type sh_ip_ = (p);                                                                      \
@@ -81,7 +82,8 @@ void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, me
     memory_order sh_lmo_ = (mo);                                                                   \
     SH_ATOMIC_T(sh_lp_) sh_lv_ = atomic_load_explicit(sh_lp_, sh_lmo_);                            \
     if (__builtin_expect(sh_plat_mem_on, 0))                                                       \
-      sh_lv_ = (SH_ATOMIC_T(sh_lp_))(uintptr_t)sh_plat_mem_load(sh_lp_, SH_ATOMIC_U64(sh_lv_), sh_lmo_); \
+      sh_lv_ = (SH_ATOMIC_T(sh_lp_))(uintptr_t)sh_plat_mem_load(sh_lp_, SH_ATOMIC_U64(sh_lv_),     \
+                                                                sh_lmo_);                          \
     sh_lv_;                                                                                        \
   })
 

@@ -65,6 +65,7 @@ static int parse_entry(const char *s, size_t len, sh_fault_entry_fn fn, void *ct
   if (colon == NULL) return *why = "an entry is not PATTERN:P", -EINVAL;
   size_t n = (size_t)(colon - s);
   if (n == 0) return *why = "an empty pattern", -EINVAL;
+  _Static_assert(SH_FAULT_NAME_MAX == 64, "the message below says 63 bytes");
   if (n >= SH_FAULT_NAME_MAX) return *why = "a pattern longer than 63 bytes", -EINVAL;
   char pattern[SH_FAULT_NAME_MAX], num[32];
   memcpy(pattern, s, n);

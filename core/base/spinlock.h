@@ -60,7 +60,10 @@ static inline bool sh_spin_trylock(sh_spin *l) {
 }
 
 static inline void sh_spin_lock(sh_spin *l) {
-  /* Bounded only by the holder's critical section, which is a few stores. */
+  /* Bounded only by the holder's critical section, which is a few stores:
+   * its caller's code, not counted here. A holder that never lets go (a
+   * lock taken twice on one thread) spins forever, which the simulator
+   * reports as a run past its step limit. */
   while (!sh_spin_trylock(l)) {
 #ifdef SH_SIM
     /* The holder is a descheduled fiber: let it run (a strategy that only

@@ -17,7 +17,8 @@ _Static_assert(sizeof(sh_msg *_Atomic) == sizeof(sh_msg *) &&
                    _Alignof(sh_msg *_Atomic) == _Alignof(sh_msg *),
                "sh_msg.next: an atomic pointer must be laid out as a plain one");
 
-const sh_msg_type sh_exception_type = {"sh_exception", sizeof(sh_exception), SH_REPLY, 0, NULL, NULL};
+const sh_msg_type sh_exception_type = {"sh_exception", sizeof(sh_exception), SH_REPLY, 0, NULL,
+                                       NULL};
 SH_MSG_DEFINE(sh_args, SH_NOTICE, 0);
 
 sh_msg *sh_msg_alloc(const sh_msg_type *t) {

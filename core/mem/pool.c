@@ -23,9 +23,7 @@
  *
  * Lists. Each slab has a free list; a class links the slabs that have a free
  * object (`partial`, doubly linked, owner only) and allocation takes from the
- * first. Other threads push the objects they free onto the class's `remote`
- * Treiber stack; the owner never pops single objects from it: it takes the
- * whole stack at once (atomic exchange) and walks it privately.
+ * first. What other threads free comes back through poolreturn.c.
  *
  * Returning memory. A slab goes back to malloc when its last object comes
  * back while the class holds max_cached other free objects (so a flood's
@@ -33,20 +31,23 @@
  * class is trimmed (every free slab, while the class holds more than `keep`
  * free objects). A slab with one live object stays: memory after a flood is
  * bounded by the slabs that still hold live objects plus max_cached free
- * objects plus one slab per class.
+ * objects plus one slab per class (give checks the slabs all free: at most
+ * one more than max_cached objects fill).
  *
- * Bounds. Every loop walks a slab (its objects), a class's slabs (nslabs) or
- * a taken return stack (at most the objects of the pool's slabs), or an
- * outbox (at most SH_POOL_OUTBOX).
+ * Bounds. Every loop walks a slab (its objects) or a class's slabs
+ * (nslabs), checked where it is walked; poolreturn.c's walk a taken return
+ * stack or an outbox.
  *
  * Idle tracking. The pool has no clock: sh_pool_alloc and an owner's
  * sh_pool_free only mark the class "touched" (last_use_ns = SH_POOL_TOUCHED),
  * and sh_pool_trim, which is given the time, turns the mark into
  * last_use_ns = now. A class is thus seen as used at the first trim after its
  * real use, never earlier, so trimming is late by at most one trim period
- * and never premature. Returns from other threads do not count as use.
+ * and never premature (not checked: the period is the caller's, and the
+ * pool has no clock). Returns from other threads do not count as use.
  */
 #include "mem/pool.h"
+#include "mem/poolslab.h"
 
 #include "base/atomic.h"
 #include "base/check.h"
@@ -69,45 +70,8 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
-#define SH_POOL_MIN_CLASS 64u                /* smallest class, object + header */
-#define SH_POOL_PLAIN SH_POOL_CLASSES        /* class index of a plain malloc object */
 #define SH_POOL_TOUCHED UINT64_MAX           /* last_use_ns: used since the last trim */
-#define SH_POOL_LIVE 0x5ca1ab1eu             /* state: handed out to a caller */
-#define SH_POOL_FREE 0xf7eef7eeu             /* state: cached, or being returned */
-/* A slab's size: 510 objects of 64 B, 3 of 8 KiB. Large enough that in the
- * classes messages use its objects far outnumber what a peer's outbox
- * (SH_POOL_OUTBOX) and the messages in flight hold, small enough that a
- * class in light use holds little. */
-#define SH_POOL_SLAB_BYTES 32768u
-#define SH_POOL_LINE 64u
 
-struct sh_pool_obj {
-  sh_pool_slab *slab; /* creating slab; NULL for a plain malloc object */
-  uint32_t cls;       /* size class; SH_POOL_PLAIN for a plain malloc object */
-  uint32_t state;     /* SH_POOL_LIVE / SH_POOL_FREE: catches double and stray frees */
-  /* Free-list link. It overlays the first bytes of the caller's body, so it is
-   * only meaningful while the object is free. _Alignas pins it (and with it
-   * the body) at offset 16 on every ABI. */
-  _Alignas(16) sh_pool_obj *next;
-};
-
-struct sh_pool_slab {
-  /* Read by every thread that frees one of the slab's objects. */
-  sh_pool *owner;
-  uint32_t cls;
-  uint32_t nobj;
-  /* The owner's, on a line of its own (the slab is line-aligned). */
-  _Alignas(SH_POOL_LINE) sh_pool_obj *free;
-  uint32_t nfree;                /* length of free */
-  sh_pool_slab *prev, *next;     /* in the class's partial list while nfree > 0 */
-};
-
-#define SH_POOL_HDR offsetof(sh_pool_obj, next)
-/* The objects follow the slab header, each at a multiple of its class size. */
-#define SH_POOL_SLAB_HDR sizeof(sh_pool_slab)
-
-_Static_assert(SH_POOL_HDR == 16, "the header must keep the body 16-byte aligned");
-_Static_assert(SH_POOL_SLAB_HDR % SH_POOL_LINE == 0, "objects must start line-aligned");
 _Static_assert((SH_POOL_MIN_CLASS << (SH_POOL_CLASSES - 1)) == SH_POOL_MAX_SIZE,
                "SH_POOL_CLASSES doubling classes from 64 must end at SH_POOL_MAX_SIZE");
 _Static_assert(SH_POOL_SLAB_BYTES >= SH_POOL_SLAB_HDR + 2 * SH_POOL_MAX_SIZE,
@@ -131,6 +95,7 @@ static uint32_t class_of(size_t size) {
   size_t need = size + SH_POOL_HDR;
   uint32_t cls = 0;
   while (class_size(cls) < need) cls++; /* ends by the last class: need <= SH_POOL_MAX_SIZE */
+  SH_DEBUG_ASSERT(cls < SH_POOL_CLASSES);
   return cls;
 }
 
@@ -163,6 +128,7 @@ static void unpoison_live(sh_pool_obj *o, size_t size) {
 
 /* The partial list: slabs with a free object, the most recently refilled first. */
 static void link_slab(sh_pool_class *c, sh_pool_slab *s) {
+  SH_DEBUG_ASSERT(s->nfree > 0 && s != c->partial);
   s->prev = NULL;
   s->next = c->partial;
   if (c->partial) c->partial->prev = s;
@@ -170,6 +136,7 @@ static void link_slab(sh_pool_class *c, sh_pool_slab *s) {
 }
 
 static void unlink_slab(sh_pool_class *c, sh_pool_slab *s) {
+  SH_DEBUG_ASSERT(s->prev != NULL || c->partial == s); /* it is in the list */
   if (s->prev)
     s->prev->next = s->next;
   else
@@ -182,6 +149,7 @@ static bool grow(sh_pool *p, uint32_t cls) {
   sh_pool_class *c = &p->cls[cls];
   uint32_t n = sh_pool_slab_objects(cls);
   size_t size = class_size(cls);
+  SH_ASSERT(c->partial == NULL && c->nfree == 0); /* grown only when nothing is free */
   sh_pool_slab *s = aligned_alloc(SH_POOL_LINE, SH_POOL_SLAB_HDR + n * size);
   if (!s) return false;
   s->owner = p;
@@ -222,6 +190,7 @@ static void release(sh_pool *p, sh_pool_class *c, sh_pool_slab *s) {
 static sh_pool_obj *take(sh_pool_class *c) {
   sh_pool_slab *s = c->partial;
   sh_pool_obj *o = s->free;
+  SH_DEBUG_ASSERT(o != NULL && s->nfree > 0 && c->nfree > 0);
   if (s->nfree == s->nobj) c->nspare--;
   s->free = o->next;
   s->nfree--;
@@ -232,8 +201,9 @@ static sh_pool_obj *take(sh_pool_class *c) {
 
 /* Owner only: o back on its slab; the slab back to malloc once all its
  * objects are free and the class has max_cached others. */
-static void give(sh_pool *p, sh_pool_class *c, sh_pool_obj *o) {
+void sh_pool_give(sh_pool *p, sh_pool_class *c, sh_pool_obj *o) {
   sh_pool_slab *s = o->slab;
+  SH_DEBUG_ASSERT(s->nfree < s->nobj); /* a slab takes back only what it gave */
   o->next = s->free;
   s->free = o;
   s->nfree++;
@@ -241,41 +211,22 @@ static void give(sh_pool *p, sh_pool_class *c, sh_pool_obj *o) {
   if (s->nfree == 1) link_slab(c, s);
   if (s->nfree < s->nobj) return;
   c->nspare++;
-  if (c->nfree - s->nobj >= p->max_cached) release(p, c, s);
+  uint32_t per = s->nobj; /* s may go */
+  if (c->nfree - per >= p->max_cached) release(p, c, s);
+  /* What the class keeps in slabs all free: max_cached objects, and a slab. */
+  SH_DEBUG_ASSERT(c->nspare == 0 || (uint64_t)(c->nspare - 1) * per <= p->max_cached);
 }
 
 /* Owner only: gives back every slab of c whose objects are all free, while
  * c holds more than `keep` free objects. Bounded by the class's slabs. */
 static void release_free_slabs(sh_pool *p, sh_pool_class *c, uint32_t keep) {
   sh_pool_slab *s = c->partial;
+  uint32_t slabs = c->nslabs, walked = 0;
   while (s && c->nfree > keep) {
+    SH_ASSERT(++walked <= slabs);
     sh_pool_slab *next = s->next;
     if (s->nfree == s->nobj) release(p, c, s);
     s = next;
-  }
-}
-
-/*
- * Owner only: moves everything other threads returned to class c back onto
- * its slabs. Bounded by the stack it takes, which holds only objects of this
- * pool's slabs.
- */
-static void drain_remote(sh_pool *p, sh_pool_class *c) {
-  /* relaxed: only a hint that spares the exchange (a write to a shared cache
-   * line) when nothing came back. Only the owner empties the stack, so a
-   * non-NULL head stays non-NULL until our exchange; a push we miss is taken
-   * on the next drain. */
-  if (sh_atomic_load(&c->remote, memory_order_relaxed) == NULL) return;
-  /* acquire: pairs with the pushers' release CAS, so their writes of o->next
-   * (and of the header state) are visible before we walk the list. Nothing of
-   * ours needs publishing (pushers never read through the head), so no release. */
-  SH_YIELD("pool.remote.take");
-  sh_pool_obj *o = sh_atomic_exchange(&c->remote, NULL, memory_order_acquire);
-  while (o) {
-    sh_pool_obj *next = o->next;
-    SH_ASSERT(o->slab->owner == p && o->state == SH_POOL_FREE);
-    give(p, c, o);
-    o = next;
   }
 }
 
@@ -329,7 +280,7 @@ void sh_pool_destroy(sh_pool *p) {
   sh_pool_flush(p);
   for (uint32_t i = 0; i < SH_POOL_CLASSES; i++) {
     sh_pool_class *c = &p->cls[i];
-    drain_remote(p, c);
+    sh_pool_drain_remote(p, c);
     release_free_slabs(p, c, 0);
   }
 }
@@ -342,7 +293,7 @@ void *sh_pool_alloc(sh_pool *p, size_t size) {
 
   sh_pool_class *c = &p->cls[cls];
   /* Own slabs first; only when they are all taken pay for the shared remote stack. */
-  if (!c->partial) drain_remote(p, c);
+  if (!c->partial) sh_pool_drain_remote(p, c);
   if (!c->partial && !grow(p, cls)) return NULL;
   sh_pool_obj *o = take(c);
   SH_ASSERT(o->slab->owner == p && o->cls == cls && o->state == SH_POOL_FREE);
@@ -360,77 +311,7 @@ static void free_local(sh_pool *p, sh_pool_obj *o) {
   sh_pool_class *c = &p->cls[o->cls];
   own_inc(&p->local_frees);
   c->last_use_ns = SH_POOL_TOUCHED;
-  give(p, c, o);
-}
-
-/*
- * Another thread (a worker or not) returns the chain head..tail (n objects of
- * one class) to their owner. The remote stack only sees pushes from any
- * thread and a take-all exchange by its single owner; no thread ever pops
- * one node or reads through the head it sees, so there is no ABA problem: a
- * CAS that succeeds links the chain to whatever is the head at that instant,
- * which is exactly right even if that head was taken and pushed again. The
- * stack needs no bound of its own: it holds objects of the owner's slabs,
- * which exist anyway, and the owner gives their slabs back once it drains.
- */
-static void push_remote(sh_pool *owner, uint32_t cls, sh_pool_obj *head, sh_pool_obj *tail,
-                        uint32_t n) {
-  sh_pool_class *c = &owner->cls[cls];
-  /* relaxed: a statistic, exact once the freeing threads are joined. */
-  sh_atomic_fetch_add(&owner->remote_frees, n, memory_order_relaxed);
-  /* relaxed: we only store the head as our link, never read through it. */
-  sh_pool_obj *top = sh_atomic_load(&c->remote, memory_order_relaxed);
-  do {
-    SH_YIELD("pool.remote.push");
-    tail->next = top;
-    /* success release: our writes of the links and states (and the callers'
-     * of the bodies) become visible to the owner's acquire exchange.
-     * failure relaxed: we just retry with the new head. Lock-free: a failed
-     * CAS means another push succeeded. */
-  } while (!sh_atomic_cas_weak(&c->remote, &top, head, memory_order_release,
-                                                  memory_order_relaxed));
-}
-/* nout has one writer, the pool's owner: a relaxed load and store. */
-static uint32_t nout(const sh_pool_class *c) {
-  return (uint32_t)sh_atomic_load(&c->nout, memory_order_relaxed);
-}
-static void set_nout(sh_pool_class *c, uint32_t n) {
-  sh_atomic_store(&c->nout, n, memory_order_relaxed);
-}
-
-static void flush_class(sh_pool_class *c, uint32_t cls) {
-  uint32_t n = nout(c);
-  if (n == 0) return;
-  push_remote(c->out_owner, cls, c->out_head, c->out_tail, n);
-  c->out_head = c->out_tail = NULL;
-  set_nout(c, 0);
-}
-
-/* A worker frees another pool's object: batch it per class and owner, so
- * the owner's shared line is touched once per SH_POOL_OUTBOX objects. */
-static void free_foreign(sh_pool *self, sh_pool_obj *o) {
-  sh_pool_class *c = &self->cls[o->cls];
-  sh_pool *owner = o->slab->owner;
-#ifdef SH_MUTANT_pool_outbox_dropped
-  /* Planted bug: an outbox for another owner is emptied, not sent: its objects never go home. */
-  if (nout(c) > 0 && c->out_owner != owner) {
-    c->out_head = c->out_tail = NULL;
-    set_nout(c, 0);
-  }
-#else
-  if (nout(c) > 0 && c->out_owner != owner) flush_class(c, o->cls);
-#endif
-  c->out_owner = owner;
-  o->next = c->out_head;
-  if (c->out_head == NULL) c->out_tail = o;
-  c->out_head = o;
-  uint32_t n = nout(c) + 1;
-  set_nout(c, n);
-  if (n == SH_POOL_OUTBOX) flush_class(c, o->cls);
-}
-
-void sh_pool_flush(sh_pool *p) {
-  for (uint32_t i = 0; i < SH_POOL_CLASSES; i++) flush_class(&p->cls[i], i);
+  sh_pool_give(p, c, o);
 }
 
 void sh_pool_free(sh_pool *self, void *obj) {
@@ -454,9 +335,9 @@ void sh_pool_free(sh_pool *self, void *obj) {
 #endif
     free_local(self, o);
   else if (self != NULL)
-    free_foreign(self, o);
+    sh_pool_free_foreign(self, o);
   else
-    push_remote(owner, o->cls, o, o, 1); /* a thread with no pool: no outbox */
+    sh_pool_push_remote(owner, o->cls, o, o, 1); /* a thread with no pool: no outbox */
 }
 
 /* Whether trimming class c would give memory back: a slab of it is free
@@ -471,7 +352,7 @@ uint64_t sh_pool_trim(sh_pool *p, uint64_t now_ns) {
   sh_pool_flush(p);
   for (uint32_t i = 0; i < SH_POOL_CLASSES; i++) {
     sh_pool_class *c = &p->cls[i];
-    drain_remote(p, c);
+    sh_pool_drain_remote(p, c);
     if (c->last_use_ns == SH_POOL_TOUCHED) {
       c->last_use_ns = now_ns; /* used since the last trim: its idle time starts now */
     } else if (now_ns >= c->last_use_ns && now_ns - c->last_use_ns >= p->idle_ns &&
@@ -485,12 +366,6 @@ uint64_t sh_pool_trim(sh_pool *p, uint64_t now_ns) {
     }
   }
   return next;
-}
-
-uint64_t sh_pool_in_outboxes(const sh_pool *p) {
-  uint64_t n = 0;
-  for (uint32_t i = 0; i < SH_POOL_CLASSES; i++) n += nout(&p->cls[i]);
-  return n;
 }
 
 uint64_t sh_pool_outstanding(const sh_pool *p) {

@@ -12,6 +12,9 @@
 #include "base/check.h"
 
 void sh_hq_init(sh_house_queue *q) {
+  /* Each list and the count on a cache line of their own (housequeue.h). */
+  _Static_assert(sizeof(sh_hq_list) == 64 && offsetof(sh_house_queue, count) == 128,
+                 "a run queue's lists and count take a line each");
   for (int i = 0; i < 2; i++) {
     sh_spin_init(&q->sub[i].lock);
     sh_atomic_init(&q->sub[i].head, NULL);
@@ -39,6 +42,8 @@ uint32_t sh_hq_push(sh_house_queue *q, sh_hq_link *h, bool high) {
 #endif
   SH_YIELD("hq.push");
   sh_spin_lock(&l->lock);
+  /* A house is in one queue at a time: never pushed twice in a row. */
+  SH_ASSERT(l->tail != h);
   if (l->tail != NULL)
     l->tail->next = h;
   else
@@ -81,6 +86,7 @@ static sh_hq_link *take_locked(sh_house_queue *q, sh_hq_list *l) {
 }
 
 static sh_hq_link *pop_list(sh_house_queue *q, sh_hq_list *l, bool try_only) {
+  SH_DEBUG_ASSERT(l == &q->sub[0] || l == &q->sub[1]); /* its count is q's */
   /* An unlocked peek keeps an owner from taking an empty list's lock. */
   if (sh_atomic_load(&l->head, memory_order_relaxed) == NULL) return NULL;
   if (try_only) {
@@ -103,6 +109,7 @@ static sh_hq_link *pop(sh_house_queue *q, bool try_only) {
   sh_hq_link *h = pop_list(q, &q->sub[1], try_only);
   if (h == NULL) h = pop_list(q, &q->sub[0], try_only);
 #endif
+  SH_DEBUG_ASSERT(h == NULL || h->next == NULL); /* handed out unlinked */
   return h;
 }
 

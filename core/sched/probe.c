@@ -8,6 +8,7 @@
 #include <fiu-local.h>
 
 #include "base/atomic.h"
+#include "base/check.h"
 #include "base/faults.h"
 
 #include "actor/house.h"
@@ -15,6 +16,7 @@
 #include "plat.h"
 #include "actor/futtable.h"
 #include "sched/system.h"
+#include "sched/worker.h"
 
 /* sh_thread is never defined: a handle is the platform's thread itself. */
 int sh_thread_start(void (*fn)(void *arg), void *arg, sh_thread **out) {
@@ -22,6 +24,7 @@ int sh_thread_start(void (*fn)(void *arg), void *arg, sh_thread **out) {
   sh_fault_return_on("sh/thread/start", -EAGAIN);
   sh_plat_thread *t = NULL;
   int rc = sh_plat_thread_start(fn, arg, &t);
+  SH_ASSERT(rc != 0 || t != NULL);
   if (rc == 0) *out = (sh_thread *)t;
   return rc;
 }
@@ -42,6 +45,7 @@ void sh_actor_probe_get(const sh_actor *self, sh_actor_probe *out) {
   const sh_futtable *d = &self->house->futures;
   out->asks_pending = sh_futtable_count(d);
   out->ask_buckets = sh_futtable_capacity(d);
+  SH_ASSERT((out->ask_buckets & (out->ask_buckets - 1)) == 0); /* a power of two */
   out->ask_load = SH_FUTTABLE_LOAD;
 }
 
@@ -54,6 +58,8 @@ static void count_busy(sh_house *h, void *arg) {
 uint32_t sh_system_busy(const sh_system *sys) {
   SH_FROM_USER();
   uint32_t n = 0;
+  /* Only while no worker runs (probe.h): never from one. */
+  SH_ASSERT(sh_worker_current() == NULL);
   sh_hstore_each((sh_system *)sys, count_busy, &n);
   return n;
 }

@@ -16,6 +16,7 @@
 #include <stackhouse/stackhouse.h>
 
 #include "base/atomic.h"
+#include "base/check.h"
 #include "base/counters.h"
 #include "actor/hfree.h"
 #include "plat.h"
@@ -75,9 +76,11 @@ static inline bool sh_system_is_shut(const sh_system *sys) {
  * (seq_cst) and then reads the count. One sees the other. */
 static inline void sh_system_outside_end(sh_system *sys) {
   /* release: what the call did is seen by shutdown's acquire load. */
-  sh_atomic_fetch_sub(&sys->outside_sends, 1, memory_order_release);
+  unsigned was = sh_atomic_fetch_sub(&sys->outside_sends, 1, memory_order_release);
+  SH_ASSERT(was > 0); /* it began */
 }
 static inline bool sh_system_outside_begin(sh_system *sys) {
+  SH_ASSERT(sh_plat_local() == NULL); /* a thread that is not a worker: no pool */
   sh_atomic_fetch_add(&sys->outside_sends, 1, memory_order_seq_cst);
   if (!sh_atomic_load(&sys->shut, memory_order_seq_cst)) return true;
   sh_system_outside_end(sys);

@@ -27,6 +27,7 @@
 #define SH_WAKE_TRIES 4
 
 void sh_worker_init(sh_worker *w, sh_system *sys, uint32_t index) {
+  SH_ASSERT(index < sys->nworkers);
   sh_hq_init(&w->mounting);
   sh_hq_init(&w->io);
   sh_hq_init(&w->state);
@@ -53,6 +54,7 @@ uint8_t *sh_worker_scratch(sh_worker *w) {
 void sh_worker_enter(sh_worker *w) { sh_plat_set_local(w != NULL ? &w->pool : NULL); }
 
 static inline void count_into(sh_system *sys, sh_counter k, uint64_t n) {
+  SH_DEBUG_ASSERT((unsigned)k < SH_C_COUNT);
   sh_worker *w = sh_worker_current();
   if (w != NULL && w->sys == sys)
     sh_counters_own_add(&w->counters, k, n);
@@ -74,6 +76,7 @@ void sh_worker_wake(sh_worker *w) {
   if (sh_atomic_load(&w->parked, memory_order_seq_cst) == 0) return;
 #endif
   if (sh_atomic_exchange(&w->parked, 0, memory_order_seq_cst) == 0) return;
+  SH_ASSERT(w->index < w->sys->nworkers); /* the platform wakes by index */
   SH_YIELD("worker.wake");
   /* Fault point: the platform refuses the wake for now (as an interrupted
    * write to an eventfd would); it is tried again after giving way, a few
@@ -93,6 +96,7 @@ static void offer_backlog(sh_worker *owner, uint32_t backlog) {
   /* Bounded by the workers: one look at each peer. */
   for (uint32_t i = 1; i < sys->nworkers; i++) {
     sh_worker *peer = &sys->workers[(owner->index + i) % sys->nworkers];
+    SH_ASSERT(peer != owner);
     /* relaxed: a hint for whom to wake; sh_worker_wake re-reads it properly. */
     if (sh_atomic_load(&peer->parked, memory_order_relaxed) != 0) {
       sh_worker_wake(peer);

@@ -44,7 +44,9 @@ static sh_timer *from_link(sh_wheel_link *l) {
 
 static uint64_t expiry(uint64_t delay_ns) {
   if (delay_ns > SH_TIMEOUT_MAX_NS) delay_ns = SH_TIMEOUT_MAX_NS;
-  return sh_plat_now_ns() + delay_ns;
+  uint64_t at = sh_plat_now_ns() + delay_ns;
+  SH_ASSERT(at < SH_TIMER_DISCARD_NS); /* within the horizon, so no sum wrapped */
+  return at;
 }
 
 static sh_timer *timer_new(sh_worker *w, sh_house *h, sh_timer_kind kind, uint64_t id,
@@ -137,11 +139,14 @@ static void fire(sh_wheel_link *l, void *ctx) {
 }
 
 uint32_t sh_timer_advance(sh_worker *w, uint64_t now_ns) {
-  return sh_wheel_advance(&w->wheel, now_ns, SH_TIMER_FIRE_MAX, fire, w);
+  uint32_t fired = sh_wheel_advance(&w->wheel, now_ns, SH_TIMER_FIRE_MAX, fire, w);
+  SH_ASSERT(fired <= SH_TIMER_FIRE_MAX);
+  return fired;
 }
 
 static sh_timer *find(sh_house *h, uint64_t id) {
-  /* Bounded by the actor's live timers. */
+  /* Bounded by the actor's live timers, which nothing counts: a list, each
+   * of whose links one sh_timer_start made. */
   for (sh_list *l = sh_list_first(&h->timers); l != NULL; l = sh_list_next(&h->timers, l)) {
     sh_timer *t = SH_LIST_ENTRY(l, sh_timer, actor_link);
     if (t->id == id) return t;
@@ -206,7 +211,8 @@ int sh_timer_cancel(sh_actor *self, uint64_t id) {
 
 void sh_timer_cancel_all(sh_worker *w, sh_house *h) {
   sh_list *l;
-  /* Bounded by the actor's live timers: each turn takes one out. */
+  /* Bounded by the actor's live timers: each turn takes one out, and
+   * cancelling a node never links one (not counted: a list, as find). */
   while ((l = sh_list_pop_front(&h->timers)) != NULL)
     sh_timer_cancel_node(w, SH_LIST_ENTRY(l, sh_timer, actor_link));
 }

@@ -81,6 +81,16 @@ static void replace_all(sh_wheel *w, sh_list *head) {
     n = sh_list_pop_front(head);
     place(w, entry_of(n));
   } while (n != last);
+  SH_ASSERT(head == &w->overflow || sh_list_empty(head)); /* a slot takes none back */
+}
+
+/* Whether overflow_min_tick is at most every overflow expiry (wheel.h): a
+ * walk of the overflow list, for the debug builds' check only. */
+__attribute__((unused)) static bool overflow_min_holds(const sh_wheel *w) {
+  for (const sh_list *n = sh_list_first(&w->overflow); n != NULL;
+       n = sh_list_next(&w->overflow, n))
+    if (SH_LIST_ENTRY(n, sh_wheel_link, node)->expire_tick < w->overflow_min_tick) return false;
+  return true;
 }
 
 /* The first tick after now_tick at which a slot or the overflow list has to
@@ -100,6 +110,7 @@ static uint64_t next_event(const sh_wheel *w, uint64_t limit) {
     }
   }
   if (sh_list_empty(&w->overflow)) return limit;
+  SH_DEBUG_ASSERT(overflow_min_holds(w));
   /* Stale bounds are consumed by the stop they cause, so this is ahead. */
   uint64_t tick = w->overflow_min_tick & ~span_mask(SH_WHEEL_LEVELS);
   SH_ASSERT(tick > w->now_tick);
@@ -133,6 +144,7 @@ static uint32_t fire_due(sh_wheel *w, uint32_t budget, void (*fire)(sh_wheel_lin
   uint32_t fired = 0;
   while (fired < budget && sh_list_first(&w->due) != marker) {
     sh_wheel_link *l = entry_of(sh_list_pop_front(&w->due));
+    SH_ASSERT(l->expire_tick <= w->now_tick && w->count > 0); /* never before its time */
     w->count--;
     fired++;
     fire(l, ctx);
@@ -175,9 +187,12 @@ uint32_t sh_wheel_advance(sh_wheel *w, uint64_t now_ns, uint32_t max,
   uint32_t fired = fire_due(w, budget, fire, ctx);
   /* Each pass moves now_tick strictly forward and never beyond target. */
   while (fired < budget && w->now_tick < target) {
-    process_tick(w, next_event(w, target));
+    uint64_t tick = next_event(w, target);
+    SH_ASSERT(tick > w->now_tick && tick <= target);
+    process_tick(w, tick);
     fired += fire_due(w, budget - fired, fire, ctx);
   }
+  SH_ASSERT(fired <= budget); /* at most `max` (wheel.h) */
   return fired;
 }
 

@@ -7,9 +7,10 @@
  *
  * The framework is part of the simulation library (pkg-config
  * stackhouse-sim, with shsim: stackhouse-shsim) and, for the epoll backend,
- * of libstackhouse-shrun.a (pkg-config stackhouse-shrun). SH_SCENARIO registers through a linker section, which
- * the linker fills only from the objects it links: link scenario objects
- * as objects (.o), never from an archive, or they are not found.
+ * of libstackhouse-shrun.a (pkg-config stackhouse-shrun). SH_SCENARIO
+ * registers through a linker section, which the linker fills only from the
+ * objects it links: link scenario objects as objects (.o), never from an
+ * archive, or they are not found.
  *
  * A scenario is a table (sh_scenario) registered with SH_SCENARIO(). The
  * framework's run of one scenario:

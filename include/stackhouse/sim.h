@@ -47,7 +47,8 @@ typedef enum sh_sim_choice_kind {
   SH_SIM_PREEMPT = 0, /* the strategy preempted the running fiber at a scheduling point */
   SH_SIM_FORCED = 1,  /* the running fiber parked, blocked, finished or yielded its CPU */
   SH_SIM_FAULT = 2,   /* a fault point fired (`to` names the point: sh_sim_fault_id) */
-  SH_SIM_STALE = 3,   /* a weak load read a stale value (`to`: its rank among the step's candidates) */
+  SH_SIM_STALE = 3,   /* a weak load read a stale value (`to`: its rank among the step's
+                       * candidates) */
   SH_SIM_DRAW = 4,    /* a value drawn from a stream (sh_sim_draw): `to` the stream, `value` it */
 } sh_sim_choice_kind;
 

@@ -1,9 +1,11 @@
 /*
  * stackhouse: an actor runtime in C.
  *
- * This is the only header applications include. Every function that can fail
- * returns 0 or a negative errno value (-EINVAL, -ENOMEM, -ESHUTDOWN, ...);
- * misuse that cannot be reported (a corrupted message header) is an assertion.
+ * This is the header applications include (with bridge.h and system.h,
+ * which it includes: the rest of the API by subject). Every function that
+ * can fail returns 0 or a negative errno value (-EINVAL, -ENOMEM,
+ * -ESHUTDOWN, ...); misuse that cannot be reported (a corrupted message
+ * header) is an assertion.
  *
  * Model (see docs in the README):
  *   - An actor is a struct whose first member is `sh_actor`, described by an
@@ -50,8 +52,9 @@ extern "C" {
 #define SH_VERSION_NUMBER (SH_VERSION_MAJOR * 10000 + SH_VERSION_MINOR * 100 + SH_VERSION_PATCH)
 #define SH_VERSION_STR_(x) #x
 #define SH_VERSION_STR(x) SH_VERSION_STR_(x)
-#define SH_VERSION_STRING \
-  SH_VERSION_STR(SH_VERSION_MAJOR) "." SH_VERSION_STR(SH_VERSION_MINOR) "." SH_VERSION_STR(SH_VERSION_PATCH)
+#define SH_VERSION_STRING                                                      \
+  SH_VERSION_STR(SH_VERSION_MAJOR) "." SH_VERSION_STR(SH_VERSION_MINOR) "." \
+      SH_VERSION_STR(SH_VERSION_PATCH)
 
 /* Marks the library's public API: the only symbols libstackhouse.so
  * exports (everything else is built with hidden visibility). */
@@ -437,148 +440,16 @@ typedef struct sh_mailbox_stats {
 /* The ask (kind SH_ASK) or notice (SH_NOTICE) mailbox of instance `i` of
  * an address. Any thread; the figures are read without stopping anyone.
  * -EINVAL for a bad argument. */
-SH_API int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind, sh_mailbox_stats *out);
-
-/* ------------------------------------------------------------------ */
-/* Outside threads: the bridge                                         */
-/* ------------------------------------------------------------------ */
-
-/*
- * A bridge lets a thread that is not a worker (a program's main, a legacy
- * library's callback thread) talk to actors: send notices and asks, block
- * while a bounded mailbox is full, and receive the replies. One thread uses
- * a bridge at a time; make one per thread. Free every bridge before the
- * system is freed. On the simulator the thread is a fiber like the others.
- *
- * The bridge's calls take timeouts by the convention at the top of this
- * file: SH_NOWAIT never blocks (-EAGAIN when it would), SH_FOREVER blocks
- * without limit, a positive value blocks at most that long (-ETIMEDOUT).
- * Its sends follow the one ownership rule: sh_bridge_notice and
- * sh_bridge_ask take the message (freed on an error), the _try forms
- * leave it the caller's on an error.
- */
-typedef struct sh_bridge sh_bridge;
-
-/* -EINVAL on a worker (an actor has stacks; every bridge call refuses a
- * worker), -ESHUTDOWN after shutdown. */
-SH_API int sh_bridge_new(sh_system *sys, sh_bridge **out);
-/* Asks still unanswered are forgotten (their late replies are dropped and
- * counted); replies not received are freed. NULL: no-op. */
-SH_API void sh_bridge_free(sh_bridge *b);
-
-/* Sends notice m, blocking up to timeout_ms while the mailbox is full. */
-SH_API int sh_bridge_notice(sh_bridge *b, const sh_addr *to, sh_msg *m, int64_t timeout_ms);
-/* Sends ask m, blocking up to timeout_ms while the mailbox is full;
- * *ticket (optional) identifies its reply. */
-SH_API int sh_bridge_ask(sh_bridge *b, const sh_addr *to, sh_msg *m, int64_t timeout_ms,
-                         uint64_t *ticket);
-/* The same without blocking; on an error m is still the caller's. */
-SH_API int sh_bridge_notice_try(sh_bridge *b, const sh_addr *to, sh_msg *m);
-SH_API int sh_bridge_ask_try(sh_bridge *b, const sh_addr *to, sh_msg *m, uint64_t *ticket);
-
-typedef struct sh_bridge_reply {
-  uint64_t ticket; /* the ask it answers */
-  int error;       /* 0, or the ask's failure (-ESHUTDOWN, what the actor threw) */
-  sh_msg *msg;     /* the reply, the caller's to sh_msg_free; NULL on error */
-} sh_bridge_reply;
-
-/* Receives the next reply to any of this bridge's asks (blocking,
- * non-blocking, or with a timeout); replies come in the order they arrived, before
- * exception replies that wait with them. The reply's message is the
- * caller's. -EAGAIN (SH_NOWAIT, nothing there yet), -ETIMEDOUT, -ENOMSG (no
- * ask is pending: nothing can come), -ESHUTDOWN (the system shut down and
- * nothing is left). */
-SH_API int sh_bridge_recv(sh_bridge *b, int64_t timeout_ms, sh_bridge_reply *out);
-/* Asks sent and not yet received. */
-SH_API uint32_t sh_bridge_pending(const sh_bridge *b);
-
-/* ------------------------------------------------------------------ */
-/* The system                                                          */
-/* ------------------------------------------------------------------ */
-
-/* Where sh_spawn places a single actor (sh_config.placement). */
-typedef enum sh_placement {
-  SH_PLACE_LOCAL = 0,       /* spawned by an actor: on the spawner's worker; else round robin */
-  SH_PLACE_ROUND_ROBIN = 1, /* workers take turns, whoever spawns */
-} sh_placement;
-
-/* Where a house runs once a message makes it ready (sh_config.affinity). */
-typedef enum sh_affinity {
-  SH_AFFINITY_FOLLOW = 0, /* on the worker whose send readied it: it becomes the owner */
-  SH_AFFINITY_HOME = 1,   /* always on its owner (idle workers may still steal a run) */
-} sh_affinity;
-
-typedef struct sh_config {
-  uint32_t workers;          /* 0: one per CPU */
-  uint32_t max_per_run;      /* messages an actor handles per scheduling (64) */
-  uint32_t max_batch;        /* messages in one batch stack (32) */
-  uint32_t steal_floor;      /* a victim needs more ready actors than this (32) */
-  uint32_t steal_aggression; /* steal when idle_count * backlog >= this (128) */
-  uint32_t io_ratio;         /* percent of a loop for IO vs actors (50) */
-  uint64_t spin_ns;          /* how long an idle worker polls before it parks (50 us) */
-  uint32_t pool_max_cached;  /* free objects a size class keeps before free slabs go (4096) */
-  uint32_t pool_keep;        /* an idle class frees slabs while it has more free objects (16) */
-  uint64_t pool_idle_ns;     /* a class untouched this long is trimmed (30 s) */
-  sh_placement placement;    /* of single actors (SH_PLACE_LOCAL) */
-  sh_affinity affinity;      /* of ready houses (SH_AFFINITY_FOLLOW) */
-} sh_config;
-
-SH_API void sh_config_default(sh_config *cfg);
-
-/* Creates a system (not started). cfg NULL: defaults. */
-SH_API int sh_system_new(const sh_config *cfg, sh_system **out);
-/* Starts the worker threads. */
-SH_API int sh_system_start(sh_system *sys);
-/* Asks the system to end; wakes sh_system_wait. From anywhere. */
-SH_API void sh_system_exit(sh_system *sys, int code);
-/* Blocks the calling (non-worker) thread until sh_system_exit; its code. */
-SH_API int sh_system_wait(sh_system *sys);
-/* Stops the workers, answers every pending ask with -ESHUTDOWN, runs stop
- * hooks, returns every pooled object. The system can only be freed after.
- * -EBUSY (counted in sh_stats.drain_overruns) when actors were still
- * busy after the final drain's bound; the system is shut down anyway. */
-SH_API int sh_system_shutdown(sh_system *sys);
-SH_API void sh_system_free(sh_system *sys);
-SH_API uint32_t sh_system_workers(const sh_system *sys);
-
-/* The notice the entry actor receives once mounted. */
-typedef struct sh_args {
-  sh_msg hdr;
-  int argc;
-  char **argv;
-} sh_args;
-SH_MSG_DECLARE(sh_args);
-
-/* new + start + spawn(entry) + args notice + wait + shutdown + free: the
- * whole life of a program. Returns the exit code (or a negative errno). */
-SH_API int sh_run(const sh_config *cfg, const sh_actor_class *entry, int argc, char **argv);
-
-typedef struct sh_stats {
-  uint64_t delivered;         /* messages handed to handlers */
-  uint64_t replies_unknown;   /* replies whose ask was no longer pending */
-  uint64_t dropped_stopped;   /* messages refused or dropped by stopped actors */
-  uint64_t asks_timed_out;
-  uint64_t steals;            /* houses run by a worker other than their owner */
-  uint64_t runs;              /* house runs */
-  uint64_t parks;             /* times a worker went to sleep */
-  uint64_t wakeups;           /* wake signals actually sent */
-  uint64_t pool_outstanding;  /* pooled objects not yet returned */
-  uint64_t pool_mallocs;      /* objects the pools took from malloc */
-  /* Accounting, exact after shutdown: sent == delivered + replies_unknown +
-   * dropped_stopped (every message offered to a live send is handled or
-   * dropped with a reason), and asks == asks_resolved (each ask resolved
-   * once: a reply, an error or a timeout, or given up: its stack ended, or
-   * its bridge was freed, while it was pending). */
-  uint64_t sent;              /* notices, asks, replies and exceptions sent */
-  uint64_t asks;              /* futures made by sh_ask and sh_put, and bridge asks */
-  uint64_t asks_resolved;     /* futures completed or given up */
-  uint64_t drain_overruns;    /* shutdowns whose final drain hit its bound */
-} sh_stats;
-
-/* Sums the per-worker counters. Exact when the workers are stopped or idle. */
-SH_API void sh_system_stats(const sh_system *sys, sh_stats *out);
+SH_API int sh_mailbox_stats_get(const sh_addr *a, uint32_t i, sh_msg_kind kind,
+                                sh_mailbox_stats *out);
 
 #ifdef __cplusplus
 }
 #endif
+
+/* The rest of the API, by subject: each includes this header, and this one
+ * them, so that either way every declaration is there. */
+#include <stackhouse/bridge.h> /* outside threads: sending in, receiving replies */
+#include <stackhouse/system.h> /* the system: configuration, life, statistics */
+
 #endif
