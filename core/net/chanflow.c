@@ -19,10 +19,12 @@
 #include "mem/mem.h"
 #include "actor/stack.h"
 
+static const sh_stack_sink_ops stack_sink;
+
 static sh_chrec *rec_new(sh_channel *ch) {
   sh_chrec *r = sh_mem_alloc(sizeof(*r));
   if (r == NULL) return NULL;
-  *r = (sh_chrec){.ch = ch};
+  *r = (sh_chrec){.ch = ch, .sink = {&stack_sink}};
   return r;
 }
 
@@ -92,7 +94,7 @@ static void start_stack(sh_channel *ch, sh_chrec *r) {
   }
   st->msg = r->msg;
   r->msg = NULL;
-  st->chrec = r;
+  st->sink = &r->sink;
   ch->refs++;
   sh_stack_run(st);
 }
@@ -114,14 +116,19 @@ bool sh_chanflow_idle(const sh_channel *ch) {
 
 /* ---- channel stacks ending ---------------------------------------------- */
 
+static sh_chrec *rec_of_sink(sh_stack_sink *s) { return SH_LIST_ENTRY(s, sh_chrec, sink); }
+
 sh_channel *sh_stack_channel(const sh_stack *st) {
   SH_FROM_USER();
-  return st != NULL && st->chrec != NULL ? st->chrec->ch : NULL;
+  if (st == NULL || st->sink == NULL || st->sink->ops != &stack_sink) return NULL;
+  return rec_of_sink(st->sink)->ch;
 }
 
-void sh_chanflow_result(sh_stack *st, sh_msg *reply, int error) {
-  sh_chrec *r = st->chrec;
-  SH_ASSERT(r != NULL && r->reply == NULL);
+/* A channel stack's outcome (its sink's result): its result, or what it
+ * threw. */
+static void stack_result(sh_stack_sink *s, sh_msg *reply, int error) {
+  sh_chrec *r = rec_of_sink(s);
+  SH_ASSERT(r->reply == NULL);
   r->reply = reply;
   r->error = error;
 }
@@ -148,7 +155,9 @@ static void release(sh_channel *ch) {
   }
 }
 
-void sh_chanflow_stack_end(sh_chrec *r) {
+/* A channel stack ended (its sink's end: after the stack was freed). */
+static void stack_end(sh_stack_sink *s) {
+  sh_chrec *r = rec_of_sink(s);
   sh_channel *ch = r->ch;
   SH_ASSERT(ch->refs > 0);
   ch->refs--;
@@ -172,6 +181,8 @@ void sh_chanflow_stack_end(sh_chrec *r) {
   }
   sh_channel_leave(ch);
 }
+
+static const sh_stack_sink_ops stack_sink = {stack_result, stack_end};
 
 /* ---- futures and sends --------------------------------------------------- */
 

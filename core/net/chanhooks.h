@@ -13,10 +13,6 @@
 struct sh_chrec;
 struct sh_channel;
 
-/* A channel stack's outcome (answer.c): its result, or what it threw. */
-void sh_chanflow_result(sh_stack *st, sh_msg *reply, int error);
-/* A channel stack ended (stack.c, after freeing it, with the record it held). */
-void sh_chanflow_stack_end(struct sh_chrec *r);
 /* A connect's future timed out (future.c): the channel closes. */
 void sh_tcp_connect_expired(struct sh_channel *ch);
 /* Keep a channel allocated (a channel future holds it until it is freed),

@@ -29,6 +29,7 @@
 
 #include <stackhouse/net.h>
 
+#include "actor/stack.h"
 #include "net/chanhooks.h"
 #include "net/inflight.h"
 #include "base/list.h"
@@ -68,6 +69,7 @@ enum {
 typedef struct sh_chrec {
   sh_ifl_item it;
   struct sh_channel *ch;
+  sh_stack_sink sink; /* stacks: where the stack reports its end (chanflow.c) */
   sh_msg *msg;      /* the request, until it is written (futures) or a stack takes it */
   sh_msg *reply;    /* stacks: the result, held for its turn */
   uint64_t fid;     /* futures, sends: the future's ask id in its house's table */
