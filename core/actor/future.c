@@ -17,7 +17,6 @@
 #include "actor/gate.h"
 #include "actor/house.h"
 #include "mem/mem.h"
-#include "net/chanhooks.h"
 #include "mem/msg.h"
 #include "actor/stack.h"
 #include "time/timer.h"
@@ -50,9 +49,9 @@ static void cancel_timer(sh_future *f) {
   f->timer = NULL;
 }
 
-/* A channel future lets go of its channel as it goes. */
+/* A future lets go of its owner as it goes. */
 static void release(sh_future *f) {
-  if (f->chan != NULL) sh_channel_unhold(f->chan);
+  if (f->owner != NULL) f->owner->ops->unhold(f->owner);
   sh_mem_free(f);
 }
 
@@ -257,18 +256,18 @@ void sh_future_time_out(sh_house *h, sh_future *f) {
   }
   sh_count(h->sys, SH_C_ASKS_TIMED_OUT);
   SH_TRACE(SH_TRACE_TIMEOUT, h->seq, "timeout", SH_TRACE_FLOW(h->seq, sh_future_id(f)));
-  if (!f->connecting) {
+  sh_future_owner *o = f->owner;
+  if (o == NULL || o->ops->expired == NULL) {
     sh_future_complete(f, back, -ETIMEDOUT);
     return;
   }
-  /* A connect that timed out gives its socket back now, not when the
-   * network gives up on it. Held across the completion, which may run the
-   * stack and free the future. */
-  struct sh_channel *ch = f->chan;
-  sh_channel_hold(ch);
+  /* The owner acts on the timeout (a connect gives its socket back now,
+   * not when the network gives up on it). Held across the completion,
+   * which may run the stack and free the future. */
+  o->ops->hold(o);
   sh_future_complete(f, back, -ETIMEDOUT);
-  sh_tcp_connect_expired(ch);
-  sh_channel_unhold(ch);
+  o->ops->expired(o);
+  o->ops->unhold(o);
 }
 
 void sh_future_forget(sh_future *f) {

@@ -26,6 +26,22 @@ struct sh_house;
 struct sh_timer;
 struct sh_waiter;
 
+/* What holds a future besides its stack, for a layer above (a channel its
+ * asks', sends' and connect's, net/): the future keeps it from being
+ * freed until the future is, and tells it when the future timed out. Set
+ * by the owner; the futures code calls it and knows nothing else of it. */
+typedef struct sh_future_owner sh_future_owner;
+typedef struct sh_future_owner_ops {
+  void (*hold)(sh_future_owner *o);
+  void (*unhold)(sh_future_owner *o);
+  /* The future timed out, and completed with -ETIMEDOUT (held across); or
+   * NULL: nothing to do. */
+  void (*expired)(sh_future_owner *o);
+} sh_future_owner_ops;
+struct sh_future_owner {
+  const sh_future_owner_ops *ops;
+};
+
 struct sh_future {
   sh_ftnode node;              /* the house's table; node.kept: see sh_future_fail_all */
   sh_list link;               /* the stack's pending or completed list */
@@ -39,11 +55,9 @@ struct sh_future {
   bool put;                   /* sh_put's: done once the notice is in the mailbox */
   bool returning;             /* its waiter was popped: the waiter's return decides */
   bool sleep;                 /* sh_sleep's: its timeout is its success */
-  /* A channel future (an ask, send or connect of a channel): its channel,
-   * which the future keeps allocated until it is freed, so that the stack
-   * that reads its outcome may still call on the channel (chanhooks.h). */
-  struct sh_channel *chan;
-  bool connecting;            /* sh_tcp_connect's: its timeout closes chan */
+  /* Held until the future is freed (a channel future's channel, so that
+   * the stack that reads its outcome may still call on it), or NULL. */
+  sh_future_owner *owner;
 };
 
 static inline sh_future *sh_future_of_node(sh_ftnode *n) {
@@ -53,6 +67,11 @@ static inline sh_future *sh_future_of_link(sh_list *l) {
   return (sh_future *)(void *)((char *)l - offsetof(sh_future, link));
 }
 static inline uint64_t sh_future_id(const sh_future *f) { return f->node.id; }
+/* f holds o from now until it is freed. */
+static inline void sh_future_own(sh_future *f, sh_future_owner *o) {
+  f->owner = o;
+  o->ops->hold(o);
+}
 
 /* A new pending future of st (linked in its pending list, not yet in the
  * house's table), or NULL when out of memory. The caller sends, then

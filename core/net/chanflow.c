@@ -187,10 +187,7 @@ static const sh_stack_sink_ops stack_sink = {stack_result, stack_end};
 /* ---- futures and sends --------------------------------------------------- */
 
 /* The future keeps the channel allocated while the stack may read it. */
-static void hold(sh_future *f, sh_channel *ch) {
-  f->chan = ch;
-  sh_channel_hold(ch);
-}
+static void hold(sh_future *f, sh_channel *ch) { sh_future_own(f, &ch->holder); }
 
 static bool usable(const sh_stack *st, const sh_channel *ch, const sh_msg *m) {
   return st != NULL && ch != NULL && m != NULL && st->house == ch->house;

@@ -40,9 +40,12 @@ static void fill_defaults(sh_channel_opts *o) {
 
 static sh_worker *owner_of(const sh_house *h) { return &h->sys->workers[h->owner]; }
 
+static const sh_future_owner_ops holder_ops;
+
 static int setup(sh_channel *ch, sh_house *h, sh_channel_kind kind, sh_sock s,
                  const sh_channel_opts *o) {
   ch->ev.type = &sh_chev_type;
+  ch->holder.ops = &holder_ops;
   ch->house = h;
   ch->kind = kind;
   ch->sock = s;
@@ -186,6 +189,12 @@ void sh_channel_unhold(sh_channel *ch) {
   ch->refs--;
   maybe_free(ch);
 }
+
+/* A future of the channel's asks and sends holds it (future.h). */
+static sh_channel *of_holder(sh_future_owner *o) { return SH_LIST_ENTRY(o, sh_channel, holder); }
+static void holder_hold(sh_future_owner *o) { sh_channel_hold(of_holder(o)); }
+static void holder_unhold(sh_future_owner *o) { sh_channel_unhold(of_holder(o)); }
+static const sh_future_owner_ops holder_ops = {holder_hold, holder_unhold, NULL};
 
 void sh_channel_close_with(sh_channel *ch, int error) {
   if (ch->state & (SH_CHS_CLOSED | SH_CHS_CLOSING)) return;

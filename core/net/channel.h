@@ -29,8 +29,8 @@
 
 #include <stackhouse/net.h>
 
+#include "actor/future.h"
 #include "actor/stack.h"
-#include "net/chanhooks.h"
 #include "net/inflight.h"
 #include "base/list.h"
 #include "netplat.h"
@@ -98,6 +98,9 @@ struct sh_channel {
   sh_ifl_queue futs, stacks;
   sh_list sends;        /* sh_channel_send futures waiting for the low watermark */
   uint64_t connect_fid; /* the connect's future, 0 when none */
+  /* What its futures hold (future.h): an ask's or send's (sh_channel_hold),
+   * and its connect's, whose timeout closes it (tcp.c). */
+  sh_future_owner holder, connector;
   void *data;
   struct sh_tcp_server *server; /* an accepted connection's server */
 };
@@ -119,6 +122,11 @@ void sh_channel_open(sh_channel *ch);
 void sh_channel_on_event(struct sh_house *h, sh_msg *m);
 /* Queues the readiness event (if not queued): more work for a later run. */
 void sh_channel_poke(sh_channel *ch);
+/* Keeps the channel allocated (a stack of its requests runs, a future of
+ * it is not freed yet), and lets it go: a closed channel is freed with its
+ * last hold. */
+void sh_channel_hold(sh_channel *ch);
+void sh_channel_unhold(sh_channel *ch);
 /* Closes with `error` (0: orderly): now, or when the outermost entry leaves. */
 void sh_channel_close_with(sh_channel *ch, int error);
 /* The house stops: closes every channel of it with -ESHUTDOWN. */

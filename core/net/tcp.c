@@ -166,10 +166,22 @@ static void connect_done(sh_channel *ch) {
   if (!sh_future_resolve(h, fid, &r->hdr, 0)) sh_channel_close_with(ch, -ETIMEDOUT);
 }
 
-void sh_tcp_connect_expired(sh_channel *ch) {
+/* The connect's future holds its channel (future.h), and its timeout
+ * closes it: the socket goes back now, not when the network gives up. */
+static sh_channel *of_connector(sh_future_owner *o) {
+  return SH_LIST_ENTRY(o, sh_channel, connector);
+}
+static void connector_hold(sh_future_owner *o) { sh_channel_hold(of_connector(o)); }
+static void connector_unhold(sh_future_owner *o) { sh_channel_unhold(of_connector(o)); }
+
+static void connect_expired(sh_future_owner *o) {
+  sh_channel *ch = of_connector(o);
   ch->connect_fid = 0;
   sh_channel_close_with(ch, -ETIMEDOUT);
 }
+
+static const sh_future_owner_ops connector_ops = {connector_hold, connector_unhold,
+                                                  connect_expired};
 
 static bool io_actor_here(const sh_house *h) {
   return h->cls->kind == SH_IO_ACTOR && sh_worker_current() == &h->sys->workers[h->owner];
@@ -188,9 +200,8 @@ static int connect_start(sh_stack *st, sh_future *f, const sh_netaddr *to, const
   if (ms > 0) f->timer = sh_timer_ask(sh_worker_current(), h, sh_future_id(f), sh_timeout_ns(ms));
   ch->peer = *to;
   ch->connect_fid = sh_future_id(f);
-  f->chan = ch;
-  f->connecting = true;
-  sh_channel_hold(ch);
+  ch->connector.ops = &connector_ops;
+  sh_future_own(f, &ch->connector);
   ch->state |= SH_CHS_CONNECTING;
   return 0;
 }
