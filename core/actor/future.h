@@ -21,6 +21,7 @@
 
 #include "actor/futtable.h"
 #include "base/list.h"
+#include "mem/msg.h"
 
 struct sh_house;
 struct sh_timer;
@@ -106,13 +107,15 @@ void sh_future_answer(struct sh_house *h, sh_msg *m);
  * returns true; else frees reply and returns false (its stack ended, or
  * it failed or timed out first). */
 bool sh_future_resolve(struct sh_house *h, uint64_t id, sh_msg *reply, int error);
-/* A stack waiter came back from a gate (its header was the event): ends
- * the put it waited for, or fails the ask it held when refused. */
-void sh_future_waiter_back(struct sh_house *h, struct sh_waiter *w);
-/* Future f's timeout fired (f still in h's table): completes it with
- * -ETIMEDOUT, unless it is a put whose waiter the gate already popped (the
- * waiter's return, on its way, says whether the notice got in). */
-void sh_future_time_out(struct sh_house *h, sh_future *f);
+/* A stack waiter (gate.h) comes back from a gate as an event of this type
+ * (its header), on which its future ends the put it waited for, or fails
+ * the ask it held when refused; its drop (sh_waiter_drop) frees a message
+ * the waiter still holds. */
+extern const sh_event_type sh_waiter_type;
+/* The type of an ask's timeout (sh_timer_ask): its node is the event on
+ * which the future, if its answer did not come first, completes with
+ * -ETIMEDOUT. */
+extern const sh_event_type sh_future_timeout_type;
 /* The house stops: every pending future fails with -ESHUTDOWN (its stack
  * resumes to see it), except puts whose waiter the gate already popped:
  * those are kept (node.kept, h->stop_kept) until the waiter's return. */

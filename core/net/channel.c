@@ -25,8 +25,6 @@
  * rest to a later run (each round may free room or end stacks). */
 #define SH_CH_LEAVE_ROUNDS 16
 
-const sh_msg_type sh_chev_type = {"sh_channel_event", sizeof(sh_msg), SH_NOTICE, 0, NULL, NULL};
-
 static void fill_defaults(sh_channel_opts *o) {
   if (o->max_future_inflight == 0) o->max_future_inflight = 1;
   if (o->max_stack_inflight == 0) o->max_stack_inflight = 1;
@@ -41,10 +39,12 @@ static void fill_defaults(sh_channel_opts *o) {
 static sh_worker *owner_of(const sh_house *h) { return &h->sys->workers[h->owner]; }
 
 static const sh_future_owner_ops holder_ops;
+static const sh_event_type event_type;
+static void close_all(sh_house *h);
 
 static int setup(sh_channel *ch, sh_house *h, sh_channel_kind kind, sh_sock s,
                  const sh_channel_opts *o) {
-  ch->ev.type = &sh_chev_type;
+  ch->ev.type = &event_type.msg;
   ch->holder.ops = &holder_ops;
   ch->house = h;
   ch->kind = kind;
@@ -95,7 +95,9 @@ int sh_channel_new(sh_house *h, sh_channel_kind kind, sh_sock s, const sh_channe
   ch->state = SH_CHS_WATCHED;
   owner_of(h)->watched++;
   (void)sh_net_local(s, &ch->local);
-  sh_list_push_back(&h->channels, &ch->link);
+  /* Attached to its house (house.h), whose stop closes it. */
+  h->close_attached = close_all;
+  sh_list_push_back(&h->attached, &ch->link);
   *out = ch;
   return 0;
 }
@@ -135,7 +137,8 @@ void sh_channel_ready(void *token, uint32_t events) {
   sh_channel_poke(ch);
 }
 
-void sh_channel_on_event(sh_house *h, sh_msg *m) {
+/* The house takes the channel's readiness event. */
+static void on_event(sh_house *h, sh_msg *m) {
   sh_channel *ch = (sh_channel *)(void *)m;
   SH_ASSERT(ch->house == h && (ch->state & SH_CHS_EVENT));
   ch->state &= ~SH_CHS_EVENT;
@@ -150,6 +153,9 @@ void sh_channel_on_event(sh_house *h, sh_msg *m) {
   }
   sh_channel_leave(ch);
 }
+
+static const sh_event_type event_type = {
+    {"sh_channel_event", sizeof(sh_msg), SH_NOTICE, SH_MSG_RUNTIME, NULL, NULL}, on_event};
 
 /* ---- closing and freeing ---------------------------------------------------- */
 
@@ -270,7 +276,9 @@ void sh_channel_leave(sh_channel *ch) {
   maybe_free(ch);
 }
 
-void sh_channel_close_all(sh_house *h) {
+/* The house stops: closes every channel of it with -ESHUTDOWN (its
+ * close_attached, house.h). */
+static void close_all(sh_house *h) {
   /* Every channel is held first, so that what a close runs (the actor's
    * hook closing another channel, a stack a failed future resumes) frees
    * none under our feet; then each is closed and let go, which frees it.
@@ -278,21 +286,19 @@ void sh_channel_close_all(sh_house *h) {
    * walks stop at the n held ones anyway: new ones go at the tail. */
   uint32_t n = 0;
   sh_list *l;
-  for (l = sh_list_first(&h->channels); l != NULL; l = sh_list_next(&h->channels, l), n++)
+  for (l = sh_list_first(&h->attached); l != NULL; l = sh_list_next(&h->attached, l), n++)
     sh_channel_enter(SH_LIST_ENTRY(l, sh_channel, link));
-  l = sh_list_first(&h->channels);
-  for (uint32_t i = 0; i < n; i++, l = sh_list_next(&h->channels, l))
+  l = sh_list_first(&h->attached);
+  for (uint32_t i = 0; i < n; i++, l = sh_list_next(&h->attached, l))
     sh_channel_close_with(SH_LIST_ENTRY(l, sh_channel, link), -ESHUTDOWN);
-  l = sh_list_first(&h->channels);
+  l = sh_list_first(&h->attached);
   /* Bounded by the held channels: each turn lets one go. */
   for (uint32_t i = 0; i < n; i++) {
-    sh_list *next = sh_list_next(&h->channels, l);
+    sh_list *next = sh_list_next(&h->attached, l);
     sh_channel_leave(SH_LIST_ENTRY(l, sh_channel, link));
     l = next;
   }
 }
-
-bool sh_channel_any(const sh_house *h) { return !sh_list_empty(&h->channels); }
 
 /* ---- the actor's calls ------------------------------------------------------------ */
 

@@ -12,9 +12,10 @@
  * the same event again, so one busy channel cannot hold the actor.
  *
  * Life. A channel is freed when it is closed, its event is not queued and
- * no stack of its requests is still running (`refs`). A house keeps a list
- * of its channels and is not retired while one is left; its stop closes
- * them (sh_channel_close_all).
+ * no stack of its requests is still running (`refs`). A channel is
+ * attached to its house (house.h: its `attached` list), which is not
+ * retired while one is left; its stop closes them (the house's
+ * close_attached, which sh_channel_new sets).
  *
  * Entry points nest (a stack that a read started writes a reply, which
  * may close the channel): `busy` counts them, and what must not happen
@@ -80,7 +81,7 @@ typedef struct sh_chrec {
 
 struct sh_channel {
   sh_msg ev; /* the readiness event: first, so that the event is the channel */
-  sh_list link; /* the house's channels */
+  sh_list link; /* the house's attached list (house.h) */
   struct sh_house *house;
   sh_channel_kind kind;
   uint32_t state; /* SH_CHS_* */
@@ -105,8 +106,6 @@ struct sh_channel {
   struct sh_tcp_server *server; /* an accepted connection's server */
 };
 
-extern const sh_msg_type sh_chev_type;
-
 /* The readiness function of core/netplat.h (token: the channel). */
 void sh_channel_ready(void *token, uint32_t events);
 
@@ -118,8 +117,6 @@ int sh_channel_new(struct sh_house *h, sh_channel_kind kind, sh_sock s, const sh
 /* The channel is live: tells the actor SH_CHANNEL_OPEN (an internal
  * actor without the hook hears nothing) and looks for bytes at once. */
 void sh_channel_open(sh_channel *ch);
-/* The house runs the channel's readiness event. */
-void sh_channel_on_event(struct sh_house *h, sh_msg *m);
 /* Queues the readiness event (if not queued): more work for a later run. */
 void sh_channel_poke(sh_channel *ch);
 /* Keeps the channel allocated (a stack of its requests runs, a future of
@@ -129,10 +126,6 @@ void sh_channel_hold(sh_channel *ch);
 void sh_channel_unhold(sh_channel *ch);
 /* Closes with `error` (0: orderly): now, or when the outermost entry leaves. */
 void sh_channel_close_with(sh_channel *ch, int error);
-/* The house stops: closes every channel of it with -ESHUTDOWN. */
-void sh_channel_close_all(struct sh_house *h);
-/* Whether the house has channels left (it may not be retired). */
-bool sh_channel_any(const struct sh_house *h);
 
 /* Tells the actor (its channel_event hook, if any). */
 void sh_channel_tell(sh_channel *ch, sh_channel_event ev, int error);
@@ -147,10 +140,6 @@ void sh_tcp_flush(sh_channel *ch);
 int sh_tcp_to_head(void *owner, sh_msg *m);
 void sh_udp_on_ready(sh_channel *ch, uint32_t bits);
 int sh_udp_to_head(void *owner, sh_msg *m);
-/* Accepted sockets travel to a connection actor as this notice (tcp.c);
- * dispatch hands it to sh_tcp_adopt instead of the actor's handler. */
-extern const sh_msg_type sh_accepted_type;
-void sh_tcp_adopt(struct sh_house *h, sh_msg *m);
 /* An accepted connection of a server closed (its open count). */
 void sh_tcp_server_closed(sh_channel *ch);
 /* A listening channel accepts what is waiting (tcpserver.c). */

@@ -197,7 +197,9 @@ static int connect_start(sh_stack *st, sh_future *f, const sh_netaddr *to, const
   if (rc != 0) return rc;
   int64_t ms = ch->o.connect_timeout_ms;
   sh_future_track(f);
-  if (ms > 0) f->timer = sh_timer_ask(sh_worker_current(), h, sh_future_id(f), sh_timeout_ns(ms));
+  if (ms > 0)
+    f->timer = sh_timer_ask(sh_worker_current(), h, sh_future_id(f), sh_timeout_ns(ms),
+                            &sh_future_timeout_type);
   ch->peer = *to;
   ch->connect_fid = sh_future_id(f);
   ch->connector.ops = &connector_ops;

@@ -3,7 +3,7 @@
  * the listening channel and hands each accepted socket, as a notice, to
  * one of the server's connection actors in turn (a round-robin address of
  * the user's class); the runtime turns that notice into a channel of the
- * receiving actor (sh_tcp_adopt) before the actor's handlers see anything.
+ * receiving actor (adopt) before the actor's handlers see anything.
  * A server lives as long as its system (sh_tcp_servers_free).
  */
 #include <stdlib.h>
@@ -50,7 +50,12 @@ static void accepted_drop(sh_msg *m) {
   if (a->sock >= 0) sh_net_close(a->sock);
 }
 
-SH_MSG_DEFINE_DROP(sh_accepted, SH_NOTICE, 0, accepted_drop);
+/* The accepted socket travels to a connection actor as a notice of the
+ * runtime's own type, which turns it into the actor's channel when the
+ * house takes it (adopt), before the actor's handlers see anything. */
+static void adopt(sh_house *h, sh_msg *m);
+static const sh_event_type accepted_type = {
+    {"sh_accepted", sizeof(sh_accepted), SH_NOTICE, SH_MSG_RUNTIME, accepted_drop, NULL}, adopt};
 
 typedef struct acceptor {
   sh_actor base;
@@ -68,7 +73,7 @@ static void count(_Atomic uint64_t *c, int64_t n) {
 /* Hands socket s to a connection actor; false when it was refused (the
  * socket is closed then). */
 static bool hand_over(sh_tcp_server *srv, sh_sock s, const sh_netaddr *peer) {
-  sh_accepted *a = (sh_accepted *)sh_msg_alloc(&sh_accepted_type);
+  sh_accepted *a = (sh_accepted *)sh_msg_alloc(&accepted_type.msg);
   if (a == NULL) {
     sh_net_close(s);
     return false;
@@ -154,7 +159,7 @@ static const sh_actor_class acceptor_class = {
 
 /* ---- connection actors ------------------------------------------------------- */
 
-void sh_tcp_adopt(sh_house *h, sh_msg *m) {
+static void adopt(sh_house *h, sh_msg *m) {
   sh_accepted *a = (sh_accepted *)m;
   sh_sock s = a->sock;
   sh_tcp_server *srv = a->server;
