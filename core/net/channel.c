@@ -40,12 +40,14 @@ static sh_worker *owner_of(const sh_house *h) { return &h->sys->workers[h->owner
 
 static const sh_future_owner_ops holder_ops;
 static const sh_event_type event_type;
+static void ready(sh_io_watch *w, uint32_t events);
 static void close_all(sh_house *h);
 
 static int setup(sh_channel *ch, sh_house *h, sh_channel_kind kind, sh_sock s,
                  const sh_channel_opts *o) {
   ch->ev.type = &event_type.msg;
   ch->holder.ops = &holder_ops;
+  ch->watch.ready = ready;
   ch->house = h;
   ch->kind = kind;
   ch->sock = s;
@@ -58,7 +60,7 @@ static int setup(sh_channel *ch, sh_house *h, sh_channel_kind kind, sh_sock s,
   sh_pipeline_sink head = kind == SH_CH_UDP ? sh_udp_to_head : sh_tcp_to_head;
   int rc = sh_pipeline_init(&ch->pl, &ch->o, &ch->in, &ch->out, sh_chanflow_to_tail, head, ch, ch);
   if (rc != 0) return rc;
-  rc = sh_net_watch(h->sys->plat, ch->worker, s, ch);
+  rc = sh_net_watch(h->sys->plat, ch->worker, s, &ch->watch);
   if (rc != 0) {
     sh_pipeline_fini(&ch->pl);
     return rc;
@@ -126,8 +128,9 @@ void sh_channel_poke(sh_channel *ch) {
   sh_house_push(ch->house, SH_BOX_EVENT, &ch->ev);
 }
 
-void sh_channel_ready(void *token, uint32_t events) {
-  sh_channel *ch = token;
+/* The socket's readiness (its watch's, worker.h), on the channel's worker. */
+static void ready(sh_io_watch *w, uint32_t events) {
+  sh_channel *ch = SH_LIST_ENTRY(w, sh_channel, watch);
 #ifdef SH_MUTANT_channel_ready_lost
   /* Planted bug: readiness that comes while the event is queued is dropped, not gathered. */
   if (!(ch->state & SH_CHS_EVENT)) ch->ready |= events;

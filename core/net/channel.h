@@ -36,6 +36,7 @@
 #include "base/list.h"
 #include "netplat.h"
 #include "net/pipeline.h"
+#include "sched/worker.h"
 
 struct sh_house;
 struct sh_tcp_server;
@@ -91,6 +92,7 @@ struct sh_channel {
   uint32_t refs;  /* stacks of its requests still running, and holds (sh_channel_hold) */
   uint32_t worker;
   sh_sock sock;
+  sh_io_watch watch; /* its socket's token: readiness goes to the channel */
   int error; /* why it closed */
   sh_netaddr peer, local;
   sh_buf in, out;
@@ -105,9 +107,6 @@ struct sh_channel {
   void *data;
   struct sh_tcp_server *server; /* an accepted connection's server */
 };
-
-/* The readiness function of core/netplat.h (token: the channel). */
-void sh_channel_ready(void *token, uint32_t events);
 
 /* A new channel of house h for socket s (kind, options: NULL for the
  * defaults), watched by the house's worker. On an error the socket is
@@ -144,9 +143,6 @@ int sh_udp_to_head(void *owner, sh_msg *m);
 void sh_tcp_server_closed(sh_channel *ch);
 /* A listening channel accepts what is waiting (tcpserver.c). */
 void sh_tcp_accept_some(sh_channel *ch);
-/* The system is freed: its servers go, with any listening socket no
- * acceptor took. */
-void sh_tcp_servers_free(sh_system *sys);
 
 /* The inflight system (chanflow.c). */
 /* The pipeline's tail: a response completes its future, a request waits

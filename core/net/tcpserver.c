@@ -4,7 +4,8 @@
  * one of the server's connection actors in turn (a round-robin address of
  * the user's class); the runtime turns that notice into a channel of the
  * receiving actor (adopt) before the actor's handlers see anything.
- * A server lives as long as its system (sh_tcp_servers_free).
+ * A server lives as long as its system: the first one registers the
+ * servers' teardown with it (sh_system_teardown), which frees them all.
  */
 #include <stdlib.h>
 
@@ -188,11 +189,26 @@ static int check_serve(sh_system *sys, const sh_netaddr *at, const sh_actor_clas
   return 0;
 }
 
+/* The system is freed: its servers go, with any listening socket no
+ * acceptor took (data: the list of servers). */
+static void servers_free(sh_system *sys, void *data) {
+  (void)sys;
+  sh_tcp_server *s = data;
+  /* Bounded by the servers made. */
+  while (s != NULL) {
+    sh_tcp_server *next = s->next;
+    if (!s->adopted) sh_net_close(s->sock);
+    free(s);
+    s = next;
+  }
+}
+
 static void server_register(sh_tcp_server *srv) {
   sh_system *sys = srv->sys;
   sh_spin_lock(&sys->reg_lock);
-  srv->next = sys->servers;
-  sys->servers = srv;
+  void **servers = sh_system_teardown(sys, servers_free);
+  srv->next = *servers;
+  *servers = srv;
   sh_spin_unlock(&sys->reg_lock);
 }
 
@@ -237,16 +253,4 @@ int sh_tcp_server_stats(const sh_tcp_server *s, sh_tcp_stats *out) {
   out->refused = sh_atomic_load(&s->refused, memory_order_relaxed);
   out->open = sh_atomic_load(&s->open, memory_order_relaxed);
   return 0;
-}
-
-void sh_tcp_servers_free(sh_system *sys) {
-  sh_tcp_server *s = sys->servers;
-  sys->servers = NULL;
-  /* Bounded by the servers made. */
-  while (s != NULL) {
-    sh_tcp_server *next = s->next;
-    if (!s->adopted) sh_net_close(s->sock);
-    free(s);
-    s = next;
-  }
 }
