@@ -11,7 +11,7 @@
  * pointer: a stack that ended, or a stop, may have resolved it already,
  * and then a late response is dropped, as a late reply to an ask is.
  */
-#include "net/channel.h"
+#include "net/chanflow.h"
 
 #include "base/check.h"
 #include "actor/future.h"
@@ -104,10 +104,6 @@ void sh_chanflow_pump(sh_channel *ch) {
   /* Bounded: each turn moves a pending item to inflight. */
   while (!stopped(ch) && (it = sh_ifl_start(&ch->futs)) != NULL) write_request(ch, rec_of(it));
   while (!stopped(ch) && (it = sh_ifl_start(&ch->stacks)) != NULL) start_stack(ch, rec_of(it));
-}
-
-bool sh_chanflow_full(const sh_channel *ch) {
-  return ch->stacks.npending >= ch->o.max_pending_stacks;
 }
 
 bool sh_chanflow_idle(const sh_channel *ch) {

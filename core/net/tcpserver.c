@@ -7,10 +7,14 @@
  * A server lives as long as its system: the first one registers the
  * servers' teardown with it (sh_system_teardown), which frees them all.
  */
+#include "net/tcpserver.h"
+
 #include <stdlib.h>
 
 #include "base/atomic.h"
+#include "net/chanflow.h"
 #include "net/channel.h"
+#include "net/tcp.h"
 #include "base/check.h"
 #include "actor/house.h"
 #include "base/spinlock.h"
@@ -98,7 +102,7 @@ static void back_off(sh_channel *ch) {
     sh_channel_close_with(ch, -ENOMEM);
 }
 
-void sh_tcp_accept_some(sh_channel *ch) {
+static void accept_some(sh_channel *ch) {
   acceptor *a = (acceptor *)ch->house->actor;
   sh_tcp_server *srv = a->server;
   for (uint32_t i = 0; i < SH_ACCEPTS_PER_EVENT && (ch->state & SH_CHS_READABLE); i++) {
@@ -121,6 +125,21 @@ void sh_tcp_accept_some(sh_channel *ch) {
   }
 }
 
+/* The listener's readiness: connections to accept. */
+static void listener_ready(sh_channel *ch, uint32_t bits) {
+  if (bits & SH_IO_IN) ch->state |= SH_CHS_READABLE;
+  accept_some(ch);
+}
+
+static const sh_channel_ops listener_ops = {
+    .kind = SH_CH_LISTENER,
+    .on_ready = listener_ready,
+    .deferred = sh_chanflow_pump,
+    .to_head = sh_tcp_to_head,
+    .to_tail = sh_chanflow_to_tail,
+    .fail_all = sh_chanflow_fail_all,
+};
+
 static int acceptor_init(sh_actor *self, void *arg) {
   ((acceptor *)self)->server = arg;
   return 0;
@@ -130,7 +149,7 @@ static void acceptor_mount(sh_actor *self) {
   acceptor *a = (acceptor *)self;
   sh_tcp_server *srv = a->server;
   srv->adopted = true;
-  if (sh_channel_new(self->house, SH_CH_LISTENER, srv->sock, NULL, &a->ch) != 0) return;
+  if (sh_channel_new(self->house, &listener_ops, srv->sock, NULL, &a->ch) != 0) return;
   a->ch->data = srv;
   sh_channel_open(a->ch);
 }
@@ -160,6 +179,21 @@ static const sh_actor_class acceptor_class = {
 
 /* ---- connection actors ------------------------------------------------------- */
 
+/* An accepted connection closed: its server's open count. */
+static void server_closed(sh_channel *ch) { count(&ch->server->open, -1); }
+
+/* An accepted connection: a stream (tcp.c) that tells its server when it
+ * closes. */
+static const sh_channel_ops accepted_ops = {
+    .kind = SH_CH_TCP,
+    .on_ready = sh_tcp_on_ready,
+    .deferred = sh_tcp_deferred,
+    .to_head = sh_tcp_to_head,
+    .to_tail = sh_chanflow_to_tail,
+    .fail_all = sh_chanflow_fail_all,
+    .closed = server_closed,
+};
+
 static void adopt(sh_house *h, sh_msg *m) {
   sh_accepted *a = (sh_accepted *)m;
   sh_sock s = a->sock;
@@ -168,7 +202,7 @@ static void adopt(sh_house *h, sh_msg *m) {
   a->sock = -1; /* the channel owns it now, or it is closed below */
   sh_msg_free(m);
   sh_channel *ch;
-  if (sh_channel_new(h, SH_CH_TCP, s, &srv->opts, &ch) != 0) {
+  if (sh_channel_new(h, &accepted_ops, s, &srv->opts, &ch) != 0) {
     count(&srv->refused, 1);
     return;
   }
@@ -177,8 +211,6 @@ static void adopt(sh_house *h, sh_msg *m) {
   count(&srv->open, 1);
   sh_channel_open(ch);
 }
-
-void sh_tcp_server_closed(sh_channel *ch) { count(&ch->server->open, -1); }
 
 /* ---- the public calls -------------------------------------------------------------- */
 
