@@ -167,6 +167,7 @@ static void tick_event(sh_house *h, sh_msg *m) {
 static void timer_event(sh_house *h, sh_msg *m) {
   sh_timer *t = (sh_timer *)m;
   SH_ASSERT(t->kind == SH_TIMER_ACTOR);
+  SH_ASSERT(t->house == h); /* pushed to its own house (fire) */
   if (!t->dead) {
     sh_list_remove(&t->actor_link);
     call_timeout(h, t->id, t->arg);
