@@ -1,6 +1,7 @@
 /*
  * TCP on channels: the stream transport (reading into the read buffer,
- * writing from the write buffer, its watermarks, shutdown) and connecting.
+ * writing from the write buffer, its watermarks, the end of stream,
+ * shutdown) and connecting.
  * Servers are tcpserver.c.
  */
 #include "net/tcp.h"
