@@ -487,7 +487,8 @@ deps:
 
 # Build (asan from scratch) and run every test under ASan+UBSan, the
 # TSAN_TESTS under TSan, then build `all`, check the installed library, the
-# include layering (tools/check_layers.sh), the style's limits
+# include and call layering (tools/check_layers.sh, the calls read from the
+# release objects of core/ that `all` built), the style's limits
 # (tools/tidy.sh, docs/style.md) and the exports of the .so
 # (tools/check_exports.sh, SO_API_HEADERS). Exit status non-zero on any failure.
 test: deps
@@ -503,8 +504,8 @@ test: deps
 	if ! $(SUBMAKE) all; then printf 'FAIL  release build (make all)\n'; fail=$$((fail+1)); fi; \
 	echo "== install check: users of make install (pkg-config, rpath, the sim-project on both backends and its coverage, CMake, headers as C++17)"; \
 	$(call run_check,install check,build/install-check.log,$(SUBMAKE) install-check); \
-	echo "== architecture: include layering; the style's limits (docs/style.md); the planted bugs' list; exports of libstackhouse.so against $(SO_API_HEADERS)"; \
-	$(call run_check,layering check,build/check-layers.log,bash tools/check_layers.sh --self-test && bash tools/check_layers.sh); \
+	echo "== architecture: include and call layering; the style's limits (docs/style.md); the planted bugs' list; exports of libstackhouse.so against $(SO_API_HEADERS)"; \
+	$(call run_check,layering check,build/check-layers.log,bash tools/check_layers.sh --self-test && bash tools/check_layers.sh --objs build/release/obj/core); \
 	$(call run_check,tidy check,build/check-tidy.log,bash tools/tidy.sh --self-test && bash tools/tidy.sh); \
 	$(call run_check,mutants list check,build/check-mutants.log,bash tools/mutants.sh --check); \
 	$(call run_check,exports check,build/check-exports.log,CC='$(CC)' bash tools/check_exports.sh --self-test && \

@@ -66,7 +66,7 @@ static void test_dispatch_order(void **state) {
  * message goes straight into the mailbox (no poke): only the predicate is
  * under test. */
 static bool has_work_with(sh_house *h, sh_box b, bool barrier) {
-  sh_msg *m = b == SH_BOX_EVENT ? sh_msg_alloc(&sh_tick_type)
+  sh_msg *m = b == SH_BOX_EVENT ? sh_msg_alloc(&sh_tick_type.msg)
               : b == SH_BOX_ASK ? &sh_msg_new(req, .mode = 0)->hdr
               : b == SH_BOX_NOTICE ? make_note(&note_type, PLAIN, 0)
                                    : &sh_msg_new(resp, .v = 0)->hdr;
@@ -141,7 +141,7 @@ static void test_barrier_holds_requests(void **state) {
 /* ---- priority ------------------------------------------------------------ */
 
 static void put_fake(sh_house *h, sh_box b, uint64_t id) {
-  sh_msg *m = b == SH_BOX_EVENT ? sh_msg_alloc(&sh_tick_type) : &sh_msg_new(resp, .v = 0)->hdr;
+  sh_msg *m = b == SH_BOX_EVENT ? sh_msg_alloc(&sh_tick_type.msg) : &sh_msg_new(resp, .v = 0)->hdr;
   assert_non_null(m);
   m->id = id; /* no pending ask, no timer: dropped when handled */
   sh_house_push(h, b, m);

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "actor/future.h"
 #include "actor/house.h"
 #include "plat.h"
 #include "support/manual.h"
@@ -131,7 +132,7 @@ static int setup(void **state) {
 static void test_cancel_on_own_worker_frees_at_once(void **state) {
   (void)state;
   uint64_t before = outstanding();
-  sh_timer *t = sh_timer_ask(th_worker(0), house(), 7, 10 * SEC);
+  sh_timer *t = sh_timer_ask(th_worker(0), house(), 7, 10 * SEC, &sh_future_timeout_type);
   assert_non_null(t);
   assert_int_equal(in_wheel(), 1);
   assert_int_equal(outstanding(), before + 1);
@@ -147,7 +148,7 @@ static void test_cancel_on_own_worker_frees_at_once(void **state) {
  * when it comes due, without delivering anything. */
 static void check_cancel_left_to_wheel(sh_worker *canceller) {
   uint64_t before = outstanding();
-  sh_timer *t = sh_timer_ask(th_worker(0), house(), 7, 10 * SEC);
+  sh_timer *t = sh_timer_ask(th_worker(0), house(), 7, 10 * SEC, &sh_future_timeout_type);
   sh_timer_cancel_node(canceller, t);
   assert_int_equal(state_of(t), SH_TIMER_CANCELLED);
   assert_int_equal(in_wheel(), 1);
@@ -326,8 +327,10 @@ static void test_reply_cancels_timeout(void **state) {
 static void test_discard_all(void **state) {
   (void)state;
   uint64_t before = outstanding();
-  for (uint64_t i = 0; i < 5; i++) sh_timer_ask(th_worker(0), house(), 100 + i, (i + 1) * SEC);
-  sh_timer *far = sh_timer_ask(th_worker(0), house(), 200, 1000000 * SEC); /* past the wheel's levels */
+  for (uint64_t i = 0; i < 5; i++)
+    sh_timer_ask(th_worker(0), house(), 100 + i, (i + 1) * SEC, &sh_future_timeout_type);
+  /* Past the wheel's levels. */
+  sh_timer *far = sh_timer_ask(th_worker(0), house(), 200, 1000000 * SEC, &sh_future_timeout_type);
   sh_timer_cancel_node(th_worker(1), far); /* cancelled elsewhere: still in the wheel */
   assert_int_equal(in_wheel(), 6);
   assert_int_equal(outstanding(), before + 6);

@@ -15,13 +15,10 @@
 #include "actor/dispatch.h"
 
 #include "base/atomic.h"
-#include "net/channel.h"
 #include "base/check.h"
 #include "actor/future.h"
-#include "actor/gate.h"
 #include "actor/house.h"
 #include "actor/hstore.h"
-#include "mem/mem.h"
 #include "mem/msg.h"
 #include "actor/stack.h"
 #include "sched/system.h"
@@ -175,12 +172,13 @@ static bool batch_add(batcher *b, sh_msg *m) {
  * the batch being built, which goes first, and batches of its own kind
  * begin. */
 static void deliver(batcher *b, sh_msg *m) {
-  if (m->type == &sh_accepted_type) {
-    /* An accepted connection becomes the actor's channel; its handlers
-     * hear of it through the channel, never as this notice. */
+  if (m->type->flags & SH_MSG_RUNTIME) {
+    /* The runtime's own notice (an accepted connection, which becomes the
+     * actor's channel): its type's handler takes it; the actor's handlers
+     * hear of it through what that makes, never as this notice. */
     batch_flush(b);
     sh_count(b->h->sys, SH_C_DELIVERED);
-    sh_tcp_adopt(b->h, m);
+    sh_event_run(b->h, m);
     return;
   }
   if (b->mixed && m->type->kind != b->takes) {
@@ -290,31 +288,12 @@ static uint32_t drain_in_order(sh_house *h, uint32_t budget) {
   return n;
 }
 
-/* Events: timers, ticks, and senders' waiters coming back from a gate. */
+/* Events: timers, ticks, ask timeouts, senders' waiters coming back from a
+ * gate, a channel's readiness. Each is of the runtime's own type, which
+ * carries its handler (msg.h). */
 static void on_event(sh_house *h, sh_msg *m) {
-  if (m->type == &sh_chev_type) {
-    sh_channel_on_event(h, m);
-    return;
-  }
-  if (m->type == &sh_waiter_type) {
-    sh_future_waiter_back(h, (sh_waiter *)m);
-    return;
-  }
-  if (m->type == &sh_timer_type && ((sh_timer *)m)->kind == SH_TIMER_ASK) {
-    /* An ask's timeout: its future, if the answer did not come first. */
-    sh_timer *t = (sh_timer *)m;
-    sh_future *f = sh_future_find(h, t->id);
-    /* Not f's timer any more: the answer came first, or f was kept past a
-     * stop for its waiter's return (future.c), which decides its outcome;
-     * the timer had fired already and could not be cancelled. */
-    if (f != NULL && f->timer == t) {
-      f->timer = NULL; /* this node is the event; it is freed below, not cancelled */
-      sh_future_time_out(h, f);
-    }
-    sh_mem_free(t);
-    return;
-  }
-  sh_timer_event(h, m);
+  SH_ASSERT(m->type->flags & SH_MSG_RUNTIME);
+  sh_event_run(h, m);
 }
 
 /* Takes up to `limit` events and handles each. */
@@ -347,7 +326,7 @@ static void note_high_water(sh_house *h) {
  * futures pending when it starts. */
 static void finish_stop(sh_worker *w, sh_house *h) {
   if (!h->mounted) return;
-  sh_channel_close_all(h);
+  if (!sh_list_empty(&h->attached)) h->close_attached(h);
   sh_timer_cancel_all(w, h);
   sh_future_fail_all(h);
   /* Stacks deferred to a later run (stack.h) are still to end, and futures
@@ -362,7 +341,7 @@ static void finish_stop(sh_worker *w, sh_house *h) {
  * again or that its house would have to keep. */
 static bool done_with(const sh_house *h) {
   if (!h->stop_done || !sh_list_empty(&h->stacks) || !sh_list_empty(&h->timers) ||
-      sh_futtable_count(&h->futures) != 0 || sh_channel_any(h))
+      sh_futtable_count(&h->futures) != 0 || !sh_list_empty(&h->attached))
     return false;
   for (int b = 0; b < SH_BOXES; b++)
     if (sh_mailbox_nonempty(&h->mb, b)) return false;

@@ -17,7 +17,6 @@
 #include "actor/gate.h"
 #include "actor/house.h"
 #include "mem/mem.h"
-#include "net/chanhooks.h"
 #include "mem/msg.h"
 #include "actor/stack.h"
 #include "time/timer.h"
@@ -50,9 +49,9 @@ static void cancel_timer(sh_future *f) {
   f->timer = NULL;
 }
 
-/* A channel future lets go of its channel as it goes. */
+/* A future lets go of its owner as it goes. */
 static void release(sh_future *f) {
-  if (f->chan != NULL) sh_channel_unhold(f->chan);
+  if (f->owner != NULL) f->owner->ops->unhold(f->owner);
   sh_mem_free(f);
 }
 
@@ -175,7 +174,10 @@ static void unkeep(sh_house *h, sh_future *f) {
   h->stop_kept--;
 }
 
-void sh_future_waiter_back(sh_house *h, sh_waiter *w) {
+/* A stack waiter came back from a gate (its header is the event): ends
+ * the put it waited for, or fails the ask it held when refused. */
+static void waiter_back(sh_house *h, sh_msg *m) {
+  sh_waiter *w = (sh_waiter *)m;
   int err = w->hdr.error;
   sh_future *f = sh_future_find(h, w->id);
   sh_msg *back = NULL;
@@ -200,6 +202,9 @@ void sh_future_waiter_back(sh_house *h, sh_waiter *w) {
   sh_msg_free(&w->hdr);
   if (f != NULL) sh_future_complete(f, back, err);
 }
+
+const sh_event_type sh_waiter_type = {
+    {"sh_waiter", sizeof(sh_waiter), SH_NOTICE, SH_MSG_RUNTIME, sh_waiter_drop, NULL}, waiter_back};
 
 /* f ends early (a timeout, its house stops). True when it must not: a put
  * whose waiter the gate already popped waits for the waiter's return, which
@@ -243,7 +248,10 @@ void sh_future_fail_all(sh_house *h) {
   }
 }
 
-void sh_future_time_out(sh_house *h, sh_future *f) {
+/* Future f's timeout fired (f still in h's table): completes it with
+ * -ETIMEDOUT, unless it is a put whose waiter the gate already popped (the
+ * waiter's return, on its way, says whether the notice got in). */
+static void time_out(sh_house *h, sh_future *f) {
   sh_msg *back;
   if (ends_by_return(f, &back)) return;
 #ifdef SH_MUTANT_future_timeout_no_pop
@@ -257,19 +265,38 @@ void sh_future_time_out(sh_house *h, sh_future *f) {
   }
   sh_count(h->sys, SH_C_ASKS_TIMED_OUT);
   SH_TRACE(SH_TRACE_TIMEOUT, h->seq, "timeout", SH_TRACE_FLOW(h->seq, sh_future_id(f)));
-  if (!f->connecting) {
+  sh_future_owner *o = f->owner;
+  if (o == NULL || o->ops->expired == NULL) {
     sh_future_complete(f, back, -ETIMEDOUT);
     return;
   }
-  /* A connect that timed out gives its socket back now, not when the
-   * network gives up on it. Held across the completion, which may run the
-   * stack and free the future. */
-  struct sh_channel *ch = f->chan;
-  sh_channel_hold(ch);
+  /* The owner acts on the timeout (a connect gives its socket back now,
+   * not when the network gives up on it). Held across the completion,
+   * which may run the stack and free the future. */
+  o->ops->hold(o);
   sh_future_complete(f, back, -ETIMEDOUT);
-  sh_tcp_connect_expired(ch);
-  sh_channel_unhold(ch);
+  o->ops->expired(o);
+  o->ops->unhold(o);
 }
+
+/* An ask's timeout reached its house: its future, if the answer did not
+ * come first. */
+static void timeout_event(sh_house *h, sh_msg *m) {
+  sh_timer *t = (sh_timer *)m;
+  sh_future *f = sh_future_find(h, t->id);
+  /* Not f's timer any more: the answer came first, or f was kept past a
+   * stop for its waiter's return, which decides its outcome; the timer had
+   * fired already and could not be cancelled. */
+  if (f != NULL && f->timer == t) {
+    f->timer = NULL; /* this node is the event; it is freed below, not cancelled */
+    time_out(h, f);
+  }
+  sh_mem_free(t);
+}
+
+/* Named as an actor timer's event is: traces show both as sh_timer. */
+const sh_event_type sh_future_timeout_type = {
+    {"sh_timer", sizeof(sh_timer), SH_NOTICE, SH_MSG_RUNTIME, NULL, NULL}, timeout_event};
 
 void sh_future_forget(sh_future *f) {
   sh_house *h = f->stack->house;

@@ -21,10 +21,27 @@
 
 #include "actor/futtable.h"
 #include "base/list.h"
+#include "mem/msg.h"
 
 struct sh_house;
 struct sh_timer;
 struct sh_waiter;
+
+/* What holds a future besides its stack, for a layer above (a channel its
+ * asks', sends' and connect's, net/): the future keeps it from being
+ * freed until the future is, and tells it when the future timed out. Set
+ * by the owner; the futures code calls it and knows nothing else of it. */
+typedef struct sh_future_owner sh_future_owner;
+typedef struct sh_future_owner_ops {
+  void (*hold)(sh_future_owner *o);
+  void (*unhold)(sh_future_owner *o);
+  /* The future timed out, and completed with -ETIMEDOUT (held across); or
+   * NULL: nothing to do. */
+  void (*expired)(sh_future_owner *o);
+} sh_future_owner_ops;
+struct sh_future_owner {
+  const sh_future_owner_ops *ops;
+};
 
 struct sh_future {
   sh_ftnode node;              /* the house's table; node.kept: see sh_future_fail_all */
@@ -39,11 +56,9 @@ struct sh_future {
   bool put;                   /* sh_put's: done once the notice is in the mailbox */
   bool returning;             /* its waiter was popped: the waiter's return decides */
   bool sleep;                 /* sh_sleep's: its timeout is its success */
-  /* A channel future (an ask, send or connect of a channel): its channel,
-   * which the future keeps allocated until it is freed, so that the stack
-   * that reads its outcome may still call on the channel (chanhooks.h). */
-  struct sh_channel *chan;
-  bool connecting;            /* sh_tcp_connect's: its timeout closes chan */
+  /* Held until the future is freed (a channel future's channel, so that
+   * the stack that reads its outcome may still call on it), or NULL. */
+  sh_future_owner *owner;
 };
 
 static inline sh_future *sh_future_of_node(sh_ftnode *n) {
@@ -53,6 +68,11 @@ static inline sh_future *sh_future_of_link(sh_list *l) {
   return (sh_future *)(void *)((char *)l - offsetof(sh_future, link));
 }
 static inline uint64_t sh_future_id(const sh_future *f) { return f->node.id; }
+/* f holds o from now until it is freed. */
+static inline void sh_future_own(sh_future *f, sh_future_owner *o) {
+  f->owner = o;
+  o->ops->hold(o);
+}
 
 /* A new pending future of st (linked in its pending list, not yet in the
  * house's table), or NULL when out of memory. The caller sends, then
@@ -87,13 +107,15 @@ void sh_future_answer(struct sh_house *h, sh_msg *m);
  * returns true; else frees reply and returns false (its stack ended, or
  * it failed or timed out first). */
 bool sh_future_resolve(struct sh_house *h, uint64_t id, sh_msg *reply, int error);
-/* A stack waiter came back from a gate (its header was the event): ends
- * the put it waited for, or fails the ask it held when refused. */
-void sh_future_waiter_back(struct sh_house *h, struct sh_waiter *w);
-/* Future f's timeout fired (f still in h's table): completes it with
- * -ETIMEDOUT, unless it is a put whose waiter the gate already popped (the
- * waiter's return, on its way, says whether the notice got in). */
-void sh_future_time_out(struct sh_house *h, sh_future *f);
+/* A stack waiter (gate.h) comes back from a gate as an event of this type
+ * (its header), on which its future ends the put it waited for, or fails
+ * the ask it held when refused; its drop (sh_waiter_drop) frees a message
+ * the waiter still holds. */
+extern const sh_event_type sh_waiter_type;
+/* The type of an ask's timeout (sh_timer_ask): its node is the event on
+ * which the future, if its answer did not come first, completes with
+ * -ETIMEDOUT. */
+extern const sh_event_type sh_future_timeout_type;
 /* The house stops: every pending future fails with -ESHUTDOWN (its stack
  * resumes to see it), except puts whose waiter the gate already popped:
  * those are kept (node.kept, h->stop_kept) until the waiter's return. */

@@ -28,14 +28,11 @@
 #include "base/check.h"
 #include "mem/msg.h"
 
-static void waiter_drop(sh_msg *m) {
+void sh_waiter_drop(sh_msg *m) {
   sh_waiter *w = (sh_waiter *)m;
   sh_msg_free(w->msg);
   w->msg = NULL;
 }
-
-const sh_msg_type sh_waiter_type = {"sh_waiter", sizeof(sh_waiter), SH_NOTICE, 0, waiter_drop,
-                                    NULL};
 
 sh_gate *sh_gate_new(uint32_t cap, uint32_t gen) {
   SH_ASSERT(cap >= 1 && cap <= SH_MAX_CAPACITY);

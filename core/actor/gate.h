@@ -61,9 +61,9 @@ typedef struct sh_waiter {
   _Atomic int state;            /* sh_waiter_state */
 } sh_waiter;
 
-/* The type of a stack waiter on its way back (SH_BOX_EVENT); its drop frees
- * a message the waiter still holds. */
-extern const sh_msg_type sh_waiter_type;
+/* The drop of a stack waiter's type (future.h: sh_waiter_type, the event
+ * back to its sender): frees a message the waiter still holds. */
+void sh_waiter_drop(sh_msg *m);
 
 typedef struct sh_gate {
   /* Set when the gate's house is spawned (sh_gate_reset), under the lock;

@@ -93,7 +93,7 @@ void sh_house_init(sh_house *h, sh_system *sys, const sh_actor_class *c, sh_hous
   sh_list_init(&h->stacks);
   sh_list_init(&h->ready);
   sh_list_init(&h->timers);
-  sh_list_init(&h->channels);
+  sh_list_init(&h->attached);
   h->sys = sys;
   h->cls = c;
 }

@@ -161,7 +161,11 @@ typedef struct sh_house {
   sh_list stacks;             /* live stacks (sh_stack.link), for shutdown */
   sh_list ready;              /* deferred stacks, ready to run again (stack.h) */
   sh_list timers;             /* live actor timers (sh_timer.actor_link), cancel by id */
-  sh_list channels;           /* an IO actor's channels (channel.h) */
+  /* What a layer above attaches to the house (an IO actor's channels,
+   * net/): the house is not retired while any is left, and the actor's
+   * stop calls close_attached, which the one who attached them set. */
+  sh_list attached;
+  void (*close_attached)(struct sh_house *h);
 
   /* The rest of the stride: an actor whose struct fits lives here, with no
    * allocation of its own (hstore.h). */

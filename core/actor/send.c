@@ -97,7 +97,7 @@ int sh_notice_try(const sh_addr *to, sh_msg *m) {
 static sh_waiter *waiter_new(sh_future *f, sh_house *t, uint32_t gen, sh_box box, sh_msg *m) {
   SH_ASSERT(m != NULL && (box == SH_BOX_ASK || box == SH_BOX_NOTICE));
   sh_fault_return_on("sh/gate/waiter", NULL);
-  sh_waiter *w = (sh_waiter *)(void *)sh_msg_alloc(&sh_waiter_type);
+  sh_waiter *w = (sh_waiter *)(void *)sh_msg_alloc(&sh_waiter_type.msg);
   if (w == NULL) return NULL;
   sh_atomic_init(&w->state, SH_WAITER_IDLE);
   w->msg = m;
@@ -143,7 +143,8 @@ static bool arm(sh_future *f, int64_t timeout_ms) {
   sh_worker *w = sh_worker_current();
   /* Stacks run on workers: there is always a wheel. */
   SH_ASSERT(w != NULL);
-  f->timer = sh_timer_ask(w, f->stack->house, sh_future_id(f), sh_timeout_ns(timeout_ms));
+  f->timer = sh_timer_ask(w, f->stack->house, sh_future_id(f), sh_timeout_ns(timeout_ms),
+                          &sh_future_timeout_type);
   return f->timer != NULL;
 }
 

@@ -23,7 +23,6 @@
 #include "base/faults.h"
 #include "mem/mem.h"
 #include "mem/msg.h"
-#include "net/chanhooks.h"
 
 /* Invocations in a row whose futures all failed at once: a handler that
  * keeps asking a stopped actor is stopped, not spun forever. */
@@ -103,7 +102,7 @@ static void recycle_seen(sh_stack *st) {
 
 static void finish(sh_stack *st) {
   sh_house *h = st->house;
-  struct sh_chrec *chrec = st->chrec;
+  sh_stack_sink *sink = st->sink;
   if (st->deferred) {
     sh_list_remove(&st->ready_link);
     st->deferred = false;
@@ -126,8 +125,9 @@ static void finish(sh_stack *st) {
   }
   sh_list_remove(&st->link);
   sh_mem_free(st);
-  /* Last: what the channel does with the result may run other stacks. */
-  if (chrec != NULL) sh_chanflow_stack_end(chrec);
+  /* Last: what its maker does with the result (a channel writes it) may
+   * run other stacks. */
+  if (sink != NULL) sink->ops->end(sink);
 }
 
 void sh_stack_discard(sh_stack *st) {
@@ -307,11 +307,13 @@ sh_yield sh_return(sh_stack *st, sh_msg *reply) {
     }
     answer_batch(st, reply, -ENODATA);
     break;
-  case SH_STACK_CHANNEL:
-    sh_chanflow_result(st, reply, 0); /* written to the channel in its turn */
-    break;
   default:
-    sh_msg_free(reply); /* nobody to answer for a notice */
+    /* Its maker's (a channel writes it in its turn); nobody to answer for
+     * a notice. */
+    if (st->sink != NULL)
+      st->sink->ops->result(st->sink, reply, 0);
+    else
+      sh_msg_free(reply);
     break;
   }
   return SH_RETURN;
@@ -324,7 +326,7 @@ sh_yield sh_throw(sh_stack *st, int error) {
   st->done = true;
   if (st->kind == SH_STACK_ASK) refuse_stack(st, error);
   if (st->kind == SH_STACK_BATCH_ASK) answer_batch(st, NULL, error);
-  if (st->kind == SH_STACK_CHANNEL) sh_chanflow_result(st, NULL, error);
+  if (st->sink != NULL) st->sink->ops->result(st->sink, NULL, error);
   return SH_RETURN;
 }
 

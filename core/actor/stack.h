@@ -27,8 +27,23 @@ typedef enum sh_stack_kind {
   SH_STACK_ASK = 1,
   SH_STACK_BATCH_NOTICE = 2,
   SH_STACK_BATCH_ASK = 3,
-  SH_STACK_CHANNEL = 4, /* a request from a channel (channel.h) */
+  SH_STACK_CHANNEL = 4, /* a request from a channel: the class's channel handler */
 } sh_stack_kind;
+
+/* Where a stack reports how it ended, to the layer above that made it (a
+ * channel's request stack, net/chanflow.c): set by its maker; the stack
+ * code calls it and knows nothing else of it. */
+typedef struct sh_stack_sink sh_stack_sink;
+typedef struct sh_stack_sink_ops {
+  /* The stack returned (reply, error 0) or threw (NULL, error): once.
+   * Takes reply. */
+  void (*result)(sh_stack_sink *s, sh_msg *reply, int error);
+  /* The stack was freed: its last step, which may run other stacks. */
+  void (*end)(sh_stack_sink *s);
+} sh_stack_sink_ops;
+struct sh_stack_sink {
+  const sh_stack_sink_ops *ops;
+};
 
 /* One message of a batch, with what a reply needs captured when the
  * message was taken (the old design read them after recycling). */
@@ -62,7 +77,7 @@ struct sh_stack {
   struct sh_house *reply_to;   /* ask: the asker, captured at dispatch */
   uint64_t ask_id;
   int owed; /* ask: a refusal its message carries when the stack finishes */
-  struct sh_chrec *chrec;      /* channel stacks: the request's record (channel.h) */
+  sh_stack_sink *sink;         /* NULL, or where its end is reported (above) */
 
   sh_list pending;             /* uncompleted futures (sh_future.link) */
   sh_list completed;           /* completed futures, kept for the handler to read */

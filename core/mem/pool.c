@@ -201,7 +201,7 @@ static sh_pool_obj *take(sh_pool_class *c) {
 
 /* Owner only: o back on its slab; the slab back to malloc once all its
  * objects are free and the class has max_cached others. */
-void sh_pool_give(sh_pool *p, sh_pool_class *c, sh_pool_obj *o) {
+static void give(sh_pool *p, sh_pool_class *c, sh_pool_obj *o) {
   sh_pool_slab *s = o->slab;
   SH_DEBUG_ASSERT(s->nfree < s->nobj); /* a slab takes back only what it gave */
   o->next = s->free;
@@ -215,6 +215,32 @@ void sh_pool_give(sh_pool *p, sh_pool_class *c, sh_pool_obj *o) {
   if (c->nfree - per >= p->max_cached) release(p, c, s);
   /* What the class keeps in slabs all free: max_cached objects, and a slab. */
   SH_DEBUG_ASSERT(c->nspare == 0 || (uint64_t)(c->nspare - 1) * per <= p->max_cached);
+}
+
+/*
+ * Owner only: moves everything other threads returned to class c back onto
+ * its slabs. Bounded by the stack it takes, which holds only objects of this
+ * pool's slabs.
+ */
+static void drain_remote(sh_pool *p, sh_pool_class *c) {
+  /* relaxed: only a hint that spares the exchange (a write to a shared cache
+   * line) when nothing came back. Only the owner empties the stack, so a
+   * non-NULL head stays non-NULL until our exchange; a push we miss is taken
+   * on the next drain. */
+  if (sh_atomic_load(&c->remote, memory_order_relaxed) == NULL) return;
+  /* acquire: pairs with the pushers' release CAS, so their writes of o->next
+   * (and of the header state) are visible before we walk the list. Nothing of
+   * ours needs publishing (pushers never read through the head), so no release. */
+  SH_YIELD("pool.remote.take");
+  sh_pool_obj *o = sh_atomic_exchange(&c->remote, NULL, memory_order_acquire);
+  uint64_t most = (uint64_t)c->nslabs * sh_pool_slab_objects((uint32_t)(c - p->cls)) - c->nfree;
+  for (uint64_t n = 1; o; n++) {
+    sh_pool_obj *next = o->next;
+    SH_ASSERT(n <= most); /* only objects of our slabs that are not free come back */
+    SH_ASSERT(o->slab->owner == p && o->state == SH_POOL_FREE);
+    give(p, c, o);
+    o = next;
+  }
 }
 
 /* Owner only: gives back every slab of c whose objects are all free, while
@@ -280,7 +306,7 @@ void sh_pool_destroy(sh_pool *p) {
   sh_pool_flush(p);
   for (uint32_t i = 0; i < SH_POOL_CLASSES; i++) {
     sh_pool_class *c = &p->cls[i];
-    sh_pool_drain_remote(p, c);
+    drain_remote(p, c);
     release_free_slabs(p, c, 0);
   }
 }
@@ -293,7 +319,7 @@ void *sh_pool_alloc(sh_pool *p, size_t size) {
 
   sh_pool_class *c = &p->cls[cls];
   /* Own slabs first; only when they are all taken pay for the shared remote stack. */
-  if (!c->partial) sh_pool_drain_remote(p, c);
+  if (!c->partial) drain_remote(p, c);
   if (!c->partial && !grow(p, cls)) return NULL;
   sh_pool_obj *o = take(c);
   SH_ASSERT(o->slab->owner == p && o->cls == cls && o->state == SH_POOL_FREE);
@@ -311,7 +337,7 @@ static void free_local(sh_pool *p, sh_pool_obj *o) {
   sh_pool_class *c = &p->cls[o->cls];
   own_inc(&p->local_frees);
   c->last_use_ns = SH_POOL_TOUCHED;
-  sh_pool_give(p, c, o);
+  give(p, c, o);
 }
 
 void sh_pool_free(sh_pool *self, void *obj) {
@@ -352,7 +378,7 @@ uint64_t sh_pool_trim(sh_pool *p, uint64_t now_ns) {
   sh_pool_flush(p);
   for (uint32_t i = 0; i < SH_POOL_CLASSES; i++) {
     sh_pool_class *c = &p->cls[i];
-    sh_pool_drain_remote(p, c);
+    drain_remote(p, c);
     if (c->last_use_ns == SH_POOL_TOUCHED) {
       c->last_use_ns = now_ns; /* used since the last trim: its idle time starts now */
     } else if (now_ns >= c->last_use_ns && now_ns - c->last_use_ns >= p->idle_ns &&

@@ -1,13 +1,15 @@
 /*
  * Objects coming back to their pool from other threads (pool.h): the
- * outboxes a worker fills with other pools' objects, the remote stack each
- * class has, and the owner's drain of it.
+ * outboxes a worker fills with other pools' objects and the remote stack each
+ * class has.
  *
  * Other threads push the objects they free onto the class's `remote`
  * Treiber stack; the owner never pops single objects from it: it takes the
  * whole stack at once (atomic exchange) and walks it privately. A worker
  * batches what it frees of another pool per class and owner, in an outbox
  * of at most SH_POOL_OUTBOX objects, pushed with one atomic operation.
+ * (The owner's drain of the stack is pool.c's: it gives objects back to
+ * their slabs, so that calls go one way, pool.c to this file.)
  */
 #include "mem/pool.h"
 #include "mem/poolslab.h"
@@ -15,32 +17,6 @@
 #include "base/atomic.h"
 #include "base/check.h"
 #include "plat.h"
-
-/*
- * Owner only: moves everything other threads returned to class c back onto
- * its slabs. Bounded by the stack it takes, which holds only objects of this
- * pool's slabs.
- */
-void sh_pool_drain_remote(sh_pool *p, sh_pool_class *c) {
-  /* relaxed: only a hint that spares the exchange (a write to a shared cache
-   * line) when nothing came back. Only the owner empties the stack, so a
-   * non-NULL head stays non-NULL until our exchange; a push we miss is taken
-   * on the next drain. */
-  if (sh_atomic_load(&c->remote, memory_order_relaxed) == NULL) return;
-  /* acquire: pairs with the pushers' release CAS, so their writes of o->next
-   * (and of the header state) are visible before we walk the list. Nothing of
-   * ours needs publishing (pushers never read through the head), so no release. */
-  SH_YIELD("pool.remote.take");
-  sh_pool_obj *o = sh_atomic_exchange(&c->remote, NULL, memory_order_acquire);
-  uint64_t most = (uint64_t)c->nslabs * sh_pool_slab_objects((uint32_t)(c - p->cls)) - c->nfree;
-  for (uint64_t n = 1; o; n++) {
-    sh_pool_obj *next = o->next;
-    SH_ASSERT(n <= most); /* only objects of our slabs that are not free come back */
-    SH_ASSERT(o->slab->owner == p && o->state == SH_POOL_FREE);
-    sh_pool_give(p, c, o);
-    o = next;
-  }
-}
 
 /*
  * Another thread (a worker or not) returns the chain head..tail (n objects of

@@ -53,12 +53,6 @@ struct sh_pool_slab {
 _Static_assert(SH_POOL_HDR == 16, "the header must keep the body 16-byte aligned");
 _Static_assert(SH_POOL_SLAB_HDR % SH_POOL_LINE == 0, "objects must start line-aligned");
 
-/* Owner only: o back on its slab; the slab back to malloc once all its
- * objects are free and the class has max_cached others (pool.c). */
-void sh_pool_give(struct sh_pool *p, struct sh_pool_class *c, struct sh_pool_obj *o);
-/* Owner only: what other threads returned to class c back onto its slabs
- * (poolreturn.c). */
-void sh_pool_drain_remote(struct sh_pool *p, struct sh_pool_class *c);
 /* A worker frees another pool's object o: into its outbox (poolreturn.c). */
 void sh_pool_free_foreign(struct sh_pool *self, struct sh_pool_obj *o);
 /* Returns the chain head..tail, n objects of class cls, to owner's remote

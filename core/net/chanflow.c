@@ -11,7 +11,7 @@
  * pointer: a stack that ended, or a stop, may have resolved it already,
  * and then a late response is dropped, as a late reply to an ask is.
  */
-#include "net/channel.h"
+#include "net/chanflow.h"
 
 #include "base/check.h"
 #include "actor/future.h"
@@ -19,10 +19,12 @@
 #include "mem/mem.h"
 #include "actor/stack.h"
 
+static const sh_stack_sink_ops stack_sink;
+
 static sh_chrec *rec_new(sh_channel *ch) {
   sh_chrec *r = sh_mem_alloc(sizeof(*r));
   if (r == NULL) return NULL;
-  *r = (sh_chrec){.ch = ch};
+  *r = (sh_chrec){.ch = ch, .sink = {&stack_sink}};
   return r;
 }
 
@@ -92,7 +94,7 @@ static void start_stack(sh_channel *ch, sh_chrec *r) {
   }
   st->msg = r->msg;
   r->msg = NULL;
-  st->chrec = r;
+  st->sink = &r->sink;
   ch->refs++;
   sh_stack_run(st);
 }
@@ -104,24 +106,25 @@ void sh_chanflow_pump(sh_channel *ch) {
   while (!stopped(ch) && (it = sh_ifl_start(&ch->stacks)) != NULL) start_stack(ch, rec_of(it));
 }
 
-bool sh_chanflow_full(const sh_channel *ch) {
-  return ch->stacks.npending >= ch->o.max_pending_stacks;
-}
-
 bool sh_chanflow_idle(const sh_channel *ch) {
   return ch->futs.npending + ch->futs.ninflight + ch->stacks.npending + ch->stacks.ninflight == 0;
 }
 
 /* ---- channel stacks ending ---------------------------------------------- */
 
+static sh_chrec *rec_of_sink(sh_stack_sink *s) { return SH_LIST_ENTRY(s, sh_chrec, sink); }
+
 sh_channel *sh_stack_channel(const sh_stack *st) {
   SH_FROM_USER();
-  return st != NULL && st->chrec != NULL ? st->chrec->ch : NULL;
+  if (st == NULL || st->sink == NULL || st->sink->ops != &stack_sink) return NULL;
+  return rec_of_sink(st->sink)->ch;
 }
 
-void sh_chanflow_result(sh_stack *st, sh_msg *reply, int error) {
-  sh_chrec *r = st->chrec;
-  SH_ASSERT(r != NULL && r->reply == NULL);
+/* A channel stack's outcome (its sink's result): its result, or what it
+ * threw. */
+static void stack_result(sh_stack_sink *s, sh_msg *reply, int error) {
+  sh_chrec *r = rec_of_sink(s);
+  SH_ASSERT(r->reply == NULL);
   r->reply = reply;
   r->error = error;
 }
@@ -148,7 +151,9 @@ static void release(sh_channel *ch) {
   }
 }
 
-void sh_chanflow_stack_end(sh_chrec *r) {
+/* A channel stack ended (its sink's end: after the stack was freed). */
+static void stack_end(sh_stack_sink *s) {
+  sh_chrec *r = rec_of_sink(s);
   sh_channel *ch = r->ch;
   SH_ASSERT(ch->refs > 0);
   ch->refs--;
@@ -173,13 +178,12 @@ void sh_chanflow_stack_end(sh_chrec *r) {
   sh_channel_leave(ch);
 }
 
+static const sh_stack_sink_ops stack_sink = {stack_result, stack_end};
+
 /* ---- futures and sends --------------------------------------------------- */
 
 /* The future keeps the channel allocated while the stack may read it. */
-static void hold(sh_future *f, sh_channel *ch) {
-  f->chan = ch;
-  sh_channel_hold(ch);
-}
+static void hold(sh_future *f, sh_channel *ch) { sh_future_own(f, &ch->holder); }
 
 static bool usable(const sh_stack *st, const sh_channel *ch, const sh_msg *m) {
   return st != NULL && ch != NULL && m != NULL && st->house == ch->house;

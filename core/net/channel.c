@@ -1,7 +1,7 @@
 /*
  * Channels: their life, their readiness event, and the calls an actor makes
  * on them (the model is in channel.h; the transports are tcp.c and udp.c,
- * the inflight system chanflow.c).
+ * the inflight system chanflow.c, all reached through a channel's ops).
  */
 #include "net/channel.h"
 
@@ -25,8 +25,6 @@
  * rest to a later run (each round may free room or end stacks). */
 #define SH_CH_LEAVE_ROUNDS 16
 
-const sh_msg_type sh_chev_type = {"sh_channel_event", sizeof(sh_msg), SH_NOTICE, 0, NULL, NULL};
-
 static void fill_defaults(sh_channel_opts *o) {
   if (o->max_future_inflight == 0) o->max_future_inflight = 1;
   if (o->max_stack_inflight == 0) o->max_stack_inflight = 1;
@@ -40,11 +38,19 @@ static void fill_defaults(sh_channel_opts *o) {
 
 static sh_worker *owner_of(const sh_house *h) { return &h->sys->workers[h->owner]; }
 
-static int setup(sh_channel *ch, sh_house *h, sh_channel_kind kind, sh_sock s,
+static const sh_future_owner_ops holder_ops;
+static const sh_event_type event_type;
+static void ready(sh_io_watch *w, uint32_t events);
+static void close_all(sh_house *h);
+
+static int setup(sh_channel *ch, sh_house *h, const sh_channel_ops *ops, sh_sock s,
                  const sh_channel_opts *o) {
-  ch->ev.type = &sh_chev_type;
+  ch->ev.type = &event_type.msg;
+  ch->holder.ops = &holder_ops;
+  ch->watch.ready = ready;
   ch->house = h;
-  ch->kind = kind;
+  ch->ops = ops;
+  ch->kind = ops->kind;
   ch->sock = s;
   ch->worker = h->owner;
   if (o != NULL) ch->o = *o;
@@ -52,10 +58,9 @@ static int setup(sh_channel *ch, sh_house *h, sh_channel_kind kind, sh_sock s,
   sh_ifl_init(&ch->futs, ch->o.max_future_inflight, false);
   sh_ifl_init(&ch->stacks, ch->o.max_stack_inflight, ch->o.head_of_line);
   sh_list_init(&ch->sends);
-  sh_pipeline_sink head = kind == SH_CH_UDP ? sh_udp_to_head : sh_tcp_to_head;
-  int rc = sh_pipeline_init(&ch->pl, &ch->o, &ch->in, &ch->out, sh_chanflow_to_tail, head, ch, ch);
+  int rc = sh_pipeline_init(&ch->pl, &ch->o, &ch->in, &ch->out, ops->to_tail, ops->to_head, ch, ch);
   if (rc != 0) return rc;
-  rc = sh_net_watch(h->sys->plat, ch->worker, s, ch);
+  rc = sh_net_watch(h->sys->plat, ch->worker, s, &ch->watch);
   if (rc != 0) {
     sh_pipeline_fini(&ch->pl);
     return rc;
@@ -63,7 +68,7 @@ static int setup(sh_channel *ch, sh_house *h, sh_channel_kind kind, sh_sock s,
   return 0;
 }
 
-int sh_channel_new(sh_house *h, sh_channel_kind kind, sh_sock s, const sh_channel_opts *o,
+int sh_channel_new(sh_house *h, const sh_channel_ops *ops, sh_sock s, const sh_channel_opts *o,
                    sh_channel **out) {
   /* A stopped house makes no channel: its stop closes the ones it has, and
    * a close resumes stacks at once (a failed future), which may connect
@@ -82,7 +87,7 @@ int sh_channel_new(sh_house *h, sh_channel_kind kind, sh_sock s, const sh_channe
   int rc = ch == NULL ? -ENOMEM : 0;
   if (ch != NULL) {
     memset(ch, 0, sizeof(*ch));
-    rc = setup(ch, h, kind, s, o);
+    rc = setup(ch, h, ops, s, o);
     if (rc != 0) sh_mem_free(ch);
   }
   if (rc != 0) {
@@ -92,7 +97,9 @@ int sh_channel_new(sh_house *h, sh_channel_kind kind, sh_sock s, const sh_channe
   ch->state = SH_CHS_WATCHED;
   owner_of(h)->watched++;
   (void)sh_net_local(s, &ch->local);
-  sh_list_push_back(&h->channels, &ch->link);
+  /* Attached to its house (house.h), whose stop closes it. */
+  h->close_attached = close_all;
+  sh_list_push_back(&h->attached, &ch->link);
   *out = ch;
   return 0;
 }
@@ -121,8 +128,9 @@ void sh_channel_poke(sh_channel *ch) {
   sh_house_push(ch->house, SH_BOX_EVENT, &ch->ev);
 }
 
-void sh_channel_ready(void *token, uint32_t events) {
-  sh_channel *ch = token;
+/* The socket's readiness (its watch's, worker.h), on the channel's worker. */
+static void ready(sh_io_watch *w, uint32_t events) {
+  sh_channel *ch = SH_LIST_ENTRY(w, sh_channel, watch);
 #ifdef SH_MUTANT_channel_ready_lost
   /* Planted bug: readiness that comes while the event is queued is dropped, not gathered. */
   if (!(ch->state & SH_CHS_EVENT)) ch->ready |= events;
@@ -132,21 +140,20 @@ void sh_channel_ready(void *token, uint32_t events) {
   sh_channel_poke(ch);
 }
 
-void sh_channel_on_event(sh_house *h, sh_msg *m) {
+/* The house takes the channel's readiness event. */
+static void on_event(sh_house *h, sh_msg *m) {
   sh_channel *ch = (sh_channel *)(void *)m;
   SH_ASSERT(ch->house == h && (ch->state & SH_CHS_EVENT));
   ch->state &= ~SH_CHS_EVENT;
   uint32_t bits = ch->ready;
   ch->ready = 0;
   sh_channel_enter(ch);
-  if (!(ch->state & SH_CHS_CLOSED)) {
-    if (ch->kind == SH_CH_UDP)
-      sh_udp_on_ready(ch, bits);
-    else
-      sh_tcp_on_ready(ch, bits);
-  }
+  if (!(ch->state & SH_CHS_CLOSED)) ch->ops->on_ready(ch, bits);
   sh_channel_leave(ch);
 }
+
+static const sh_event_type event_type = {
+    {"sh_channel_event", sizeof(sh_msg), SH_NOTICE, SH_MSG_RUNTIME, NULL, NULL}, on_event};
 
 /* ---- closing and freeing ---------------------------------------------------- */
 
@@ -168,13 +175,13 @@ static int fail_error(const sh_channel *ch) { return ch->error != 0 ? ch->error 
 static void teardown(sh_channel *ch) {
   int error = ch->error;
   ch->state = (ch->state | SH_CHS_CLOSED) & ~SH_CHS_CLOSING;
-  sh_chanflow_fail_all(ch, fail_error(ch));
+  ch->ops->fail_all(ch, fail_error(ch));
   sh_pipeline_closed(&ch->pl, error);
   sh_net_close(ch->sock);
   if (ch->state & SH_CHS_WATCHED) owner_of(ch->house)->watched--;
   sh_buf_clear(&ch->in);
   sh_buf_clear(&ch->out);
-  if (ch->server != NULL) sh_tcp_server_closed(ch);
+  if (ch->ops->closed != NULL) ch->ops->closed(ch);
   if (ch->state & SH_CHS_OPEN) sh_channel_tell(ch, SH_CHANNEL_CLOSED, error);
   ch->state |= SH_CHS_FREE_DUE;
 }
@@ -187,6 +194,12 @@ void sh_channel_unhold(sh_channel *ch) {
   maybe_free(ch);
 }
 
+/* A future of the channel's asks and sends holds it (future.h). */
+static sh_channel *of_holder(sh_future_owner *o) { return SH_LIST_ENTRY(o, sh_channel, holder); }
+static void holder_hold(sh_future_owner *o) { sh_channel_hold(of_holder(o)); }
+static void holder_unhold(sh_future_owner *o) { sh_channel_unhold(of_holder(o)); }
+static const sh_future_owner_ops holder_ops = {holder_hold, holder_unhold, NULL};
+
 void sh_channel_close_with(sh_channel *ch, int error) {
   if (ch->state & (SH_CHS_CLOSED | SH_CHS_CLOSING)) return;
   ch->error = error;
@@ -196,38 +209,16 @@ void sh_channel_close_with(sh_channel *ch, int error) {
    * the close waits for the outermost entry to leave. */
   if (ch->connect_fid != 0) sh_future_resolve(ch->house, ch->connect_fid, NULL, fail_error(ch));
   ch->connect_fid = 0;
-  sh_chanflow_fail_all(ch, fail_error(ch));
+  ch->ops->fail_all(ch, fail_error(ch));
   sh_channel_leave(ch);
-}
-
-/* The end of stream was read: the actor hears it once, the futures fail
- * (their responses could only have come before it), and once every
- * request is handled the channel closes after its last byte went out. */
-static void after_eof(sh_channel *ch) {
-  if (!(ch->state & SH_CHS_EOF)) return;
-  if (!(ch->state & SH_CHS_EOF_TOLD)) {
-    ch->state |= SH_CHS_EOF_TOLD;
-    sh_channel_tell(ch, SH_CHANNEL_EOF, 0);
-    sh_chanflow_fail_futures(ch, -EPIPE);
-  }
-#ifdef SH_MUTANT_channel_eof_close_early
-  /* Planted bug: the end of stream closes once no request waits, though a stack still runs. */
-  if (ch->stacks.npending == 0) ch->state |= SH_CHS_CLOSE_FLUSH;
-#else
-  if (sh_chanflow_idle(ch)) ch->state |= SH_CHS_CLOSE_FLUSH;
-#endif
 }
 
 /* One round of what waits for the outermost entry to leave. */
 static void deferred_work(sh_channel *ch) {
-  sh_chanflow_pump(ch);
-  if (ch->kind == SH_CH_TCP) {
-    after_eof(ch);
-    sh_tcp_flush(ch);
-  }
+  ch->ops->deferred(ch);
   /* More to read (a page budget ran out, or requests drained below the
    * limit), or to accept: later, after the others had their turn. */
-  if ((ch->state & SH_CHS_READABLE) && !(ch->state & SH_CHS_EOF) && !sh_chanflow_full(ch))
+  if ((ch->state & SH_CHS_READABLE) && !(ch->state & SH_CHS_EOF) && !sh_channel_full(ch))
     sh_channel_poke(ch);
 }
 
@@ -261,7 +252,9 @@ void sh_channel_leave(sh_channel *ch) {
   maybe_free(ch);
 }
 
-void sh_channel_close_all(sh_house *h) {
+/* The house stops: closes every channel of it with -ESHUTDOWN (its
+ * close_attached, house.h). */
+static void close_all(sh_house *h) {
   /* Every channel is held first, so that what a close runs (the actor's
    * hook closing another channel, a stack a failed future resumes) frees
    * none under our feet; then each is closed and let go, which frees it.
@@ -269,21 +262,19 @@ void sh_channel_close_all(sh_house *h) {
    * walks stop at the n held ones anyway: new ones go at the tail. */
   uint32_t n = 0;
   sh_list *l;
-  for (l = sh_list_first(&h->channels); l != NULL; l = sh_list_next(&h->channels, l), n++)
+  for (l = sh_list_first(&h->attached); l != NULL; l = sh_list_next(&h->attached, l), n++)
     sh_channel_enter(SH_LIST_ENTRY(l, sh_channel, link));
-  l = sh_list_first(&h->channels);
-  for (uint32_t i = 0; i < n; i++, l = sh_list_next(&h->channels, l))
+  l = sh_list_first(&h->attached);
+  for (uint32_t i = 0; i < n; i++, l = sh_list_next(&h->attached, l))
     sh_channel_close_with(SH_LIST_ENTRY(l, sh_channel, link), -ESHUTDOWN);
-  l = sh_list_first(&h->channels);
+  l = sh_list_first(&h->attached);
   /* Bounded by the held channels: each turn lets one go. */
   for (uint32_t i = 0; i < n; i++) {
-    sh_list *next = sh_list_next(&h->channels, l);
+    sh_list *next = sh_list_next(&h->attached, l);
     sh_channel_leave(SH_LIST_ENTRY(l, sh_channel, link));
     l = next;
   }
 }
-
-bool sh_channel_any(const sh_house *h) { return !sh_list_empty(&h->channels); }
 
 /* ---- the actor's calls ------------------------------------------------------------ */
 

@@ -12,14 +12,22 @@
  * the same event again, so one busy channel cannot hold the actor.
  *
  * Life. A channel is freed when it is closed, its event is not queued and
- * no stack of its requests is still running (`refs`). A house keeps a list
- * of its channels and is not retired while one is left; its stop closes
- * them (sh_channel_close_all).
+ * no stack of its requests is still running (`refs`). A channel is
+ * attached to its house (house.h: its `attached` list), which is not
+ * retired while one is left; its stop closes them (the house's
+ * close_attached, which sh_channel_new sets).
  *
  * Entry points nest (a stack that a read started writes a reply, which
  * may close the channel): `busy` counts them, and what must not happen
  * inside one (flushing, starting queued work, tearing down) happens when
  * the outermost returns (sh_channel_leave).
+ *
+ * Kinds. What a channel of a kind does (its readiness, the work of the
+ * outermost leave, its pipeline's ends, what fails when it closes) is its
+ * ops (sh_channel_ops), set by the module that made it: tcp.c (a connect),
+ * tcpserver.c (a listener, an accepted connection), udp.c. This file calls
+ * them, and nothing of those modules or of the inflight system
+ * (chanflow.c) by name: they sit above it.
  */
 #ifndef SH_CHANNEL_H
 #define SH_CHANNEL_H
@@ -29,11 +37,12 @@
 
 #include <stackhouse/net.h>
 
-#include "net/chanhooks.h"
+#include "actor/future.h"
 #include "net/inflight.h"
 #include "base/list.h"
 #include "netplat.h"
 #include "net/pipeline.h"
+#include "sched/worker.h"
 
 struct sh_house;
 struct sh_tcp_server;
@@ -64,23 +73,32 @@ enum {
   SH_CHS_HUP = 1u << 15,       /* the peer's end (or an error) was reported: read to the end */
 };
 
-/* A request of either direction in an inflight queue (pooled). */
-typedef struct sh_chrec {
-  sh_ifl_item it;
-  struct sh_channel *ch;
-  sh_msg *msg;      /* the request, until it is written (futures) or a stack takes it */
-  sh_msg *reply;    /* stacks: the result, held for its turn */
-  uint64_t fid;     /* futures, sends: the future's ask id in its house's table */
-  int error;        /* stacks: what the stack threw */
-  bool failed;      /* stacks: the channel closed while it ran */
-  bool ended;       /* stacks: its stack finished */
-} sh_chrec;
+/* What a channel of a kind does: set by the module that makes it, called
+ * by the channel's life (this file). */
+typedef struct sh_channel_ops {
+  sh_channel_kind kind;
+  /* The readiness event, with the bits gathered since it was queued (not
+   * once the channel is closed). */
+  void (*on_ready)(sh_channel *ch, uint32_t bits);
+  /* One round of the outermost leave's work (starting queued requests:
+   * sh_chanflow_pump; a stream's end and flush). */
+  void (*deferred)(sh_channel *ch);
+  /* The pipeline's ends: what leaves its head goes to the socket, what
+   * leaves its tail to the inflight system (sh_chanflow_to_tail). */
+  sh_pipeline_sink to_head, to_tail;
+  /* The channel closes: every item fails with `error`, once
+   * (sh_chanflow_fail_all). */
+  void (*fail_all)(sh_channel *ch, int error);
+  /* Torn down (its socket closed, the actor not told yet), or NULL. */
+  void (*closed)(sh_channel *ch);
+} sh_channel_ops;
 
 struct sh_channel {
   sh_msg ev; /* the readiness event: first, so that the event is the channel */
-  sh_list link; /* the house's channels */
+  sh_list link; /* the house's attached list (house.h) */
   struct sh_house *house;
-  sh_channel_kind kind;
+  const sh_channel_ops *ops;
+  sh_channel_kind kind; /* ops->kind */
   uint32_t state; /* SH_CHS_* */
   uint32_t ready; /* readiness bits gathered since the event was queued */
   uint32_t busy;  /* entry points under way (the file comment) */
@@ -88,6 +106,7 @@ struct sh_channel {
   uint32_t refs;  /* stacks of its requests still running, and holds (sh_channel_hold) */
   uint32_t worker;
   sh_sock sock;
+  sh_io_watch watch; /* its socket's token: readiness goes to the channel */
   int error; /* why it closed */
   sh_netaddr peer, local;
   sh_buf in, out;
@@ -96,33 +115,30 @@ struct sh_channel {
   sh_ifl_queue futs, stacks;
   sh_list sends;        /* sh_channel_send futures waiting for the low watermark */
   uint64_t connect_fid; /* the connect's future, 0 when none */
+  /* What its futures hold (future.h): an ask's or send's (sh_channel_hold),
+   * and its connect's, whose timeout closes it (tcp.c). */
+  sh_future_owner holder, connector;
   void *data;
   struct sh_tcp_server *server; /* an accepted connection's server */
 };
 
-extern const sh_msg_type sh_chev_type;
-
-/* The readiness function of core/netplat.h (token: the channel). */
-void sh_channel_ready(void *token, uint32_t events);
-
-/* A new channel of house h for socket s (kind, options: NULL for the
- * defaults), watched by the house's worker. On an error the socket is
- * closed. */
-int sh_channel_new(struct sh_house *h, sh_channel_kind kind, sh_sock s, const sh_channel_opts *o,
-                   sh_channel **out);
+/* A new channel of house h for socket s (what its kind does, options:
+ * NULL for the defaults), watched by the house's worker. On an error the
+ * socket is closed. */
+int sh_channel_new(struct sh_house *h, const sh_channel_ops *ops, sh_sock s,
+                   const sh_channel_opts *o, sh_channel **out);
 /* The channel is live: tells the actor SH_CHANNEL_OPEN (an internal
  * actor without the hook hears nothing) and looks for bytes at once. */
 void sh_channel_open(sh_channel *ch);
-/* The house runs the channel's readiness event. */
-void sh_channel_on_event(struct sh_house *h, sh_msg *m);
 /* Queues the readiness event (if not queued): more work for a later run. */
 void sh_channel_poke(sh_channel *ch);
+/* Keeps the channel allocated (a stack of its requests runs, a future of
+ * it is not freed yet), and lets it go: a closed channel is freed with its
+ * last hold. */
+void sh_channel_hold(sh_channel *ch);
+void sh_channel_unhold(sh_channel *ch);
 /* Closes with `error` (0: orderly): now, or when the outermost entry leaves. */
 void sh_channel_close_with(sh_channel *ch, int error);
-/* The house stops: closes every channel of it with -ESHUTDOWN. */
-void sh_channel_close_all(struct sh_house *h);
-/* Whether the house has channels left (it may not be retired). */
-bool sh_channel_any(const struct sh_house *h);
 
 /* Tells the actor (its channel_event hook, if any). */
 void sh_channel_tell(sh_channel *ch, sh_channel_event ev, int error);
@@ -131,39 +147,10 @@ void sh_channel_tell(sh_channel *ch, sh_channel_event ev, int error);
 static inline void sh_channel_enter(sh_channel *ch) { ch->busy++; }
 void sh_channel_leave(sh_channel *ch);
 
-/* The transport (tcp.c, udp.c). */
-void sh_tcp_on_ready(sh_channel *ch, uint32_t bits);
-void sh_tcp_flush(sh_channel *ch);
-int sh_tcp_to_head(void *owner, sh_msg *m);
-void sh_udp_on_ready(sh_channel *ch, uint32_t bits);
-int sh_udp_to_head(void *owner, sh_msg *m);
-/* Accepted sockets travel to a connection actor as this notice (tcp.c);
- * dispatch hands it to sh_tcp_adopt instead of the actor's handler. */
-extern const sh_msg_type sh_accepted_type;
-void sh_tcp_adopt(struct sh_house *h, sh_msg *m);
-/* An accepted connection of a server closed (its open count). */
-void sh_tcp_server_closed(sh_channel *ch);
-/* A listening channel accepts what is waiting (tcpserver.c). */
-void sh_tcp_accept_some(sh_channel *ch);
-/* The system is freed: its servers go, with any listening socket no
- * acceptor took. */
-void sh_tcp_servers_free(sh_system *sys);
-
-/* The inflight system (chanflow.c). */
-/* The pipeline's tail: a response completes its future, a request waits
- * for a stack. */
-int sh_chanflow_to_tail(void *owner, sh_msg *m);
-/* Starts what the rules let start: requests written, stacks run. */
-void sh_chanflow_pump(sh_channel *ch);
-/* Whether the channel holds as many waiting requests as it may. */
-bool sh_chanflow_full(const sh_channel *ch);
-/* Whether no request is waiting or being handled. */
-bool sh_chanflow_idle(const sh_channel *ch);
-/* Fails every future with `error` (no response can come any more). */
-void sh_chanflow_fail_futures(sh_channel *ch, int error);
-/* Fails every item with `error`, once (the channel closes). */
-void sh_chanflow_fail_all(sh_channel *ch, int error);
-/* The write buffer fell below its low watermark: waiting sends complete. */
-void sh_chanflow_writable(sh_channel *ch);
+/* Whether the channel holds as many waiting requests as it may (its
+ * reads wait). */
+static inline bool sh_channel_full(const sh_channel *ch) {
+  return ch->stacks.npending >= ch->o.max_pending_stacks;
+}
 
 #endif

@@ -1,12 +1,16 @@
 /*
  * TCP on channels: the stream transport (reading into the read buffer,
- * writing from the write buffer, its watermarks, shutdown) and connecting.
+ * writing from the write buffer, its watermarks, the end of stream,
+ * shutdown) and connecting.
  * Servers are tcpserver.c.
  */
+#include "net/tcp.h"
+
 #include <stdlib.h>
 
 #include "base/atomic.h"
 #include "net/buffer.h"
+#include "net/chanflow.h"
 #include "net/channel.h"
 #include "base/check.h"
 #include "actor/future.h"
@@ -50,7 +54,7 @@ static void read_some(sh_channel *ch) {
    * stops): a busy peer cannot hold the actor. */
   while (budget > 0) {
     if ((ch->state & (SH_CHS_EOF | SH_CHS_CLOSING)) || !(ch->state & SH_CHS_READABLE) ||
-        sh_chanflow_full(ch))
+        sh_channel_full(ch))
       break;
     size_t asked = budget < SH_IO_SCRATCH ? budget : SH_IO_SCRATCH;
     int64_t n = read_into(ch, asked);
@@ -130,7 +134,7 @@ static void write_some(sh_channel *ch) {
   if (ch->out.len > 0 && (ch->state & SH_CHS_WRITABLE)) sh_channel_poke(ch);
 }
 
-void sh_tcp_flush(sh_channel *ch) {
+static void flush(sh_channel *ch) {
   const uint32_t not_now = SH_CHS_CLOSED | SH_CHS_CLOSING | SH_CHS_CONNECTING;
   if ((ch->state & not_now) || !(ch->state & SH_CHS_OPEN)) return;
   write_some(ch);
@@ -145,7 +149,41 @@ void sh_tcp_flush(sh_channel *ch) {
   if (ch->state & SH_CHS_CLOSE_FLUSH) sh_channel_close_with(ch, 0);
 }
 
+/* The end of stream was read: the actor hears it once, the futures fail
+ * (their responses could only have come before it), and once every
+ * request is handled the channel closes after its last byte went out. */
+static void after_eof(sh_channel *ch) {
+  if (!(ch->state & SH_CHS_EOF)) return;
+  if (!(ch->state & SH_CHS_EOF_TOLD)) {
+    ch->state |= SH_CHS_EOF_TOLD;
+    sh_channel_tell(ch, SH_CHANNEL_EOF, 0);
+    sh_chanflow_fail_futures(ch, -EPIPE);
+  }
+#ifdef SH_MUTANT_channel_eof_close_early
+  /* Planted bug: the end of stream closes once no request waits, though a stack still runs. */
+  if (ch->stacks.npending == 0) ch->state |= SH_CHS_CLOSE_FLUSH;
+#else
+  if (sh_chanflow_idle(ch)) ch->state |= SH_CHS_CLOSE_FLUSH;
+#endif
+}
+
+void sh_tcp_deferred(sh_channel *ch) {
+  sh_chanflow_pump(ch);
+  after_eof(ch);
+  flush(ch);
+}
+
 /* ---- connecting ------------------------------------------------------------ */
+
+/* A connect's channel (a server's connections are tcpserver.c's). */
+static const sh_channel_ops stream_ops = {
+    .kind = SH_CH_TCP,
+    .on_ready = sh_tcp_on_ready,
+    .deferred = sh_tcp_deferred,
+    .to_head = sh_tcp_to_head,
+    .to_tail = sh_chanflow_to_tail,
+    .fail_all = sh_chanflow_fail_all,
+};
 
 static void connect_done(sh_channel *ch) {
   sh_house *h = ch->house;
@@ -166,10 +204,22 @@ static void connect_done(sh_channel *ch) {
   if (!sh_future_resolve(h, fid, &r->hdr, 0)) sh_channel_close_with(ch, -ETIMEDOUT);
 }
 
-void sh_tcp_connect_expired(sh_channel *ch) {
+/* The connect's future holds its channel (future.h), and its timeout
+ * closes it: the socket goes back now, not when the network gives up. */
+static sh_channel *of_connector(sh_future_owner *o) {
+  return SH_LIST_ENTRY(o, sh_channel, connector);
+}
+static void connector_hold(sh_future_owner *o) { sh_channel_hold(of_connector(o)); }
+static void connector_unhold(sh_future_owner *o) { sh_channel_unhold(of_connector(o)); }
+
+static void connect_expired(sh_future_owner *o) {
+  sh_channel *ch = of_connector(o);
   ch->connect_fid = 0;
   sh_channel_close_with(ch, -ETIMEDOUT);
 }
+
+static const sh_future_owner_ops connector_ops = {connector_hold, connector_unhold,
+                                                  connect_expired};
 
 static bool io_actor_here(const sh_house *h) {
   return h->cls->kind == SH_IO_ACTOR && sh_worker_current() == &h->sys->workers[h->owner];
@@ -181,16 +231,17 @@ static int connect_start(sh_stack *st, sh_future *f, const sh_netaddr *to, const
   sh_sock s;
   int rc = sh_net_connect(to, &s);
   sh_channel *ch = NULL;
-  if (rc == 0) rc = sh_channel_new(h, SH_CH_TCP, s, o, &ch);
+  if (rc == 0) rc = sh_channel_new(h, &stream_ops, s, o, &ch);
   if (rc != 0) return rc;
   int64_t ms = ch->o.connect_timeout_ms;
   sh_future_track(f);
-  if (ms > 0) f->timer = sh_timer_ask(sh_worker_current(), h, sh_future_id(f), sh_timeout_ns(ms));
+  if (ms > 0)
+    f->timer = sh_timer_ask(sh_worker_current(), h, sh_future_id(f), sh_timeout_ns(ms),
+                            &sh_future_timeout_type);
   ch->peer = *to;
   ch->connect_fid = sh_future_id(f);
-  f->chan = ch;
-  f->connecting = true;
-  sh_channel_hold(ch);
+  ch->connector.ops = &connector_ops;
+  sh_future_own(f, &ch->connector);
   ch->state |= SH_CHS_CONNECTING;
   return 0;
 }
@@ -210,11 +261,6 @@ sh_future *sh_tcp_connect(sh_stack *st, const sh_netaddr *to, const sh_channel_o
 /* ---- readiness --------------------------------------------------------------- */
 
 void sh_tcp_on_ready(sh_channel *ch, uint32_t bits) {
-  if (ch->kind == SH_CH_LISTENER) {
-    if (bits & SH_IO_IN) ch->state |= SH_CHS_READABLE;
-    sh_tcp_accept_some(ch);
-    return;
-  }
   /* Noted before a connect takes the report: the one that ends a connect
    * may also carry the peer's end (it greeted and closed before we
    * looked), and no report comes for that end again. */

@@ -3,13 +3,18 @@
  * the listening channel and hands each accepted socket, as a notice, to
  * one of the server's connection actors in turn (a round-robin address of
  * the user's class); the runtime turns that notice into a channel of the
- * receiving actor (sh_tcp_adopt) before the actor's handlers see anything.
- * A server lives as long as its system (sh_tcp_servers_free).
+ * receiving actor (adopt) before the actor's handlers see anything.
+ * A server lives as long as its system: the first one registers the
+ * servers' teardown with it (sh_system_teardown), which frees them all.
  */
+#include "net/tcpserver.h"
+
 #include <stdlib.h>
 
 #include "base/atomic.h"
+#include "net/chanflow.h"
 #include "net/channel.h"
+#include "net/tcp.h"
 #include "base/check.h"
 #include "actor/house.h"
 #include "base/spinlock.h"
@@ -50,7 +55,12 @@ static void accepted_drop(sh_msg *m) {
   if (a->sock >= 0) sh_net_close(a->sock);
 }
 
-SH_MSG_DEFINE_DROP(sh_accepted, SH_NOTICE, 0, accepted_drop);
+/* The accepted socket travels to a connection actor as a notice of the
+ * runtime's own type, which turns it into the actor's channel when the
+ * house takes it (adopt), before the actor's handlers see anything. */
+static void adopt(sh_house *h, sh_msg *m);
+static const sh_event_type accepted_type = {
+    {"sh_accepted", sizeof(sh_accepted), SH_NOTICE, SH_MSG_RUNTIME, accepted_drop, NULL}, adopt};
 
 typedef struct acceptor {
   sh_actor base;
@@ -68,7 +78,7 @@ static void count(_Atomic uint64_t *c, int64_t n) {
 /* Hands socket s to a connection actor; false when it was refused (the
  * socket is closed then). */
 static bool hand_over(sh_tcp_server *srv, sh_sock s, const sh_netaddr *peer) {
-  sh_accepted *a = (sh_accepted *)sh_msg_alloc(&sh_accepted_type);
+  sh_accepted *a = (sh_accepted *)sh_msg_alloc(&accepted_type.msg);
   if (a == NULL) {
     sh_net_close(s);
     return false;
@@ -92,7 +102,7 @@ static void back_off(sh_channel *ch) {
     sh_channel_close_with(ch, -ENOMEM);
 }
 
-void sh_tcp_accept_some(sh_channel *ch) {
+static void accept_some(sh_channel *ch) {
   acceptor *a = (acceptor *)ch->house->actor;
   sh_tcp_server *srv = a->server;
   for (uint32_t i = 0; i < SH_ACCEPTS_PER_EVENT && (ch->state & SH_CHS_READABLE); i++) {
@@ -115,6 +125,21 @@ void sh_tcp_accept_some(sh_channel *ch) {
   }
 }
 
+/* The listener's readiness: connections to accept. */
+static void listener_ready(sh_channel *ch, uint32_t bits) {
+  if (bits & SH_IO_IN) ch->state |= SH_CHS_READABLE;
+  accept_some(ch);
+}
+
+static const sh_channel_ops listener_ops = {
+    .kind = SH_CH_LISTENER,
+    .on_ready = listener_ready,
+    .deferred = sh_chanflow_pump,
+    .to_head = sh_tcp_to_head,
+    .to_tail = sh_chanflow_to_tail,
+    .fail_all = sh_chanflow_fail_all,
+};
+
 static int acceptor_init(sh_actor *self, void *arg) {
   ((acceptor *)self)->server = arg;
   return 0;
@@ -124,7 +149,7 @@ static void acceptor_mount(sh_actor *self) {
   acceptor *a = (acceptor *)self;
   sh_tcp_server *srv = a->server;
   srv->adopted = true;
-  if (sh_channel_new(self->house, SH_CH_LISTENER, srv->sock, NULL, &a->ch) != 0) return;
+  if (sh_channel_new(self->house, &listener_ops, srv->sock, NULL, &a->ch) != 0) return;
   a->ch->data = srv;
   sh_channel_open(a->ch);
 }
@@ -154,7 +179,22 @@ static const sh_actor_class acceptor_class = {
 
 /* ---- connection actors ------------------------------------------------------- */
 
-void sh_tcp_adopt(sh_house *h, sh_msg *m) {
+/* An accepted connection closed: its server's open count. */
+static void server_closed(sh_channel *ch) { count(&ch->server->open, -1); }
+
+/* An accepted connection: a stream (tcp.c) that tells its server when it
+ * closes. */
+static const sh_channel_ops accepted_ops = {
+    .kind = SH_CH_TCP,
+    .on_ready = sh_tcp_on_ready,
+    .deferred = sh_tcp_deferred,
+    .to_head = sh_tcp_to_head,
+    .to_tail = sh_chanflow_to_tail,
+    .fail_all = sh_chanflow_fail_all,
+    .closed = server_closed,
+};
+
+static void adopt(sh_house *h, sh_msg *m) {
   sh_accepted *a = (sh_accepted *)m;
   sh_sock s = a->sock;
   sh_tcp_server *srv = a->server;
@@ -162,7 +202,7 @@ void sh_tcp_adopt(sh_house *h, sh_msg *m) {
   a->sock = -1; /* the channel owns it now, or it is closed below */
   sh_msg_free(m);
   sh_channel *ch;
-  if (sh_channel_new(h, SH_CH_TCP, s, &srv->opts, &ch) != 0) {
+  if (sh_channel_new(h, &accepted_ops, s, &srv->opts, &ch) != 0) {
     count(&srv->refused, 1);
     return;
   }
@@ -171,8 +211,6 @@ void sh_tcp_adopt(sh_house *h, sh_msg *m) {
   count(&srv->open, 1);
   sh_channel_open(ch);
 }
-
-void sh_tcp_server_closed(sh_channel *ch) { count(&ch->server->open, -1); }
 
 /* ---- the public calls -------------------------------------------------------------- */
 
@@ -183,11 +221,26 @@ static int check_serve(sh_system *sys, const sh_netaddr *at, const sh_actor_clas
   return 0;
 }
 
+/* The system is freed: its servers go, with any listening socket no
+ * acceptor took (data: the list of servers). */
+static void servers_free(sh_system *sys, void *data) {
+  (void)sys;
+  sh_tcp_server *s = data;
+  /* Bounded by the servers made. */
+  while (s != NULL) {
+    sh_tcp_server *next = s->next;
+    if (!s->adopted) sh_net_close(s->sock);
+    free(s);
+    s = next;
+  }
+}
+
 static void server_register(sh_tcp_server *srv) {
   sh_system *sys = srv->sys;
   sh_spin_lock(&sys->reg_lock);
-  srv->next = sys->servers;
-  sys->servers = srv;
+  void **servers = sh_system_teardown(sys, servers_free);
+  srv->next = *servers;
+  *servers = srv;
   sh_spin_unlock(&sys->reg_lock);
 }
 
@@ -232,16 +285,4 @@ int sh_tcp_server_stats(const sh_tcp_server *s, sh_tcp_stats *out) {
   out->refused = sh_atomic_load(&s->refused, memory_order_relaxed);
   out->open = sh_atomic_load(&s->open, memory_order_relaxed);
   return 0;
-}
-
-void sh_tcp_servers_free(sh_system *sys) {
-  sh_tcp_server *s = sys->servers;
-  sys->servers = NULL;
-  /* Bounded by the servers made. */
-  while (s != NULL) {
-    sh_tcp_server *next = s->next;
-    if (!s->adopted) sh_net_close(s->sock);
-    free(s);
-    s = next;
-  }
 }

@@ -5,7 +5,10 @@
  * once. UDP keeps no write buffer: a datagram the socket cannot take now
  * is dropped, as the network could have dropped it.
  */
+#include "net/udp.h"
+
 #include "net/buffer.h"
+#include "net/chanflow.h"
 #include "net/channel.h"
 #include "base/check.h"
 #include "actor/house.h"
@@ -46,17 +49,17 @@ static void read_one(sh_channel *ch) {
   if (rc < 0) sh_channel_close_with(ch, rc);
 }
 
-void sh_udp_on_ready(sh_channel *ch, uint32_t bits) {
+static void on_ready(sh_channel *ch, uint32_t bits) {
   if (bits & (SH_IO_IN | SH_IO_ERR)) ch->state |= SH_CHS_READABLE;
   /* Bounded by the page budget, a datagram a page. */
   for (uint32_t i = 0; i < ch->o.read_pages; i++) {
-    if (!(ch->state & SH_CHS_READABLE) || (ch->state & SH_CHS_CLOSING) || sh_chanflow_full(ch))
+    if (!(ch->state & SH_CHS_READABLE) || (ch->state & SH_CHS_CLOSING) || sh_channel_full(ch))
       break;
     read_one(ch);
   }
 }
 
-int sh_udp_to_head(void *owner, sh_msg *m) {
+static int to_head(void *owner, sh_msg *m) {
   sh_channel *ch = owner;
   int rc = -EPROTO;
   if (m->type == &sh_datagram_type) {
@@ -75,6 +78,15 @@ int sh_udp_to_head(void *owner, sh_msg *m) {
   return rc;
 }
 
+static const sh_channel_ops udp_ops = {
+    .kind = SH_CH_UDP,
+    .on_ready = on_ready,
+    .deferred = sh_chanflow_pump,
+    .to_head = to_head,
+    .to_tail = sh_chanflow_to_tail,
+    .fail_all = sh_chanflow_fail_all,
+};
+
 int sh_udp_open(sh_actor *self, const sh_netaddr *at, const sh_channel_opts *opts, sh_channel **out) {
   SH_FROM_USER();
   if (self == NULL || at == NULL || out == NULL) return -EINVAL;
@@ -86,7 +98,7 @@ int sh_udp_open(sh_actor *self, const sh_netaddr *at, const sh_channel_opts *opt
   int rc = sh_net_udp_open(at, &s);
   if (rc != 0) return rc;
   sh_channel *ch;
-  rc = sh_channel_new(h, SH_CH_UDP, s, opts, &ch);
+  rc = sh_channel_new(h, &udp_ops, s, opts, &ch);
   if (rc != 0) return rc;
   *out = ch;
   sh_channel_open(ch);

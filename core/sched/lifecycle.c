@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "net/channel.h"
 #include "base/atomic.h"
 #include "actor/addr.h"
 #include "actor/bridge.h"
@@ -25,6 +24,7 @@
 #include "actor/house.h"
 #include "sched/loop.h"
 #include "actor/hstore.h"
+#include "netplat.h"
 #include "actor/stack.h"
 #include "sched/system.h"
 #include "time/timer.h"
@@ -48,6 +48,13 @@ void sh_config_default(sh_config *cfg) {
   cfg->pool_max_cached = 4096;
   cfg->pool_keep = 16;
   cfg->pool_idle_ns = 30ull * 1000000000ull;
+}
+
+/* The platform's readiness function (netplat.h): a watched socket's token
+ * is what watches it (worker.h), which says where its readiness goes. */
+static void io_ready(void *token, uint32_t events) {
+  sh_io_watch *w = token;
+  w->ready(w, events);
 }
 
 static int check_config(const sh_config *c) {
@@ -99,8 +106,8 @@ int sh_system_new(const sh_config *cfg, sh_system **out) {
     free_system(sys);
     return rc;
   }
-  /* Readiness of sockets reaches their channels' actors (channel.h). */
-  sh_net_set_ready(sys->plat, sh_channel_ready);
+  /* Readiness of sockets reaches what watches them (their channels). */
+  sh_net_set_ready(sys->plat, io_ready);
   memset(sys->workers, 0, sizeof(sh_worker) * c.workers);
   for (uint32_t i = 0; i < c.workers; i++) sh_worker_init(&sys->workers[i], sys, i);
   *out = sys;
@@ -249,7 +256,9 @@ void sh_system_free(sh_system *sys) {
   sh_worker_enter(&sys->workers[0]);
   sh_hstore_free(sys);
   sh_bridge_destroy_all(sys);
-  sh_tcp_servers_free(sys);
+  /* The layers above let go of what they kept per system (the network:
+   * its servers), in the order they registered. */
+  for (uint32_t i = 0; i < sys->nteardowns; i++) sys->teardowns[i].fn(sys, sys->teardowns[i].data);
   sh_addr *a = sys->addrs;
   while (a != NULL) {
     sh_addr *next = a->all_next;

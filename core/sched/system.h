@@ -27,6 +27,13 @@ struct sh_house;
 struct sh_bridge;
 struct sh_hslab;
 
+/* A layer above the scheduler that keeps something per system (the
+ * network: its TCP servers) registers how to free it, with a slot for its
+ * data (sh_system_teardown): sh_system_free calls fn(sys, data) once the
+ * houses and bridges are gone. One per layer: the table is fixed. */
+typedef void (*sh_teardown_fn)(sh_system *sys, void *data);
+#define SH_SYSTEM_TEARDOWNS 4
+
 struct sh_system {
   sh_config cfg;
   uint32_t nworkers;
@@ -51,7 +58,11 @@ struct sh_system {
   sh_addr *addrs;                   /* groups of instances (addr.h) */
   struct sh_bridge *bridges;        /* every bridge, open or closed */
   struct sh_bridge *bridge_free;    /* closed bridges, for reuse */
-  struct sh_tcp_server *servers;    /* TCP servers (tcpserver.c), freed with the system */
+  struct {
+    sh_teardown_fn fn;
+    void *data;
+  } teardowns[SH_SYSTEM_TEARDOWNS]; /* reg_lock; in the order registered */
+  uint32_t nteardowns;              /* reg_lock */
   atomic_bool drained;              /* shutdown finished its drain */
 
   sh_counters counters;             /* counts by threads that are not workers */
@@ -66,6 +77,17 @@ static inline uint64_t sh_system_next_seq(sh_system *sys) {
 static inline bool sh_system_is_shut(const sh_system *sys) {
   /* acquire: pairs with the release store in sh_system_shutdown. */
   return sh_atomic_load(&sys->shut, memory_order_acquire);
+}
+
+/* The data slot of teardown fn, which is registered first if it is not
+ * yet (the caller holds reg_lock). */
+static inline void **sh_system_teardown(sh_system *sys, sh_teardown_fn fn) {
+  /* Bounded by the table. */
+  for (uint32_t i = 0; i < sys->nteardowns; i++)
+    if (sys->teardowns[i].fn == fn) return &sys->teardowns[i].data;
+  SH_ASSERT(sys->nteardowns < SH_SYSTEM_TEARDOWNS);
+  sys->teardowns[sys->nteardowns].fn = fn;
+  return &sys->teardowns[sys->nteardowns++].data;
 }
 
 /* A send, spawn or stop from a thread that is not a worker runs between

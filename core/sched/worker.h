@@ -41,6 +41,13 @@ typedef struct sh_worker {
   sh_counters counters;
 } sh_worker;
 
+/* What a worker watches a socket for (the token of sh_net_watch,
+ * netplat.h): the socket's readiness goes to its `ready`, which the
+ * watcher set (the channel layer: its channels), on the watching worker. */
+typedef struct sh_io_watch {
+  void (*ready)(struct sh_io_watch *w, uint32_t events);
+} sh_io_watch;
+
 /* The worker the calling thread (fiber) is, or NULL: the thread's context
  * is its worker's pool (mem.h), inside the worker. */
 static inline sh_worker *sh_worker_current(void) {

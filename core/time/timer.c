@@ -26,9 +26,6 @@
 #include "time/timeout.h"
 #include "sched/worker.h"
 
-const sh_msg_type sh_timer_type = {"sh_timer", sizeof(sh_timer), SH_NOTICE, 0, NULL, NULL};
-const sh_msg_type sh_tick_type = {"sh_tick", sizeof(sh_tick), SH_NOTICE, 0, NULL, NULL};
-
 /* Fires per advance call: a burst of due timers is spread over loop turns
  * so IO and actors are not starved by it. */
 #define SH_TIMER_FIRE_MAX 4096
@@ -49,13 +46,14 @@ static uint64_t expiry(uint64_t delay_ns) {
   return at;
 }
 
-static sh_timer *timer_new(sh_worker *w, sh_house *h, sh_timer_kind kind, uint64_t id,
-                           uint64_t delay_ns, uint64_t period_ns, void *arg) {
+/* A timer of `kind` whose node fires as an event of type ev. */
+static sh_timer *timer_new(sh_worker *w, sh_house *h, sh_timer_kind kind, const sh_event_type *ev,
+                           uint64_t id, uint64_t delay_ns, uint64_t period_ns, void *arg) {
   sh_fault_return_on("sh/timer/new", NULL);
   sh_timer *t = sh_mem_alloc(sizeof(*t));
   if (t == NULL) return NULL;
   memset(t, 0, sizeof(*t));
-  t->hdr.type = &sh_timer_type;
+  t->hdr.type = &ev->msg;
   t->house = h;
   t->id = id;
   t->period_ns = period_ns;
@@ -67,8 +65,9 @@ static sh_timer *timer_new(sh_worker *w, sh_house *h, sh_timer_kind kind, uint64
   return t;
 }
 
-sh_timer *sh_timer_ask(sh_worker *w, sh_house *h, uint64_t ask_id, uint64_t ns) {
-  return timer_new(w, h, SH_TIMER_ASK, ask_id, ns, 0, NULL);
+sh_timer *sh_timer_ask(sh_worker *w, sh_house *h, uint64_t ask_id, uint64_t ns,
+                       const sh_event_type *ev) {
+  return timer_new(w, h, SH_TIMER_ASK, ev, ask_id, ns, 0, NULL);
 }
 
 void sh_timer_cancel_node(sh_worker *w, sh_timer *t) {
@@ -97,7 +96,7 @@ void sh_timer_cancel_node(sh_worker *w, sh_timer *t) {
 }
 
 static void fire_periodic(sh_worker *w, sh_timer *t) {
-  sh_tick *k = (sh_tick *)sh_msg_alloc(&sh_tick_type);
+  sh_tick *k = (sh_tick *)sh_msg_alloc(&sh_tick_type.msg);
   /* Out of memory: this tick is skipped; the timer keeps its period. */
   if (k != NULL) {
     k->id = t->id;
@@ -161,22 +160,30 @@ static void call_timeout(sh_house *h, uint64_t id, void *arg) {
     SH_USER_VOID(h->cls->timeout(h->actor, id, arg));
 }
 
-void sh_timer_event(sh_house *h, sh_msg *m) {
-  if (m->type == &sh_tick_type) {
-    sh_tick *k = (sh_tick *)m;
-    if (find(h, k->id) != NULL) call_timeout(h, k->id, k->arg);
-    sh_msg_free(m);
-    return;
-  }
-  SH_ASSERT(m->type == &sh_timer_type);
+/* A periodic timer's tick reached its house. */
+static void tick_event(sh_house *h, sh_msg *m) {
+  sh_tick *k = (sh_tick *)m;
+  if (find(h, k->id) != NULL) call_timeout(h, k->id, k->arg);
+  sh_msg_free(m);
+}
+
+/* A fired one-shot actor timer reached its house (its node is the event;
+ * an ask's timeout is its future's type's: future.c). */
+static void timer_event(sh_house *h, sh_msg *m) {
   sh_timer *t = (sh_timer *)m;
   SH_ASSERT(t->kind == SH_TIMER_ACTOR);
+  SH_ASSERT(t->house == h); /* pushed to its own house (fire) */
   if (!t->dead) {
     sh_list_remove(&t->actor_link);
     call_timeout(h, t->id, t->arg);
   }
   sh_mem_free(t);
 }
+
+const sh_event_type sh_timer_type = {
+    {"sh_timer", sizeof(sh_timer), SH_NOTICE, SH_MSG_RUNTIME, NULL, NULL}, timer_event};
+const sh_event_type sh_tick_type = {
+    {"sh_tick", sizeof(sh_tick), SH_NOTICE, SH_MSG_RUNTIME, NULL, NULL}, tick_event};
 
 int sh_timer_start(sh_actor *self, int64_t delay_ms, int64_t period_ms, void *arg,
                    uint64_t *id_out) {
@@ -190,7 +197,7 @@ int sh_timer_start(sh_actor *self, int64_t delay_ms, int64_t period_ms, void *ar
    * cancelled by the stop work (sh_timer_cancel_all) anyway. */
   if (sh_house_stopped(h)) return -ESHUTDOWN;
   uint64_t id = ++h->next_timer_id;
-  sh_timer *t = timer_new(w, h, SH_TIMER_ACTOR, id, sh_timeout_ns(delay_ms),
+  sh_timer *t = timer_new(w, h, SH_TIMER_ACTOR, &sh_timer_type, id, sh_timeout_ns(delay_ms),
                          sh_timeout_ns(period_ms), arg);
   if (t == NULL) return -ENOMEM;
   sh_list_push_front(&h->timers, &t->actor_link);

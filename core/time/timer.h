@@ -17,6 +17,7 @@
 #include <stackhouse/stackhouse.h>
 
 #include "base/list.h"
+#include "mem/msg.h"
 #include "time/wheel.h"
 
 struct sh_house;
@@ -54,18 +55,20 @@ typedef struct sh_tick {
   void *arg;
 } sh_tick;
 
-extern const sh_msg_type sh_timer_type;
-extern const sh_msg_type sh_tick_type;
+/* An actor timer's event and a tick: their handlers (timer.c) call the
+ * actor's timeout hook. */
+extern const sh_event_type sh_timer_type;
+extern const sh_event_type sh_tick_type;
 
-/* Starts an ask timeout on the current worker. NULL when out of memory. */
-sh_timer *sh_timer_ask(struct sh_worker *w, struct sh_house *h, uint64_t ask_id, uint64_t ns);
+/* Starts an ask timeout on the current worker: the node fires as an event
+ * of type `ev` (its future's, which handles it: future.h). NULL when out
+ * of memory. */
+sh_timer *sh_timer_ask(struct sh_worker *w, struct sh_house *h, uint64_t ask_id, uint64_t ns,
+                       const sh_event_type *ev);
 /* The actor no longer needs t (the reply came first). */
 void sh_timer_cancel_node(struct sh_worker *w, sh_timer *t);
 /* The worker's wheel reached its time: fire everything due. */
 uint32_t sh_timer_advance(struct sh_worker *w, uint64_t now_ns);
-/* The house handles an actor timer's event: a fired one-shot node or a
- * periodic tick (an ask's timeout is its future's business: dispatch.c). */
-void sh_timer_event(struct sh_house *h, sh_msg *m);
 /* Cancels every actor timer of h (the actor stops). */
 void sh_timer_cancel_all(struct sh_worker *w, struct sh_house *h);
 /* After the workers stopped: frees every node left in w's wheel. */

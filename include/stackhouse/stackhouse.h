@@ -94,7 +94,7 @@ typedef enum sh_msg_kind {
   SH_REPLY = 3,
 } sh_msg_kind;
 
-/* Message type flags. */
+/* Message type flags. Bits 16 to 31 are the runtime's, for its own types. */
 enum {
   /* An ask or notice of this type is a barrier: while its stack runs (until it
    * returns or throws), the actor takes no further asks or notices. Replies and
