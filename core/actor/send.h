@@ -1,7 +1,7 @@
 /*
  * The send path: how an ask or a notice is admitted into an actor's
  * mailbox. Every send of the API goes through it: sh_notice and
- * sh_notice_try (send.c), sh_ask, sh_ask_try and sh_put (ask.c), and the
+ * sh_notice_try (send.c), sh_ask, sh_ask_try and sh_put (send.c), and the
  * bridge's sends (bridge.c). In order:
  *   1. the target stopped, or the generation its address names is gone
  *      (house.h): -ESHUTDOWN;

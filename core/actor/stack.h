@@ -52,7 +52,7 @@ typedef struct sh_batch_entry {
   struct sh_house *reply_to;
   uint64_t ask_id;
   bool answered;
-  int owed; /* a refusal its message carries when the stack finishes (answer.c) */
+  int owed; /* a refusal its message carries when the stack finishes (stack.c) */
 } sh_batch_entry;
 
 struct sh_stack {
@@ -107,7 +107,7 @@ uint32_t sh_stack_run_ready(struct sh_house *h, uint32_t budget);
 void sh_stack_wake(sh_stack *st);
 /* A refusal that found no memory for an exception goes in the refused ask's
  * own message, which the stack no longer needs: called as it finishes
- * (answer.c). */
+ * (stack.c). */
 void sh_stack_pay_refusals(sh_stack *st);
 /* Frees a stack that will never run again, answering nobody (the system is
  * being destroyed, or a batch is refused before it started: its caller

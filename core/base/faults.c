@@ -27,7 +27,7 @@ const char *const sh_fault_points[] = {
     "sh/pool/alloc",    /* pool.c: a pooled object (message, future, timer, ...) */
     "sh/stack/new",     /* stack.c: a stack */
     "sh/gate/new",      /* gate.c: a gate */
-    "sh/gate/waiter",   /* ask.c: a gate's waiter */
+    "sh/gate/waiter",   /* send.c: a gate's waiter */
     "sh/timer/new",     /* timer.c: a timer's registration */
     "sh/futtable/alloc", /* futtable.c: an actor's table of pending asks */
     "sh/bridge/new",    /* bridge.c: an outside-thread bridge */
