@@ -322,8 +322,8 @@ static void note_high_water(sh_house *h) {
 /* Every pending ask of this actor fails (its stacks resume and see it),
  * then the stop hook runs, once, after the last handler: a hook that frees
  * the actor's resources is never followed by a handler using them. New asks
- * from a stopped house fail at once (sh_ask), so the loop is bounded by the
- * futures pending when it starts. */
+ * and sleeps from a stopped house fail at once (send.c), so the loop is
+ * bounded by the futures pending when it starts. */
 static void finish_stop(sh_worker *w, sh_house *h) {
   if (!h->mounted) return;
   if (!sh_list_empty(&h->attached)) h->close_attached(h);

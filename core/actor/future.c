@@ -228,7 +228,7 @@ static bool ends_by_return(sh_future *f, sh_msg **back) {
 void sh_future_fail_all(sh_house *h) {
   sh_ftnode *n;
   /* Bounded: each turn ends a future (the stopped house makes no new ones:
-   * its sends fail at once) or marks it kept, which pop_any skips. */
+   * its sends and sleeps fail at once) or marks it kept, which pop_any skips. */
   uint32_t turns = sh_futtable_count(&h->futures);
   while ((n = sh_futtable_pop_any(&h->futures)) != NULL) {
     SH_ASSERT(turns-- > 0);
