@@ -27,6 +27,7 @@
 #include "netplat.h"
 #include "actor/stack.h"
 #include "sched/system.h"
+#include "time/timeout.h"
 #include "time/timer.h"
 #include "sched/worker.h"
 
@@ -158,7 +159,9 @@ int sh_system_wait(sh_system *sys) {
 int sh_system_wait_ms(sh_system *sys, int64_t timeout_ms) {
   SH_FROM_USER();
   if (sys == NULL || timeout_ms < 0 || sh_worker_current() != NULL) return -EINVAL;
-  uint64_t deadline = sh_plat_now_ns() + (uint64_t)timeout_ms * 1000000u;
+  /* Capped as every timeout is (timeout.h): a count of milliseconds past
+   * the clock's range would wrap to a deadline already gone. */
+  uint64_t deadline = sh_timeout_deadline(timeout_ms);
   /* A wake may be spurious: only the exit flag ends the wait early. */
   while (!sh_atomic_load(&sys->exiting, memory_order_acquire))
     if (sh_plat_event_wait_until(sys->exit_event, deadline) == -ETIMEDOUT) return -ETIMEDOUT;
