@@ -101,9 +101,17 @@ static void start_stack(sh_channel *ch, sh_chrec *r) {
 
 void sh_chanflow_pump(sh_channel *ch) {
   sh_ifl_item *it;
-  /* Bounded: each turn moves a pending item to inflight. */
-  while (!stopped(ch) && (it = sh_ifl_start(&ch->futs)) != NULL) write_request(ch, rec_of(it));
-  while (!stopped(ch) && (it = sh_ifl_start(&ch->stacks)) != NULL) start_stack(ch, rec_of(it));
+  /* Each loop starts at most the items pending as it begins, one a turn.
+   * A turn may add more: a stack's ask, or a request that a pipeline turns
+   * back inbound from a write. Those come through a nested entry, which
+   * sends the outermost leave round again (channel.c), and start then: a
+   * pipeline that answers itself for ever cannot hold the actor here. */
+  uint32_t n = ch->futs.npending;
+  for (; n > 0 && !stopped(ch) && (it = sh_ifl_start(&ch->futs)) != NULL; n--)
+    write_request(ch, rec_of(it));
+  n = ch->stacks.npending;
+  for (; n > 0 && !stopped(ch) && (it = sh_ifl_start(&ch->stacks)) != NULL; n--)
+    start_stack(ch, rec_of(it));
 }
 
 bool sh_chanflow_idle(const sh_channel *ch) {
