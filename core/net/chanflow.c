@@ -144,8 +144,11 @@ static void release(sh_channel *ch) {
   /* Planted bug: results are written as their stacks finish, head-of-line or not. */
   ch->stacks.head_of_line = false;
 #endif
-  /* Bounded by the inflight stacks: each turn removes one. */
+  /* Bounded by the inflight stacks: each turn removes one, and none starts
+   * meanwhile (only the pump starts them, from the outermost leave). */
+  uint32_t left = ch->stacks.ninflight;
   while ((it = sh_ifl_release(&ch->stacks)) != NULL) {
+    SH_ASSERT(left-- > 0);
     sh_chrec *r = rec_of(it);
     sh_msg *reply = r->reply;
     r->reply = NULL;
@@ -254,6 +257,7 @@ sh_future *sh_channel_send(sh_stack *st, sh_channel *ch, sh_msg *m) {
     sh_future_track(f);
     r->fid = sh_future_id(f);
     sh_list_push_back(&ch->sends, &r->it.link);
+    ch->nsends++;
   } else {
     sh_future_end_now(f, NULL, rc);
   }
@@ -269,9 +273,12 @@ static void end_sends(sh_channel *ch, int error) {
   const sh_list *last = ch->sends.prev;
   bool more = true;
   sh_list *l;
-  /* Bounded by the sends waiting at the start; a close under a resume
-   * empties the list (and no send waits on a closed channel). */
+  /* Bounded by the sends waiting at the start (nsends); a close under a
+   * resume empties the list (and no send waits on a closed channel). */
+  uint32_t left = ch->nsends;
   while (more && (l = sh_list_pop_front(&ch->sends)) != NULL) {
+    SH_ASSERT(left-- > 0 && ch->nsends > 0);
+    ch->nsends--;
     more = l != last;
     sh_chrec *r = SH_LIST_ENTRY(l, sh_chrec, it.link);
     sh_future_resolve(ch->house, r->fid, NULL, error);
@@ -283,8 +290,12 @@ void sh_chanflow_writable(sh_channel *ch) { end_sends(ch, 0); }
 
 void sh_chanflow_fail_futures(sh_channel *ch, int error) {
   sh_ifl_item *it;
-  /* Bounded by the queue: each turn removes one item. */
+  /* Bounded by the queue: each turn removes one item, and none joins it
+   * meanwhile (a stack it resumes asks a channel that is closing or at its
+   * end of stream: that ask fails at once). */
+  uint32_t left = ch->futs.npending + ch->futs.ninflight;
   while ((it = sh_ifl_pop_any(&ch->futs)) != NULL) {
+    SH_ASSERT(left-- > 0);
     sh_chrec *r = rec_of(it);
 #ifdef SH_MUTANT_chanflow_close_forgets_future
     /* Planted bug: a close fails the futures still pending, but forgets those already written. */
