@@ -230,7 +230,8 @@ static bool io_actor_here(const sh_house *h) {
 }
 
 /* Starts the connect of future f; its outcome is the future's. */
-static int connect_start(sh_stack *st, sh_future *f, const sh_netaddr *to, const sh_channel_opts *o) {
+static int connect_start(sh_stack *st, sh_future *f, const sh_netaddr *to,
+                         const sh_channel_opts *o) {
   sh_house *h = st->house;
   sh_sock s;
   int rc = sh_net_connect(to, &s);

@@ -280,7 +280,9 @@ int sh_tcp_server_addr(const sh_tcp_server *s, sh_netaddr *out) {
   return 0;
 }
 
-const sh_addr *sh_tcp_server_workers(const sh_tcp_server *s) { return s != NULL ? s->workers : NULL; }
+const sh_addr *sh_tcp_server_workers(const sh_tcp_server *s) {
+  return s != NULL ? s->workers : NULL;
+}
 
 int sh_tcp_server_stats(const sh_tcp_server *s, sh_tcp_stats *out) {
   if (s == NULL || out == NULL) return -EINVAL;

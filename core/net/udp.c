@@ -89,7 +89,8 @@ static const sh_channel_ops udp_ops = {
     .fail_all = sh_chanflow_fail_all,
 };
 
-int sh_udp_open(sh_actor *self, const sh_netaddr *at, const sh_channel_opts *opts, sh_channel **out) {
+int sh_udp_open(sh_actor *self, const sh_netaddr *at, const sh_channel_opts *opts,
+                sh_channel **out) {
   SH_FROM_USER();
   if (self == NULL || at == NULL || out == NULL) return -EINVAL;
   sh_house *h = self->house;
