@@ -94,8 +94,11 @@ static sh_yield bystander_notice(sh_actor *self, sh_stack *st) {
   return sh_return(st, NULL);
 }
 
+/* An IO actor too: it queues behind the looper's runs, not behind the
+ * worker's whole IO phase (up to SH_TURN_MAX_HOUSES runs of it). */
 static const sh_actor_class bystander_class = {
-    .name = "bystander", .size = sizeof(sh_actor), .notice = bystander_notice};
+    .name = "bystander", .size = sizeof(sh_actor), .kind = SH_IO_ACTOR,
+    .notice = bystander_notice};
 
 /* One worker: the bystander runs only if the looping channel lets go of
  * it, and the loop ends only once the bystander ran. */
