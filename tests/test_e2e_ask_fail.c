@@ -4,7 +4,8 @@
  * ask_fixture.h):
  *   - failures: sh_throw, no ask handler (-ENOTSUP), stopped actors
  *     (-ESHUTDOWN, counted), bad returns from an ask stack (-EINVAL,
- *     -ENODATA, -EDEADLK), a stack that returns with an ask still out;
+ *     -ENODATA, -EDEADLK), a stack that returns with an ask still out, a
+ *     stopped actor's sleeps (they fail at once: its stack ends with -ELOOP);
  *   - misuse of sh_notice / sh_ask (the message is freed, its drop hook runs);
  *   - reply ownership with sh_future_take.
  *
@@ -284,6 +285,51 @@ static void test_future_take_transfers_ownership(void **state) {
   assert_int_equal(res.value, 41 + 100 + 1);
 }
 
+/* ---- a stopped actor's sleeps ---------------------------------------------- */
+
+/* Sleeps, and sleeps again whenever its sleep fails. Once its actor stops,
+ * each new sleep fails at once (tracked, it would refill the futures the
+ * stop fails, for ever), so the stack ends with -ELOOP and the stop hook
+ * runs after it. */
+typedef struct resleep_locals { sh_future *f; } resleep_locals;
+static atomic_int g_sleeps, g_stopped;
+
+static sh_yield resleep_notice(sh_actor *self, sh_stack *st) {
+  resleep_locals *l = sh_stack_locals(st);
+  bool first = sh_stack_state(st) == SH_START;
+  if (!first) CHECK(sh_future_error(l->f) == -ESHUTDOWN);
+  atomic_fetch_add(&g_sleeps, 1);
+  l->f = sh_sleep(st, 60000);
+  CHECK(l->f != NULL);
+  if (first) th_done(self); /* asleep: the test thread stops it now */
+  return sh_suspend(st, 1);
+}
+
+static void resleep_stop(sh_actor *self) {
+  (void)self;
+  atomic_store(&g_stopped, 1);
+}
+
+static const sh_actor_class resleep_class = {.name = "resleep", .size = sizeof(sh_actor),
+                                             .locals_size = sizeof(resleep_locals),
+                                             .notice = resleep_notice, .stop = resleep_stop};
+
+static void test_stopped_actor_sleep_fails_at_once(void **state) {
+  (void)state;
+  atomic_store(&g_sleeps, 0);
+  atomic_store(&g_stopped, 0);
+  sh_system *sys = env_new(1, 1);
+  const sh_addr *a = th_spawn_on(sys, &resleep_class, NULL, 0);
+  assert_int_equal(sh_notice(a, stray(1)), 0);
+  th_run(sys);
+  assert_int_equal(sh_stop(a), 0);
+  th_wait_for(&g_stopped, 1);
+  th_end(sys);
+  /* The first sleep, failed by the stop, then one a run of failed ones
+   * until the -ELOOP bound (stack.c: 1024 invocations in a row). */
+  assert_int_equal(atomic_load(&g_sleeps), 1 + 1024);
+}
+
 int main(void) {
   alarm(WATCHDOG_S);
   const struct CMUnitTest tests[] = {
@@ -297,6 +343,7 @@ int main(void) {
       cmocka_unit_test(test_returning_stack_drops_late_reply),
       cmocka_unit_test(test_misuse_frees_the_message),
       cmocka_unit_test(test_future_take_transfers_ownership),
+      cmocka_unit_test(test_stopped_actor_sleep_fails_at_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * through the public API: the entry actor gets argc/argv in sh_args, its
  * exit code is sh_run's result, and the system is shut down before sh_run
  * returns (the entry's stop hook ran once); a bad entry class or
- * configuration is -EINVAL before anything runs.
+ * configuration is -EINVAL before anything runs; sh_system_wait_ms with the
+ * longest timeout waits for the exit.
  *
  * The entry's handler runs on a worker thread, where cmocka's asserts
  * cannot be used: it records what it saw in the global `g` and the test
@@ -23,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <stackhouse/probe.h>
 #include <stackhouse/stackhouse.h>
 
 #include "support/harness.h"
@@ -106,11 +108,47 @@ static void test_sh_run_bad_entry_is_einval(void **state) {
   assert_int_equal(atomic_load(&g.args_seen), 0);
 }
 
+/* ---- sh_system_wait_ms ---------------------------------------------------- */
+
+typedef struct nap_locals { sh_future *f; } nap_locals;
+
+/* Exits with 7 after a nap: the test thread waits by then. */
+static sh_yield napper_notice(sh_actor *self, sh_stack *st) {
+  nap_locals *l = sh_stack_locals(st);
+  if (sh_stack_state(st) == SH_START) {
+    l->f = sh_sleep(st, 20);
+    CHECK(l->f != NULL);
+    return sh_suspend(st, 1);
+  }
+  CHECK(sh_future_error(l->f) == 0);
+  sh_system_exit(sh_actor_system(self), 7);
+  return sh_return(st, NULL);
+}
+
+static const sh_actor_class napper_class = {.name = "napper", TRACKED,
+                                            .locals_size = sizeof(nap_locals),
+                                            .notice = napper_notice};
+
+/* The longest timeout waits for the exit: capped as every timeout is,
+ * never wrapped to a deadline already past (which timed out at once). */
+static void test_wait_ms_longest_timeout_waits(void **state) {
+  (void)state;
+  reset_globals();
+  sh_system *sys = th_system(1);
+  const sh_addr *a = th_spawn_on(sys, &napper_class, NULL, 0);
+  assert_int_equal(sh_notice(a, &sh_msg_new(sh_args, .argc = 0)->hdr), 0);
+  assert_int_equal(sh_system_start(sys), 0);
+  assert_int_equal(sh_system_wait_ms(sys, INT64_MAX), 7);
+  th_end(sys);
+  assert_int_equal(atomic_load(&g.stops[0]), 1);
+}
+
 int main(void) {
   alarm(WATCHDOG_S);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sh_run_passes_args_and_exit_code),
       cmocka_unit_test(test_sh_run_bad_entry_is_einval),
+      cmocka_unit_test(test_wait_ms_longest_timeout_waits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

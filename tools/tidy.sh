@@ -46,8 +46,9 @@ ASSERT_DIRS="core/actor core/sched" MIN_FN_ASSERT=5
 # TEMPORARY, and to be emptied: files of those folders that rule 4 skips
 # while they are being rewritten. Each gets its assertions with its
 # rewrite and then leaves the list; the rule then holds for every file.
-TIDY_ASSERT_PENDING="core/actor/dispatch.c core/actor/future.c core/actor/stack.c
-  core/sched/lifecycle.c core/sched/loop.c"
+# loop.c is the one left: it is being rewritten now (11 functions without
+# an assertion), and gets them with that rewrite.
+TIDY_ASSERT_PENDING="core/sched/loop.c"
 # The self-test's tree has its own pending file.
 [ -n "${TIDY_SELF_TEST_PENDING:-}" ] && TIDY_ASSERT_PENDING=$TIDY_SELF_TEST_PENDING
 

@@ -41,6 +41,9 @@ static bool stopped(const sh_house *h) {
 /* Whether m was sent to an earlier generation of the house (it raced with
  * the retirement, house.h): it is refused, never handled. */
 static bool stale(const sh_house *h, const sh_msg *m) {
+  /* The take gave a slot back and cleared its bit (house.h), and a request
+   * never carries a refusal: the tag is the generation alone, compared whole. */
+  SH_ASSERT(!(m->internal & (SH_MSG_SLOT | SH_MSG_REFUSAL)));
 #ifdef SH_MUTANT_dispatch_no_stale_check
   (void)h, (void)m;
   return false; /* Planted bug: a message to an earlier generation is handled. */
@@ -61,6 +64,9 @@ static void refuse_msg(sh_house *h, sh_msg *m, int error) {
 }
 
 static void dispatch_single(sh_house *h, sh_msg *m) {
+  /* A barrier holds the request mailboxes back (next_box), and a batch is
+   * never one: no request starts while a barrier stack lives. */
+  SH_ASSERT(!h->barrier);
   bool ask = m->type->kind == SH_ASK;
   sh_stack_fn fn = ask ? h->cls->ask : h->cls->notice;
   if (fn == NULL) {
@@ -102,6 +108,9 @@ typedef struct batcher {
 
 /* The batcher of asks or notices. */
 static batcher batcher_of(sh_house *h, sh_msg_kind kind, bool mixed) {
+  /* Only requests are batched: a message of another kind in a request
+   * mailbox (an ordered one's kinds come from its messages) is a bug. */
+  SH_ASSERT(kind == SH_ASK || kind == SH_NOTICE);
   const sh_actor_class *c = h->cls;
   if (kind == SH_ASK)
     return (batcher){h, SH_STACK_BATCH_ASK, c->batch_ask, c->batch_ask_filter, NULL, kind, mixed};
@@ -120,10 +129,15 @@ static batcher batcher_for(sh_house *h, sh_box box) {
  * messages would have been had they been taken after the stop. Counted
  * dropped, not delivered: its handler never saw them. */
 static void batch_refuse(sh_house *h, sh_stack *st) {
+  /* Never run (epoch 0): its handler answered nothing, so each ask is
+   * refused here, once. */
+  SH_ASSERT(st->epoch == 0 &&
+            (st->kind == SH_STACK_BATCH_ASK || st->kind == SH_STACK_BATCH_NOTICE));
   sh_count_n(h->sys, SH_C_DROPPED_STOPPED, st->nbatch);
   for (uint32_t i = 0; i < st->nbatch; i++) {
     sh_batch_entry *e = &st->batch[i];
-    if (e->msg->type->kind == SH_ASK && sh_house_refuse_with(e->reply_to, e->ask_id, -ESHUTDOWN, e->msg))
+    if (e->msg->type->kind == SH_ASK &&
+        sh_house_refuse_with(e->reply_to, e->ask_id, -ESHUTDOWN, e->msg))
       e->msg = NULL; /* it carries the refusal now */
   }
   sh_stack_discard(st); /* frees the messages */
@@ -132,6 +146,8 @@ static void batch_refuse(sh_house *h, sh_stack *st) {
 static void batch_flush(batcher *b) {
   sh_stack *st = b->st;
   if (st == NULL) return;
+  /* Made with its first message (batch_add), flushed when full. */
+  SH_ASSERT(st->nbatch >= 1 && st->nbatch <= b->h->max_batch);
   b->st = NULL;
   if (stopped(b->h)) {
     batch_refuse(b->h, st);
@@ -155,6 +171,9 @@ static bool batch_add(batcher *b, sh_msg *m) {
       return true;
     }
   }
+  /* The stack has room for max_batch entries, and a full batch was flushed
+   * at once (below). */
+  SH_ASSERT(b->st->nbatch < h->max_batch);
   /* Capture who to answer now, while the message is certainly alive: read
    * after the batch is recycled, sender and id would belong to whatever
    * reused the memory. */
@@ -172,6 +191,9 @@ static bool batch_add(batcher *b, sh_msg *m) {
  * the batch being built, which goes first, and batches of its own kind
  * begin. */
 static void deliver(batcher *b, sh_msg *m) {
+  /* Only an ordered class's ask mailbox holds both kinds (send.h
+   * sh_send_box); the others hold their own. */
+  SH_ASSERT(b->mixed || m->type->kind == b->takes);
   if (m->type->flags & SH_MSG_RUNTIME) {
     /* The runtime's own notice (an accepted connection, which becomes the
      * actor's channel): its type's handler takes it; the actor's handlers
@@ -221,6 +243,11 @@ static bool is_request(sh_box box) { return box == SH_BOX_ASK || box == SH_BOX_N
  * bounce on it. */
 static sh_box next_box(const walk *w) {
   const sh_house *h = w->h;
+  /* The walk by index is the dispatch order (house.h), and each mailbox
+   * walked has its bit in the stuck mask. */
+  _Static_assert(SH_BOX_REPLY == 0 && SH_BOX_EXCEPTION == 1 && SH_BOX_ASK == 2 &&
+                     SH_BOX_NOTICE == 3 && SH_BOX_EVENT == 4,
+                 "mailboxes in dispatch order, events last");
   sh_box end = h->barrier && !stopped(h) ? SH_BOX_ASK : SH_BOX_EVENT;
   for (sh_box b = SH_BOX_REPLY; b < end; b++)
     if (!(w->stuck & 1u << b) && sh_mailbox_size(&h->mb, b) > 0) return b;
@@ -231,6 +258,8 @@ static sh_box next_box(const walk *w) {
  * first: its messages were taken before whatever the run moves for. */
 static void walk_to(walk *w, sh_box box) {
   if (box == w->box) return;
+  /* Only a request mailbox builds batches (batcher_for). */
+  SH_ASSERT(w->b.st == NULL || is_request(w->box));
   batch_flush(&w->b);
   w->box = box;
   w->b = batcher_for(w->h, box);
@@ -243,7 +272,9 @@ static uint32_t take_from(walk *w, sh_box box) {
   walk_to(w, box);
   sh_msg *m = sh_house_take(h, box);
   if (m == NULL) {
-    /* Counted but not linked yet (a producer half-way, mailbox.c). */
+    /* Counted but not linked yet (a producer half-way, mailbox.c). Marked
+     * once, as next_box looks at it no more: at most four times a run. */
+    SH_ASSERT(!(w->stuck & 1u << box));
     w->stuck |= 1u << box;
     return 0;
   }
@@ -262,8 +293,9 @@ static uint32_t take_from(walk *w, sh_box box) {
  * ahead of the lower mailboxes, as what was there when it began does.
  * Deferred stacks run once, before the first request (continuations before
  * new work, as replies are); a stack deferred during the run waits for the
- * next. Bounded: each turn takes a message, runs the ready stacks once, or
- * marks a mailbox stuck (at most four times). */
+ * next. Bounded: each turn takes a message (n + 1), runs the ready stacks
+ * once (n + at least 1), or marks a mailbox stuck (at most four times:
+ * take_from); n ends at most at the budget (dispatch.h). */
 static uint32_t drain_in_order(sh_house *h, uint32_t budget) {
   walk w = {.h = h, .box = SH_BOX_REPLY, .b = batcher_for(h, SH_BOX_REPLY)};
   uint32_t n = 0;
@@ -277,7 +309,9 @@ static uint32_t drain_in_order(sh_house *h, uint32_t budget) {
       w.ready_ran = true;
       if (!sh_list_empty(&h->ready)) {
         walk_to(&w, SH_BOX_EVENT);
-        n += sh_stack_run_ready(h, budget - n);
+        uint32_t ran = sh_stack_run_ready(h, budget - n);
+        SH_ASSERT(ran >= 1 && ran <= budget - n);
+        n += ran;
         continue;
       }
     }
@@ -285,6 +319,7 @@ static uint32_t drain_in_order(sh_house *h, uint32_t budget) {
     n += take_from(&w, box);
   }
   batch_flush(&w.b);
+  SH_ASSERT(n <= budget);
   return n;
 }
 
@@ -298,6 +333,9 @@ static void on_event(sh_house *h, sh_msg *m) {
 
 /* Takes up to `limit` events and handles each. */
 static uint32_t drain_events(sh_house *h, uint32_t limit) {
+  /* A retired house's events are dropped (run_vacant): their handlers
+   * would reach an actor that is gone. */
+  SH_ASSERT(!h->vacant);
   uint32_t n = 0;
   while (n < limit) {
     sh_msg *m = sh_house_take(h, SH_BOX_EVENT);
@@ -312,6 +350,7 @@ static uint32_t drain_events(sh_house *h, uint32_t limit) {
 /* The greatest backlog of the request mailboxes, seen as a run begins (the
  * runner is their only writer). relaxed: a metric. */
 static void note_high_water(sh_house *h) {
+  _Static_assert(SH_BOX_NOTICE - SH_BOX_ASK + 1 == SH_REQ_BOXES, "sh_req indexes high_water");
   for (int b = SH_BOX_ASK; b <= SH_BOX_NOTICE; b++) {
     uint32_t n = sh_mailbox_size(&h->mb, b);
     if (n > sh_atomic_load(&h->high_water[sh_req(b)], memory_order_relaxed))
@@ -322,13 +361,16 @@ static void note_high_water(sh_house *h) {
 /* Every pending ask of this actor fails (its stacks resume and see it),
  * then the stop hook runs, once, after the last handler: a hook that frees
  * the actor's resources is never followed by a handler using them. New asks
- * from a stopped house fail at once (sh_ask), so the loop is bounded by the
- * futures pending when it starts. */
+ * and sleeps from a stopped house fail at once (send.c), so the loop is
+ * bounded by the futures pending when it starts. */
 static void finish_stop(sh_worker *w, sh_house *h) {
   if (!h->mounted) return;
   if (!sh_list_empty(&h->attached)) h->close_attached(h);
   sh_timer_cancel_all(w, h);
   sh_future_fail_all(h);
+  /* The stacks it resumed made no future that waits (a stopped house's
+   * sends and sleeps fail at once): the table holds the kept ones alone. */
+  SH_ASSERT(sh_futtable_count(&h->futures) == h->stop_kept);
   /* Stacks deferred to a later run (stack.h) are still to end, and futures
    * kept for their waiter's return: the hook waits for them all. */
   if (!h->stop_done && sh_list_empty(&h->ready) && sh_futtable_count(&h->futures) == 0) {
@@ -340,6 +382,9 @@ static void finish_stop(sh_worker *w, sh_house *h) {
 /* Whether a stopped actor is done with: nothing left that could run it
  * again or that its house would have to keep. */
 static bool done_with(const sh_house *h) {
+  /* The stop hook ran after the last handler (finish_stop), and a stopped
+   * house starts no stack: none outlives the hook. */
+  SH_ASSERT(!h->stop_done || sh_list_empty(&h->stacks));
   if (!h->stop_done || !sh_list_empty(&h->stacks) || !sh_list_empty(&h->timers) ||
       sh_futtable_count(&h->futures) != 0 || !sh_list_empty(&h->attached))
     return false;
@@ -352,6 +397,9 @@ static bool done_with(const sh_house *h) {
 /* A retired house has no actor: what still arrives (a send that raced with
  * the retirement, a late answer) is refused or dropped. */
 static uint32_t run_vacant(sh_house *h) {
+  /* Retired with nothing left (done_with): no stack or future of the last
+   * actor meets what still arrives. */
+  SH_ASSERT(sh_list_empty(&h->stacks) && sh_futtable_count(&h->futures) == 0);
   uint32_t taken = 0;
   for (sh_box b = 0; b < SH_BOXES; b++) {
     sh_msg *m;

@@ -9,7 +9,11 @@
 #include "sched/worker.h"
 
 /* Runs house h on worker w (w may be a thief): handlers for up to
- * max_per_run messages, then requeue or wait. The house is SCHEDULED. */
+ * max_per_run answers, deferred stacks, asks and notices (checked as the
+ * walk through them ends), then for as many events as that budget has
+ * left, and at least SH_EVENT_SHARE (16); then requeue or wait. A retired
+ * house's run refuses or drops up to max_per_run of each mailbox. The
+ * house is SCHEDULED. */
 void sh_dispatch_run(sh_worker *w, sh_house *h);
 
 #endif

@@ -23,6 +23,9 @@
 #include "sched/worker.h"
 
 sh_future *sh_future_new(sh_stack *st) {
+  /* Made by a handler invocation (epochs count from 1): recycle_seen
+   * (stack.c) tells the futures an invocation has seen by their epoch. */
+  SH_ASSERT(st->epoch > 0);
   /* The house's table gets its buckets with its first ask (futtable.h). */
   if (sh_futtable_reserve(&st->house->futures) != 0) return NULL;
   sh_future *f = sh_mem_alloc(sizeof(*f));
@@ -68,6 +71,8 @@ void sh_future_unmake(sh_future *f) {
 sh_msg *sh_future_reclaim(sh_future *f) {
   sh_waiter *w = f->waiter;
   if (w == NULL) return NULL;
+  /* Made for f (send.c waiter_new): its return finds f by this id. */
+  SH_ASSERT(w->sender == f->stack->house && w->id == sh_future_id(f));
   f->waiter = NULL;
   sh_house *t = w->target;
   if (!sh_gate_cancel(t->gate_mem[sh_req((sh_box)w->box)], w)) return NULL;
@@ -139,6 +144,9 @@ static sh_future *pop(sh_house *h, uint64_t id) {
 }
 
 void sh_future_answer(sh_house *h, sh_msg *m) {
+  /* From the reply or exception mailbox: a reply, an exception (a reply
+   * type too), or a refused ask's own message carrying its refusal. */
+  SH_ASSERT(m->type->kind == SH_REPLY || (m->internal & SH_MSG_REFUSAL));
   sh_future *f = pop(h, m->id);
   if (f == NULL) {
     sh_count(h->sys, SH_C_REPLIES_UNKNOWN);
@@ -158,6 +166,8 @@ void sh_future_answer(sh_house *h, sh_msg *m) {
 
 /* f is no longer kept past its house's stop. */
 bool sh_future_resolve(sh_house *h, uint64_t id, sh_msg *reply, int error) {
+  /* An outcome is a reply, or an error (a negative errno) without one. */
+  SH_ASSERT(error <= 0 && (reply == NULL || error == 0));
   sh_future *f = pop(h, id);
   if (f == NULL) {
     sh_msg_free(reply);
@@ -179,6 +189,9 @@ static void unkeep(sh_house *h, sh_future *f) {
 static void waiter_back(sh_house *h, sh_msg *m) {
   sh_waiter *w = (sh_waiter *)m;
   int err = w->hdr.error;
+  /* Back at the house of the future it was made for, admitted (0) or
+   * refused (a negative errno). */
+  SH_ASSERT(w->sender == h && err <= 0);
   sh_future *f = sh_future_find(h, w->id);
   sh_msg *back = NULL;
   if (f != NULL) {
@@ -212,6 +225,8 @@ const sh_event_type sh_waiter_type = {
  * any, comes as unknown). Else a waiter still queued is taken back: *back
  * is a put's notice, handed back (an ask's is freed). */
 static bool ends_by_return(sh_future *f, sh_msg **back) {
+  /* Still pending: taken from the table, where only pending ones are. */
+  SH_ASSERT(!f->done);
   *back = NULL;
   if (f->waiter != NULL) {
     sh_msg *m = sh_future_reclaim(f);
@@ -228,7 +243,7 @@ static bool ends_by_return(sh_future *f, sh_msg **back) {
 void sh_future_fail_all(sh_house *h) {
   sh_ftnode *n;
   /* Bounded: each turn ends a future (the stopped house makes no new ones:
-   * its sends fail at once) or marks it kept, which pop_any skips. */
+   * its sends and sleeps fail at once) or marks it kept, which pop_any skips. */
   uint32_t turns = sh_futtable_count(&h->futures);
   while ((n = sh_futtable_pop_any(&h->futures)) != NULL) {
     SH_ASSERT(turns-- > 0);
@@ -252,6 +267,9 @@ void sh_future_fail_all(sh_house *h) {
  * -ETIMEDOUT, unless it is a put whose waiter the gate already popped (the
  * waiter's return, on its way, says whether the notice got in). */
 static void time_out(sh_house *h, sh_future *f) {
+  /* Its timer was armed for its own house (send.c arm): the event came
+   * back there. */
+  SH_ASSERT(f->stack->house == h);
   sh_msg *back;
   if (ends_by_return(f, &back)) return;
 #ifdef SH_MUTANT_future_timeout_no_pop
@@ -283,6 +301,9 @@ static void time_out(sh_house *h, sh_future *f) {
  * come first. */
 static void timeout_event(sh_house *h, sh_msg *m) {
   sh_timer *t = (sh_timer *)m;
+  /* An ask of this house's, whose ids grow for its whole life (house.h):
+   * never 0, never past the last one made. */
+  SH_ASSERT(t->id != 0 && t->id <= h->next_ask_id);
   sh_future *f = sh_future_find(h, t->id);
   /* Not f's timer any more: the answer came first, or f was kept past a
    * stop for its waiter's return, which decides its outcome; the timer had
@@ -320,6 +341,8 @@ sh_msg *sh_future_msg(const sh_future *f) { return f != NULL && f->done ? f->rep
 sh_msg *sh_future_take(sh_future *f) {
   SH_FROM_USER();
   if (f == NULL || !f->done) return NULL;
+  /* A failed future holds no reply but a put's notice, handed back. */
+  SH_ASSERT(f->reply == NULL || f->error == 0 || f->put);
   sh_msg *m = f->reply;
   f->reply = NULL;
   return m;

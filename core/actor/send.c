@@ -265,8 +265,11 @@ sh_future *sh_sleep(sh_stack *st, int64_t ms) {
   if (f == NULL) return NULL;
   SH_ASSERT(f->stack == st);
   f->sleep = true;
-  if (ms == 0) {
-    sh_future_end_now(f, NULL, 0);
+  /* A stopping actor's sleep fails at once, as its sends do: tracked, it
+   * would refill the futures its stop is failing (sh_future_fail_all), and
+   * a stack that sleeps again on each failure would keep that loop going. */
+  if (ms == 0 || sh_house_stopped(st->house)) {
+    sh_future_end_now(f, NULL, ms == 0 ? 0 : -ESHUTDOWN);
     return f;
   }
   sh_future_track(f);

@@ -31,6 +31,9 @@
 static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 sh_stack *sh_stack_new(sh_house *h, sh_stack_kind kind, uint32_t batch_cap) {
+  /* Entries for a batch stack only, as many as its house batches. */
+  bool batch = kind == SH_STACK_BATCH_ASK || kind == SH_STACK_BATCH_NOTICE;
+  SH_ASSERT(batch ? batch_cap >= 1 && batch_cap <= h->max_batch : batch_cap == 0);
   sh_fault_return_on("sh/stack/new", NULL);
   size_t locals = align16(h->cls->locals_size);
   size_t size = sizeof(sh_stack) + locals + (size_t)batch_cap * sizeof(sh_batch_entry);
@@ -60,6 +63,8 @@ sh_msg *sh_stack_batch_msg(const sh_stack *st, size_t i) {
 
 sh_yield sh_suspend(sh_stack *st, int next_state) {
   SH_FROM_USER();
+  /* From st's own handler, whose return it is (invoke reads it). */
+  SH_ASSERT(st->running);
   st->next_state = next_state;
   st->any = false;
   return SH_SUSPEND;
@@ -67,6 +72,7 @@ sh_yield sh_suspend(sh_stack *st, int next_state) {
 
 sh_yield sh_suspend_any(sh_stack *st, int next_state) {
   SH_FROM_USER();
+  SH_ASSERT(st->running); /* as sh_suspend */
   st->next_state = next_state;
   st->any = true;
   return SH_SUSPEND;
@@ -75,6 +81,9 @@ sh_yield sh_suspend_any(sh_stack *st, int next_state) {
 /* ---- running --------------------------------------------------------- */
 
 static bool wait_over(const sh_stack *st) {
+  /* The count the wait decides on is the pending list's length (every
+   * link and unlink of it counts): none counted, none linked. */
+  SH_INVARIANT((st->npending == 0) == sh_list_empty(&st->pending));
 #ifdef SH_MUTANT_stack_wait_all_off_by_one
   /* Planted bug: a wait for all is over with one future still pending. */
   return st->npending <= 1 || (st->any && st->fresh_done > 0);
@@ -86,12 +95,18 @@ static bool wait_over(const sh_stack *st) {
 /* Recycles the completed futures made by earlier invocations: they completed
  * before this invocation began, so it has seen them. The ones this
  * invocation made (even if already complete) stay for the next. Bounded by
- * the completed list. */
+ * the completed list: the walk unlinks only the node it stands on, and
+ * freeing a future touches no stack's list, so it reaches the head. (Not
+ * counted: the stack keeps no count of that list, which would cost every
+ * completion a store.) */
 static void recycle_seen(sh_stack *st) {
   sh_list *l = sh_list_first(&st->completed);
   while (l != NULL) {
     sh_list *next = sh_list_next(&st->completed, l);
     sh_future *f = sh_future_of_link(l);
+    /* Completed (record moved it here): out of its house's table, so
+     * freeing it leaves nothing there to find it. */
+    SH_INVARIANT(f->done);
     if (f->epoch < st->epoch) {
       sh_list_remove(l);
       sh_future_free(f);
@@ -136,6 +151,9 @@ void sh_stack_discard(sh_stack *st) {
 }
 
 static sh_stack_fn handler_of(const sh_stack *st) {
+  /* A channel's request stack reports how it ended to its channel (its
+   * sink, set before it runs): without one its result would be lost. */
+  SH_ASSERT(st->kind != SH_STACK_CHANNEL || st->sink != NULL);
   const sh_actor_class *c = st->house->cls;
   switch (st->kind) {
   case SH_STACK_NOTICE: return c->notice;
@@ -195,6 +213,9 @@ void sh_stack_run(sh_stack *st) {
       return;
     }
   }
+  /* Left waiting, it waits on a pending future, whose completion wakes it
+   * (sh_stack_wake): nothing else would run it again. */
+  SH_ASSERT(st->done || st->npending > 0);
   if (st->done) finish(st);
 }
 
@@ -213,6 +234,9 @@ uint32_t sh_stack_run_ready(sh_house *h, uint32_t budget) {
 }
 
 void sh_stack_wake(sh_stack *st) {
+  /* A finished stack is freed at once (sh_stack_run): one woken done can
+   * only be inside its handler, whose return finishes it. */
+  SH_ASSERT(st->running || !st->done);
   /* A deferred stack runs from the ready list, never twice. */
 #ifdef SH_MUTANT_stack_wake_deferred
   /* Planted bug: a deferred stack is run by its wake too, then again from the ready list. */
@@ -237,6 +261,8 @@ static void refuse_stack(sh_stack *st, int error) {
 }
 
 void sh_stack_pay_refusals(sh_stack *st) {
+  /* Owed only by an ask stack, a refusal: a negative errno. */
+  SH_ASSERT(st->owed <= 0 && (st->owed == 0 || st->kind == SH_STACK_ASK));
   if (st->owed != 0) {
     sh_house_refuse_in(st->reply_to, st->ask_id, st->owed, st->msg);
     st->msg = NULL;
@@ -251,6 +277,7 @@ void sh_stack_pay_refusals(sh_stack *st) {
 
 /* A copy of reply for one more asker of a batch; NULL when it cannot be copied. */
 static sh_msg *copy_reply(const sh_msg *reply) {
+  SH_ASSERT(reply->type->kind == SH_REPLY); /* sh_return let only a reply through */
   if (reply->type->drop != NULL) return NULL; /* owns resources: a shallow copy would double-free */
   sh_msg *c = sh_msg_alloc(reply->type);
   if (c == NULL) return NULL;
@@ -337,6 +364,8 @@ int sh_batch_reply(sh_stack *st, size_t i, sh_msg *reply) {
     sh_msg_free(reply);
     return -EINVAL;
   }
+  /* An ask batch's every entry has its asker (batch_add, dispatch.c). */
+  SH_ASSERT(st->batch[i].reply_to != NULL);
 #ifdef SH_MUTANT_answer_batch_reply_unmarked
   /* Planted bug: the entry is not marked answered: the stack's end answers it again. */
 #else

@@ -100,7 +100,8 @@ sh_stack *sh_stack_new(struct sh_house *h, sh_stack_kind kind, uint32_t batch_ca
  * fails during the handler: asks to a stopped actor in a loop) is failed
  * with -ELOOP after SH_STACK_MAX_FAILING invocations in a row. */
 void sh_stack_run(sh_stack *st);
-/* Runs up to `budget` deferred stacks of h, in the order deferred; how many. */
+/* Runs up to `budget` deferred stacks of h, in the order deferred; how many
+ * (at least one when any waits and budget > 0: dispatch.c checks both). */
 uint32_t sh_stack_run_ready(struct sh_house *h, uint32_t budget);
 /* One of st's futures completed: runs st if its wait is over (and it is
  * not running, done or deferred already). */

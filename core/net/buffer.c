@@ -1,13 +1,18 @@
 /*
  * Byte buffers (contract in buffer.h and net.h).
  *
- * Shape. Every page of the chain holds at least one byte. Pages are
- * consumed at the head and freed as soon as they are empty, so a buffer
- * holds at most one page more than its bytes need at each end. Whatever may fail (a page from the pool) is had before anything
+ * Shape. Every page of the chain holds at least one byte (check() lets the
+ * tail alone be empty). Pages are consumed at the head and freed as soon
+ * as they are empty, and appends fill the tail page before a new one, so a
+ * buffer only appended to and consumed holds at most one page more than
+ * its bytes need. sh_buf_move relinks whole pages, partly consumed ones
+ * too, so a buffer filled by moves may hold as little as a byte a page.
+ * Whatever may fail (a page from the pool) is had before anything
  * changes, so that every call that fails leaves the buffer as it was.
  *
- * Bounds. Every loop walks the pages of a chain (at most one per byte) or
- * the pages a call needs (n / SH_PAGE_DATA + 1).
+ * Bounds. Every loop walks the pages of a chain (at most one per byte, and
+ * the tail: check(), in the test builds) or the pages a call needs
+ * (n / SH_PAGE_DATA + 1: spares).
  */
 #include "net/buffer.h"
 
@@ -32,13 +37,14 @@ static size_t page_len(const sh_page *p) { return p->end - p->start; }
 /* The shape above, walked: compiled into the test builds only. */
 static void check(const sh_buf *b) {
 #ifdef SH_DEBUG
-  size_t sum = 0;
+  size_t sum = 0, pages = 0;
   const sh_page *last = NULL;
   for (const sh_page *p = b->head; p != NULL; p = p->next) {
     SH_ASSERT(p->start <= p->end && p->end <= SH_PAGE_DATA);
     SH_ASSERT(page_len(p) > 0 || p->next == NULL);
     sum += page_len(p);
     last = p;
+    SH_ASSERT(++pages <= sum + 1); /* a page a byte at most, and the tail */
   }
   SH_ASSERT(sum == b->len);
   SH_ASSERT(last == b->tail);
@@ -105,6 +111,7 @@ static size_t tail_room(const sh_buf *b) {
 static int spares(size_t n, size_t room, sh_page **out) {
   *out = NULL;
   size_t need = n > room ? (n - room + SH_PAGE_DATA - 1) / SH_PAGE_DATA : 0;
+  SH_ASSERT(need <= n / SH_PAGE_DATA + 1); /* the bound the file comment states */
   for (size_t i = 0; i < need; i++) {
     sh_page *p = page_new();
     if (p == NULL) {

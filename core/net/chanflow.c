@@ -101,9 +101,17 @@ static void start_stack(sh_channel *ch, sh_chrec *r) {
 
 void sh_chanflow_pump(sh_channel *ch) {
   sh_ifl_item *it;
-  /* Bounded: each turn moves a pending item to inflight. */
-  while (!stopped(ch) && (it = sh_ifl_start(&ch->futs)) != NULL) write_request(ch, rec_of(it));
-  while (!stopped(ch) && (it = sh_ifl_start(&ch->stacks)) != NULL) start_stack(ch, rec_of(it));
+  /* Each loop starts at most the items pending as it begins, one a turn.
+   * A turn may add more: a stack's ask, or a request that a pipeline turns
+   * back inbound from a write. Those come through a nested entry, which
+   * sends the outermost leave round again (channel.c), and start then: a
+   * pipeline that answers itself for ever cannot hold the actor here. */
+  uint32_t n = ch->futs.npending;
+  for (; n > 0 && !stopped(ch) && (it = sh_ifl_start(&ch->futs)) != NULL; n--)
+    write_request(ch, rec_of(it));
+  n = ch->stacks.npending;
+  for (; n > 0 && !stopped(ch) && (it = sh_ifl_start(&ch->stacks)) != NULL; n--)
+    start_stack(ch, rec_of(it));
 }
 
 bool sh_chanflow_idle(const sh_channel *ch) {
@@ -136,8 +144,11 @@ static void release(sh_channel *ch) {
   /* Planted bug: results are written as their stacks finish, head-of-line or not. */
   ch->stacks.head_of_line = false;
 #endif
-  /* Bounded by the inflight stacks: each turn removes one. */
+  /* Bounded by the inflight stacks: each turn removes one, and none starts
+   * meanwhile (only the pump starts them, from the outermost leave). */
+  uint32_t left = ch->stacks.ninflight;
   while ((it = sh_ifl_release(&ch->stacks)) != NULL) {
+    SH_ASSERT(left-- > 0);
     sh_chrec *r = rec_of(it);
     sh_msg *reply = r->reply;
     r->reply = NULL;
@@ -246,6 +257,7 @@ sh_future *sh_channel_send(sh_stack *st, sh_channel *ch, sh_msg *m) {
     sh_future_track(f);
     r->fid = sh_future_id(f);
     sh_list_push_back(&ch->sends, &r->it.link);
+    ch->nsends++;
   } else {
     sh_future_end_now(f, NULL, rc);
   }
@@ -261,9 +273,12 @@ static void end_sends(sh_channel *ch, int error) {
   const sh_list *last = ch->sends.prev;
   bool more = true;
   sh_list *l;
-  /* Bounded by the sends waiting at the start; a close under a resume
-   * empties the list (and no send waits on a closed channel). */
+  /* Bounded by the sends waiting at the start (nsends); a close under a
+   * resume empties the list (and no send waits on a closed channel). */
+  uint32_t left = ch->nsends;
   while (more && (l = sh_list_pop_front(&ch->sends)) != NULL) {
+    SH_ASSERT(left-- > 0 && ch->nsends > 0);
+    ch->nsends--;
     more = l != last;
     sh_chrec *r = SH_LIST_ENTRY(l, sh_chrec, it.link);
     sh_future_resolve(ch->house, r->fid, NULL, error);
@@ -275,8 +290,12 @@ void sh_chanflow_writable(sh_channel *ch) { end_sends(ch, 0); }
 
 void sh_chanflow_fail_futures(sh_channel *ch, int error) {
   sh_ifl_item *it;
-  /* Bounded by the queue: each turn removes one item. */
+  /* Bounded by the queue: each turn removes one item, and none joins it
+   * meanwhile (a stack it resumes asks a channel that is closing or at its
+   * end of stream: that ask fails at once). */
+  uint32_t left = ch->futs.npending + ch->futs.ninflight;
   while ((it = sh_ifl_pop_any(&ch->futs)) != NULL) {
+    SH_ASSERT(left-- > 0);
     sh_chrec *r = rec_of(it);
 #ifdef SH_MUTANT_chanflow_close_forgets_future
     /* Planted bug: a close fails the futures still pending, but forgets those already written. */

@@ -265,11 +265,15 @@ static void close_all(sh_house *h) {
   for (l = sh_list_first(&h->attached); l != NULL; l = sh_list_next(&h->attached, l), n++)
     sh_channel_enter(SH_LIST_ENTRY(l, sh_channel, link));
   l = sh_list_first(&h->attached);
-  for (uint32_t i = 0; i < n; i++, l = sh_list_next(&h->attached, l))
+  for (uint32_t i = 0; i < n; i++, l = sh_list_next(&h->attached, l)) {
+    SH_ASSERT(l != NULL); /* a held channel is not freed: the n first stay */
     sh_channel_close_with(SH_LIST_ENTRY(l, sh_channel, link), -ESHUTDOWN);
+  }
   l = sh_list_first(&h->attached);
-  /* Bounded by the held channels: each turn lets one go. */
+  /* Bounded by the held channels: each turn lets one go, and the one it
+   * lets go (maybe freed) is passed already. */
   for (uint32_t i = 0; i < n; i++) {
+    SH_ASSERT(l != NULL);
     sh_list *next = sh_list_next(&h->attached, l);
     sh_channel_leave(SH_LIST_ENTRY(l, sh_channel, link));
     l = next;

@@ -114,6 +114,7 @@ struct sh_channel {
   sh_channel_opts o;
   sh_ifl_queue futs, stacks;
   sh_list sends;        /* sh_channel_send futures waiting for the low watermark */
+  uint32_t nsends;      /* how many: what bounds the walk that ends them */
   uint64_t connect_fid; /* the connect's future, 0 when none */
   /* What its futures hold (future.h): an ask's or send's (sh_channel_hold),
    * and its connect's, whose timeout closes it (tcp.c). */

@@ -95,14 +95,18 @@ sh_ifl_item *sh_ifl_start(sh_ifl_queue *q) {
   it->where = SH_IFL_INFLIGHT;
   sh_list_push_back(&q->inflight, &it->link);
   q->ninflight++;
+  SH_ASSERT(q->ninflight <= q->max_inflight); /* inflight.h; may_start keeps it */
   if (it->barrier) q->barriers_inflight++;
   return it;
 }
 
 /* The oldest inflight item with that id: a scan bounded by ninflight. */
 static sh_ifl_item *find_id(const sh_ifl_queue *q, uint64_t id) {
-  for (sh_list *n = sh_list_first(&q->inflight); n != NULL; n = sh_list_next(&q->inflight, n))
+  uint32_t k = 0;
+  for (sh_list *n = sh_list_first(&q->inflight); n != NULL; n = sh_list_next(&q->inflight, n)) {
+    SH_ASSERT(k++ < q->ninflight);
     if (item_of(n)->id == id) return item_of(n);
+  }
   return NULL;
 }
 
@@ -120,8 +124,11 @@ void sh_ifl_finish(sh_ifl_queue *q, sh_ifl_item *it) {
 
 /* The oldest finished inflight item: a scan bounded by ninflight. */
 static sh_ifl_item *oldest_done(const sh_ifl_queue *q) {
-  for (sh_list *n = sh_list_first(&q->inflight); n != NULL; n = sh_list_next(&q->inflight, n))
+  uint32_t k = 0;
+  for (sh_list *n = sh_list_first(&q->inflight); n != NULL; n = sh_list_next(&q->inflight, n)) {
+    SH_ASSERT(k++ < q->ninflight);
     if (item_of(n)->done) return item_of(n);
+  }
   return NULL;
 }
 

@@ -89,6 +89,7 @@ void sh_pipeline_fini(sh_pipeline *pl) {
 
 /* m to the first handler from index i up with an inbound, or to the tail. */
 static int inbound_from(sh_pipeline *pl, uint32_t i, sh_msg *m) {
+  SH_ASSERT(i <= pl->n && pl->n <= SH_PIPELINE_MAX); /* the walk's bound */
   for (; i < pl->n; i++) {
     const sh_handler *h = pl->h[i];
     if (h->inbound != NULL) return SH_USER(h->inbound(&pl->ctx[i], m));
@@ -98,6 +99,7 @@ static int inbound_from(sh_pipeline *pl, uint32_t i, sh_msg *m) {
 
 /* m to the first handler below index i with an outbound, or to the head. */
 static int outbound_below(sh_pipeline *pl, uint32_t i, sh_msg *m) {
+  SH_ASSERT(i <= pl->n && pl->n <= SH_PIPELINE_MAX); /* the walk's bound */
   while (i-- > 0) {
     const sh_handler *h = pl->h[i];
     if (h->outbound != NULL) return SH_USER(h->outbound(&pl->ctx[i], m));

@@ -37,9 +37,12 @@ _Static_assert(SH_IO_SCRATCH >= 16u * SH_PAGE_DATA, "a read of 16 pages fits the
 
 /* One read of at most len (<= SH_IO_SCRATCH) bytes into the read buffer. */
 static int64_t read_into(sh_channel *ch, size_t len) {
+  SH_ASSERT(len >= 1 && len <= SH_IO_SCRATCH); /* the worker's buffer's size */
   uint8_t *scratch = sh_worker_scratch(sh_worker_current());
   if (scratch == NULL) return -ENOMEM;
   int64_t n = sh_net_read(ch->sock, scratch, len);
+  /* At most what it was asked, as read(2): read_some's budget counts it. */
+  SH_ASSERT(n <= (int64_t)len);
   if (n > 0) {
     int rc = sh_buf_append(&ch->in, scratch, (size_t)n);
     if (rc != 0) return rc;
@@ -50,8 +53,9 @@ static int64_t read_into(sh_channel *ch, size_t len) {
 static void read_some(sh_channel *ch) {
   bool got = false;
   size_t budget = (size_t)ch->o.read_pages * SH_PAGE_DATA;
-  /* Bounded by the byte budget (each turn reads at least a byte, or
-   * stops): a busy peer cannot hold the actor. */
+  /* Bounded by the byte budget (each turn reads at least a byte, and at
+   * most what is left: read_into checks it, or stops): a busy peer cannot
+   * hold the actor. */
   while (budget > 0) {
     if ((ch->state & (SH_CHS_EOF | SH_CHS_CLOSING)) || !(ch->state & SH_CHS_READABLE) ||
         sh_channel_full(ch))
@@ -226,7 +230,8 @@ static bool io_actor_here(const sh_house *h) {
 }
 
 /* Starts the connect of future f; its outcome is the future's. */
-static int connect_start(sh_stack *st, sh_future *f, const sh_netaddr *to, const sh_channel_opts *o) {
+static int connect_start(sh_stack *st, sh_future *f, const sh_netaddr *to,
+                         const sh_channel_opts *o) {
   sh_house *h = st->house;
   sh_sock s;
   int rc = sh_net_connect(to, &s);

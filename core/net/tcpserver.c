@@ -39,6 +39,7 @@ struct sh_tcp_server {
    * relaxed: figures, nothing is published through them. */
   _Atomic uint64_t accepted, refused, open;
   struct sh_tcp_server *next; /* the system's servers (reg_lock) */
+  uint32_t number;            /* in that list, from 1, as servers register */
 };
 
 typedef struct sh_accepted {
@@ -226,9 +227,10 @@ static int check_serve(sh_system *sys, const sh_netaddr *at, const sh_actor_clas
 static void servers_free(sh_system *sys, void *data) {
   (void)sys;
   sh_tcp_server *s = data;
-  /* Bounded by the servers made. */
+  /* Bounded by the servers made: their numbers count down to 1. */
   while (s != NULL) {
     sh_tcp_server *next = s->next;
+    SH_ASSERT(next != NULL ? next->number == s->number - 1 : s->number == 1);
     if (!s->adopted) sh_net_close(s->sock);
     free(s);
     s = next;
@@ -240,6 +242,7 @@ static void server_register(sh_tcp_server *srv) {
   sh_spin_lock(&sys->reg_lock);
   void **servers = sh_system_teardown(sys, servers_free);
   srv->next = *servers;
+  srv->number = srv->next != NULL ? srv->next->number + 1 : 1;
   *servers = srv;
   sh_spin_unlock(&sys->reg_lock);
 }
@@ -277,7 +280,9 @@ int sh_tcp_server_addr(const sh_tcp_server *s, sh_netaddr *out) {
   return 0;
 }
 
-const sh_addr *sh_tcp_server_workers(const sh_tcp_server *s) { return s != NULL ? s->workers : NULL; }
+const sh_addr *sh_tcp_server_workers(const sh_tcp_server *s) {
+  return s != NULL ? s->workers : NULL;
+}
 
 int sh_tcp_server_stats(const sh_tcp_server *s, sh_tcp_stats *out) {
   if (s == NULL || out == NULL) return -EINVAL;

@@ -28,6 +28,7 @@ static void read_one(sh_channel *ch) {
     return;
   }
   int64_t n = sh_net_recvfrom(ch->sock, scratch, SH_NET_MAX_DATAGRAM, &from);
+  SH_ASSERT(n <= SH_NET_MAX_DATAGRAM); /* at most the room it was given (netplat.h) */
   if (n == -EAGAIN) {
     ch->state &= ~SH_CHS_READABLE;
     return;
@@ -51,7 +52,8 @@ static void read_one(sh_channel *ch) {
 
 static void on_ready(sh_channel *ch, uint32_t bits) {
   if (bits & (SH_IO_IN | SH_IO_ERR)) ch->state |= SH_CHS_READABLE;
-  /* Bounded by the page budget, a datagram a page. */
+  /* Bounded by the page budget, each datagram counted as a page whatever
+   * its size (up to SH_NET_MAX_DATAGRAM, 17 pages): a count of reads. */
   for (uint32_t i = 0; i < ch->o.read_pages; i++) {
     if (!(ch->state & SH_CHS_READABLE) || (ch->state & SH_CHS_CLOSING) || sh_channel_full(ch))
       break;
@@ -87,7 +89,8 @@ static const sh_channel_ops udp_ops = {
     .fail_all = sh_chanflow_fail_all,
 };
 
-int sh_udp_open(sh_actor *self, const sh_netaddr *at, const sh_channel_opts *opts, sh_channel **out) {
+int sh_udp_open(sh_actor *self, const sh_netaddr *at, const sh_channel_opts *opts,
+                sh_channel **out) {
   SH_FROM_USER();
   if (self == NULL || at == NULL || out == NULL) return -EINVAL;
   sh_house *h = self->house;

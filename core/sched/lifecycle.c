@@ -27,14 +27,18 @@
 #include "netplat.h"
 #include "actor/stack.h"
 #include "sched/system.h"
+#include "time/timeout.h"
 #include "time/timer.h"
 #include "sched/worker.h"
 
 /* Passes of the final drain; each pass runs up to SH_TURN_MAX_HOUSES
- * houses of each queue of each worker. Work at shutdown is finite (stopped
- * actors make no new asks and refuse every send), so this is a safety net:
- * reaching it is reported (-EBUSY, sh_stats.drain_overruns), not hidden. */
+ * houses of each queue of each worker (loop.c counts them, sh_loop_drain).
+ * Work at shutdown is finite (stopped actors make no new asks and refuse
+ * every send), so this is a safety net: reaching it is reported (-EBUSY,
+ * sh_stats.drain_overruns), not hidden. */
 #define SH_SHUTDOWN_MAX_PASSES 10000
+
+static int check_config(const sh_config *c);
 
 void sh_config_default(sh_config *cfg) {
   SH_FROM_USER();
@@ -48,6 +52,7 @@ void sh_config_default(sh_config *cfg) {
   cfg->pool_max_cached = 4096;
   cfg->pool_keep = 16;
   cfg->pool_idle_ns = 30ull * 1000000000ull;
+  SH_ASSERT(check_config(cfg) == 0); /* the defaults make a system */
 }
 
 /* The platform's readiness function (netplat.h): a watched socket's token
@@ -58,6 +63,8 @@ static void io_ready(void *token, uint32_t events) {
 }
 
 static int check_config(const sh_config *c) {
+  /* The workers' array (sh_system_new) is one allocation of at most 1024. */
+  _Static_assert(1024 <= SIZE_MAX / sizeof(sh_worker), "1024 workers' size fits a size_t");
   if (c->max_per_run == 0 || c->max_batch == 0 || c->steal_aggression == 0 || c->io_ratio == 0 ||
       c->io_ratio > 100 || c->workers > 1024)
     return -EINVAL;
@@ -65,6 +72,8 @@ static int check_config(const sh_config *c) {
 }
 
 static void free_system(sh_system *sys) {
+  /* Never started, or shut down: its worker threads are joined. */
+  SH_ASSERT(!sys->started || sh_system_is_shut(sys));
   if (sys->workers != NULL) {
     for (uint32_t i = 0; i < sys->nworkers; i++) sh_worker_destroy(&sys->workers[i]);
   }
@@ -85,6 +94,10 @@ int sh_system_new(const sh_config *cfg, sh_system **out) {
   int rc = check_config(&c);
   if (rc != 0) return rc;
   if (c.workers == 0) c.workers = sh_plat_cpu_count();
+  /* The platform counts one CPU at least; the workers fill whole lines
+   * (aligned_alloc takes a multiple of the alignment). */
+  SH_ASSERT(c.workers >= 1);
+  _Static_assert(sizeof(sh_worker) % 64 == 0, "sh_worker is whole cache lines");
   sh_faults_from_env();
   sh_fault_return_on("sh/system/new", -ENOMEM);
   sh_system *sys = calloc(1, sizeof(*sys));
@@ -117,6 +130,8 @@ int sh_system_new(const sh_config *cfg, sh_system **out) {
 uint32_t sh_system_workers(const sh_system *sys) { return sys->nworkers; }
 
 static void stop_workers(sh_system *sys) {
+  /* Not from one of the workers it joins. */
+  SH_ASSERT(sh_worker_current() == NULL || sh_worker_current()->sys != sys);
   for (uint32_t i = 0; i < sys->nworkers; i++) {
     /* release: the worker's acquire load sees everything before the stop. */
     sh_atomic_store(&sys->workers[i].stop, true, memory_order_release);
@@ -128,6 +143,8 @@ static void stop_workers(sh_system *sys) {
 int sh_system_start(sh_system *sys) {
   SH_FROM_USER();
   if (sys == NULL || sys->started || sh_system_is_shut(sys)) return -EINVAL;
+  /* Made whole by sh_system_new, which frees a half-made one. */
+  SH_ASSERT(sys->plat != NULL && sys->exit_event != NULL);
   sys->started = true;
   /* Fault point: as if the first worker thread could not start. */
   int rc = sh_fault("sh/system/start") ? -EAGAIN : sh_plat_start(sys->plat, sh_loop_main, sys);
@@ -139,6 +156,8 @@ int sh_system_start(sh_system *sys) {
 
 void sh_system_exit(sh_system *sys, int code) {
   SH_FROM_USER();
+  /* From anywhere, but for a made system (its exit event came with it). */
+  SH_ASSERT(sys != NULL && sys->exit_event != NULL);
   bool was = false;
   /* The first exit decides the code. acq_rel: the waiter's acquire sees it. */
   if (sh_atomic_cas(&sys->exiting, &was, true, memory_order_acq_rel,
@@ -152,21 +171,32 @@ int sh_system_wait(sh_system *sys) {
   SH_FROM_USER();
   if (sys == NULL || sh_worker_current() != NULL) return -EINVAL;
   sh_plat_event_wait(sys->exit_event);
+  /* Only the exit that won the flag sets the event, after it (plat.h: a
+   * wait without a deadline returns once set): a wait that ended for
+   * anything else would return a code nobody gave. */
+  SH_ASSERT(sh_atomic_load(&sys->exiting, memory_order_acquire));
   return sh_atomic_load(&sys->exit_code, memory_order_acquire);
 }
 
 int sh_system_wait_ms(sh_system *sys, int64_t timeout_ms) {
   SH_FROM_USER();
   if (sys == NULL || timeout_ms < 0 || sh_worker_current() != NULL) return -EINVAL;
-  uint64_t deadline = sh_plat_now_ns() + (uint64_t)timeout_ms * 1000000u;
+  /* Capped as every timeout is (timeout.h): a count of milliseconds past
+   * the clock's range would wrap to a deadline already gone. */
+  uint64_t deadline = sh_timeout_deadline(timeout_ms);
   /* A wake may be spurious: only the exit flag ends the wait early. */
-  while (!sh_atomic_load(&sys->exiting, memory_order_acquire))
-    if (sh_plat_event_wait_until(sys->exit_event, deadline) == -ETIMEDOUT) return -ETIMEDOUT;
+  while (!sh_atomic_load(&sys->exiting, memory_order_acquire)) {
+    int rc = sh_plat_event_wait_until(sys->exit_event, deadline);
+    SH_ASSERT(rc == 0 || rc == -ETIMEDOUT); /* plat.h */
+    if (rc == -ETIMEDOUT) return -ETIMEDOUT;
+  }
   /* The exiting thread stores the code, then sets the event. */
   return sh_system_wait(sys);
 }
 
 static bool drain_pass(sh_system *sys) {
+  /* The shutdown's thread, acting as worker 0, and it stays so after. */
+  SH_ASSERT(sh_worker_current() == &sys->workers[0]);
   sh_fault_return_on("sh/system/drain", true);
   bool did = false;
   /* Each worker's queues are run as that worker: an IO actor's channels
@@ -187,6 +217,9 @@ static void stop_house(sh_house *h, void *arg) {
 /* Stops every house and runs the queues until nothing moves: 0, or -EBUSY
  * (counted) when work was still moving after SH_SHUTDOWN_MAX_PASSES. */
 static int drain(sh_system *sys) {
+  /* After `shut`: no call from another thread begins any more, and those
+   * in flight are over (quiesce_outside), so what moves is finite. */
+  SH_ASSERT(sh_system_is_shut(sys));
   sh_hstore_each(sys, stop_house, NULL);
 #ifdef SH_MUTANT_lifecycle_drain_once
   /* Planted bug: one pass, not until quiet: work a pass made is never run. */
@@ -205,15 +238,25 @@ static int drain(sh_system *sys) {
 static void discard_stacks(sh_house *h, void *arg) {
   (void)arg;
   sh_list *l;
-  /* Bounded by the house's live stacks: each turn frees one. */
-  while ((l = sh_list_first(&h->stacks)) != NULL)
-    sh_stack_discard((sh_stack *)(void *)((char *)l - offsetof(sh_stack, link)));
+  /* Bounded by the house's live stacks: each turn frees one, and starts
+   * none once the drain closed the house's channels (a channel stack's end
+   * may start the next request of an open one: after an overrun, up to
+   * those queued, as nothing is read any more). Not counted: the house
+   * keeps no count of its stacks. */
+  while ((l = sh_list_first(&h->stacks)) != NULL) {
+    sh_stack *st = (sh_stack *)(void *)((char *)l - offsetof(sh_stack, link));
+    /* One of h's, and no handler runs: the shutdown's thread is alone. */
+    SH_ASSERT(st->house == h && !st->running);
+    sh_stack_discard(st);
+  }
 }
 
 /* Waits for the calls from other threads in flight when `shut` was stored
- * (system.h). Bounded by those: new ones back off; each ends after a few
- * steps (a push, queueing a waiter, a spawn). */
+ * (system.h). Bounded by those: new ones back off, once `shut` is stored;
+ * each ends after a few steps (a push, queueing a waiter, a spawn). Not a
+ * count: other threads' progress, as a spin lock's. */
 static void quiesce_outside(sh_system *sys) {
+  SH_ASSERT(sh_system_is_shut(sys));
   while (sh_atomic_load(&sys->outside_sends, memory_order_acquire) != 0) sh_plat_yield_cpu();
 }
 
@@ -235,6 +278,8 @@ int sh_system_shutdown(sh_system *sys) {
   /* Alone now: act as worker 0 so pools and wheels have an owner. */
   sh_worker_enter(&sys->workers[0]);
   int rc = drain(sys);
+  /* The rest needs worker 0's pools and wheel, as the drain did. */
+  SH_ASSERT(sh_worker_current() == &sys->workers[0]);
   sh_hstore_each(sys, discard_stacks, NULL);
   for (uint32_t i = 0; i < sys->nworkers; i++) sh_timer_discard_all(&sys->workers[i]);
   /* Objects on their way back to their pools arrive now: the counts of
@@ -297,7 +342,12 @@ void sh_system_stats(const sh_system *sys, sh_stats *out) {
     mallocs += sh_atomic_load(&w->pool.mallocs, memory_order_relaxed);
   }
   memset(out, 0, sizeof(*out));
-  for (int k = 0; k < SH_C_COUNT; k++) *(uint64_t *)(void *)((char *)out + stats_field[k]) = v[k];
+  for (int k = 0; k < SH_C_COUNT; k++) {
+    /* Every counter has its field (a counter added without its STAT line
+     * would land on `delivered`, the first). */
+    SH_ASSERT(k == SH_C_DELIVERED || stats_field[k] != 0);
+    *(uint64_t *)(void *)((char *)out + stats_field[k]) = v[k];
+  }
   out->pool_outstanding = outstanding;
   out->pool_mallocs = mallocs;
 }
@@ -309,6 +359,7 @@ int sh_run(const sh_config *cfg, const sh_actor_class *entry, int argc, char **a
   if (rc != 0) return rc;
   const sh_addr *a;
   rc = sh_spawn(sys, entry, NULL, 1, &a);
+  SH_ASSERT(rc != 0 || a != NULL); /* a spawn that succeeds gives its address */
   if (rc == 0) {
     sh_args *args = sh_msg_new(sh_args, .argc = argc, .argv = argv);
     rc = args == NULL ? -ENOMEM : sh_notice(a, &args->hdr);

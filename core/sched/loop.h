@@ -11,17 +11,21 @@
 
 #include "sched/worker.h"
 
-/* Houses a turn takes from the mounting and IO-actor queues at most. */
+/* Houses a turn takes from the mounting and IO-actor queues at most. Kept
+ * where a turn is counted, in loop.c's loops, which compare each take with
+ * it: a header holds no turn to check it in. */
 #define SH_TURN_MAX_HOUSES 4096u
-/* Readiness reports one IO phase takes from the platform. */
+/* Readiness reports one IO phase takes from the platform at most: the
+ * `max` loop.c passes to sh_net_poll, which reports no more (netplat.h;
+ * the backends keep it, epoll checks it). */
 #define SH_TURN_MAX_IO_EVENTS 256u
 
 /* The plat entry (sh_plat_entry): worker `index` of system `sys` runs its
  * loop until told to stop. */
 void sh_loop_main(void *sys, uint32_t index);
 /* One pass over w's queues with no time budget, up to SH_TURN_MAX_HOUSES
- * houses of each (the shutdown's drain, on the thread acting as w): whether
- * it ran anything. */
+ * houses of each, counted as a turn's are (the shutdown's drain, on the
+ * thread acting as w): whether it ran anything. */
 bool sh_loop_drain(sh_worker *w);
 
 #endif

@@ -353,7 +353,8 @@ SH_API int sh_ask_try(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeou
 /* From a stack: a future that completes with 0 once ms milliseconds passed
  * (SH_NOWAIT: at once), to wait on like any other (a stack's sleep; its
  * worker runs others meanwhile). Fails with -ESHUTDOWN if the actor stops
- * first. NULL for a negative ms (SH_FOREVER included) or -ENOMEM. */
+ * first (at once once it has stopped). NULL for a negative ms (SH_FOREVER
+ * included) or -ENOMEM. */
 SH_API sh_future *sh_sleep(sh_stack *st, int64_t ms);
 
 /* Clocks, callable from any thread. sh_clock_ms: monotonic milliseconds
