@@ -292,23 +292,11 @@ $(foreach cfg,$(CONFIGS),$(eval $(call config_rules,$(cfg))))
 
 # --------------------------------------------------------------- mutants ---
 # A planted bug (tools/mutants/list*, docs/simulator.md "Planted bugs") is a
-# switch SH_MUTANT_<name> in core/ (simnet_*: in backend-sim/net*.c; http/), defined
-# by no other build. `make mutant MUTANT=name` builds it in a configuration of
-# its own, build/mutants/<name> (release flags plus the switch): its shsim and
-# the simulator's tests.
+# patch, tools/mutants/<name>.patch; no switch of it is in the sources.
+# `make mutant MUTANT=name` applies it in a scratch copy of the working tree,
+# build/mutants/<name>/src, and builds there its release shsim and the
+# simulator's tests (build/mutants/<name>/bin, tests; tools/mutants.sh).
 MUTANT :=
-MUTANT_TESTS := $(filter test_sim_%,$(ALL_TESTS))
-ifneq ($(MUTANT),)
-ifeq ($(shell printf '%s' '$(MUTANT)' | grep -Ex '[a-z][a-z0-9_]*'),)
-$(error MUTANT=$(MUTANT): a mutant's name is [a-z][a-z0-9_]*)
-endif
-MUTANT_CFG := mutants/$(MUTANT)
-$(MUTANT_CFG)_CFLAGS  := $(release_CFLAGS) -DSH_MUTANT_$(MUTANT)
-$(MUTANT_CFG)_LDFLAGS := $(release_LDFLAGS)
-$(MUTANT_CFG)_LIBS    := $(release_LIBS)
-TESTS_$(MUTANT_CFG)   := $(MUTANT_TESTS)
-$(eval $(call config_rules,$(MUTANT_CFG)))
-endif
 
 -include $(shell find build -name '*.d' 2>/dev/null)
 
@@ -470,7 +458,7 @@ SO_API_HEADERS := include/stackhouse/stackhouse.h include/stackhouse/bridge.h in
 .PHONY: mutant mutants
 mutant:
 	@[ -n "$(MUTANT)" ] || { echo 'make mutant: say which, e.g. MUTANT=house_no_recheck'; exit 2; }
-	+@$(SUBMAKE) build/$(MUTANT_CFG)/bin/shsim $(addprefix build/$(MUTANT_CFG)/tests/,$(MUTANT_TESTS))
+	+@MAKE='$(MAKE)' bash tools/mutants.sh --build '$(MUTANT)'
 
 # Every planted bug (or MUTANTS="a b"): built, fuzzed over seeds 1..MUTANT_BUDGET,
 # its simulator tests run; the table goes to build/mutants/table.md.

@@ -71,12 +71,6 @@ int64_t sh_net_sendto(sh_sock s, const void *buf, size_t len, const sh_netaddr *
   }
   if (sh_fault("sh/net/dup")) {
     sh_simnet_seg *c = dgram_new(k, buf, len, to);
-#ifdef SH_MUTANT_simnet_udp_dup_as_new
-    /* Planted bug: the copy claims to come from its destination, a new sender's datagram.
-     * (In the fake network itself, the environment: a protocol's own handling of
-     * duplicates is a scenario's, and a scenario is a test, not code under test.) */
-    if (c != NULL) c->from = *to;
-#endif
     if (c != NULL) (void)send_dgram(k, c); /* out of memory: no copy */
   }
   int rc;

@@ -125,12 +125,7 @@ static int fire(sh_pctx *c, codec *k, sh_http_request *r, uint8_t flags) {
   ring_set(k, (k->head + k->count) % SH_HTTP_RING, flags);
   /* Nothing is fired after a request that closes: it stays the last. */
   k->close_last = (flags & F_CLOSE) != 0;
-#ifdef SH_MUTANT_codec_busy_still_armed
-  /* Planted bug: a connection whose request is being handled stays armed. */
-  k->count++;
-#else
   if (k->count++ == 0) sh_http_conn_disarm(k->conn);
-#endif
   return sh_pctx_fire(c, &r->hdr);
 }
 
@@ -332,9 +327,7 @@ static int encode(sh_pctx *c, sh_http_conn *conn, sh_http_response *r, uint8_t f
 static uint8_t pop(codec *k) {
   if (k->count == 0) return F_CLOSE;
   uint8_t f = ring_get(k, k->head);
-#ifndef SH_MUTANT_codec_close_ignored
   if (k->count == 1 && k->close_last) f |= F_CLOSE;
-#endif
   k->head = (k->head + 1) % SH_HTTP_RING;
   k->count--;
   return f;

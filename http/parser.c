@@ -138,10 +138,6 @@ static int64_t find_head_end(sh_http_parser *p, const sh_buf *in) {
     }
     pos = base + n;
   }
-#ifdef SH_MUTANT_parser_scan_resume_late
-  /* Planted bug: a line that starts exactly where the bytes ended is forgotten. */
-  if (ls == pos) ls = 0;
-#endif
   p->scan = (uint32_t)pos;
   p->scan_state = (uint32_t)ls;
   return pos >= max ? -431 : 0;

@@ -33,9 +33,7 @@ static bool no_barrier(const sh_msg *m) {
 static sh_msg *fallback(sh_channel *ch, int error) {
   uint16_t status = 500;
   switch (error) {
-#ifndef SH_MUTANT_server_timeout_as_500
   case -ETIMEDOUT: status = 504; break;
-#endif
   case -EAGAIN:
   case -EBUSY:
   case -ENOBUFS:

@@ -2,16 +2,22 @@
 # The planted-bug suite (docs/simulator.md, "Planted bugs").
 #
 # Usage: tools/mutants.sh [--budget N] [NAME...]   run the suite (make mutants)
-#        tools/mutants.sh --check                  the list check (make test)
+#        tools/mutants.sh --build NAME             build one mutant (make mutant)
+#        tools/mutants.sh --check                  the patches' check (make test)
 #
-# The mutants are listed in tools/mutants/list* (name<TAB>module<TAB>bug).
-# For each (or each NAME given): build build/mutants/<name> (make mutant),
-# fuzz every scenario over seeds 1..N in chunks of 100, in order, stopping
-# at the first chunk with a failure (so the lowest failing seed is exact),
-# shrink that seed's first failure and count the shrunk schedule's
-# decisions, then run the simulator's tests of that build. An unmutated
-# build runs the same fuzz first: the suite stops if it fails. The table
-# goes to stdout and to build/mutants/table.md.
+# A mutant is a patch, tools/mutants/<name>.patch, listed in
+# tools/mutants/list* (name<TAB>module<TAB>bug); no switch of it is left in
+# the sources. --build copies the working tree's files into a scratch tree,
+# build/mutants/<name>/src (a file is copied again only when it differs, so
+# a rebuild recompiles what changed), applies the patch there, and builds
+# its release shsim and the simulator's tests (build/mutants/<name>/bin and
+# tests). The suite, for each mutant (or each NAME given): builds it, fuzzes
+# every scenario over seeds 1..N in chunks of 100, in order, stopping at
+# the first chunk with a failure (so the lowest failing seed is exact),
+# shrinks that seed's first failure and counts the shrunk run's choices,
+# then runs the simulator's tests of that build. An unmutated build runs
+# the same fuzz first: the suite stops if it fails. The table goes to
+# stdout and to build/mutants/table.md.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 
@@ -29,20 +35,22 @@ listed() {
   cat tools/mutants/list* 2>/dev/null | grep -v '^#' | grep -v '^[[:space:]]*$' | sort
 }
 
-# Names used as SH_MUTANT_<name> in core/, in the simulator's fake
-# network (backend-sim/net*.c: simnet_*) and in the HTTP module (http/).
+# Names of the patches in tools/mutants/.
 planted() {
-  grep -rhoE 'SH_MUTANT_[A-Za-z0-9_]+' core backend-sim/net*.c http | sed 's/^SH_MUTANT_//' | sort -u
+  local p
+  for p in tools/mutants/*.patch; do
+    [ -e "$p" ] && basename "$p" .patch
+  done | sort -u
 }
+
+# The library's sources: where no switch of a planted bug may be left.
+LIB_DIRS=(core backend-epoll backend-sim http include)
 
 check() {
   local bad=0 name module desc extra
   while IFS=$'\t' read -r name module desc extra; do
     if ! [[ $name =~ ^[a-z][a-z0-9_]*$ ]] || [ -z "$module" ] || [ -z "$desc" ] || [ -n "$extra" ]; then
       echo "tools/mutants/list*: malformed line for '$name' (name<TAB>module<TAB>description)"
-      bad=1
-    elif [[ $name != "$module"* ]]; then
-      echo "tools/mutants/list*: $name does not start with its module $module"
       bad=1
     fi
   done < <(listed)
@@ -56,15 +64,74 @@ check() {
   done
   local n
   for n in $(comm -23 <(listed | cut -f1 | sort -u) <(planted)); do
-    echo "listed but not planted: SH_MUTANT_$n"
+    echo "listed but no patch: tools/mutants/$n.patch"
     bad=1
   done
   for n in $(comm -13 <(listed | cut -f1 | sort -u) <(planted)); do
-    echo "planted but not listed in tools/mutants/list*: SH_MUTANT_$n"
+    echo "a patch not listed in tools/mutants/list*: tools/mutants/$n.patch"
     bad=1
   done
-  [ $bad -eq 0 ] && echo "mutants: $(listed | wc -l) listed, each planted, none unlisted"
+  # Each patch applies to the tree as it is: a stale one fails here, at
+  # once, not in the next run of the suite.
+  local p out
+  for p in tools/mutants/*.patch; do
+    [ -e "$p" ] || continue
+    n=$(basename "$p" .patch)
+    head -n 1 "$p" | grep -q "^Planted bug $n " ||
+      { echo "$p: its first line must say \"Planted bug $n (module): the bug\""; bad=1; }
+    out=$(git apply --check "$p" 2>&1) || { echo "$p: does not apply: $out"; bad=1; }
+  done
+  local left
+  left=$(grep -rlE 'SH_MUTANT_' "${LIB_DIRS[@]}" 2>/dev/null)
+  [ -z "$left" ] || { echo "a planted bug's switch in the sources (a mutant is a patch):" $left; bad=1; }
+  [ $bad -eq 0 ] && echo "mutants: $(listed | wc -l) listed, each a patch that applies, none unlisted"
   return $bad
+}
+
+# scratch NAME: build/mutants/src, the working tree's files (tracked, and
+# untracked ones not ignored) with NAME's patch applied. One scratch tree
+# serves every mutant: a file is copied when it differs from the copy (a
+# fresh mtime: make recompiles it), so the last mutant's files are restored
+# before this one's are patched, and a mutant after the first recompiles
+# only what its patch and the last one's touch; files gone from the tree go
+# from the copy.
+scratch() {
+  local name=$1 src="$OUT/src" f
+  mkdir -p "$src"
+  git ls-files -co --exclude-standard | LC_ALL=C sort > "$OUT/src.files.new" || return 1
+  if [ -f "$OUT/src.files" ]; then
+    LC_ALL=C comm -23 "$OUT/src.files" "$OUT/src.files.new" | while IFS= read -r f; do rm -f "$src/$f"; done
+  fi
+  while IFS= read -r f; do
+    [ -f "$f" ] || continue
+    cmp -s "$f" "$src/$f" && continue
+    mkdir -p "$src/$(dirname "$f")" && cp "$f" "$src/$f" || return 1
+  done < "$OUT/src.files.new"
+  mv -f "$OUT/src.files.new" "$OUT/src.files"
+  git apply --directory="$src" "tools/mutants/$name.patch"
+}
+
+# build_one NAME: the mutant's release shsim and simulator tests, built in
+# the scratch tree and linked (or copied) to build/mutants/NAME/bin and
+# tests, where they stay when the next mutant is built. One build at a
+# time: the scratch tree is locked meanwhile.
+build_one() {
+  local name=$1 t d
+  [ -f "tools/mutants/$name.patch" ] || { echo "mutants: no tools/mutants/$name.patch" >&2; return 2; }
+  mkdir -p "$OUT/$name"
+  exec 9> "$OUT/src.lock"
+  command -v flock > /dev/null && flock 9
+  scratch "$name" || { echo "mutants: $name: the patch does not apply" >&2; return 1; }
+  local -a tests=()
+  for t in tests/test_sim_*.c; do tests+=("build/release/tests/$(basename "$t" .c)"); done
+  $MAKE -C "$OUT/src" --no-print-directory NO_DEPS=1 -j2 build/release/bin/shsim "${tests[@]}" || return 1
+  rm -rf "$OUT/$name/bin" "$OUT/$name/tests"
+  mkdir -p "$OUT/$name/bin" "$OUT/$name/tests"
+  for t in "$OUT/src/build/release/bin/shsim" "${tests[@]/#/$OUT/src/}"; do
+    case $t in */bin/*) d=bin;; *) d=tests;; esac
+    cp -l "$t" "$OUT/$name/$d/" 2>/dev/null || cp "$t" "$OUT/$name/$d/" || return 1
+  done
+  exec 9>&-
 }
 
 # fuzz BIN LO HI JSON: fuzz every scenario over seeds LO..HI.
@@ -132,7 +199,7 @@ tests_pass() {
 }
 
 build() {
-  $MAKE --no-print-directory -j2 mutant MUTANT="$1" > "$OUT/$1.build.log" 2>&1
+  build_one "$1" > "$OUT/$1.build.log" 2>&1
 }
 
 # One row of the table for mutant NAME of MODULE.
@@ -200,6 +267,12 @@ main() {
 
 if [ "${1:-}" = --check ]; then
   check
+  exit
+fi
+if [ "${1:-}" = --build ]; then
+  [ $# -eq 2 ] && [[ $2 =~ ^[a-z][a-z0-9_]*$ ]] || { echo "usage: $0 --build NAME" >&2; exit 2; }
+  mkdir -p "$OUT"
+  build_one "$2"
   exit
 fi
 main "$@"

@@ -241,17 +241,10 @@ static int bridge_call(sh_bridge *b, const sh_addr *to, sh_msg *m, sh_msg_kind k
   /* Above the floor, or its answer would be dropped as a previous user's. */
   SH_ASSERT(kind != SH_ASK || id > b->id_floor);
   m->sender = kind == SH_ASK ? h : NULL;
-#ifdef SH_MUTANT_bridge_ticket_after_send
-  /* Planted bug: the ticket is written after the send (below): the target may answer first. */
-#else
   m->id = id;
-#endif
   const char *name = m->type->name; /* m may be handled and freed once sent */
   (void)name;                       /* traced in the simulator only */
   int rc = bridge_send(b, t, gen, m, sh_send_box(t, kind), timeout_ms);
-#ifdef SH_MUTANT_bridge_ticket_after_send
-  if (rc == 0) m->id = id;
-#endif
   if (rc != 0) {
     if (try_only) return rc;
     if (rc == -ESHUTDOWN)

@@ -44,12 +44,7 @@ static bool stale(const sh_house *h, const sh_msg *m) {
   /* The take gave a slot back and cleared its bit (house.h), and a request
    * never carries a refusal: the tag is the generation alone, compared whole. */
   SH_ASSERT(!(m->internal & (SH_MSG_SLOT | SH_MSG_REFUSAL)));
-#ifdef SH_MUTANT_dispatch_no_stale_check
-  (void)h, (void)m;
-  return false; /* Planted bug: a message to an earlier generation is handled. */
-#else
   return m->internal != sh_house_gen(h);
-#endif
 }
 
 static bool is_barrier(const sh_house *h, const sh_msg *m) {
@@ -299,11 +294,7 @@ static uint32_t take_from(walk *w, sh_box box) {
 static uint32_t drain_in_order(sh_house *h, uint32_t budget) {
   walk w = {.h = h, .box = SH_BOX_REPLY, .b = batcher_for(h, SH_BOX_REPLY)};
   uint32_t n = 0;
-#ifdef SH_MUTANT_dispatch_budget_off_by_one
-  while (n <= budget) { /* Planted bug: one take more than max_per_run. */
-#else
   while (n < budget) {
-#endif
     sh_box box = next_box(&w);
     if (box >= SH_BOX_ASK && !w.ready_ran) {
       w.ready_ran = true;

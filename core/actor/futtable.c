@@ -115,11 +115,7 @@ sh_ftnode *sh_futtable_pop_any(sh_futtable *d) {
   for (uint32_t i = 0; i <= d->mask; i++) {
     for (sh_ftnode **slot = &d->buckets[i]; *slot != NULL; slot = &(*slot)->hnext) {
       SH_ASSERT(++steps <= d->count);
-#ifdef SH_MUTANT_futtable_pop_kept
-      if (true) return unlink_from(d, slot); /* Planted bug: a kept future is failed too. */
-#else
       if (!(*slot)->kept) return unlink_from(d, slot);
-#endif
     }
   }
   return NULL;

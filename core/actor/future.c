@@ -111,11 +111,7 @@ static void record(sh_future *f, sh_msg *reply, int error) {
   sh_count(st->house->sys, SH_C_ASKS_RESOLVED);
   f->reply = reply;
   f->error = error;
-#ifdef SH_MUTANT_future_complete_keeps_timer
-  /* Planted bug: a completed future's timeout stays armed. */
-#else
   cancel_timer(f);
-#endif
   sh_list_remove(&f->link);
   sh_list_push_front(&st->completed, &f->link);
   st->npending--;
@@ -272,11 +268,7 @@ static void time_out(sh_house *h, sh_future *f) {
   SH_ASSERT(f->stack->house == h);
   sh_msg *back;
   if (ends_by_return(f, &back)) return;
-#ifdef SH_MUTANT_future_timeout_no_pop
-  /* Planted bug: f stays in the table; a reply after the timeout resolves it again. */
-#else
   pop(h, sh_future_id(f));
-#endif
   if (f->sleep) {
     sh_future_complete(f, back, 0);
     return;

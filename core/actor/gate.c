@@ -82,11 +82,7 @@ static void note_high_water(sh_gate *g, uint32_t used) {
  * the actor moved `used` meanwhile. */
 static bool take_slot(sh_gate *g) {
   uint32_t u = sh_atomic_load(&g->used, memory_order_seq_cst);
-#ifdef SH_MUTANT_gate_slot_off_by_one
-  uint32_t cap = cap_of(g) + 1; /* Planted bug: one slot more than the capacity. */
-#else
   uint32_t cap = cap_of(g);
-#endif
   while (u < cap) {
     if (sh_atomic_cas_weak(&g->used, &u, u + 1, memory_order_seq_cst,
                                               memory_order_seq_cst)) {
@@ -132,11 +128,7 @@ int sh_gate_try(sh_gate *g) {
   SH_DEBUG_ASSERT(cap_of(g) >= 1); /* a gate exists for a bounded mailbox only */
   if (is_closed(g)) return -ESHUTDOWN;
   /* seq_cst: a sender that counted itself before us is served first. */
-#ifdef SH_MUTANT_gate_try_overtakes
-  /* Planted bug: a fast sender takes a free slot ahead of queued waiters. */
-#else
   if (sh_atomic_load(&g->nwaiters, memory_order_seq_cst) > 0) return -EAGAIN;
-#endif
   SH_YIELD("gate.try");
   return take_slot(g) ? 0 : -EAGAIN;
 }
@@ -166,12 +158,7 @@ int sh_gate_enter(sh_gate *g, sh_waiter *w) {
   /* Entered once: a queued waiter is in the FIFO until popped or cancelled. */
   SH_ASSERT(sh_atomic_load(&w->state, memory_order_relaxed) != SH_WAITER_QUEUED);
   sh_spin_lock(&g->lock);
-#ifdef SH_MUTANT_gate_enter_closed
-  /* Planted bug: a closed gate still admits and queues senders. */
-  if (false) {
-#else
   if (is_closed(g)) {
-#endif
     sh_spin_unlock(&g->lock);
     return -ESHUTDOWN;
   }
@@ -180,13 +167,7 @@ int sh_gate_enter(sh_gate *g, sh_waiter *w) {
    * here, under the lock that a reset takes: the sender's look was one
    * scheduling point away, and a queued waiter of an older generation would
    * wait for the newer actor's room, then be told it was admitted. */
-#ifdef SH_MUTANT_gate_enter_any_gen
-  /* Planted bug: the sender's look at the generation is trusted: a waiter of
-   * an older generation is admitted to (or queued at) the newer one's gate. */
-  if (false) {
-#else
   if (g->gen != w->gen) {
-#endif
     sh_spin_unlock(&g->lock);
     return -ESHUTDOWN;
   }
@@ -247,20 +228,11 @@ sh_waiter *sh_gate_pop_admitted(sh_gate *g) {
 }
 
 bool sh_gate_release(sh_gate *g) {
-#ifdef SH_MUTANT_gate_release_look_first
-  /* Planted bug: the waiters are looked at before the slot is given back: a
-   * sender that finds the gate full in between is never handed the slot. */
-  bool waiters = sh_atomic_load(&g->nwaiters, memory_order_seq_cst) > 0;
-  uint32_t was = sh_atomic_fetch_sub(&g->used, 1, memory_order_seq_cst);
-  SH_ASSERT(was > 0);
-  return waiters;
-#else
   /* seq_cst: the actor's half of the handshake (file comment). */
   uint32_t was = sh_atomic_fetch_sub(&g->used, 1, memory_order_seq_cst);
   SH_ASSERT(was > 0); /* a take gives back a slot its admission took */
   SH_YIELD("gate.release");
   return sh_atomic_load(&g->nwaiters, memory_order_seq_cst) > 0;
-#endif
 }
 
 void sh_gate_close(sh_gate *g, uint32_t gen) {

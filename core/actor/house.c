@@ -110,12 +110,7 @@ void sh_house_init(sh_house *h, sh_system *sys, const sh_actor_class *c, sh_hous
  * time, ordered before the runner by the run queue's lock. */
 static void follow(sh_house *h) {
   sh_worker *w = sh_worker_current();
-#ifdef SH_MUTANT_house_follow_pinned
-  /* Planted bug: a pinned house follows its sender too. */
-  if (w != NULL && w->sys == h->sys && w->index != h->owner &&
-#else
   if (w != NULL && w->sys == h->sys && w->index != h->owner && !h->pinned &&
-#endif
       h->sys->cfg.affinity == SH_AFFINITY_FOLLOW && h->cls->kind != SH_IO_ACTOR &&
       sh_hq_count(&w->state) < SH_FOLLOW_MAX_READY)
     h->owner = w->index;
@@ -145,15 +140,9 @@ void sh_house_poke(sh_house *h) {
     return;
   }
   /* One winner among concurrent producers (and the runner's re-check). */
-#ifdef SH_MUTANT_house_poke_load_store
-  /* Planted bug: a store, not a CAS: two producers may both queue the house. */
-  sh_atomic_store(&h->state, SH_READY, memory_order_seq_cst);
-  enqueue(h);
-#else
   if (sh_atomic_cas(&h->state, &s, SH_READY, memory_order_seq_cst,
                                               memory_order_seq_cst))
     enqueue(h);
-#endif
 }
 
 void sh_house_push(sh_house *h, sh_box box, sh_msg *m) {
@@ -261,23 +250,14 @@ void sh_house_stop(sh_house *h, uint32_t gen) {
    * drains the mailboxes, and each take would otherwise hand the freed
    * slot to a waiter, whose push would succeed only for its message to be
    * dropped. A gate already reset for a later generation stays open. */
-#ifdef SH_MUTANT_house_stop_late_close
-  /* Planted bug: the gates close only after `stopped` is published (below). */
-#else
   if (ask != NULL) sh_gate_close(ask, gen);
   if (notice != NULL) sh_gate_close(notice, gen);
-#endif
   /* seq_cst: the store half of the stop handshake with settle (see
    * stopped()); the poke below is its load half. A CAS, so that a stop
    * never reaches a later generation: only one stop of gen wins. */
   if (!sh_atomic_cas(&h->life, &live, live | SH_LIFE_STOPPED,
                                                memory_order_seq_cst, memory_order_seq_cst))
     return;
-#ifdef SH_MUTANT_house_stop_late_close
-  /* Planted bug: a runner that saw `stopped` may hand a freed slot on meanwhile. */
-  if (ask != NULL) sh_gate_close(ask, gen);
-  if (notice != NULL) sh_gate_close(notice, gen);
-#endif
   /* Waiters hear it now, not when the house next runs; after `stopped`,
    * so that a woken sender that tries again is refused at once. The house
    * is not retired while one is queued (dispatch.c), and the poke after the
@@ -357,11 +337,7 @@ void sh_house_settle(sh_house *h) {
    * producer may queue the house and another worker run it. */
   sh_atomic_store(&h->state, SH_WAITING, memory_order_seq_cst);
   SH_YIELD("house.settle");
-#ifdef SH_MUTANT_house_no_recheck
-  /* Planted bug: no second look: a push during the first is left waiting. */
-#else
   if (view_has_work(h, &v)) sh_house_poke(h);
-#endif
 }
 
 void sh_house_mount(sh_house *h) {

@@ -224,12 +224,7 @@ void sh_hstore_retire(sh_house *h, bool reuse) {
   h->mounted = false;
   h->stop_done = false;
   h->barrier = false;
-#ifdef SH_MUTANT_hstore_retire_same_gen
-  /* Planted bug: reused without a new generation: old addresses reach the next actor. */
-  if (reuse) give(h);
-#else
   if (reuse && next_generation(h)) give(h);
-#endif
 }
 
 /* ---- walking and freeing ------------------------------------------------- */

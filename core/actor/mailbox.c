@@ -93,11 +93,7 @@ sh_msg *sh_mailbox_take(sh_mailboxes *mb, unsigned i) {
   if (next != NULL) return pop(mb, i, tail, next);
   /* tail is the last linked message. If a producer already swapped head
    * past it but has not linked yet, wait for a later look. */
-#ifdef SH_MUTANT_mailbox_no_head_check
-  /* Planted bug: no look for a producer half-way: the sentinel may pass it. */
-#else
   if (tail != sh_atomic_load(&mb->head[i], memory_order_acquire)) return NULL;
-#endif
   link_last(mb, i, &mb->sentinel[i]);
   next = next_of(tail);
   if (next != NULL) return pop(mb, i, tail, next);

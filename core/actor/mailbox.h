@@ -65,17 +65,11 @@ static inline uint32_t sh_mailbox_backlog(uint32_t pushed, uint32_t taken) {
 /* Consumer only: whether a counted message waits in queue i. */
 static inline bool sh_mailbox_nonempty(const sh_mailboxes *mb, unsigned i) {
   SH_DEBUG_ASSERT(i < SH_MAILBOXES);
-#ifdef SH_MUTANT_mailbox_nonempty_relaxed
-  /* Planted bug: relaxed, the load half of the handshake may miss a push. */
-  return sh_mailbox_backlog(sh_atomic_load(&mb->pushed[i], memory_order_relaxed),
-                            mb->taken[i]) > 0;
-#else
   /* seq_cst: part of the producer/consumer store-load handshake on the house
    * state (see house.c) and on a bridge's sleep (bridge.c): neither side may
    * miss the other's write. */
   return sh_mailbox_backlog(sh_atomic_load(&mb->pushed[i], memory_order_seq_cst),
                             mb->taken[i]) > 0;
-#endif
 }
 /* Consumer only: counted messages in queue i. */
 static inline uint32_t sh_mailbox_size(const sh_mailboxes *mb, unsigned i) {

@@ -174,10 +174,6 @@ static int ask(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms, b
     return rc;
   }
   *out = f;
-#ifdef SH_MUTANT_ask_waiting_untracked
-  /* Planted bug: an ask queued at a full gate is not tracked: nothing resolves it. */
-  if (rc == -EINPROGRESS) return 0;
-#endif
   if (rc == 0 || rc == -EINPROGRESS) {
     sh_future_track(f);
     return 0;

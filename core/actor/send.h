@@ -38,11 +38,7 @@ static inline int sh_send_now(sh_house *t, uint32_t gen, sh_box box, sh_msg *m) 
   if (g != NULL) {
     int rc = sh_gate_try(g);
     if (rc != 0) return rc;
-#ifndef SH_MUTANT_send_slot_untagged
     m->internal |= SH_MSG_SLOT;
-#else
-    /* Planted bug: not marked as holding the slot it took: it is never given back. */
-#endif
   }
   sh_house_push(t, box, m);
   return 0;

@@ -26,16 +26,9 @@ int sh_sleeper_sleep(sh_sleeper *s, uint64_t deadline, bool (*ready)(void *ctx),
   SH_ASSERT(s->ev != NULL && ready != NULL); /* sh_sleeper_init made its event */
   sh_plat_event_reset(s->ev);
   /* seq_cst: the store half of the thread's side (sleeper.h). */
-#ifdef SH_MUTANT_sleeper_check_before_store
-  /* Planted bug: checked before the flag is up: a waker in between sees nobody asleep. */
-  bool is_ready = ready(ctx);
-  sh_atomic_store(&s->sleeping, 1, memory_order_seq_cst);
-  if (is_ready) {
-#else
   sh_atomic_store(&s->sleeping, 1, memory_order_seq_cst);
   SH_YIELD("bridge.sleep"); /* a waker may publish here */
   if (ready(ctx)) {
-#endif
     /* relaxed: nobody was asked to wake us; a waker that already took the
      * flag only sets the event, which the next reset clears. */
     sh_atomic_store(&s->sleeping, 0, memory_order_relaxed);

@@ -158,12 +158,7 @@ static void publish(sh_system *sys, const uintptr_t *tokens, uint32_t n) {
     sh_house *h = sh_token_house(tokens[i]);
     SH_ASSERT(h->actor != NULL && !h->vacant); /* filled, and its init hook ran */
     make_live(h);
-#ifdef SH_MUTANT_spawn_wrong_worker
-    /* Planted bug: mounted on the next worker, not on the owner it was placed on. */
-    sh_worker_enqueue_mount(sys, (h->owner + 1) % sys->nworkers, &h->qlink);
-#else
     sh_worker_enqueue_mount(sys, h->owner, &h->qlink);
-#endif
   }
 }
 

@@ -84,12 +84,7 @@ static bool wait_over(const sh_stack *st) {
   /* The count the wait decides on is the pending list's length (every
    * link and unlink of it counts): none counted, none linked. */
   SH_INVARIANT((st->npending == 0) == sh_list_empty(&st->pending));
-#ifdef SH_MUTANT_stack_wait_all_off_by_one
-  /* Planted bug: a wait for all is over with one future still pending. */
-  return st->npending <= 1 || (st->any && st->fresh_done > 0);
-#else
   return st->npending == 0 || (st->any && st->fresh_done > 0);
-#endif
 }
 
 /* Recycles the completed futures made by earlier invocations: they completed
@@ -238,12 +233,7 @@ void sh_stack_wake(sh_stack *st) {
    * only be inside its handler, whose return finishes it. */
   SH_ASSERT(st->running || !st->done);
   /* A deferred stack runs from the ready list, never twice. */
-#ifdef SH_MUTANT_stack_wake_deferred
-  /* Planted bug: a deferred stack is run by its wake too, then again from the ready list. */
-  if (!st->running && !st->done && wait_over(st)) sh_stack_run(st);
-#else
   if (!st->running && !st->done && !st->deferred && wait_over(st)) sh_stack_run(st);
-#endif
 }
 
 static bool is_reply(const sh_msg *m) { return m != NULL && m->type->kind == SH_REPLY; }
@@ -366,11 +356,7 @@ int sh_batch_reply(sh_stack *st, size_t i, sh_msg *reply) {
   }
   /* An ask batch's every entry has its asker (batch_add, dispatch.c). */
   SH_ASSERT(st->batch[i].reply_to != NULL);
-#ifdef SH_MUTANT_answer_batch_reply_unmarked
-  /* Planted bug: the entry is not marked answered: the stack's end answers it again. */
-#else
   st->batch[i].answered = true;
-#endif
   sh_house_reply(st->batch[i].reply_to, st->batch[i].ask_id, reply);
   return 0;
 }

@@ -38,13 +38,7 @@ static inline bool sh_spin_take(sh_spin *l) {
    * The exchange is acquire: the critical section must see the previous
    * holder's writes, which its release store published. */
   if (sh_atomic_load(&l->held, memory_order_relaxed)) return false;
-#ifdef SH_MUTANT_spinlock_load_store
-  /* Planted bug: test then set, not one exchange: two takers both get the lock. */
-  sh_atomic_store(&l->held, true, memory_order_relaxed);
-  return true;
-#else
   return !sh_atomic_exchange(&l->held, true, memory_order_acquire);
-#endif
 }
 
 static inline bool sh_spin_trylock(sh_spin *l) {

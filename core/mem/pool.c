@@ -353,12 +353,7 @@ void sh_pool_free(sh_pool *self, void *obj) {
   SH_ASSERT(o->cls < SH_POOL_CLASSES && "corrupt pool header");
   poison_free(o);
   sh_pool *owner = o->slab->owner;
-#ifdef SH_MUTANT_pool_free_to_wrong_pool
-  /* Planted bug: any worker's free goes to its own pool, whoever made the object. */
-  if (self != NULL)
-#else
   if (owner == self)
-#endif
     free_local(self, o);
   else if (self != NULL)
     sh_pool_free_foreign(self, o);

@@ -67,15 +67,7 @@ static void flush_class(sh_pool_class *c, uint32_t cls) {
 void sh_pool_free_foreign(sh_pool *self, sh_pool_obj *o) {
   sh_pool_class *c = &self->cls[o->cls];
   sh_pool *owner = o->slab->owner;
-#ifdef SH_MUTANT_pool_outbox_dropped
-  /* Planted bug: an outbox for another owner is emptied, not sent: its objects never go home. */
-  if (nout(c) > 0 && c->out_owner != owner) {
-    c->out_head = c->out_tail = NULL;
-    set_nout(c, 0);
-  }
-#else
   if (nout(c) > 0 && c->out_owner != owner) flush_class(c, o->cls);
-#endif
   c->out_owner = owner;
   o->next = c->out_head;
   if (c->out_head == NULL) c->out_tail = o;

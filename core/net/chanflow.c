@@ -140,10 +140,6 @@ static void stack_result(sh_stack_sink *s, sh_msg *reply, int error) {
 /* Writes the results whose turn came (all of them without head-of-line). */
 static void release(sh_channel *ch) {
   sh_ifl_item *it;
-#ifdef SH_MUTANT_chanflow_hol_out_of_order
-  /* Planted bug: results are written as their stacks finish, head-of-line or not. */
-  ch->stacks.head_of_line = false;
-#endif
   /* Bounded by the inflight stacks: each turn removes one, and none starts
    * meanwhile (only the pump starts them, from the outermost leave). */
   uint32_t left = ch->stacks.ninflight;
@@ -297,12 +293,7 @@ void sh_chanflow_fail_futures(sh_channel *ch, int error) {
   while ((it = sh_ifl_pop_any(&ch->futs)) != NULL) {
     SH_ASSERT(left-- > 0);
     sh_chrec *r = rec_of(it);
-#ifdef SH_MUTANT_chanflow_close_forgets_future
-    /* Planted bug: a close fails the futures still pending, but forgets those already written. */
-    if (r->msg != NULL) sh_future_resolve(ch->house, r->fid, NULL, error);
-#else
     sh_future_resolve(ch->house, r->fid, NULL, error);
-#endif
     rec_free(r);
   }
 }

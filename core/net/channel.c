@@ -131,12 +131,7 @@ void sh_channel_poke(sh_channel *ch) {
 /* The socket's readiness (its watch's, worker.h), on the channel's worker. */
 static void ready(sh_io_watch *w, uint32_t events) {
   sh_channel *ch = SH_LIST_ENTRY(w, sh_channel, watch);
-#ifdef SH_MUTANT_channel_ready_lost
-  /* Planted bug: readiness that comes while the event is queued is dropped, not gathered. */
-  if (!(ch->state & SH_CHS_EVENT)) ch->ready |= events;
-#else
   ch->ready |= events;
-#endif
   sh_channel_poke(ch);
 }
 
@@ -158,12 +153,7 @@ static const sh_event_type event_type = {
 /* ---- closing and freeing ---------------------------------------------------- */
 
 static void maybe_free(sh_channel *ch) {
-#ifdef SH_MUTANT_channel_free_event_queued
-  /* Planted bug: a channel is freed while its readiness event is still queued. */
-  const uint32_t held = 0;
-#else
   const uint32_t held = SH_CHS_EVENT;
-#endif
   if (!(ch->state & SH_CHS_FREE_DUE) || (ch->state & held) || ch->refs > 0 || ch->busy > 0) return;
   sh_list_remove(&ch->link);
   sh_pipeline_fini(&ch->pl);

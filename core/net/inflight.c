@@ -79,13 +79,7 @@ void sh_ifl_add(sh_ifl_queue *q, sh_ifl_item *it, bool barrier) {
 /* The rules of inflight.h for the pending head `it`. */
 static bool may_start(const sh_ifl_queue *q, const sh_ifl_item *it) {
   if (q->ninflight >= q->max_inflight || q->barriers_inflight > 0) return false;
-#ifdef SH_MUTANT_inflight_barrier_ignored
-  /* Planted bug: a barrier starts like any item, while others are inflight. */
-  (void)it;
-  return true;
-#else
   return !it->barrier || q->ninflight == 0;
-#endif
 }
 
 sh_ifl_item *sh_ifl_start(sh_ifl_queue *q) {

@@ -106,11 +106,7 @@ static void watermarks(sh_channel *ch) {
     ch->state |= SH_CHS_HIGH;
   } else if ((ch->state & SH_CHS_HIGH) && ch->out.len <= ch->o.write_low) {
     ch->state &= ~SH_CHS_HIGH;
-#ifndef SH_MUTANT_tcp_low_watermark_no_wake
     sh_chanflow_writable(ch);
-#else
-    /* Planted bug: the sends waiting for the low watermark are not completed. */
-#endif
     sh_channel_tell(ch, SH_CHANNEL_WRITABLE, 0);
   }
 }
@@ -121,12 +117,7 @@ static void write_some(sh_channel *ch) {
     int cnt = sh_buf_iov(&ch->out, iov, SH_FLUSH_IOV, ch->out.len);
     int64_t n = sh_net_writev(ch->sock, iov, cnt);
     if (n > 0) {
-#ifdef SH_MUTANT_tcp_partial_write_dropped
-      /* Planted bug: a partial write consumes all it offered, not what the socket took. */
-      for (int k = 0; k < cnt; k++) sh_buf_consume(&ch->out, iov[k].iov_len);
-#else
       sh_buf_consume(&ch->out, (size_t)n);
-#endif
     } else if (n == -EAGAIN || n == 0) {
       ch->state &= ~SH_CHS_WRITABLE;
     } else {
@@ -163,12 +154,7 @@ static void after_eof(sh_channel *ch) {
     sh_channel_tell(ch, SH_CHANNEL_EOF, 0);
     sh_chanflow_fail_futures(ch, -EPIPE);
   }
-#ifdef SH_MUTANT_channel_eof_close_early
-  /* Planted bug: the end of stream closes once no request waits, though a stack still runs. */
-  if (ch->stacks.npending == 0) ch->state |= SH_CHS_CLOSE_FLUSH;
-#else
   if (sh_chanflow_idle(ch)) ch->state |= SH_CHS_CLOSE_FLUSH;
-#endif
 }
 
 void sh_tcp_deferred(sh_channel *ch) {

@@ -35,11 +35,7 @@ uint32_t sh_hq_push(sh_house_queue *q, sh_hq_link *h, bool high) {
    * handshake with a parking owner (see worker.c): we increment, then read
    * its parked flag; it sets the flag, then reads this count. One of us sees
    * the other. */
-#ifdef SH_MUTANT_housequeue_count_after_link
-  uint32_t n; /* Planted bug: counted after it is linked (below). */
-#else
   uint32_t n = (uint32_t)sh_atomic_fetch_add(&q->count, 1, memory_order_seq_cst) + 1;
-#endif
   SH_YIELD("hq.push");
   sh_spin_lock(&l->lock);
   /* A house is in one queue at a time: never pushed twice in a row. */
@@ -55,10 +51,6 @@ uint32_t sh_hq_push(sh_house_queue *q, sh_hq_link *h, bool high) {
   l->linked++;
 #endif
   sh_spin_unlock(&l->lock);
-#ifdef SH_MUTANT_housequeue_count_after_link
-  /* Planted bug: a popper may take the house before it is counted. */
-  n = (uint32_t)sh_atomic_fetch_add(&q->count, 1, memory_order_seq_cst) + 1;
-#endif
   return n;
 }
 
@@ -101,14 +93,8 @@ static sh_hq_link *pop_list(sh_house_queue *q, sh_hq_list *l, bool try_only) {
 
 static sh_hq_link *pop(sh_house_queue *q, bool try_only) {
   if (sh_atomic_load(&q->count, memory_order_relaxed) == 0) return NULL;
-#ifdef SH_MUTANT_housequeue_normal_first
-  /* Planted bug: the normal list is served before the high-priority one. */
-  sh_hq_link *h = pop_list(q, &q->sub[0], try_only);
-  if (h == NULL) h = pop_list(q, &q->sub[1], try_only);
-#else
   sh_hq_link *h = pop_list(q, &q->sub[1], try_only);
   if (h == NULL) h = pop_list(q, &q->sub[0], try_only);
-#endif
   SH_DEBUG_ASSERT(h == NULL || h->next == NULL); /* handed out unlinked */
   return h;
 }

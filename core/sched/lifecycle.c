@@ -221,14 +221,8 @@ static int drain(sh_system *sys) {
    * in flight are over (quiesce_outside), so what moves is finite. */
   SH_ASSERT(sh_system_is_shut(sys));
   sh_hstore_each(sys, stop_house, NULL);
-#ifdef SH_MUTANT_lifecycle_drain_once
-  /* Planted bug: one pass, not until quiet: work a pass made is never run. */
-  drain_pass(sys);
-  return 0;
-#else
   for (int pass = 0; pass < SH_SHUTDOWN_MAX_PASSES; pass++)
     if (!drain_pass(sys)) return 0;
-#endif
   sh_counters_shared_add(&sys->counters, SH_C_DRAIN_OVERRUNS, 1);
   return -EBUSY;
 }
@@ -269,12 +263,7 @@ int sh_system_shutdown(sh_system *sys) {
    * also pairs with is_shut's acquire. */
   sh_atomic_store(&sys->shut, true, memory_order_seq_cst);
   if (sys->started) stop_workers(sys);
-#ifdef SH_MUTANT_lifecycle_no_quiesce
-  /* Planted bug: outside sends still in flight race with the drain. */
-  (void)quiesce_outside;
-#else
   quiesce_outside(sys);
-#endif
   /* Alone now: act as worker 0 so pools and wheels have an owner. */
   sh_worker_enter(&sys->workers[0]);
   int rc = drain(sys);

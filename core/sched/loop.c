@@ -121,13 +121,7 @@ static bool steal(sh_worker *w) {
     uint64_t readies = sh_hq_count(&v->state);
     if (readies <= sys->cfg.steal_floor || w->idle_count * readies < sys->cfg.steal_aggression)
       continue;
-#ifdef SH_MUTANT_loop_steal_io
-    /* Planted bug: a thief takes an IO actor too, off its worker. */
-    sh_hq_link *l = sh_hq_trypop(&v->io);
-    if (l == NULL) l = sh_hq_trypop(&v->state);
-#else
     sh_hq_link *l = sh_hq_trypop(&v->state);
-#endif
     if (l == NULL) continue;
     run_house(w, l);
     return true;
@@ -136,13 +130,8 @@ static bool steal(sh_worker *w) {
 }
 
 static bool work_visible(sh_worker *w, uint64_t now) {
-#ifdef SH_MUTANT_loop_park_no_recheck
-  (void)w, (void)now;
-  return false; /* Planted bug: a parking worker does not look at its queues again. */
-#else
   return sh_hq_count(&w->mounting) + sh_hq_count(&w->io) + sh_hq_count(&w->state) > 0 ||
          sh_wheel_next_ns(&w->wheel) <= now;
-#endif
 }
 
 static bool stopping(const sh_worker *w) {

@@ -69,12 +69,7 @@ void sh_count_n(sh_system *sys, sh_counter k, uint64_t n) { count_into(sys, k, n
 
 void sh_worker_wake(sh_worker *w) {
   /* seq_cst: the load half of the parking handshake (file comment). */
-#ifdef SH_MUTANT_worker_wake_relaxed
-  /* Planted bug: relaxed, the load half of the handshake may miss parked = 1. */
-  if (sh_atomic_load(&w->parked, memory_order_relaxed) == 0) return;
-#else
   if (sh_atomic_load(&w->parked, memory_order_seq_cst) == 0) return;
-#endif
   if (sh_atomic_exchange(&w->parked, 0, memory_order_seq_cst) == 0) return;
   SH_ASSERT(w->index < w->sys->nworkers); /* the platform wakes by index */
   SH_YIELD("worker.wake");
@@ -114,12 +109,7 @@ void sh_worker_enqueue(sh_system *sys, uint32_t owner, sh_hq_link *l, bool high,
     uint32_t n = sh_hq_push(&w->state, l, high);
     offer_backlog(w, n);
   }
-#ifdef SH_MUTANT_worker_wake_first_only
-  /* Planted bug: only the push that made the backlog one wakes the owner. */
-  if (sh_hq_count(&w->state) + sh_hq_count(&w->io) == 1) sh_worker_wake(w);
-#else
   sh_worker_wake(w);
-#endif
 }
 
 void sh_worker_enqueue_mount(sh_system *sys, uint32_t owner, sh_hq_link *l) {

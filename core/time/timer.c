@@ -88,11 +88,7 @@ void sh_timer_cancel_node(sh_worker *w, sh_timer *t) {
     return;
   }
   SH_ASSERT(s == SH_TIMER_FIRED);
-#ifdef SH_MUTANT_timer_cancel_fired_alive
-  /* Planted bug: a timer cancelled after it fired is not marked dead: it still calls timeout. */
-#else
   t->dead = true;
-#endif
 }
 
 static void fire_periodic(sh_worker *w, sh_timer *t) {
@@ -123,17 +119,11 @@ static void fire(sh_wheel_link *l, void *ctx) {
   /* acq_rel: success hands the node to the actor (release: our writes to it
    * happen before the actor's CAS failure reads FIRED); failure means the
    * actor cancelled, and acquire makes its writes visible before we free. */
-#ifdef SH_MUTANT_timer_fire_no_recheck
-  /* Planted bug: a plain store trusts the load above: a cancel since then is lost. */
-  (void)s;
-  sh_atomic_store(&t->state, SH_TIMER_FIRED, memory_order_release);
-#else
   if (!sh_atomic_cas(&t->state, &s, SH_TIMER_FIRED, memory_order_acq_rel,
                                                memory_order_acquire)) {
     sh_mem_free(t); /* cancelled between the load and the CAS */
     return;
   }
-#endif
   sh_house_push(t->house, SH_BOX_EVENT, &t->hdr);
 }
 

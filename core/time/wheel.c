@@ -98,12 +98,7 @@ __attribute__((unused)) static bool overflow_min_holds(const sh_wheel *w) {
 static uint64_t next_event(const sh_wheel *w, uint64_t limit) {
   for (unsigned level = 0; level < SH_WHEEL_LEVELS; level++) {
     uint64_t span_start = w->now_tick & ~span_mask(level + 1);
-#ifdef SH_MUTANT_wheel_next_skips_slot
-    /* Planted bug: the scan starts one slot late: the very next slot is overlooked. */
-    for (uint64_t s = digit(w->now_tick, level) + 2; s < SH_WHEEL_SLOTS; s++) {
-#else
     for (uint64_t s = digit(w->now_tick, level) + 1; s < SH_WHEEL_SLOTS; s++) {
-#endif
       uint64_t tick = span_start | s << level_shift(level);
       if (tick > limit) return limit;
       if (!sh_list_empty(&w->slots[level][s])) return tick;
