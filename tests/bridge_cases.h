@@ -453,6 +453,37 @@ static void case_busy_steal(void) {
   assert_int_equal(k.wrong, 0);
 }
 
+/* ---- 11. bridges made while the system shuts down --------------------------------------- */
+
+/* Threads make and free bridges (at most CHURN_MAX) during a shutdown, which
+ * stores `shut` without the registry lock: each new one works or is -ESHUTDOWN. */
+#define CHURN_MAX 20000
+typedef struct churner { sh_system *sys; int rc; } churner;
+
+static void churner_main(void *arg) {
+  churner *c = arg;
+  sh_bridge *b = NULL;
+  for (int i = 0; i < CHURN_MAX && (c->rc = sh_bridge_new(c->sys, &b)) == 0; i++) sh_bridge_free(b);
+}
+
+static void case_new_vs_shutdown(void) {
+  sh_system *sys = new_system();
+  assert_int_equal(sh_system_start(sys), 0);
+  static churner c[2];
+  sh_plat_thread *t[2];
+  for (int k = 0; k < 2; k++) {
+    c[k] = (churner){.sys = sys};
+    t[k] = thread_start(churner_main, &c[k]);
+  }
+  backend_pause();
+  assert_int_equal(sh_system_shutdown(sys), 0);
+  for (int k = 0; k < 2; k++) {
+    sh_plat_thread_join(t[k]);
+    assert_true(c[k].rc == 0 || c[k].rc == -ESHUTDOWN);
+  }
+  finish(sys);
+}
+
 #define BRIDGE_CASES(X) \
   X(recv_modes)         \
   X(many_asks)          \
@@ -463,6 +494,7 @@ static void case_busy_steal(void) {
   X(shutdown)           \
   X(reuse)              \
   X(misuse)             \
-  X(busy_steal)
+  X(busy_steal)         \
+  X(new_vs_shutdown)
 
 #endif

@@ -17,7 +17,9 @@
  *      blocked for room; no bridge after shutdown;
  *   8. a freed bridge's late reply never reaches its next user;
  *   9. misuse: NULL arguments, wrong message kinds, a bridge from a worker;
- *  10. a thread asking in a loop while a busy workload makes workers steal.
+ *  10. a thread asking in a loop while a busy workload makes workers steal;
+ *  11. threads making and freeing bridges while the system shuts down: each
+ *      sh_bridge_new succeeds or is -ESHUTDOWN.
  * No timing assertion: timeouts used here expire on things that cannot
  * happen, and waits for other threads poll with a bound.
  */

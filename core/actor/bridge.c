@@ -58,14 +58,17 @@ static void bridge_open(sh_bridge *b) {
   b->open = true;
 }
 
-/* Under the registry lock: a closed bridge to reuse, else `fresh`
- * registered, else NULL. */
+/* Under the registry lock, once the caller found the system not shut: a
+ * closed bridge to reuse, else `fresh` registered, else NULL. Not `shut`
+ * read again here: shutdown stores it without the lock, so it may have
+ * turned since the caller's look. What bounds sh_bridge_shutdown's walk is
+ * that it takes this lock after that store: a take that saw `shut` false
+ * and holds the lock joins the list before the walk begins. */
 static sh_bridge *bridge_take(sh_system *sys, sh_bridge *fresh) {
-  /* Decided under the lock: once shut, no bridge joins the list (what
-   * bounds sh_bridge_shutdown's walk). */
-  SH_ASSERT(!sh_system_is_shut(sys));
   sh_bridge *b = sys->bridge_free;
+  SH_ASSERT(fresh == NULL || !fresh->open);
   if (b != NULL) {
+    SH_ASSERT(!b->open); /* the free list holds closed bridges (sh_bridge_free) */
     sys->bridge_free = b->free_next;
     return b;
   }
@@ -373,8 +376,9 @@ void sh_bridge_shutdown(sh_system *sys) {
     sys->bridge_free = closed;
     sh_spin_unlock(&sys->reg_lock);
   }
-  /* `shut` was set under the lock before this: no bridge joins the list any
-   * more (bridge_take checks it), so it can be walked without the lock.
+  /* `shut` was stored before the lock was taken above: no bridge joins the
+   * list any more (bridge_get looks under it), so it can be walked without
+   * the lock.
    * Bounded by the bridges, which nothing counts: a list that no longer
    * grows. */
   for (sh_bridge *b = sys->bridges; b != NULL; b = b->all_next) sh_sleeper_wake(&b->sleeper);
