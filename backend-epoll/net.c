@@ -1,11 +1,11 @@
 /*
  * The socket seam (core/netplat.h) on Linux: non-blocking, close-on-exec
- * IPv4 sockets, watched edge-triggered on their worker's epoll set (see
- * net.h for the stash that park fills and sh_net_poll empties).
+ * IPv4 sockets, watched edge-triggered on their worker's epoll set, whose
+ * events the worker's wait (plat.c, sh_plat_wait) reports (net.h).
  *
- * sh_net_close must be called on the thread of the worker that watches the
- * socket (or on the thread that drives that worker by parking and polling):
- * it drops the socket's stashed reports, which only that thread touches.
+ * sh_net_close is called on the thread of the worker that watches the
+ * socket (or on the thread that drives that worker by waiting as it): it
+ * finds the socket's epoll set through that thread's platform.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* accept4 */
@@ -21,6 +21,7 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -34,46 +35,6 @@
   do {                        \
     (r) = (call);             \
   } while ((r) < 0 && errno == EINTR)
-
-/* The platform whose workers this thread drives; sh_net_close's way back to
- * the stash of the socket it closes. */
-static _Thread_local sh_plat *sh_net_tls_plat;
-
-/* ---- state shared with plat.c ------------------------------------------- */
-
-int sh_net_state_init(sh_net_state *st) {
-  memset(st, 0, sizeof *st);
-  return -pthread_mutex_init(&st->mu, NULL);
-}
-
-void sh_net_state_free(sh_net_state *st) {
-  pthread_mutex_destroy(&st->mu);
-  free(st->slots);
-  st->slots = NULL;
-  st->nslots = 0;
-}
-
-static uint32_t sh_net_events(uint32_t ep) {
-  uint32_t ev = 0;
-  if (ep & EPOLLIN) ev |= SH_IO_IN;
-  if (ep & EPOLLOUT) ev |= SH_IO_OUT;
-  if (ep & (EPOLLRDHUP | EPOLLHUP)) ev |= SH_IO_HUP;
-  if (ep & EPOLLERR) ev |= SH_IO_ERR;
-  return ev;
-}
-
-void sh_net_stash_event(sh_net_stash *stash, const struct epoll_event *ev) {
-  assert(stash->n < SH_NET_BATCH);
-  stash->ev[stash->n].token = ev->data.ptr;
-  stash->ev[stash->n].events = sh_net_events(ev->events);
-  stash->n++;
-}
-
-void sh_net_thread_enter(sh_plat *p) { sh_net_tls_plat = p; }
-
-void sh_net_thread_forget(sh_plat *p) {
-  if (sh_net_tls_plat == p) sh_net_tls_plat = NULL;
-}
 
 /* ---- readiness ----------------------------------------------------------- */
 
@@ -124,58 +85,6 @@ int sh_net_watch(sh_plat *p, uint32_t worker, sh_sock s, void *token) {
    * one (-EEXIST) leaves the first in place. */
   (void)sh_net_slot_set(st, s, old.token, old.worker, NULL);
   return rc;
-}
-
-/* Hands the first k stashed reports to fn and keeps the rest in order. */
-static void sh_net_stash_report(sh_net_stash *stash, uint32_t k, sh_net_ready_fn fn) {
-  for (uint32_t i = 0; i < k; i++) fn(stash->ev[i].token, stash->ev[i].events);
-  memmove(stash->ev, stash->ev + k, (stash->n - k) * sizeof stash->ev[0]);
-  stash->n -= k;
-}
-
-/* Drops every stashed report of token. */
-static void sh_net_stash_drop(sh_net_stash *stash, const void *token) {
-  uint32_t kept = 0;
-  for (uint32_t i = 0; i < stash->n; i++)
-    if (stash->ev[i].token != token) stash->ev[kept++] = stash->ev[i];
-  stash->n = kept;
-}
-
-/* One epoll_wait without waiting, reporting at most `room` sockets. The
- * wakeup eventfd is left as it is: draining it here would lose a wake sent
- * before the worker's next park. Sets *more when the set may hold more. */
-static uint32_t sh_net_poll_once(int epfd, uint32_t room, sh_net_ready_fn fn, bool *more) {
-  struct epoll_event evs[SH_NET_BATCH];
-  /* One slot more than the room, so the eventfd (level-triggered: it comes
-   * back while a wake is pending) cannot crowd out the last socket. */
-  int want = room + 1 < SH_NET_BATCH ? (int)room + 1 : SH_NET_BATCH;
-  int n;
-  SH_NET_RETRY(n, epoll_wait(epfd, evs, want, 0));
-  assert(n >= 0); /* only a bad descriptor could fail */
-  uint32_t got = 0;
-  for (int i = 0; i < n; i++) {
-    if (evs[i].data.ptr == NULL) continue;
-    fn(evs[i].data.ptr, sh_net_events(evs[i].events));
-    got++;
-  }
-  *more = n == want && got > 0;
-  return got;
-}
-
-uint32_t sh_net_poll(sh_plat *p, uint32_t worker, uint32_t max) {
-  assert(p != NULL && worker < sh_plat_nworkers(p));
-  sh_net_thread_enter(p);
-  sh_net_ready_fn fn = sh_plat_net(p)->ready;
-  assert(fn != NULL && "sh_net_set_ready before sh_net_poll");
-  sh_net_stash *stash = sh_plat_stash(p, worker);
-  uint32_t done = stash->n < max ? stash->n : max;
-  sh_net_stash_report(stash, done, fn);
-  bool more = true;
-  while (done < max && more) {
-    uint32_t room = max - done < SH_NET_BATCH ? max - done : SH_NET_BATCH;
-    done += sh_net_poll_once(sh_plat_epfd(p, worker), room, fn, &more);
-  }
-  return done;
 }
 
 /* ---- addresses and options ----------------------------------------------- */
@@ -299,10 +208,10 @@ int64_t sh_net_writev(sh_sock s, const struct iovec *iov, int iovcnt) {
 int sh_net_shutdown(sh_sock s) { return shutdown(s, SHUT_WR) < 0 ? -errno : 0; }
 
 /* Forgets who watches s, taking it out of its worker's epoll set (which a
- * close does only once no other descriptor shares the socket) and dropping
- * its stashed reports. Needs the platform this thread drives. */
+ * close does only once no other descriptor shares the socket). Needs the
+ * platform this thread drives. */
 static void sh_net_unwatch(sh_sock s) {
-  sh_plat *p = sh_net_tls_plat;
+  sh_plat *p = sh_plat_current();
   if (p == NULL) return;
   sh_net_state *st = sh_plat_net(p);
   sh_net_slot old = {0};
@@ -314,7 +223,6 @@ static void sh_net_unwatch(sh_sock s) {
   pthread_mutex_unlock(&st->mu);
   if (old.token == NULL) return;
   (void)epoll_ctl(sh_plat_epfd(p, old.worker), EPOLL_CTL_DEL, s, NULL);
-  sh_net_stash_drop(sh_plat_stash(p, old.worker), old.token);
 }
 
 void sh_net_close(sh_sock s) {

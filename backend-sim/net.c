@@ -42,9 +42,9 @@
  *
  * Readiness is edge-triggered: an arrival (or room to write) adds the
  * socket to its watching worker's ready list, once, with the events ORed,
- * and makes that worker runnable if parked; sh_plat_park returns at once
- * while the list has something; sh_net_poll hands it to the readiness
- * function with, as epoll does, whatever else holds then (writable,
+ * and makes that worker runnable if parked; its wait (sh_plat_wait)
+ * returns at once while the list has something, and hands it to the
+ * readiness function with, as epoll does, whatever else holds then (writable,
  * readable, at the end of stream, reset). A new watch reports what the
  * socket already has. Closing a socket takes it out of every list.
  *
@@ -398,7 +398,7 @@ void sh_simnet_notify(sh_simnet_sock *k, uint32_t events) {
   sh_plat *p = S->plat;
   if (p == NULL || k->watcher >= p->nworkers) return;
   sh_simrun_fiber *f = &p->f[k->watcher];
-  if (f->state != SH_SIMRUN_PARKED) return; /* its next park sees the list */
+  if (f->state != SH_SIMRUN_PARKED) return; /* its next wait sees the list */
   sh_simrun_make_runnable(f);
   sh_simrun_recompute_deadline(p);
 }
@@ -437,8 +437,7 @@ int sh_net_watch(sh_plat *p, uint32_t worker, sh_sock s, void *token) {
   return 0;
 }
 
-uint32_t sh_net_poll(sh_plat *p, uint32_t worker, uint32_t max) {
-  (void)p;
+uint32_t sh_simnet_report(uint32_t worker, uint32_t max) {
   if (worker >= SH_SIM_MAX_WORKERS) return 0;
   sh_simnet_list *l = &N.ready[worker];
   uint32_t i = 0, got = 0;

@@ -17,9 +17,10 @@
  * closed or reset. Between two reports the core must itself remember that
  * more may remain (it stopped reading before -EAGAIN). Reports reach the
  * readiness function only on the watching worker, and only from inside
- * sh_net_poll; never after sh_net_close of the socket returned. A parked
- * worker is woken by readiness of its sockets: sh_plat_park returns, and
- * keeps what it saw for the next sh_net_poll, which reports it first.
+ * sh_plat_wait (core/plat.h), the worker's one call that both sleeps and
+ * polls; never after sh_net_close of the socket returned. A sleeping
+ * worker is woken by readiness of its sockets, and the same call reports
+ * it before it returns: nothing is kept for later.
  */
 #ifndef SH_NETPLAT_H
 #define SH_NETPLAT_H
@@ -47,7 +48,7 @@ enum {
 };
 
 /* Called on the watching worker with the token given to sh_net_watch. It
- * must not close sockets or call sh_net_poll: it only notes the event. */
+ * must not close sockets or call sh_plat_wait: it only notes the event. */
 typedef void (*sh_net_ready_fn)(void *token, uint32_t events);
 
 /* The core's readiness function, for every worker of p; once, before
@@ -58,10 +59,6 @@ void sh_net_set_ready(sh_plat *p, sh_net_ready_fn fn);
  * triggered), reporting `token`. Any thread. A socket is watched by one
  * worker at most, once. */
 int sh_net_watch(sh_plat *p, uint32_t worker, sh_sock s, void *token);
-
-/* Reports worker `worker`'s pending readiness without waiting, at most
- * `max` reports; how many. The worker's own thread. */
-uint32_t sh_net_poll(sh_plat *p, uint32_t worker, uint32_t max);
 
 /* TCP. A listener with SO_REUSEADDR; port 0 picks a free port (sh_net_local
  * says which). */

@@ -1,8 +1,8 @@
 /*
  * The harness of the fake network's tests (test_sim_net, test_sim_netfault):
  * a simulated platform driven directly, its workers running bodies that do
- * their IO through the socket seam (core/netplat.h), poll their readiness
- * and park while the virtual clock jumps to the arrivals. Bodies run on
+ * their IO through the socket seam (core/netplat.h) and wait for their
+ * readiness (sh_plat_wait) while the virtual clock jumps to the arrivals. Bodies run on
  * fibers, where cmocka cannot fail: they note the first failed check
  * (CHECK), which run() asserts on after the join.
  */
@@ -107,22 +107,21 @@ static void run(uint32_t workers, body_fn b0, body_fn b1) {
 
 /* ---- helpers on a worker ------------------------------------------------------- */
 
-/* Parks until t reported one of `want`; those events (0 after 1,000
+/* Waits until t reported one of `want`; those events (0 after 1,000
  * virtual seconds). */
 static uint32_t await(uint32_t w, tsock *t, uint32_t want) {
   for (int i = 0; i < 1000; i++) {
-    sh_net_poll(P, w, 64);
     uint32_t e = t->ev & want;
     t->ev &= ~want;
     if (e != 0) return e;
-    sh_plat_park(P, w, sh_plat_now_ns() + SEC);
+    sh_plat_wait(P, w, sh_plat_now_ns() + SEC, 64);
   }
   return 0;
 }
 
 static void nap(uint32_t w, uint64_t ns) {
   uint64_t until = sh_plat_now_ns() + ns;
-  while (sh_plat_now_ns() < until) sh_plat_park(P, w, until); /* bounded by the clock */
+  while (sh_plat_now_ns() < until) sh_plat_wait(P, w, until, 64); /* bounded by the clock */
 }
 
 static void note_read(sh_sock s, const unsigned char *p, int64_t n) {
@@ -241,8 +240,7 @@ static int64_t recv_u2(uint32_t w, char *buf, size_t len, uint64_t within) {
   for (;;) { /* bounded by the clock */
     int64_t r = sh_net_recvfrom(U2.s, buf, len, &u2_from);
     if (r != -EAGAIN || sh_plat_now_ns() >= until) return r;
-    sh_net_poll(P, w, 64);
-    sh_plat_park(P, w, until);
+    sh_plat_wait(P, w, until, 64);
   }
 }
 

@@ -73,6 +73,9 @@ void sh_worker_wake(sh_worker *w) {
 #else
   if (sh_atomic_load(&w->parked, memory_order_seq_cst) == 0) return;
 #endif
+  /* The worker itself, queueing what its own wait reports (loop.c park):
+   * it is awake, and runs a turn once the wait returns. */
+  if (sh_worker_current() == w) return;
   if (sh_atomic_exchange(&w->parked, 0, memory_order_seq_cst) == 0) return;
   SH_YIELD("worker.wake");
   /* Fault point: the platform refuses the wake for now (as an interrupted
