@@ -19,6 +19,7 @@
 #include <fiu-local.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -87,7 +88,7 @@ int sh_net_watch(sh_plat *p, uint32_t worker, sh_sock s, void *token) {
   return rc;
 }
 
-/* ---- addresses and options ----------------------------------------------- */
+/* ---- addresses ------------------------------------------------------------ */
 
 static struct sockaddr_in sh_net_sockaddr(const sh_netaddr *a) {
   struct sockaddr_in sa;
@@ -103,37 +104,81 @@ static void sh_net_from_sockaddr(const struct sockaddr_in *sa, sh_netaddr *out) 
   out->port = ntohs(sa->sin_port);
 }
 
-static int sh_net_setopt(int fd, int level, int name) {
-  int one = 1;
-  return setsockopt(fd, level, name, &one, sizeof one) < 0 ? -errno : 0;
+/* ---- sockets and options -------------------------------------------------- */
+
+int sh_net_socket(sh_net_type type, sh_sock *out) {
+  assert(out != NULL);
+  int t = type == SH_NET_TCP ? SOCK_STREAM : type == SH_NET_UDP ? SOCK_DGRAM : -1;
+  if (t < 0) return -EINVAL;
+  int fd = socket(AF_INET, t | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  *out = fd;
+  return 0;
 }
 
-/* A new non-blocking, close-on-exec IPv4 socket of type `type`, or -errno. */
-static int sh_net_socket(int type) {
-  int fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  return fd < 0 ? -errno : fd;
+/* setsockopt's level and name for opt; -EINVAL for an unknown one. */
+static int sh_net_optname(sh_sockopt opt, int *level, int *name) {
+  *level = SOL_SOCKET;
+  switch (opt) {
+  case SH_SO_REUSEADDR: *name = SO_REUSEADDR; return 0;
+  case SH_SO_REUSEPORT: *name = SO_REUSEPORT; return 0;
+  case SH_SO_KEEPALIVE: *name = SO_KEEPALIVE; return 0;
+  case SH_SO_SNDBUF: *name = SO_SNDBUF; return 0;
+  case SH_SO_RCVBUF: *name = SO_RCVBUF; return 0;
+  case SH_TCP_NODELAY:
+    *level = IPPROTO_TCP;
+    *name = TCP_NODELAY;
+    return 0;
+  }
+  return -EINVAL;
 }
 
-/* Closes fd and passes rc (< 0) on: the tail of every failed setup. */
-static int sh_net_fail(int fd, int rc) {
-  close(fd);
-  return rc;
+static bool sh_net_is_flag(sh_sockopt opt) { return opt != SH_SO_SNDBUF && opt != SH_SO_RCVBUF; }
+
+/* -ENOPROTOOPT for SO_KEEPALIVE on a socket that is not a stream: Linux
+ * takes it there without effect, the seam says the transport lacks it.
+ * (TCP_NODELAY on a UDP socket Linux refuses by itself.) Asked of the
+ * socket only for that option: the others cost no extra call. */
+static int sh_net_check_stream(sh_sock s, sh_sockopt opt) {
+  if (opt != SH_SO_KEEPALIVE) return 0;
+  int type = 0;
+  socklen_t len = sizeof type;
+  if (getsockopt(s, SOL_SOCKET, SO_TYPE, &type, &len) < 0) return -errno;
+  return type == SOCK_STREAM ? 0 : -ENOPROTOOPT;
+}
+
+int sh_net_setopt(sh_sock s, sh_sockopt opt, int value) {
+  int level, name;
+  int rc = sh_net_optname(opt, &level, &name);
+  if (rc < 0) return rc;
+  if (sh_net_is_flag(opt) ? value != 0 && value != 1 : value < 1) return -EINVAL;
+  rc = sh_net_check_stream(s, opt);
+  if (rc < 0) return rc;
+  return setsockopt(s, level, name, &value, sizeof value) < 0 ? -errno : 0;
+}
+
+int sh_net_getopt(sh_sock s, sh_sockopt opt, int *value) {
+  int level, name;
+  int rc = sh_net_optname(opt, &level, &name);
+  if (rc < 0 || value == NULL) return -EINVAL;
+  rc = sh_net_check_stream(s, opt);
+  if (rc < 0) return rc;
+  int v = 0;
+  socklen_t len = sizeof v;
+  if (getsockopt(s, level, name, &v, &len) < 0) return -errno;
+  *value = sh_net_is_flag(opt) ? v != 0 : v;
+  return 0;
+}
+
+int sh_net_bind(sh_sock s, const sh_netaddr *at) {
+  assert(at != NULL);
+  struct sockaddr_in sa = sh_net_sockaddr(at);
+  return bind(s, (struct sockaddr *)&sa, sizeof sa) < 0 ? -errno : 0;
 }
 
 /* ---- TCP ------------------------------------------------------------------ */
 
-int sh_net_listen(const sh_netaddr *at, int backlog, sh_sock *out) {
-  assert(at != NULL && out != NULL);
-  int fd = sh_net_socket(SOCK_STREAM);
-  if (fd < 0) return fd;
-  int rc = sh_net_setopt(fd, SOL_SOCKET, SO_REUSEADDR);
-  if (rc < 0) return sh_net_fail(fd, rc);
-  struct sockaddr_in sa = sh_net_sockaddr(at);
-  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) return sh_net_fail(fd, -errno);
-  if (listen(fd, backlog) < 0) return sh_net_fail(fd, -errno);
-  *out = fd;
-  return 0;
-}
+int sh_net_listen(sh_sock s, int backlog) { return listen(s, backlog) < 0 ? -errno : 0; }
 
 int sh_net_accept(sh_sock l, sh_sock *out, sh_netaddr *peer) {
   assert(out != NULL);
@@ -148,27 +193,19 @@ int sh_net_accept(sh_sock l, sh_sock *out, sh_netaddr *peer) {
     fd = accept4(l, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
   } while (fd < 0 && (errno == EINTR || errno == ECONNABORTED));
   if (fd < 0) return -errno;
-  int rc = sh_net_setopt(fd, IPPROTO_TCP, TCP_NODELAY);
-  if (rc < 0) return sh_net_fail(fd, rc);
   if (peer != NULL) sh_net_from_sockaddr(&sa, peer);
   *out = fd;
   return 0;
 }
 
-int sh_net_connect(const sh_netaddr *to, sh_sock *out) {
-  assert(to != NULL && out != NULL);
+int sh_net_connect(sh_sock s, const sh_netaddr *to) {
+  assert(to != NULL);
   if (sh_fault("sh/net/connect")) return -ECONNREFUSED;
-  int fd = sh_net_socket(SOCK_STREAM);
-  if (fd < 0) return fd;
-  int rc = sh_net_setopt(fd, IPPROTO_TCP, TCP_NODELAY);
-  if (rc < 0) return sh_net_fail(fd, rc);
   struct sockaddr_in sa = sh_net_sockaddr(to);
   /* Not retried on EINTR: the connect goes on in the background (a second
    * call would say EALREADY), and its end is reported like EINPROGRESS's. */
-  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 && errno != EINPROGRESS &&
-      errno != EINTR)
-    return sh_net_fail(fd, -errno);
-  *out = fd;
+  if (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0 && errno != EINPROGRESS && errno != EINTR)
+    return -errno;
   return 0;
 }
 
@@ -234,16 +271,6 @@ void sh_net_close(sh_sock s) {
 }
 
 /* ---- UDP ------------------------------------------------------------------ */
-
-int sh_net_udp_open(const sh_netaddr *at, sh_sock *out) {
-  assert(at != NULL && out != NULL);
-  int fd = sh_net_socket(SOCK_DGRAM);
-  if (fd < 0) return fd;
-  struct sockaddr_in sa = sh_net_sockaddr(at);
-  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) return sh_net_fail(fd, -errno);
-  *out = fd;
-  return 0;
-}
 
 int64_t sh_net_sendto(sh_sock s, const void *buf, size_t len, const sh_netaddr *to) {
   assert(to != NULL);

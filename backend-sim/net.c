@@ -91,7 +91,6 @@
 #define SH_SIMNET_DELAY_SPAN 19000000u /* plus up to this */
 #define SH_SIMNET_CUT_NS 50000000u    /* sh/net/partition: at least this, */
 #define SH_SIMNET_CUT_SPAN 150000000u /* plus up to this */
-#define SH_SIMNET_FIRST_PORT 49152u
 #define SH_SIMNET_MAX_CUTS 16
 
 typedef struct sh_simnet_cut {
@@ -108,11 +107,9 @@ static struct {
   sh_simrng rng;
   sh_simnet_sock **tab; /* by number; NULL once closed */
   uint32_t nsocks, capsocks;
-  sh_simnet_list bound;
   sh_simnet_ev *heap; /* arrivals, earliest (at, seq) first */
   uint32_t nev, capev;
   uint64_t seq;
-  uint32_t next_port;
   sh_simnet_cut cuts[SH_SIMNET_MAX_CUTS];
   uint32_t ncuts;
   sh_net_ready_fn ready_fn;
@@ -123,7 +120,7 @@ static sh_simrun *const S = &sh_simrun_state;
 
 /* ---- small growable arrays ------------------------------------------------- */
 
-static int grow(void **a, uint32_t *cap, uint32_t need, size_t size) {
+int sh_simnet_grow(void **a, uint32_t *cap, uint32_t need, size_t size) {
   if (need <= *cap) return 0;
   uint32_t c = *cap != 0 ? *cap * 2 : 16;
   while (c < need) c *= 2;
@@ -135,18 +132,9 @@ static int grow(void **a, uint32_t *cap, uint32_t need, size_t size) {
 }
 
 static int list_push(sh_simnet_list *l, sh_sock id) {
-  if (grow((void **)&l->ids, &l->cap, l->n + 1, sizeof(*l->ids)) != 0) return -ENOMEM;
+  if (sh_simnet_grow((void **)&l->ids, &l->cap, l->n + 1, sizeof(*l->ids)) != 0) return -ENOMEM;
   l->ids[l->n++] = id;
   return 0;
-}
-
-static void list_remove(sh_simnet_list *l, sh_sock id) {
-  for (uint32_t i = 0; i < l->n; i++)
-    if (l->ids[i] == id) {
-      memmove(&l->ids[i], &l->ids[i + 1], (l->n - i - 1) * sizeof(*l->ids));
-      l->n--;
-      return;
-    }
 }
 
 /* ---- sockets ------------------------------------------------------------------ */
@@ -158,13 +146,14 @@ sh_simnet_sock *sh_simnet_get(sh_sock s, sh_simnet_kind kind) {
 
 int sh_simnet_sock_new(sh_simnet_kind kind, sh_simnet_sock **out) {
   if (N.nsocks == INT32_MAX) return -EMFILE;
-  if (grow((void **)&N.tab, &N.capsocks, N.nsocks + 1, sizeof(*N.tab)) != 0) return -ENOMEM;
+  if (sh_simnet_grow((void **)&N.tab, &N.capsocks, N.nsocks + 1, sizeof(*N.tab)) != 0) return -ENOMEM;
   sh_simnet_sock *k = calloc(1, sizeof(*k));
   if (k == NULL) return -ENOMEM;
   k->id = (sh_sock)N.nsocks;
   k->kind = kind;
   k->peer_id = -1;
   k->watcher = SH_SIMNET_NO_WORKER;
+  sh_simnet_opts_init(k);
   N.tab[N.nsocks++] = k;
   sh_simrun_mix(SH_SIMRUN_MIX_NET);
   sh_simrun_mix(((uint64_t)kind << 32) | (uint32_t)k->id);
@@ -173,66 +162,12 @@ int sh_simnet_sock_new(sh_simnet_kind kind, sh_simnet_sock **out) {
 }
 
 void sh_simnet_sock_free(sh_simnet_sock *k) {
-  if (k->bound) list_remove(&N.bound, k->id);
+  if (k->bound) sh_simnet_unbind(k);
   sh_simnet_seg_free(k->rx);
   sh_simnet_seg_free(k->held);
   free(k->acceptq);
   N.tab[k->id] = NULL; /* its ready-list entry is skipped from now on */
   free(k);
-}
-
-static bool same_addr(uint32_t bound_ip, uint16_t bound_port, const sh_netaddr *a) {
-  return bound_port == a->port && (bound_ip == a->ip || bound_ip == 0 || a->ip == 0);
-}
-
-sh_simnet_sock *sh_simnet_find(sh_simnet_kind kind, const sh_netaddr *a) {
-  for (uint32_t i = 0; i < N.bound.n; i++) {
-    sh_simnet_sock *k = N.tab[N.bound.ids[i]];
-    if (k->kind == kind && same_addr(k->local.ip, k->local.port, a)) return k;
-  }
-  return NULL;
-}
-
-bool sh_simnet_host(uint32_t ip) {
-  if (ip >> 24 == 127) return true;
-  for (uint32_t i = 0; i < N.bound.n; i++) {
-    uint32_t b = N.tab[N.bound.ids[i]]->local.ip;
-    if (b == ip || b == 0) return true;
-  }
-  return false;
-}
-
-uint16_t sh_simnet_port(void) {
-  uint16_t p = (uint16_t)N.next_port;
-  N.next_port = N.next_port >= 65535u ? SH_SIMNET_FIRST_PORT : N.next_port + 1;
-  return p;
-}
-
-int sh_simnet_bind(sh_simnet_sock *k, const sh_netaddr *at) {
-  sh_netaddr a = *at;
-  /* Bounded: the ephemeral range, once round. */
-  for (uint32_t i = 0; a.port == 0 && i <= 65535u - SH_SIMNET_FIRST_PORT; i++) {
-    sh_netaddr c = {at->ip, sh_simnet_port()};
-    if (sh_simnet_find(k->kind, &c) == NULL) a = c;
-  }
-  if (a.port == 0 || sh_simnet_find(k->kind, &a) != NULL) return -EADDRINUSE;
-  if (list_push(&N.bound, k->id) != 0) return -ENOMEM;
-  k->local = a;
-  k->bound = true;
-  return 0;
-}
-
-int sh_simnet_open_bound(sh_simnet_kind kind, const sh_netaddr *at, sh_sock *out) {
-  sh_simnet_sock *k;
-  int rc = sh_simnet_sock_new(kind, &k);
-  if (rc != 0) return rc;
-  rc = sh_simnet_bind(k, at);
-  if (rc != 0) {
-    sh_simnet_sock_free(k);
-    return rc;
-  }
-  *out = k->id;
-  return 0;
 }
 
 /* ---- time --------------------------------------------------------------------- */
@@ -306,7 +241,7 @@ static const char *ev_name(const sh_simnet_ev *ev) {
 }
 
 int sh_simnet_send(sh_simnet_ev *ev) {
-  if (grow((void **)&N.heap, &N.capev, N.nev + 1, sizeof(*N.heap)) != 0) return -ENOMEM;
+  if (sh_simnet_grow((void **)&N.heap, &N.capev, N.nev + 1, sizeof(*N.heap)) != 0) return -ENOMEM;
   ev->seq = N.seq++;
   uint32_t i = N.nev++;
   N.heap[i] = *ev;
@@ -472,10 +407,9 @@ void sh_simnet_end(void) {
     if (N.tab[i] != NULL) sh_simnet_sock_free(N.tab[i]);
   free(N.tab);
   free(N.heap);
-  free(N.bound.ids);
+  sh_simnet_bind_end();
   for (uint32_t w = 0; w < SH_SIM_MAX_WORKERS; w++) free(N.ready[w].ids);
   memset(&N, 0, sizeof(N));
-  N.next_port = SH_SIMNET_FIRST_PORT;
 }
 
 void sh_simnet_configure(const sh_sim_options *o, uint64_t *x) {

@@ -1,7 +1,8 @@
 /*
  * The fake network's insides, shared by net.c (sockets, arrivals,
- * readiness, the clock), nettcp.c (streams) and netudp.c (datagrams).
- * The model itself is described at the top of net.c.
+ * readiness, the clock), netbind.c (addresses and socket options),
+ * nettcp.c (streams) and netudp.c (datagrams). The model itself is
+ * described at the top of net.c.
  */
 #ifndef SH_SIM_NETSOCK_H
 #define SH_SIM_NETSOCK_H
@@ -23,6 +24,8 @@
 #define SH_SIMNET_UDP_QUEUE 1024u
 /* No worker watches the socket. */
 #define SH_SIMNET_NO_WORKER UINT32_MAX
+/* Socket options are kept by their number (sh_sockopt, 1..6). */
+#define SH_SIMNET_NOPTS 7
 
 /* Bytes on their way or waiting to be read: a segment of a stream, or a
  * datagram (from, to). */
@@ -40,7 +43,7 @@ typedef enum sh_simnet_kind {
 } sh_simnet_kind;
 
 typedef enum sh_simnet_state {
-  SH_SIMNET_IDLE,
+  SH_SIMNET_IDLE, /* a new stream socket: neither listening nor connected */
   SH_SIMNET_CONNECTING,
   SH_SIMNET_CONNECTED,
   SH_SIMNET_REFUSED,
@@ -72,6 +75,7 @@ typedef struct sh_simnet_sock {
   void *token;
   uint32_t ready;      /* readiness not yet reported */
   bool listed;         /* in its watcher's ready list */
+  int opts[SH_SIMNET_NOPTS]; /* its options by number (netbind.c) */
 } sh_simnet_sock;
 
 typedef enum sh_simnet_evkind {
@@ -95,23 +99,14 @@ typedef struct sh_simnet_ev {
 
 /* ---- net.c ---- */
 
+/* Makes *a (of *cap elements of `size`) hold `need`; -ENOMEM. */
+int sh_simnet_grow(void **a, uint32_t *cap, uint32_t need, size_t size);
 /* The live socket numbered s (of `kind` if not 0), or NULL. */
 sh_simnet_sock *sh_simnet_get(sh_sock s, sh_simnet_kind kind);
 /* A new socket, numbered next; -ENOMEM. */
 int sh_simnet_sock_new(sh_simnet_kind kind, sh_simnet_sock **out);
 /* Forgets k: its number, address, unread bytes and pending readiness. */
 void sh_simnet_sock_free(sh_simnet_sock *k);
-/* Binds k to `at` (port 0: a free one); -EADDRINUSE. */
-int sh_simnet_bind(sh_simnet_sock *k, const sh_netaddr *at);
-/* A new socket of `kind` bound to `at` (a listener, a UDP socket). */
-int sh_simnet_open_bound(sh_simnet_kind kind, const sh_netaddr *at, sh_sock *out);
-/* The socket of `kind` bound to a (0.0.0.0 binds every address), or NULL. */
-sh_simnet_sock *sh_simnet_find(sh_simnet_kind kind, const sh_netaddr *a);
-/* Whether a host answers at ip: loopback, or an address some socket is
- * bound to (0.0.0.0: every address). */
-bool sh_simnet_host(uint32_t ip);
-/* A port for a connecting socket. */
-uint16_t sh_simnet_port(void);
 /* Uniform in [0, n), n > 0, from the network's stream; mixed into the hash. */
 uint64_t sh_simnet_draw(uint64_t n);
 /* When something sent now from k toward ip `to` arrives: one latency,
@@ -131,6 +126,24 @@ void sh_simnet_rx_push(sh_simnet_sock *k, sh_simnet_seg *s);
 void sh_simnet_notify(sh_simnet_sock *k, uint32_t events);
 /* The readiness k has now, for a new watch. */
 uint32_t sh_simnet_level(const sh_simnet_sock *k);
+
+/* ---- netbind.c ---- */
+
+/* A new socket's options: the defaults (buffers of a window, flags off). */
+void sh_simnet_opts_init(sh_simnet_sock *k);
+/* Binds k to `at` (port 0: a free one); -EADDRINUSE. */
+int sh_simnet_bind(sh_simnet_sock *k, const sh_netaddr *at);
+/* k (bound) gives its address back: it is closing. */
+void sh_simnet_unbind(sh_simnet_sock *k);
+/* The socket of `kind` bound to a (0.0.0.0 binds every address), or NULL. */
+sh_simnet_sock *sh_simnet_find(sh_simnet_kind kind, const sh_netaddr *a);
+/* Whether a host answers at ip: loopback, or an address some socket is
+ * bound to (0.0.0.0: every address). */
+bool sh_simnet_host(uint32_t ip);
+/* A port for a connecting socket. */
+uint16_t sh_simnet_port(void);
+/* The run is over: the addresses are forgotten. */
+void sh_simnet_bind_end(void);
 
 /* ---- nettcp.c / netudp.c: an arrival reaches its socket; which one (for
  * the trace), or NULL when it was lost ---- */

@@ -50,9 +50,15 @@ uint32_t sh_simnet_tcp_level(const sh_simnet_sock *k) {
 
 /* ---- listeners --------------------------------------------------------------- */
 
-int sh_net_listen(const sh_netaddr *at, int backlog, sh_sock *out) {
+int sh_net_listen(sh_sock s, int backlog) {
   (void)backlog; /* not enforced: a connect always finds room */
-  return sh_simnet_open_bound(SH_SIMNET_LISTENER, at, out);
+  sh_simnet_sock *k = sh_simnet_get(s, SH_SIMNET_STREAM);
+  if (k == NULL) return sh_simnet_get(s, SH_SIMNET_LISTENER) != NULL ? 0 : -EBADF;
+  if (k->state != SH_SIMNET_IDLE) return -EINVAL;
+  /* Not bound yet: a free port of every address, as Linux does. */
+  int rc = k->bound ? 0 : sh_simnet_bind(k, &(sh_netaddr){0, 0});
+  if (rc == 0) k->kind = SH_SIMNET_LISTENER;
+  return rc;
 }
 
 int sh_net_accept(sh_sock l, sh_sock *out, sh_netaddr *peer) {
@@ -88,6 +94,7 @@ static sh_simnet_sock *connect_to(sh_simnet_sock *c, sh_simnet_sock *l, const sh
   sh_simnet_sock *srv;
   if (sh_simnet_sock_new(SH_SIMNET_STREAM, &srv) != 0) return refuse(c);
   srv->state = SH_SIMNET_CONNECTED;
+  memcpy(srv->opts, l->opts, sizeof(srv->opts)); /* as Linux does, the listener's */
   srv->local = *to;
   srv->peer = c->local;
   srv->peer_id = c->id;
@@ -108,25 +115,22 @@ static sh_simnet_sock *connect_arrives(const sh_simnet_ev *ev) {
   return l != NULL ? connect_to(c, l, &ev->to) : refuse(c);
 }
 
-int sh_net_connect(const sh_netaddr *to, sh_sock *out) {
-  sh_simnet_sock *k;
-  int rc = sh_simnet_sock_new(SH_SIMNET_STREAM, &k);
-  if (rc != 0) return rc;
+int sh_net_connect(sh_sock s, const sh_netaddr *to) {
+  sh_simnet_sock *k = sh_simnet_get(s, SH_SIMNET_STREAM);
+  if (k == NULL) return sh_simnet_get(s, 0) != NULL ? -EOPNOTSUPP : -EBADF;
+  if (k->state != SH_SIMNET_IDLE) return k->state == SH_SIMNET_CONNECTING ? -EALREADY : -EISCONN;
   k->state = SH_SIMNET_CONNECTING;
-  /* One host per address: the connection starts from the one it goes to. */
-  k->local = (sh_netaddr){to->ip != 0 ? to->ip : 0x7F000001u, sh_simnet_port()};
+  /* One host per address: the connection starts from the one it goes to
+   * (or from the address it was bound to). */
+  if (!k->bound) k->local = (sh_netaddr){to->ip != 0 ? to->ip : 0x7F000001u, sh_simnet_port()};
   k->peer = *to;
   sh_simnet_maybe_partition(k->local.ip, to->ip);
   sh_simnet_ev ev = {.kind = SH_SIMNET_EV_CONNECT, .src = k->id, .dst = -1, .to = *to};
   ev.flag = sh_fault("sh/net/connect");
   ev.at = sh_simnet_arrival(k, to->ip);
-  rc = sh_simnet_send(&ev);
-  if (rc != 0) {
-    sh_simnet_sock_free(k);
-    return rc;
-  }
-  *out = k->id;
-  return 0;
+  int rc = sh_simnet_send(&ev);
+  if (rc != 0) k->state = SH_SIMNET_IDLE; /* out of memory: the caller closes it */
+  return rc;
 }
 
 int sh_net_error(sh_sock s) {

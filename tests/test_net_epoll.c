@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "netplat.h"
+#include "seam_sockets.h"
 
 #define WATCHDOG_S 60
 #define LOOPBACK 0x7f000001u
@@ -104,7 +105,7 @@ static sh_netaddr loopback(uint16_t port) { return (sh_netaddr){.ip = LOOPBACK, 
 static sh_sock listener(sh_netaddr *at) {
   sh_sock l;
   *at = loopback(0);
-  assert_int_equal(sh_net_listen(at, 16, &l), 0);
+  assert_int_equal(tcp_listen(at, &l), 0);
   assert_int_equal(sh_net_local(l, at), 0);
   return l;
 }
@@ -115,7 +116,7 @@ static void pair(sh_plat *p, sh_sock *c, sh_sock *s) {
   sh_netaddr at;
   sh_sock l = listener(&at);
   assert_int_equal(sh_net_watch(p, 0, l, &tok_l), 0);
-  assert_int_equal(sh_net_connect(&at, c), 0);
+  assert_int_equal(tcp_to(&at, c), 0);
   assert_int_equal(sh_net_watch(p, 0, *c, &tok_c), 0);
   wait_for(p, &tok_l, SH_IO_IN);
   sh_netaddr peer, local;
@@ -245,7 +246,7 @@ static void test_connect_refused(void **state) {
   sh_netaddr at;
   sh_net_close(listener(&at)); /* a port nobody listens on */
   sh_sock c;
-  int rc = sh_net_connect(&at, &c);
+  int rc = tcp_to(&at, &c);
   if (rc == 0) { /* in progress: the end is reported, the error says how */
     assert_int_equal(sh_net_watch(p, 0, c, &tok_c), 0);
     wait_for(p, &tok_c, SH_IO_OUT);
@@ -266,8 +267,8 @@ static void test_udp_round_trip(void **state) {
   sh_plat *p = plat_new();
   sh_sock u, v;
   sh_netaddr ua = loopback(0), va = loopback(0), from;
-  assert_int_equal(sh_net_udp_open(&ua, &u), 0);
-  assert_int_equal(sh_net_udp_open(&va, &v), 0);
+  assert_int_equal(udp_at(&ua, &u), 0);
+  assert_int_equal(udp_at(&va, &v), 0);
   assert_int_equal(sh_net_local(u, &ua), 0);
   assert_int_equal(sh_net_local(v, &va), 0);
   assert_int_equal(sh_net_watch(p, 0, u, &tok_u), 0);
@@ -314,7 +315,7 @@ static void test_no_report_after_close(void **state) {
   sh_sock c = f->c, s = f->s;
   sh_netaddr ua = loopback(0), va;
   sh_sock u;
-  assert_int_equal(sh_net_udp_open(&ua, &u), 0);
+  assert_int_equal(udp_at(&ua, &u), 0);
   assert_int_equal(sh_net_watch(p, 0, u, &tok_u), 0);
   assert_int_equal(sh_net_local(u, &va), 0);
   settle(p);
@@ -395,7 +396,7 @@ static void test_watch_for_a_running_worker(void **state) {
   assert_int_equal(sh_plat_start(st.p, started_loop, &st), 0);
   sh_netaddr at;
   sh_sock l = listener(&at), c;
-  assert_int_equal(sh_net_connect(&at, &c), 0);
+  assert_int_equal(tcp_to(&at, &c), 0);
   while (sh_net_accept(l, &st.s, NULL) == -EAGAIN) sh_plat_yield_cpu();
   assert_int_equal(sh_net_watch(st.p, 0, st.s, &tok_s), 0);
   assert_int_equal(write_str(c, "a"), 1);
@@ -420,7 +421,7 @@ static void test_fault_accept(void **state) {
   sh_netaddr at;
   sh_sock l = listener(&at), c, s;
   assert_int_equal(sh_net_watch(p, 0, l, &tok_l), 0);
-  assert_int_equal(sh_net_connect(&at, &c), 0);
+  assert_int_equal(tcp_to(&at, &c), 0);
   wait_for(p, &tok_l, SH_IO_IN);
   int fds = count_fds();
   fiu_enable("sh/net/accept", 1, NULL, 0);
@@ -438,11 +439,13 @@ static void test_fault_connect(void **state) {
   (void)state;
   sh_netaddr at;
   sh_sock l = listener(&at), c;
+  assert_int_equal(sh_net_socket(SH_NET_TCP, &c), 0);
   int fds = count_fds();
   fiu_enable("sh/net/connect", 1, NULL, 0);
-  assert_int_equal(sh_net_connect(&at, &c), -ECONNREFUSED);
+  assert_int_equal(sh_net_connect(c, &at), -ECONNREFUSED);
   fiu_disable("sh/net/connect");
   assert_int_equal(count_fds(), fds);
+  sh_net_close(c);
   sh_net_close(l);
 }
 

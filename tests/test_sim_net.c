@@ -33,7 +33,7 @@ static void test_echo(void **state) {
 
 static void refused_body(uint32_t w) {
   sh_netaddr closed = {IP(10, 0, 0, 1), 7}; /* the listener's host, another port */
-  CHECK(sh_net_connect(&closed, &C.s) == 0);
+  CHECK(tcp_to(&closed, &C.s) == 0);
   CHECK(sh_net_watch(P, w, C.s, &C) == 0);
   CHECK(await(w, &C, SH_IO_OUT | SH_IO_ERR) == (SH_IO_OUT | SH_IO_ERR));
   CHECK(sh_net_error(C.s) == -ECONNREFUSED);
@@ -44,7 +44,7 @@ static void refused_body(uint32_t w) {
   C = (tsock){.s = -1};
   /* No host at all: no answer, ever. */
   sh_netaddr nobody = {IP(192, 0, 2, 1), 9};
-  CHECK(sh_net_connect(&nobody, &C.s) == 0);
+  CHECK(tcp_to(&nobody, &C.s) == 0);
   CHECK(sh_net_watch(P, w, C.s, &C) == 0);
   nap(w, 10 * SEC);
   sh_plat_wait(P, w, SH_PLAT_POLL, 64);

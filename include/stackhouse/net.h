@@ -65,6 +65,38 @@ SH_API int sh_netaddr_parse(const char *s, sh_netaddr *out);
 SH_API int sh_netaddr_format(const sh_netaddr *a, char *buf, size_t size);
 
 /* ------------------------------------------------------------------ */
+/* Socket options                                                      */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Options of a socket. A flag takes 0 or 1; a size is in bytes, at least
+ * 1. [The runtime's defaults.] On epoll they are the kernel's own; the
+ * simulator honours the ones it models and records the others
+ * (docs/net.md).
+ */
+typedef enum sh_sockopt {
+  /* Flag. TCP: bind a port that connections of a closed listener (or
+   * closed ones, in TIME_WAIT) still hold, if those had it too; never a
+   * port another socket listens on. UDP: sockets that all set it share a
+   * port. [TCP listeners: 1, else 0] */
+  SH_SO_REUSEADDR = 1,
+  /* Flag. Sockets that all set it (listeners, UDP sockets) share a port:
+   * connections (datagrams) are spread over them. [0] */
+  SH_SO_REUSEPORT = 2,
+  /* Flag, TCP only: probe an idle connection; it fails when the peer is
+   * gone. [0] */
+  SH_SO_KEEPALIVE = 3,
+  /* Size of the send buffer. [the system's] */
+  SH_SO_SNDBUF = 4,
+  /* Size of the receive buffer: what the peer may send before it must
+   * wait for reads. [the system's] */
+  SH_SO_RCVBUF = 5,
+  /* Flag, TCP only: small writes go at once (no Nagle delay).
+   * [connections: 1] */
+  SH_TCP_NODELAY = 6,
+} sh_sockopt;
+
+/* ------------------------------------------------------------------ */
 /* Byte buffers                                                        */
 /* ------------------------------------------------------------------ */
 
