@@ -165,7 +165,10 @@ int sh_net_getopt(sh_sock s, sh_sockopt opt, int *value) {
   if (rc < 0) return rc;
   int v = 0;
   socklen_t len = sizeof v;
-  if (getsockopt(s, level, name, &v, &len) < 0) return -errno;
+  /* TCP_NODELAY of a UDP socket: Linux says EOPNOTSUPP here, ENOPROTOOPT
+   * at setsockopt; the seam says ENOPROTOOPT for both. */
+  if (getsockopt(s, level, name, &v, &len) < 0)
+    return errno == EOPNOTSUPP && level == IPPROTO_TCP ? -ENOPROTOOPT : -errno;
   *value = sh_net_is_flag(opt) ? v != 0 : v;
   return 0;
 }

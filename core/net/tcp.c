@@ -180,7 +180,7 @@ static bool io_actor_here(const sh_house *h) {
 static int connect_start(sh_stack *st, sh_future *f, const sh_netaddr *to, const sh_channel_opts *o) {
   sh_house *h = st->house;
   sh_sock s;
-  int rc = sh_sockopt_connect(to, &s);
+  int rc = sh_sockopt_connect(to, o, &s);
   sh_channel *ch = NULL;
   if (rc == 0) rc = sh_channel_new(h, SH_CH_TCP, s, o, &ch);
   if (rc != 0) return rc;

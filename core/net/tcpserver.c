@@ -100,7 +100,7 @@ void sh_tcp_accept_some(sh_channel *ch) {
     sh_sock s;
     sh_netaddr peer;
     int rc = sh_net_accept(ch->sock, &s, &peer);
-    if (rc == 0 && sh_sockopt_apply(s, SH_USE_ACCEPTED) != 0) {
+    if (rc == 0 && sh_sockopt_apply(s, SH_USE_ACCEPTED, &srv->opts) != 0) {
       sh_net_close(s); /* its options would not take: refused, as out of memory */
       count(&srv->refused, 1);
     } else if (rc == 0) {
@@ -206,7 +206,7 @@ int sh_tcp_serve(sh_system *sys, const sh_netaddr *at, const sh_actor_class *cls
   srv->sock = -1;
   if (opts != NULL) srv->opts = *opts;
   if (instances == SH_SPAWN_PER_WORKER) instances = sh_system_workers(sys);
-  rc = sh_sockopt_listen(at, SH_LISTEN_BACKLOG, &srv->sock);
+  rc = sh_sockopt_listen(at, SH_LISTEN_BACKLOG, opts, &srv->sock);
   if (rc == 0) rc = sh_net_local(srv->sock, &srv->addr);
   /* Registered before the spawns: from here on the system frees it, and
    * closes the socket if no acceptor took it. */

@@ -84,7 +84,7 @@ int sh_udp_open(sh_actor *self, const sh_netaddr *at, const sh_channel_opts *opt
     return -EINVAL;
   if (sh_house_stopped(h)) return -ESHUTDOWN;
   sh_sock s;
-  int rc = sh_sockopt_udp(at, &s);
+  int rc = sh_sockopt_udp(at, opts, &s);
   if (rc != 0) return rc;
   sh_channel *ch;
   rc = sh_channel_new(h, SH_CH_UDP, s, opts, &ch);
