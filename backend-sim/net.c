@@ -5,10 +5,23 @@
  *
  * Sockets are numbered 0, 1, 2, ... in the order they are created (a
  * listener's connection when the connect arrives); a number is never
- * reused. Addresses are simulated: a listener or UDP socket binds ip:port
- * (port 0: the next free port from 49152 up; 0.0.0.0 binds every ip; a
- * second bind of a taken ip:port is -EADDRINUSE). A connecting socket gets
- * the destination's ip and the next port from the same counter.
+ * reused. Addresses are simulated: a socket binds ip:port (port 0: the
+ * next free port from 49152 up; 0.0.0.0 binds every ip), and a listen
+ * before a bind takes a free port. A connecting socket gets the
+ * destination's ip and the next port from the same counter.
+ *
+ * Binding and the options (netbind.c). A listener, a UDP socket, a bound
+ * connection and every connection a listener accepted hold their address,
+ * and a TCP connection that closed first (its peer's end of stream had not
+ * come) holds its own for 60 s of virtual time (TIME_WAIT). A bind shares
+ * an address with each holder as Linux lets it, or is -EADDRINUSE: both
+ * set SO_REUSEPORT, or both SO_REUSEADDR and the holder does not listen.
+ * Listeners (UDP sockets) sharing a port by SO_REUSEPORT get connections
+ * (datagrams) by a hash of the sender's address. SO_SNDBUF and SO_RCVBUF
+ * bound the TCP window below (a UDP socket's SO_RCVBUF, once set, bounds
+ * its unread bytes); SO_KEEPALIVE and TCP_NODELAY are recorded (nothing
+ * here idles out a connection, and writes are never held back). An
+ * accepted connection starts with its listener's options.
  *
  * Time. Whatever is sent arrives one latency later on the virtual clock:
  * 20 us plus a jitter of 0-30 us, drawn from the network's own stream
@@ -26,19 +39,22 @@
  * (a loopback address, or one some socket is bound to; a socket bound to
  * 0.0.0.0 makes every address a host). At an address with no host nobody
  * answers: the connect never ends (the caller's timeout does). The backlog
- * is not enforced. A write takes at most what the window leaves (64 KiB in
- * flight plus unread per direction): past it a write is partial, then
- * -EAGAIN, and the writer gets SH_IO_OUT when the reader makes room. A
- * write's bytes are cut into 1 to 3 segments of random sizes, each with
- * its own latency; a read returns only bytes arrived by now. shutdown and
+ * is not enforced. A write takes at most what the window leaves (in flight
+ * plus unread per direction: the smaller of the writer's SO_SNDBUF and the
+ * reader's SO_RCVBUF, 64 KiB each by default): past it a write is
+ * partial, then -EAGAIN, and the writer gets SH_IO_OUT when the reader
+ * makes room (or a buffer grows). A write's bytes are cut into 1 to 3
+ * segments of random sizes, each with its own latency; a read returns
+ * only bytes arrived by now. shutdown and
  * close send the end of the stream after the bytes: the peer reads them,
  * then 0, with SH_IO_IN|SH_IO_HUP; after a close arrived its writes say
  * -EPIPE. Bytes arriving at a closed socket are lost.
  *
  * UDP. A datagram (at most SH_NET_MAX_DATAGRAM bytes, IPv4's 65,507, else
  * -EMSGSIZE) arrives one latency later at the socket bound to its
- * destination then, if any (else it is lost, as when 1024 are unread);
- * recvfrom returns one datagram, cut to the length asked for.
+ * destination then, if any (else it is lost, as when 1024 are unread, or
+ * when its bytes would pass the SO_RCVBUF the program set); recvfrom
+ * returns one datagram, cut to the length asked for.
  *
  * Readiness is edge-triggered: an arrival (or room to write) adds the
  * socket to its watching worker's ready list, once, with the events ORed,
@@ -146,7 +162,8 @@ sh_simnet_sock *sh_simnet_get(sh_sock s, sh_simnet_kind kind) {
 
 int sh_simnet_sock_new(sh_simnet_kind kind, sh_simnet_sock **out) {
   if (N.nsocks == INT32_MAX) return -EMFILE;
-  if (sh_simnet_grow((void **)&N.tab, &N.capsocks, N.nsocks + 1, sizeof(*N.tab)) != 0) return -ENOMEM;
+  if (sh_simnet_grow((void **)&N.tab, &N.capsocks, N.nsocks + 1, sizeof(*N.tab)) != 0)
+    return -ENOMEM;
   sh_simnet_sock *k = calloc(1, sizeof(*k));
   if (k == NULL) return -ENOMEM;
   k->id = (sh_sock)N.nsocks;

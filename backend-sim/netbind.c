@@ -2,6 +2,13 @@
  * The fake network's addresses and socket options (net.c describes the
  * model): new sockets, which socket holds which ip:port, the ports it
  * hands out, and what each socket's options are.
+ *
+ * Holding an address. A listener, a UDP socket and a bound connection
+ * hold theirs, a connection a listener accepted holds the listener's, and
+ * a TCP connection that closes first holds its own for SH_SIMNET_TIME_WAIT
+ * after (TIME_WAIT). A bind may share an address with each socket holding
+ * it as Linux lets it: both set SO_REUSEPORT, or both set SO_REUSEADDR and
+ * the holder does not listen; else it is -EADDRINUSE.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,10 +18,22 @@
 #include "run.h"
 
 #define SH_SIMNET_FIRST_PORT 49152u
+/* How long a TCP connection that closed first holds its address: Linux's
+ * TIME_WAIT, 60 s. */
+#define SH_SIMNET_TIME_WAIT (60ull * 1000000000ull)
+
+/* An address a closed connection holds until `until`. */
+typedef struct sh_simnet_tw {
+  sh_netaddr addr;
+  bool reuseaddr, reuseport;
+  uint64_t until;
+} sh_simnet_tw;
 
 static struct {
-  sh_sock *ids; /* the bound sockets, in the order they were bound */
+  sh_sock *ids; /* the sockets holding an address, in the order they took it */
   uint32_t n, cap;
+  sh_simnet_tw *tw; /* closed connections' addresses, oldest first */
+  uint32_t ntw, captw;
   uint32_t next_port;
 } B = {.next_port = SH_SIMNET_FIRST_PORT};
 
@@ -52,9 +71,11 @@ int sh_net_setopt(sh_sock s, sh_sockopt opt, int value) {
   if (rc != 0) return rc;
   if (is_flag(opt) ? value != 0 && value != 1 : value < 1) return -EINVAL;
   k->opts[opt] = value;
+  k->opts_set |= 1u << opt;
   sh_simrun_mix(SH_SIMRUN_MIX_NET);
   sh_simrun_mix(((uint64_t)opt << 32) | (uint32_t)k->id);
   sh_simrun_mix((uint64_t)(uint32_t)value);
+  if (!is_flag(opt) && k->kind == SH_SIMNET_STREAM) sh_simnet_tcp_window_changed(k);
   return 0;
 }
 
@@ -75,23 +96,63 @@ static bool same_addr(uint32_t bound_ip, uint16_t bound_port, const sh_netaddr *
 
 static bool is_tcp(sh_simnet_kind kind) { return kind != SH_SIMNET_UDP; }
 
-/* A socket of k's protocol other than k that holds an address matching
- * a, or NULL. */
-static sh_simnet_sock *holder(const sh_simnet_sock *k, const sh_netaddr *a) {
-  for (uint32_t i = 0; i < B.n; i++) {
-    sh_simnet_sock *e = sh_simnet_get(B.ids[i], 0);
-    if (e != k && is_tcp(e->kind) == is_tcp(k->kind) && same_addr(e->local.ip, e->local.port, a))
-      return e;
-  }
-  return NULL;
+/* Whether k may bind where a holder with these flags is (Linux's rule). */
+static bool may_share(const sh_simnet_sock *k, bool reuseaddr, bool reuseport, bool listens) {
+  if (k->opts[SH_SO_REUSEPORT] && reuseport) return true;
+  return k->opts[SH_SO_REUSEADDR] && reuseaddr && !listens;
 }
 
-sh_simnet_sock *sh_simnet_find(sh_simnet_kind kind, const sh_netaddr *a) {
+/* Forgets the TIME_WAIT addresses whose time is over. */
+static void tw_expire(void) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < B.ntw; i++)
+    if (B.tw[i].until > sh_simrun_state.now) B.tw[n++] = B.tw[i];
+  B.ntw = n;
+}
+
+/* Whether a, for k, is held by a socket of k's protocol (or, for TCP, a
+ * closed connection) that may not share it. */
+static bool taken(const sh_simnet_sock *k, const sh_netaddr *a) {
+  for (uint32_t i = 0; i < B.n; i++) {
+    sh_simnet_sock *e = sh_simnet_get(B.ids[i], 0);
+    if (e == k || is_tcp(e->kind) != is_tcp(k->kind)) continue;
+    if (!same_addr(e->local.ip, e->local.port, a)) continue;
+    bool listens = e->kind == SH_SIMNET_LISTENER;
+    if (!may_share(k, e->opts[SH_SO_REUSEADDR], e->opts[SH_SO_REUSEPORT], listens)) return true;
+  }
+  for (uint32_t i = 0; is_tcp(k->kind) && i < B.ntw; i++) {
+    const sh_simnet_tw *t = &B.tw[i];
+    if (t->until <= sh_simrun_state.now || !same_addr(t->addr.ip, t->addr.port, a)) continue;
+    if (!may_share(k, t->reuseaddr, t->reuseport, false)) return true;
+  }
+  return false;
+}
+
+/* A hash of `from` (FNV-1a), to spread over a SO_REUSEPORT group. */
+static uint32_t spread(const sh_netaddr *from) {
+  uint32_t h = 2166136261u;
+  uint64_t v = ((uint64_t)from->ip << 16) | from->port;
+  for (int i = 0; i < 6; i++) h = (h ^ (uint8_t)(v >> (8 * i))) * 16777619u;
+  return h;
+}
+
+sh_simnet_sock *sh_simnet_find(sh_simnet_kind kind, const sh_netaddr *a, const sh_netaddr *from) {
+  sh_simnet_sock *first = NULL;
+  uint32_t group = 0;
   for (uint32_t i = 0; i < B.n; i++) {
     sh_simnet_sock *k = sh_simnet_get(B.ids[i], 0);
-    if (k->kind == kind && same_addr(k->local.ip, k->local.port, a)) return k;
+    if (k->kind != kind || !same_addr(k->local.ip, k->local.port, a)) continue;
+    if (first == NULL) first = k;
+    if (k->opts[SH_SO_REUSEPORT]) group++;
   }
-  return NULL;
+  if (first == NULL || !first->opts[SH_SO_REUSEPORT] || group < 2) return first;
+  uint32_t pick = spread(from) % group;
+  for (uint32_t i = 0; i < B.n; i++) { /* bounded: the pick-th member is there */
+    sh_simnet_sock *k = sh_simnet_get(B.ids[i], 0);
+    if (k->kind != kind || !same_addr(k->local.ip, k->local.port, a)) continue;
+    if (k->opts[SH_SO_REUSEPORT] && pick-- == 0) return k;
+  }
+  return first;
 }
 
 bool sh_simnet_host(uint32_t ip) {
@@ -112,16 +173,33 @@ uint16_t sh_simnet_port(void) {
 int sh_simnet_bind(sh_simnet_sock *k, const sh_netaddr *at) {
   sh_netaddr a = *at;
   /* Bounded: the ephemeral range, once round. */
+  tw_expire();
   for (uint32_t i = 0; a.port == 0 && i <= 65535u - SH_SIMNET_FIRST_PORT; i++) {
     sh_netaddr c = {at->ip, sh_simnet_port()};
-    if (holder(k, &c) == NULL) a = c;
+    if (!taken(k, &c)) a = c;
   }
-  if (a.port == 0 || holder(k, &a) != NULL) return -EADDRINUSE;
+  if (a.port == 0 || taken(k, &a)) return -EADDRINUSE;
   if (sh_simnet_grow((void **)&B.ids, &B.cap, B.n + 1, sizeof(*B.ids)) != 0) return -ENOMEM;
   B.ids[B.n++] = k->id;
   k->local = a;
   k->bound = true;
   return 0;
+}
+
+void sh_simnet_hold(sh_simnet_sock *k, const sh_netaddr *at) {
+  k->local = *at;
+  if (sh_simnet_grow((void **)&B.ids, &B.cap, B.n + 1, sizeof(*B.ids)) != 0) return;
+  B.ids[B.n++] = k->id;
+  k->bound = true;
+}
+
+/* k, a connection that closes first, holds its address a while longer. */
+static void time_wait(const sh_simnet_sock *k) {
+  tw_expire();
+  if (sh_simnet_grow((void **)&B.tw, &B.captw, B.ntw + 1, sizeof(*B.tw)) != 0) return;
+  B.tw[B.ntw++] = (sh_simnet_tw){k->local, k->opts[SH_SO_REUSEADDR] != 0,
+                                 k->opts[SH_SO_REUSEPORT] != 0,
+                                 sh_simrun_state.now + SH_SIMNET_TIME_WAIT};
 }
 
 void sh_simnet_unbind(sh_simnet_sock *k) {
@@ -131,6 +209,9 @@ void sh_simnet_unbind(sh_simnet_sock *k) {
       B.n--;
       break;
     }
+  /* Closed first: the peer's end of stream has not come, nor a reset. */
+  if (k->kind == SH_SIMNET_STREAM && k->state == SH_SIMNET_CONNECTED && !k->reset && !k->rd_eof)
+    time_wait(k);
   k->bound = false;
 }
 
@@ -143,6 +224,7 @@ int sh_net_bind(sh_sock s, const sh_netaddr *at) {
 
 void sh_simnet_bind_end(void) {
   free(B.ids);
+  free(B.tw);
   memset(&B, 0, sizeof(B));
   B.next_port = SH_SIMNET_FIRST_PORT;
 }

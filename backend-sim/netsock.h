@@ -13,7 +13,8 @@
 
 #include "netplat.h"
 
-/* Bytes a direction may have in flight plus unread. */
+/* Bytes a direction may have in flight plus unread, unless SO_SNDBUF of
+ * the writer or SO_RCVBUF of the reader is smaller: their default. */
 #define SH_SIMNET_WINDOW (64u * 1024u)
 /* A datagram's bytes, at most: IPv4's limit for UDP, unless the seam
  * says otherwise. */
@@ -61,7 +62,8 @@ typedef struct sh_simnet_sock {
   bool wr_shut;        /* our write side is closed */
   bool peer_closed;    /* the peer closed: writes say -EPIPE */
   bool want_out;       /* a write was cut short: report SH_IO_OUT with room */
-  bool bound;          /* in the table of bound addresses */
+  bool bound;          /* holds its local address (netbind.c): a listener, a UDP
+                        * socket, a connection bound or accepted */
   uint32_t inflight;   /* stream: bytes written, not yet read by the peer */
   uint64_t last_at;    /* the latest arrival sent from here: order is kept */
   sh_simnet_seg *rx, *rx_tail; /* arrived, unread */
@@ -76,6 +78,7 @@ typedef struct sh_simnet_sock {
   uint32_t ready;      /* readiness not yet reported */
   bool listed;         /* in its watcher's ready list */
   int opts[SH_SIMNET_NOPTS]; /* its options by number (netbind.c) */
+  uint32_t opts_set;   /* 1 << option: set by the program (or its listener) */
 } sh_simnet_sock;
 
 typedef enum sh_simnet_evkind {
@@ -131,12 +134,18 @@ uint32_t sh_simnet_level(const sh_simnet_sock *k);
 
 /* A new socket's options: the defaults (buffers of a window, flags off). */
 void sh_simnet_opts_init(sh_simnet_sock *k);
-/* Binds k to `at` (port 0: a free one); -EADDRINUSE. */
+/* Binds k to `at` (port 0: a free one); -EADDRINUSE when a socket holding
+ * it may not share it with k (SO_REUSEADDR, SO_REUSEPORT). */
 int sh_simnet_bind(sh_simnet_sock *k, const sh_netaddr *at);
-/* k (bound) gives its address back: it is closing. */
+/* k, a connection its listener accepted, holds the listener's address
+ * `at` too (a later bind must share it); out of memory, it does not. */
+void sh_simnet_hold(sh_simnet_sock *k, const sh_netaddr *at);
+/* k (bound) gives its address back: it is closing. A TCP connection that
+ * closes first keeps it in TIME_WAIT for a while. */
 void sh_simnet_unbind(sh_simnet_sock *k);
-/* The socket of `kind` bound to a (0.0.0.0 binds every address), or NULL. */
-sh_simnet_sock *sh_simnet_find(sh_simnet_kind kind, const sh_netaddr *a);
+/* The socket of `kind` bound to a (0.0.0.0 binds every address), or NULL;
+ * among sockets sharing it by SO_REUSEPORT, the one `from` hashes to. */
+sh_simnet_sock *sh_simnet_find(sh_simnet_kind kind, const sh_netaddr *a, const sh_netaddr *from);
 /* Whether a host answers at ip: loopback, or an address some socket is
  * bound to (0.0.0.0: every address). */
 bool sh_simnet_host(uint32_t ip);
@@ -151,5 +160,8 @@ sh_simnet_sock *sh_simnet_tcp_deliver(sh_simnet_ev *ev);
 sh_simnet_sock *sh_simnet_udp_deliver(sh_simnet_ev *ev);
 /* The readiness of a stream or listener (nettcp.c). */
 uint32_t sh_simnet_tcp_level(const sh_simnet_sock *k);
+/* A stream's buffers changed (SO_SNDBUF, SO_RCVBUF): a writer waiting for
+ * room that the larger window gives is told (nettcp.c). */
+void sh_simnet_tcp_window_changed(sh_simnet_sock *k);
 
 #endif

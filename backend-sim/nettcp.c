@@ -16,6 +16,28 @@ static sh_simnet_sock *peer_of(const sh_simnet_sock *k) {
   return sh_simnet_get(k->peer_id, SH_SIMNET_STREAM);
 }
 
+/* What k may have in flight plus unread at its peer: the smaller of its
+ * SO_SNDBUF and the peer's SO_RCVBUF (a window each by default). */
+static uint32_t window(const sh_simnet_sock *k) {
+  const sh_simnet_sock *p = peer_of(k);
+  uint32_t snd = (uint32_t)k->opts[SH_SO_SNDBUF];
+  uint32_t rcv = p != NULL ? (uint32_t)p->opts[SH_SO_RCVBUF] : UINT32_MAX;
+  return snd < rcv ? snd : rcv;
+}
+
+/* The writer k has room again: told once, if it waited for it. */
+static void room_back(sh_simnet_sock *k) {
+  if (!k->want_out || k->inflight >= window(k)) return;
+  k->want_out = false;
+  sh_simnet_notify(k, SH_IO_OUT);
+}
+
+void sh_simnet_tcp_window_changed(sh_simnet_sock *k) {
+  room_back(k); /* its send buffer */
+  sh_simnet_sock *w = peer_of(k);
+  if (w != NULL) room_back(w); /* its receive buffer, the peer's window */
+}
+
 /* Drops what k has not read. */
 static void rx_clear(sh_simnet_sock *k) {
   sh_simnet_seg_free(k->rx);
@@ -42,7 +64,7 @@ uint32_t sh_simnet_tcp_level(const sh_simnet_sock *k) {
   if (k->reset) return SH_IO_HUP | SH_IO_ERR;
   if (k->state == SH_SIMNET_REFUSED) return SH_IO_OUT | SH_IO_ERR;
   if (k->state != SH_SIMNET_CONNECTED) return 0;
-  uint32_t e = k->inflight < SH_SIMNET_WINDOW ? SH_IO_OUT : 0u;
+  uint32_t e = k->inflight < window(k) ? SH_IO_OUT : 0u;
   if (k->rx != NULL || k->rd_eof) e |= SH_IO_IN;
   if (k->rd_eof) e |= SH_IO_HUP;
   return e;
@@ -95,7 +117,8 @@ static sh_simnet_sock *connect_to(sh_simnet_sock *c, sh_simnet_sock *l, const sh
   if (sh_simnet_sock_new(SH_SIMNET_STREAM, &srv) != 0) return refuse(c);
   srv->state = SH_SIMNET_CONNECTED;
   memcpy(srv->opts, l->opts, sizeof(srv->opts)); /* as Linux does, the listener's */
-  srv->local = *to;
+  srv->opts_set = l->opts_set;
+  sh_simnet_hold(srv, to);
   srv->peer = c->local;
   srv->peer_id = c->id;
   c->peer_id = srv->id;
@@ -110,7 +133,7 @@ static sh_simnet_sock *connect_to(sh_simnet_sock *c, sh_simnet_sock *l, const sh
 static sh_simnet_sock *connect_arrives(const sh_simnet_ev *ev) {
   sh_simnet_sock *c = sh_simnet_get(ev->src, SH_SIMNET_STREAM);
   if (c == NULL || c->state != SH_SIMNET_CONNECTING) return NULL; /* closed meanwhile */
-  sh_simnet_sock *l = ev->flag ? NULL : sh_simnet_find(SH_SIMNET_LISTENER, &ev->to);
+  sh_simnet_sock *l = ev->flag ? NULL : sh_simnet_find(SH_SIMNET_LISTENER, &ev->to, &c->local);
   if (l == NULL && !ev->flag && !sh_simnet_host(ev->to.ip)) return NULL; /* nobody answers */
   return l != NULL ? connect_to(c, l, &ev->to) : refuse(c);
 }
@@ -186,10 +209,7 @@ int64_t sh_net_read(sh_sock s, void *buf, size_t len) {
   sh_simnet_sock *w = peer_of(k);
   if (w != NULL) {
     w->inflight -= (uint32_t)n;
-    if (w->want_out && w->inflight < SH_SIMNET_WINDOW) {
-      w->want_out = false;
-      sh_simnet_notify(w, SH_IO_OUT);
-    }
+    room_back(w);
   }
   return (int64_t)n;
 }
@@ -233,7 +253,8 @@ int64_t sh_net_writev(sh_sock s, const struct iovec *iov, int iovcnt) {
     return -ECONNRESET;
   }
   sh_simnet_maybe_partition(k->local.ip, k->peer.ip);
-  size_t room = SH_SIMNET_WINDOW - k->inflight;
+  uint32_t win = window(k);
+  size_t room = win > k->inflight ? win - k->inflight : 0;
   size_t n = total < room ? total : room;
   if (n < total) k->want_out = true; /* reported when the reader makes room */
   if (n == 0) return -EAGAIN;
@@ -243,7 +264,7 @@ int64_t sh_net_writev(sh_sock s, const struct iovec *iov, int iovcnt) {
   if (n == 0) return -ENOMEM;
   k->inflight += (uint32_t)n;
   /* Cut short with room left: an edge, as the room is there now. */
-  if (cut && k->inflight < SH_SIMNET_WINDOW) sh_simnet_notify(k, SH_IO_OUT);
+  if (cut && k->inflight < win) sh_simnet_notify(k, SH_IO_OUT);
   return (int64_t)n;
 }
 

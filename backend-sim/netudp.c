@@ -115,8 +115,11 @@ sh_simnet_sock *sh_simnet_udp_deliver(sh_simnet_ev *ev) {
     }
     return NULL;
   }
-  sh_simnet_sock *k = sh_simnet_find(SH_SIMNET_UDP, &ev->to);
-  if (k == NULL || k->rx_count >= SH_SIMNET_UDP_QUEUE) { /* nobody there, or full: lost */
+  sh_simnet_sock *k = sh_simnet_find(SH_SIMNET_UDP, &ev->to, &ev->seg->from);
+  /* Nobody there, or full (by count, or by SO_RCVBUF if set): lost. */
+  bool set = k != NULL && (k->opts_set & (1u << SH_SO_RCVBUF)) != 0;
+  if (k == NULL || k->rx_count >= SH_SIMNET_UDP_QUEUE ||
+      (set && k->rx_bytes + ev->seg->len > (uint32_t)k->opts[SH_SO_RCVBUF])) {
     sh_simnet_seg_free(ev->seg);
     return NULL;
   }
