@@ -111,19 +111,21 @@ static void tw_expire(void) {
 }
 
 /* Whether a, for k, is held by a socket of k's protocol (or, for TCP, a
- * closed connection) that may not share it. */
-static bool taken(const sh_simnet_sock *k, const sh_netaddr *a) {
+ * closed connection) that may not share it; any: by any at all (a port to
+ * choose must be free, as Linux chooses). */
+static bool taken(const sh_simnet_sock *k, const sh_netaddr *a, bool any) {
   for (uint32_t i = 0; i < B.n; i++) {
     sh_simnet_sock *e = sh_simnet_get(B.ids[i], 0);
     if (e == k || is_tcp(e->kind) != is_tcp(k->kind)) continue;
     if (!same_addr(e->local.ip, e->local.port, a)) continue;
     bool listens = e->kind == SH_SIMNET_LISTENER;
-    if (!may_share(k, e->opts[SH_SO_REUSEADDR], e->opts[SH_SO_REUSEPORT], listens)) return true;
+    if (any || !may_share(k, e->opts[SH_SO_REUSEADDR], e->opts[SH_SO_REUSEPORT], listens))
+      return true;
   }
   for (uint32_t i = 0; is_tcp(k->kind) && i < B.ntw; i++) {
     const sh_simnet_tw *t = &B.tw[i];
     if (t->until <= sh_simrun_state.now || !same_addr(t->addr.ip, t->addr.port, a)) continue;
-    if (!may_share(k, t->reuseaddr, t->reuseport, false)) return true;
+    if (any || !may_share(k, t->reuseaddr, t->reuseport, false)) return true;
   }
   return false;
 }
@@ -176,9 +178,9 @@ int sh_simnet_bind(sh_simnet_sock *k, const sh_netaddr *at) {
   tw_expire();
   for (uint32_t i = 0; a.port == 0 && i <= 65535u - SH_SIMNET_FIRST_PORT; i++) {
     sh_netaddr c = {at->ip, sh_simnet_port()};
-    if (!taken(k, &c)) a = c;
+    if (!taken(k, &c, true)) a = c;
   }
-  if (a.port == 0 || taken(k, &a)) return -EADDRINUSE;
+  if (a.port == 0 || taken(k, &a, false)) return -EADDRINUSE;
   if (sh_simnet_grow((void **)&B.ids, &B.cap, B.n + 1, sizeof(*B.ids)) != 0) return -ENOMEM;
   B.ids[B.n++] = k->id;
   k->local = a;
