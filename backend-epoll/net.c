@@ -1,11 +1,11 @@
 /*
  * The socket seam (core/netplat.h) on Linux: non-blocking, close-on-exec
- * IPv4 sockets, watched edge-triggered on their worker's epoll set (see
- * net.h for the stash that park fills and sh_net_poll empties).
+ * IPv4 sockets, watched edge-triggered on their worker's epoll set, whose
+ * events the worker's wait (plat.c, sh_plat_wait) reports (net.h).
  *
- * sh_net_close must be called on the thread of the worker that watches the
- * socket (or on the thread that drives that worker by parking and polling):
- * it drops the socket's stashed reports, which only that thread touches.
+ * sh_net_close is called on the thread of the worker that watches the
+ * socket (or on the thread that drives that worker by waiting as it): it
+ * finds the socket's epoll set through that thread's platform.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* accept4 */
@@ -19,8 +19,10 @@
 #include <fiu-local.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -35,46 +37,6 @@
   do {                        \
     (r) = (call);             \
   } while ((r) < 0 && errno == EINTR)
-
-/* The platform whose workers this thread drives; sh_net_close's way back to
- * the stash of the socket it closes. */
-static _Thread_local sh_plat *sh_net_tls_plat;
-
-/* ---- state shared with plat.c ------------------------------------------- */
-
-int sh_net_state_init(sh_net_state *st) {
-  memset(st, 0, sizeof *st);
-  return -pthread_mutex_init(&st->mu, NULL);
-}
-
-void sh_net_state_free(sh_net_state *st) {
-  pthread_mutex_destroy(&st->mu);
-  free(st->slots);
-  st->slots = NULL;
-  st->nslots = 0;
-}
-
-static uint32_t sh_net_events(uint32_t ep) {
-  uint32_t ev = 0;
-  if (ep & EPOLLIN) ev |= SH_IO_IN;
-  if (ep & EPOLLOUT) ev |= SH_IO_OUT;
-  if (ep & (EPOLLRDHUP | EPOLLHUP)) ev |= SH_IO_HUP;
-  if (ep & EPOLLERR) ev |= SH_IO_ERR;
-  return ev;
-}
-
-void sh_net_stash_event(sh_net_stash *stash, const struct epoll_event *ev) {
-  assert(stash->n < SH_NET_BATCH);
-  stash->ev[stash->n].token = ev->data.ptr;
-  stash->ev[stash->n].events = sh_net_events(ev->events);
-  stash->n++;
-}
-
-void sh_net_thread_enter(sh_plat *p) { sh_net_tls_plat = p; }
-
-void sh_net_thread_forget(sh_plat *p) {
-  if (sh_net_tls_plat == p) sh_net_tls_plat = NULL;
-}
 
 /* ---- readiness ----------------------------------------------------------- */
 
@@ -130,70 +92,7 @@ int sh_net_watch(sh_plat *p, uint32_t worker, sh_sock s, void *token) {
   return rc;
 }
 
-/* Hands the first k stashed reports to fn and keeps the rest in order. */
-static void sh_net_stash_report(sh_net_stash *stash, uint32_t k, sh_net_ready_fn fn) {
-  for (uint32_t i = 0; i < k; i++) fn(stash->ev[i].token, stash->ev[i].events);
-  memmove(stash->ev, stash->ev + k, (stash->n - k) * sizeof stash->ev[0]);
-  stash->n -= k;
-}
-
-/* Drops every stashed report of token. */
-static void sh_net_stash_drop(sh_net_stash *stash, const void *token) {
-  uint32_t kept = 0;
-  for (uint32_t i = 0; i < stash->n; i++)
-    if (stash->ev[i].token != token) stash->ev[kept++] = stash->ev[i];
-  stash->n = kept;
-}
-
-/* One epoll_wait without waiting, reporting at most `room` sockets. The
- * wakeup eventfd is left as it is: draining it here would lose a wake sent
- * before the worker's next park. A socket past the room (the slot kept for
- * the eventfd went to one) waits in the stash, which is empty here, for
- * the next sh_net_poll: an edge-triggered report fetched is never dropped.
- * Sets *more when the set may hold more. */
-static uint32_t sh_net_poll_once(int epfd, uint32_t room, sh_net_ready_fn fn,
-                                 sh_net_stash *stash, bool *more) {
-  struct epoll_event evs[SH_NET_BATCH];
-  /* One slot more than the room, so the eventfd (level-triggered: it comes
-   * back while a wake is pending) cannot crowd out the last socket. */
-  int want = room + 1 < SH_NET_BATCH ? (int)room + 1 : SH_NET_BATCH;
-  int n;
-  SH_NET_RETRY(n, epoll_wait(epfd, evs, want, 0));
-  assert(n >= 0); /* only a bad descriptor could fail */
-  uint32_t got = 0;
-  for (int i = 0; i < n; i++) {
-    if (evs[i].data.ptr == NULL) continue;
-    if (got == room) {
-      sh_net_stash_event(stash, &evs[i]);
-      continue;
-    }
-    fn(evs[i].data.ptr, sh_net_events(evs[i].events));
-    got++;
-  }
-  SH_ASSERT(got <= room);
-  *more = n == want && got > 0 && stash->n == 0;
-  return got;
-}
-
-uint32_t sh_net_poll(sh_plat *p, uint32_t worker, uint32_t max) {
-  assert(p != NULL && worker < sh_plat_nworkers(p));
-  sh_net_thread_enter(p);
-  sh_net_ready_fn fn = sh_plat_net(p)->ready;
-  assert(fn != NULL && "sh_net_set_ready before sh_net_poll");
-  sh_net_stash *stash = sh_plat_stash(p, worker);
-  uint32_t done = stash->n < max ? stash->n : max;
-  sh_net_stash_report(stash, done, fn);
-  bool more = true;
-  while (done < max && more) {
-    SH_ASSERT(stash->n == 0); /* reported above: a poll's extra report has room */
-    uint32_t room = max - done < SH_NET_BATCH ? max - done : SH_NET_BATCH;
-    done += sh_net_poll_once(sh_plat_epfd(p, worker), room, fn, stash, &more);
-  }
-  SH_ASSERT(done <= max); /* at most `max` reports (netplat.h) */
-  return done;
-}
-
-/* ---- addresses and options ----------------------------------------------- */
+/* ---- addresses ------------------------------------------------------------ */
 
 static struct sockaddr_in sh_net_sockaddr(const sh_netaddr *a) {
   struct sockaddr_in sa;
@@ -209,37 +108,84 @@ static void sh_net_from_sockaddr(const struct sockaddr_in *sa, sh_netaddr *out) 
   out->port = ntohs(sa->sin_port);
 }
 
-static int sh_net_setopt(int fd, int level, int name) {
-  int one = 1;
-  return setsockopt(fd, level, name, &one, sizeof one) < 0 ? -errno : 0;
+/* ---- sockets and options -------------------------------------------------- */
+
+int sh_net_socket(sh_net_type type, sh_sock *out) {
+  assert(out != NULL);
+  int t = type == SH_NET_TCP ? SOCK_STREAM : type == SH_NET_UDP ? SOCK_DGRAM : -1;
+  if (t < 0) return -EINVAL;
+  int fd = socket(AF_INET, t | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  *out = fd;
+  return 0;
 }
 
-/* A new non-blocking, close-on-exec IPv4 socket of type `type`, or -errno. */
-static int sh_net_socket(int type) {
-  int fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  return fd < 0 ? -errno : fd;
+/* setsockopt's level and name for opt; -EINVAL for an unknown one. */
+static int sh_net_optname(sh_sockopt opt, int *level, int *name) {
+  *level = SOL_SOCKET;
+  switch (opt) {
+  case SH_SO_REUSEADDR: *name = SO_REUSEADDR; return 0;
+  case SH_SO_REUSEPORT: *name = SO_REUSEPORT; return 0;
+  case SH_SO_KEEPALIVE: *name = SO_KEEPALIVE; return 0;
+  case SH_SO_SNDBUF: *name = SO_SNDBUF; return 0;
+  case SH_SO_RCVBUF: *name = SO_RCVBUF; return 0;
+  case SH_TCP_NODELAY:
+    *level = IPPROTO_TCP;
+    *name = TCP_NODELAY;
+    return 0;
+  }
+  return -EINVAL;
 }
 
-/* Closes fd and passes rc (< 0) on: the tail of every failed setup. */
-static int sh_net_fail(int fd, int rc) {
-  close(fd);
-  return rc;
+static bool sh_net_is_flag(sh_sockopt opt) { return opt != SH_SO_SNDBUF && opt != SH_SO_RCVBUF; }
+
+/* -ENOPROTOOPT for SO_KEEPALIVE on a socket that is not a stream: Linux
+ * takes it there without effect, the seam says the transport lacks it.
+ * (TCP_NODELAY on a UDP socket Linux refuses by itself.) Asked of the
+ * socket only for that option: the others cost no extra call. */
+static int sh_net_check_stream(sh_sock s, sh_sockopt opt) {
+  if (opt != SH_SO_KEEPALIVE) return 0;
+  int type = 0;
+  socklen_t len = sizeof type;
+  if (getsockopt(s, SOL_SOCKET, SO_TYPE, &type, &len) < 0) return -errno;
+  return type == SOCK_STREAM ? 0 : -ENOPROTOOPT;
+}
+
+int sh_net_setopt(sh_sock s, sh_sockopt opt, int value) {
+  int level, name;
+  int rc = sh_net_optname(opt, &level, &name);
+  if (rc < 0) return rc;
+  if (sh_net_is_flag(opt) ? value != 0 && value != 1 : value < 1) return -EINVAL;
+  rc = sh_net_check_stream(s, opt);
+  if (rc < 0) return rc;
+  return setsockopt(s, level, name, &value, sizeof value) < 0 ? -errno : 0;
+}
+
+int sh_net_getopt(sh_sock s, sh_sockopt opt, int *value) {
+  int level, name;
+  int rc = sh_net_optname(opt, &level, &name);
+  if (rc < 0 || value == NULL) return -EINVAL;
+  rc = sh_net_check_stream(s, opt);
+  if (rc < 0) return rc;
+  int v = 0;
+  socklen_t len = sizeof v;
+  /* TCP_NODELAY of a UDP socket: Linux says EOPNOTSUPP here, ENOPROTOOPT
+   * at setsockopt; the seam says ENOPROTOOPT for both. */
+  if (getsockopt(s, level, name, &v, &len) < 0)
+    return errno == EOPNOTSUPP && level == IPPROTO_TCP ? -ENOPROTOOPT : -errno;
+  *value = sh_net_is_flag(opt) ? v != 0 : v;
+  return 0;
+}
+
+int sh_net_bind(sh_sock s, const sh_netaddr *at) {
+  assert(at != NULL);
+  struct sockaddr_in sa = sh_net_sockaddr(at);
+  return bind(s, (struct sockaddr *)&sa, sizeof sa) < 0 ? -errno : 0;
 }
 
 /* ---- TCP ------------------------------------------------------------------ */
 
-int sh_net_listen(const sh_netaddr *at, int backlog, sh_sock *out) {
-  assert(at != NULL && out != NULL);
-  int fd = sh_net_socket(SOCK_STREAM);
-  if (fd < 0) return fd;
-  int rc = sh_net_setopt(fd, SOL_SOCKET, SO_REUSEADDR);
-  if (rc < 0) return sh_net_fail(fd, rc);
-  struct sockaddr_in sa = sh_net_sockaddr(at);
-  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) return sh_net_fail(fd, -errno);
-  if (listen(fd, backlog) < 0) return sh_net_fail(fd, -errno);
-  *out = fd;
-  return 0;
-}
+int sh_net_listen(sh_sock s, int backlog) { return listen(s, backlog) < 0 ? -errno : 0; }
 
 int sh_net_accept(sh_sock l, sh_sock *out, sh_netaddr *peer) {
   assert(out != NULL);
@@ -254,27 +200,19 @@ int sh_net_accept(sh_sock l, sh_sock *out, sh_netaddr *peer) {
     fd = accept4(l, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
   } while (fd < 0 && (errno == EINTR || errno == ECONNABORTED));
   if (fd < 0) return -errno;
-  int rc = sh_net_setopt(fd, IPPROTO_TCP, TCP_NODELAY);
-  if (rc < 0) return sh_net_fail(fd, rc);
   if (peer != NULL) sh_net_from_sockaddr(&sa, peer);
   *out = fd;
   return 0;
 }
 
-int sh_net_connect(const sh_netaddr *to, sh_sock *out) {
-  assert(to != NULL && out != NULL);
+int sh_net_connect(sh_sock s, const sh_netaddr *to) {
+  assert(to != NULL);
   if (sh_fault("sh/net/connect")) return -ECONNREFUSED;
-  int fd = sh_net_socket(SOCK_STREAM);
-  if (fd < 0) return fd;
-  int rc = sh_net_setopt(fd, IPPROTO_TCP, TCP_NODELAY);
-  if (rc < 0) return sh_net_fail(fd, rc);
   struct sockaddr_in sa = sh_net_sockaddr(to);
   /* Not retried on EINTR: the connect goes on in the background (a second
    * call would say EALREADY), and its end is reported like EINPROGRESS's. */
-  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 && errno != EINPROGRESS &&
-      errno != EINTR)
-    return sh_net_fail(fd, -errno);
-  *out = fd;
+  if (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0 && errno != EINPROGRESS && errno != EINTR)
+    return -errno;
   return 0;
 }
 
@@ -314,10 +252,10 @@ int64_t sh_net_writev(sh_sock s, const struct iovec *iov, int iovcnt) {
 int sh_net_shutdown(sh_sock s) { return shutdown(s, SHUT_WR) < 0 ? -errno : 0; }
 
 /* Forgets who watches s, taking it out of its worker's epoll set (which a
- * close does only once no other descriptor shares the socket) and dropping
- * its stashed reports. Needs the platform this thread drives. */
+ * close does only once no other descriptor shares the socket). Needs the
+ * platform this thread drives. */
 static void sh_net_unwatch(sh_sock s) {
-  sh_plat *p = sh_net_tls_plat;
+  sh_plat *p = sh_plat_current();
   if (p == NULL) return;
   sh_net_state *st = sh_plat_net(p);
   sh_net_slot old = {0};
@@ -329,7 +267,6 @@ static void sh_net_unwatch(sh_sock s) {
   pthread_mutex_unlock(&st->mu);
   if (old.token == NULL) return;
   (void)epoll_ctl(sh_plat_epfd(p, old.worker), EPOLL_CTL_DEL, s, NULL);
-  sh_net_stash_drop(sh_plat_stash(p, old.worker), old.token);
 }
 
 void sh_net_close(sh_sock s) {
@@ -341,16 +278,6 @@ void sh_net_close(sh_sock s) {
 }
 
 /* ---- UDP ------------------------------------------------------------------ */
-
-int sh_net_udp_open(const sh_netaddr *at, sh_sock *out) {
-  assert(at != NULL && out != NULL);
-  int fd = sh_net_socket(SOCK_DGRAM);
-  if (fd < 0) return fd;
-  struct sockaddr_in sa = sh_net_sockaddr(at);
-  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) return sh_net_fail(fd, -errno);
-  *out = fd;
-  return 0;
-}
 
 int64_t sh_net_sendto(sh_sock s, const void *buf, size_t len, const sh_netaddr *to) {
   assert(to != NULL);

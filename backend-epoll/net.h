@@ -1,19 +1,21 @@
 /*
  * What backend-epoll/plat.c and backend-epoll/net.c share: the socket half
- * of the platform state (core/netplat.h on Linux).
+ * of the platform state (core/netplat.h on Linux). The calls go one way:
+ * net.c asks plat.c for the state below and a worker's epoll set; plat.c
+ * calls nothing of net.c.
  *
  * Sockets join their worker's epoll set, next to its wakeup eventfd, so a
- * parked worker wakes for readiness too. sh_plat_park cannot report what it
- * fetched (reports come only from sh_net_poll), and an edge-triggered event
- * once fetched is not fetched again: park keeps it in the worker's stash,
- * which the next sh_net_poll reports first.
+ * sleeping worker wakes for readiness too. The worker's wait (plat.c,
+ * sh_plat_wait) is the only caller of epoll_wait and hands every socket
+ * event it fetched to the readiness function before it returns: nothing
+ * fetched waits anywhere, so a close has nothing to take back.
  *
- * sh_net_close must drop a closed socket's stashed reports, but an epoll
- * event carries only the token, and the token's memory may be reused by
- * the time the stash is read. So the state keeps, per descriptor, which
- * worker watches it with which token (written by sh_net_watch on any
- * thread, under a mutex), and sh_net_close, on the watching worker's
- * thread, drops that token's reports from the stash at once.
+ * sh_net_close takes a socket out of the epoll set it is in (a close does
+ * that only once no other descriptor shares the socket, and a descriptor
+ * inherited by a child process would keep reporting a token whose memory
+ * is gone). An epoll event carries only the token, so the state keeps, per
+ * descriptor, which worker watches it (written by sh_net_watch on any
+ * thread, under a mutex).
  */
 #ifndef SH_EPOLL_NET_H
 #define SH_EPOLL_NET_H
@@ -21,23 +23,8 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/epoll.h>
 
 #include "netplat.h"
-
-/* Events fetched per epoll_wait, by park and by sh_net_poll; also the
- * stash's size, as a park fetches at most the room left in it. */
-#define SH_NET_BATCH 8
-
-/* Reports a park fetched for the next sh_net_poll, oldest first. Touched
- * by the worker's own thread only. */
-typedef struct sh_net_stash {
-  uint32_t n;
-  struct sh_net_report {
-    void *token;
-    uint32_t events; /* SH_IO_* */
-  } ev[SH_NET_BATCH];
-} sh_net_stash;
 
 /* Who watches a descriptor: token NULL when nobody does. */
 typedef struct sh_net_slot {
@@ -45,7 +32,7 @@ typedef struct sh_net_slot {
   uint32_t worker;
 } sh_net_slot;
 
-/* A platform's socket state. */
+/* A platform's socket state; plat.c makes and frees it. */
 typedef struct sh_net_state {
   sh_net_ready_fn ready; /* set before the workers start, then only read */
   pthread_mutex_t mu;    /* guards slots and nslots */
@@ -53,23 +40,13 @@ typedef struct sh_net_state {
   size_t nslots;
 } sh_net_state;
 
-/* net.c, for plat.c. */
-int sh_net_state_init(sh_net_state *st);
-void sh_net_state_free(sh_net_state *st);
-/* Keeps a socket event a park fetched (the stash has room: park asks
- * epoll_wait for no more than that). */
-void sh_net_stash_event(sh_net_stash *stash, const struct epoll_event *ev);
-/* The calling thread drives p's workers from now on (a worker thread, or a
- * single-threaded driver that parks and polls): sh_net_close finds the
- * watching worker's state through it. */
-void sh_net_thread_enter(sh_plat *p);
-/* p is being freed: the calling thread forgets it. */
-void sh_net_thread_forget(sh_plat *p);
-
 /* plat.c, for net.c. */
 sh_net_state *sh_plat_net(sh_plat *p);
-sh_net_stash *sh_plat_stash(sh_plat *p, uint32_t w);
 int sh_plat_epfd(sh_plat *p, uint32_t w);
 uint32_t sh_plat_nworkers(const sh_plat *p);
+/* The platform whose workers the calling thread drives (a worker thread,
+ * or a thread that drives one by calling sh_plat_wait), or NULL:
+ * sh_net_close's way to the state of the socket it closes. */
+sh_plat *sh_plat_current(void);
 
 #endif

@@ -3,11 +3,12 @@
  *
  * One pthread per worker, and one per sh_plat_thread_start (a program's own
  * thread; events are a mutex and a condvar). Each worker owns an epoll instance and an eventfd
- * registered in it; parking is epoll_wait on that instance and waking is a
+ * registered in it; waiting is epoll_wait on that instance and waking is a
  * write to the eventfd. The eventfd is a counter, so a wake sent before the
- * park leaves it readable and the park returns at once: no wake is lost.
- * Sockets join the same epoll set (net.c), so their readiness ends a park
- * too; what the park fetched waits in the worker's stash (net.h).
+ * wait leaves it readable and the wait returns at once: no wake is lost.
+ * Sockets join the same epoll set (net.c), so their readiness ends a wait
+ * too, and the wait reports it (sh_plat_wait: a worker's sleep and its IO
+ * poll are one call).
  *
  * No global mutable state: everything lives in sh_plat or in thread-locals.
  */
@@ -26,6 +27,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
@@ -37,7 +39,7 @@
  * by the next (an edge-triggered socket stays on the ready list until it is
  * fetched; the eventfd is level-triggered), so a small array costs nothing
  * in correctness. */
-#define SH_PLAT_MAX_EVENTS SH_NET_BATCH
+#define SH_PLAT_MAX_EVENTS 8
 
 /* sh_plat_worker_index when the thread is not one of our workers. */
 #define SH_PLAT_NOT_A_WORKER UINT32_MAX
@@ -49,7 +51,6 @@ typedef struct sh_plat_worker {
   int evfd;        /* -1 when not created */
   pthread_t thread;
   bool started;    /* thread created and not yet joined */
-  sh_net_stash stash; /* socket events the last park fetched */
 } sh_plat_worker;
 
 struct sh_plat {
@@ -76,6 +77,8 @@ _Thread_local void *sh_plat_tls_local; /* plat.h reads it inline */
 static _Thread_local uint32_t sh_plat_tls_worker = SH_PLAT_NOT_A_WORKER;
 static _Thread_local uint64_t sh_plat_tls_rng;
 static _Thread_local bool sh_plat_tls_rng_seeded;
+/* The platform whose workers this thread drives (sh_plat_current). */
+static _Thread_local sh_plat *sh_plat_tls_plat;
 
 /* ---- creation ------------------------------------------------------------ */
 
@@ -102,13 +105,26 @@ static int sh_plat_worker_init(sh_plat_worker *w) {
   return 0;
 }
 
+/* The socket state (net.h): its lock, and no slot yet. */
+static int sh_plat_net_init(sh_net_state *st) {
+  memset(st, 0, sizeof *st);
+  return -pthread_mutex_init(&st->mu, NULL);
+}
+
+static void sh_plat_net_free(sh_net_state *st) {
+  pthread_mutex_destroy(&st->mu);
+  free(st->slots);
+  st->slots = NULL;
+  st->nslots = 0;
+}
+
 int sh_plat_new(uint32_t workers, sh_plat **out) {
   assert(out != NULL);
   if (workers < 1) return -EINVAL;
   sh_plat *p = calloc(1, sizeof *p + (size_t)workers * sizeof p->workers[0]);
   if (p == NULL) return -ENOMEM;
   p->nworkers = workers;
-  int rc = sh_net_state_init(&p->net);
+  int rc = sh_plat_net_init(&p->net);
   if (rc < 0) {
     free(p);
     return rc;
@@ -124,7 +140,7 @@ int sh_plat_new(uint32_t workers, sh_plat **out) {
     rc = sh_plat_worker_init(&p->workers[i]);
     if (rc < 0) {
       sh_plat_close_fds(p);
-      sh_net_state_free(&p->net);
+      sh_plat_net_free(&p->net);
       free(p);
       return rc;
     }
@@ -138,15 +154,15 @@ void sh_plat_free(sh_plat *p) {
   for (uint32_t i = 0; i < p->nworkers; i++)
     assert(!p->workers[i].started && "sh_plat_free before sh_plat_join");
   sh_plat_close_fds(p);
-  sh_net_state_free(&p->net);
-  sh_net_thread_forget(p);
+  sh_plat_net_free(&p->net);
+  if (sh_plat_tls_plat == p) sh_plat_tls_plat = NULL;
   free(p);
 }
 
 sh_net_state *sh_plat_net(sh_plat *p) { return &p->net; }
-sh_net_stash *sh_plat_stash(sh_plat *p, uint32_t w) { return &p->workers[w].stash; }
 int sh_plat_epfd(sh_plat *p, uint32_t w) { return p->workers[w].epfd; }
 uint32_t sh_plat_nworkers(const sh_plat *p) { return p->nworkers; }
+sh_plat *sh_plat_current(void) { return sh_plat_tls_plat; }
 
 /* ---- threads ------------------------------------------------------------- */
 
@@ -158,7 +174,7 @@ static void *sh_plat_thread_main(void *arg) {
   snprintf(name, sizeof name, "sh-worker-%u", (unsigned)w->index);
   (void)pthread_setname_np(pthread_self(), name);
   sh_plat_tls_worker = w->index;
-  sh_net_thread_enter(w->plat);
+  sh_plat_tls_plat = w->plat;
   w->plat->entry(w->plat->ctx, w->index);
   return NULL;
 }
@@ -255,13 +271,15 @@ uint64_t sh_plat_random(void) {
   return sh_plat_mix64(sh_plat_tls_rng);
 }
 
-/* ---- park and wake ------------------------------------------------------- */
+/* ---- waiting and waking ---------------------------------------------------- */
 
-/* epoll_wait's timeout for an absolute deadline: -1 for none, 0 if past,
- * else the remaining time rounded UP to whole ms so the park is never early.
- * Very far deadlines are capped at INT_MAX ms, an allowed spurious return. */
+/* epoll_wait's timeout for an absolute deadline: -1 for none, 0 if past (a
+ * poll, SH_PLAT_POLL without reading the clock), else the remaining time
+ * rounded UP to whole ms so the wait is never early. Very far deadlines
+ * are capped at INT_MAX ms, an allowed spurious return. */
 static int sh_plat_timeout_ms(uint64_t deadline_ns) {
   if (deadline_ns == SH_PLAT_NO_DEADLINE) return -1;
+  if (deadline_ns == SH_PLAT_POLL) return 0;
   uint64_t now = sh_plat_now_ns();
   if (deadline_ns <= now) return 0;
   uint64_t rem = deadline_ns - now;
@@ -271,7 +289,7 @@ static int sh_plat_timeout_ms(uint64_t deadline_ns) {
 
 /* Resets the wakeup counter. EAGAIN means it was already drained, which is
  * fine. A wake landing between epoll_wait and this read is absorbed, but the
- * park is returning anyway and the core rechecks its state after every park. */
+ * wait is returning anyway and the core rechecks its state after every wait. */
 static void sh_plat_drain(int evfd) {
   uint64_t n;
   ssize_t r = read(evfd, &n, sizeof n);
@@ -279,30 +297,56 @@ static void sh_plat_drain(int evfd) {
   (void)r;
 }
 
-void sh_plat_park(sh_plat *p, uint32_t w, uint64_t deadline_ns) {
-  assert(p != NULL && w < p->nworkers);
-  /* Only worker w parks on w; threads that are not workers (tests, a
-   * single-threaded driver) may park on any index. */
-  assert(sh_plat_tls_worker == SH_PLAT_NOT_A_WORKER || sh_plat_tls_worker == w);
-  sh_net_thread_enter(p);
-  sh_plat_worker *wk = &p->workers[w];
-  /* Readiness already stashed is a reason not to sleep; a full stash is
-   * fetched no further (it would have nowhere to go). */
-  int room = SH_PLAT_MAX_EVENTS - (int)wk->stash.n;
-  if (room == 0) return;
-  int timeout = wk->stash.n > 0 ? 0 : sh_plat_timeout_ms(deadline_ns);
-  struct epoll_event evs[SH_PLAT_MAX_EVENTS];
-  int n = epoll_wait(wk->epfd, evs, room, timeout);
-  if (n < 0) {
-    /* EINTR (a signal) is an allowed spurious return; anything else is a bad fd. */
-    assert(errno == EINTR);
-    return;
-  }
+/* An epoll event's bits as core/netplat.h names them. */
+static uint32_t sh_plat_io_bits(uint32_t ep) {
+  uint32_t ev = 0;
+  if (ep & EPOLLIN) ev |= SH_IO_IN;
+  if (ep & EPOLLOUT) ev |= SH_IO_OUT;
+  if (ep & (EPOLLRDHUP | EPOLLHUP)) ev |= SH_IO_HUP;
+  if (ep & EPOLLERR) ev |= SH_IO_ERR;
+  return ev;
+}
+
+/* Reports the socket events among evs[0..n) to fn, at once (nothing
+ * fetched is kept); drains the wakeup eventfd if it is among them and the
+ * fetch could sleep (a poll leaves a wake for the next sleep). How many. */
+static uint32_t sh_plat_report(sh_plat_worker *wk, const struct epoll_event *evs, int n,
+                               bool could_sleep, sh_net_ready_fn fn) {
+  uint32_t got = 0;
   for (int i = 0; i < n; i++) {
-    if (evs[i].data.ptr == NULL)
-      sh_plat_drain(wk->evfd);
-    else
-      sh_net_stash_event(&wk->stash, &evs[i]); /* for the next sh_net_poll */
+    if (evs[i].data.ptr == NULL) {
+      if (could_sleep) sh_plat_drain(wk->evfd);
+      continue;
+    }
+    assert(fn != NULL && "sh_net_set_ready before a socket is watched");
+    fn(evs[i].data.ptr, sh_plat_io_bits(evs[i].events));
+    got++;
+  }
+  return got;
+}
+
+uint32_t sh_plat_wait(sh_plat *p, uint32_t w, uint64_t deadline_ns, uint32_t max) {
+  assert(p != NULL && w < p->nworkers && max > 0);
+  /* Only worker w waits on w; threads that are not workers (tests, a
+   * single-threaded driver) may wait on any index. */
+  assert(sh_plat_tls_worker == SH_PLAT_NOT_A_WORKER || sh_plat_tls_worker == w);
+  sh_plat_tls_plat = p;
+  sh_plat_worker *wk = &p->workers[w];
+  struct epoll_event evs[SH_PLAT_MAX_EVENTS];
+  /* Only the first epoll_wait may sleep; the next ones take what else is
+   * ready while a full batch says there may be more. */
+  int timeout = sh_plat_timeout_ms(deadline_ns);
+  uint32_t done = 0;
+  for (;;) { /* bounded by max: each pass reports at least one, or ends */
+    uint32_t room = max - done;
+    int want = room < SH_PLAT_MAX_EVENTS ? (int)room : SH_PLAT_MAX_EVENTS;
+    int n = epoll_wait(wk->epfd, evs, want, timeout);
+    /* EINTR (a signal) is an allowed spurious return; anything else is a bad fd. */
+    assert(n >= 0 || errno == EINTR);
+    uint32_t got = sh_plat_report(wk, evs, n, timeout != 0, p->net.ready);
+    done += got;
+    if (n != want || got == 0 || done == max) return done;
+    timeout = 0;
   }
 }
 

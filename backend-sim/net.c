@@ -5,10 +5,23 @@
  *
  * Sockets are numbered 0, 1, 2, ... in the order they are created (a
  * listener's connection when the connect arrives); a number is never
- * reused. Addresses are simulated: a listener or UDP socket binds ip:port
- * (port 0: the next free port from 49152 up; 0.0.0.0 binds every ip; a
- * second bind of a taken ip:port is -EADDRINUSE). A connecting socket gets
- * the destination's ip and the next port from the same counter.
+ * reused. Addresses are simulated: a socket binds ip:port (port 0: the
+ * next free port from 49152 up; 0.0.0.0 binds every ip), and a listen
+ * before a bind takes a free port. A connecting socket gets the
+ * destination's ip and the next port from the same counter.
+ *
+ * Binding and the options (netbind.c). A listener, a UDP socket, a bound
+ * connection and every connection a listener accepted hold their address,
+ * and a TCP connection that closed first (its peer's end of stream had not
+ * come) holds its own for 60 s of virtual time (TIME_WAIT). A bind shares
+ * an address with each holder as Linux lets it, or is -EADDRINUSE: both
+ * set SO_REUSEPORT, or both SO_REUSEADDR and the holder does not listen.
+ * Listeners (UDP sockets) sharing a port by SO_REUSEPORT get connections
+ * (datagrams) by a hash of the sender's address. SO_SNDBUF and SO_RCVBUF
+ * bound the TCP window below (a UDP socket's SO_RCVBUF, once set, bounds
+ * its unread bytes); SO_KEEPALIVE and TCP_NODELAY are recorded (nothing
+ * here idles out a connection, and writes are never held back). An
+ * accepted connection starts with its listener's options.
  *
  * Time. Whatever is sent arrives one latency later on the virtual clock:
  * 20 us plus a jitter of 0-30 us, drawn from the network's own stream
@@ -26,25 +39,28 @@
  * (a loopback address, or one some socket is bound to; a socket bound to
  * 0.0.0.0 makes every address a host). At an address with no host nobody
  * answers: the connect never ends (the caller's timeout does). The backlog
- * is not enforced. A write takes at most what the window leaves (64 KiB in
- * flight plus unread per direction): past it a write is partial, then
- * -EAGAIN, and the writer gets SH_IO_OUT when the reader makes room. A
- * write's bytes are cut into 1 to 3 segments of random sizes, each with
- * its own latency; a read returns only bytes arrived by now. shutdown and
+ * is not enforced. A write takes at most what the window leaves (in flight
+ * plus unread per direction: the smaller of the writer's SO_SNDBUF and the
+ * reader's SO_RCVBUF, 64 KiB each by default): past it a write is
+ * partial, then -EAGAIN, and the writer gets SH_IO_OUT when the reader
+ * makes room (or a buffer grows). A write's bytes are cut into 1 to 3
+ * segments of random sizes, each with its own latency; a read returns
+ * only bytes arrived by now. shutdown and
  * close send the end of the stream after the bytes: the peer reads them,
  * then 0, with SH_IO_IN|SH_IO_HUP; after a close arrived its writes say
  * -EPIPE. Bytes arriving at a closed socket are lost.
  *
  * UDP. A datagram (at most SH_NET_MAX_DATAGRAM bytes, IPv4's 65,507, else
  * -EMSGSIZE) arrives one latency later at the socket bound to its
- * destination then, if any (else it is lost, as when 1024 are unread);
- * recvfrom returns one datagram, cut to the length asked for.
+ * destination then, if any (else it is lost, as when 1024 are unread, or
+ * when its bytes would pass the SO_RCVBUF the program set); recvfrom
+ * returns one datagram, cut to the length asked for.
  *
  * Readiness is edge-triggered: an arrival (or room to write) adds the
  * socket to its watching worker's ready list, once, with the events ORed,
- * and makes that worker runnable if parked; sh_plat_park returns at once
- * while the list has something; sh_net_poll hands it to the readiness
- * function with, as epoll does, whatever else holds then (writable,
+ * and makes that worker runnable if parked; its wait (sh_plat_wait)
+ * returns at once while the list has something, and hands it to the
+ * readiness function with, as epoll does, whatever else holds then (writable,
  * readable, at the end of stream, reset). A new watch reports what the
  * socket already has. Closing a socket takes it out of every list.
  *
@@ -92,7 +108,6 @@
 #define SH_SIMNET_DELAY_SPAN 19000000u /* plus up to this */
 #define SH_SIMNET_CUT_NS 50000000u    /* sh/net/partition: at least this, */
 #define SH_SIMNET_CUT_SPAN 150000000u /* plus up to this */
-#define SH_SIMNET_FIRST_PORT 49152u
 #define SH_SIMNET_MAX_CUTS 16
 
 typedef struct sh_simnet_cut {
@@ -109,11 +124,9 @@ static struct {
   sh_simrng rng;
   sh_simnet_sock **tab; /* by number; NULL once closed */
   uint32_t nsocks, capsocks;
-  sh_simnet_list bound;
   sh_simnet_ev *heap; /* arrivals, earliest (at, seq) first */
   uint32_t nev, capev;
   uint64_t seq;
-  uint32_t next_port;
   sh_simnet_cut cuts[SH_SIMNET_MAX_CUTS];
   uint32_t ncuts;
   sh_net_ready_fn ready_fn;
@@ -124,7 +137,7 @@ static sh_simrun *const S = &sh_simrun_state;
 
 /* ---- small growable arrays ------------------------------------------------- */
 
-static int grow(void **a, uint32_t *cap, uint32_t need, size_t size) {
+int sh_simnet_grow(void **a, uint32_t *cap, uint32_t need, size_t size) {
   if (need <= *cap) return 0;
   uint32_t c = *cap != 0 ? *cap * 2 : 16;
   while (c < need) c *= 2;
@@ -136,18 +149,9 @@ static int grow(void **a, uint32_t *cap, uint32_t need, size_t size) {
 }
 
 static int list_push(sh_simnet_list *l, sh_sock id) {
-  if (grow((void **)&l->ids, &l->cap, l->n + 1, sizeof(*l->ids)) != 0) return -ENOMEM;
+  if (sh_simnet_grow((void **)&l->ids, &l->cap, l->n + 1, sizeof(*l->ids)) != 0) return -ENOMEM;
   l->ids[l->n++] = id;
   return 0;
-}
-
-static void list_remove(sh_simnet_list *l, sh_sock id) {
-  for (uint32_t i = 0; i < l->n; i++)
-    if (l->ids[i] == id) {
-      memmove(&l->ids[i], &l->ids[i + 1], (l->n - i - 1) * sizeof(*l->ids));
-      l->n--;
-      return;
-    }
 }
 
 /* ---- sockets ------------------------------------------------------------------ */
@@ -159,13 +163,15 @@ sh_simnet_sock *sh_simnet_get(sh_sock s, sh_simnet_kind kind) {
 
 int sh_simnet_sock_new(sh_simnet_kind kind, sh_simnet_sock **out) {
   if (N.nsocks == INT32_MAX) return -EMFILE;
-  if (grow((void **)&N.tab, &N.capsocks, N.nsocks + 1, sizeof(*N.tab)) != 0) return -ENOMEM;
+  if (sh_simnet_grow((void **)&N.tab, &N.capsocks, N.nsocks + 1, sizeof(*N.tab)) != 0)
+    return -ENOMEM;
   sh_simnet_sock *k = calloc(1, sizeof(*k));
   if (k == NULL) return -ENOMEM;
   k->id = (sh_sock)N.nsocks;
   k->kind = kind;
   k->peer_id = -1;
   k->watcher = SH_SIMNET_NO_WORKER;
+  sh_simnet_opts_init(k);
   N.tab[N.nsocks++] = k;
   sh_simrun_mix(SH_SIMRUN_MIX_NET);
   sh_simrun_mix(((uint64_t)kind << 32) | (uint32_t)k->id);
@@ -174,66 +180,12 @@ int sh_simnet_sock_new(sh_simnet_kind kind, sh_simnet_sock **out) {
 }
 
 void sh_simnet_sock_free(sh_simnet_sock *k) {
-  if (k->bound) list_remove(&N.bound, k->id);
+  if (k->bound) sh_simnet_unbind(k);
   sh_simnet_seg_free(k->rx);
   sh_simnet_seg_free(k->held);
   free(k->acceptq);
   N.tab[k->id] = NULL; /* its ready-list entry is skipped from now on */
   free(k);
-}
-
-static bool same_addr(uint32_t bound_ip, uint16_t bound_port, const sh_netaddr *a) {
-  return bound_port == a->port && (bound_ip == a->ip || bound_ip == 0 || a->ip == 0);
-}
-
-sh_simnet_sock *sh_simnet_find(sh_simnet_kind kind, const sh_netaddr *a) {
-  for (uint32_t i = 0; i < N.bound.n; i++) {
-    sh_simnet_sock *k = N.tab[N.bound.ids[i]];
-    if (k->kind == kind && same_addr(k->local.ip, k->local.port, a)) return k;
-  }
-  return NULL;
-}
-
-bool sh_simnet_host(uint32_t ip) {
-  if (ip >> 24 == 127) return true;
-  for (uint32_t i = 0; i < N.bound.n; i++) {
-    uint32_t b = N.tab[N.bound.ids[i]]->local.ip;
-    if (b == ip || b == 0) return true;
-  }
-  return false;
-}
-
-uint16_t sh_simnet_port(void) {
-  uint16_t p = (uint16_t)N.next_port;
-  N.next_port = N.next_port >= 65535u ? SH_SIMNET_FIRST_PORT : N.next_port + 1;
-  return p;
-}
-
-int sh_simnet_bind(sh_simnet_sock *k, const sh_netaddr *at) {
-  sh_netaddr a = *at;
-  /* Bounded: the ephemeral range, once round. */
-  for (uint32_t i = 0; a.port == 0 && i <= 65535u - SH_SIMNET_FIRST_PORT; i++) {
-    sh_netaddr c = {at->ip, sh_simnet_port()};
-    if (sh_simnet_find(k->kind, &c) == NULL) a = c;
-  }
-  if (a.port == 0 || sh_simnet_find(k->kind, &a) != NULL) return -EADDRINUSE;
-  if (list_push(&N.bound, k->id) != 0) return -ENOMEM;
-  k->local = a;
-  k->bound = true;
-  return 0;
-}
-
-int sh_simnet_open_bound(sh_simnet_kind kind, const sh_netaddr *at, sh_sock *out) {
-  sh_simnet_sock *k;
-  int rc = sh_simnet_sock_new(kind, &k);
-  if (rc != 0) return rc;
-  rc = sh_simnet_bind(k, at);
-  if (rc != 0) {
-    sh_simnet_sock_free(k);
-    return rc;
-  }
-  *out = k->id;
-  return 0;
 }
 
 /* ---- time --------------------------------------------------------------------- */
@@ -310,7 +262,7 @@ static const char *ev_name(const sh_simnet_ev *ev) {
 int sh_simnet_send(sh_simnet_ev *ev) {
   /* Later than now: what a delivery sends waits for a later one (deliver). */
   SH_ASSERT(ev->at > S->now);
-  if (grow((void **)&N.heap, &N.capev, N.nev + 1, sizeof(*N.heap)) != 0) return -ENOMEM;
+  if (sh_simnet_grow((void **)&N.heap, &N.capev, N.nev + 1, sizeof(*N.heap)) != 0) return -ENOMEM;
   ev->seq = N.seq++;
   uint32_t i = N.nev++;
   N.heap[i] = *ev;
@@ -402,7 +354,7 @@ void sh_simnet_notify(sh_simnet_sock *k, uint32_t events) {
   sh_plat *p = S->plat;
   if (p == NULL || k->watcher >= p->nworkers) return;
   sh_simrun_fiber *f = &p->f[k->watcher];
-  if (f->state != SH_SIMRUN_PARKED) return; /* its next park sees the list */
+  if (f->state != SH_SIMRUN_PARKED) return; /* its next wait sees the list */
   sh_simrun_make_runnable(f);
   sh_simrun_recompute_deadline(p);
 }
@@ -441,8 +393,7 @@ int sh_net_watch(sh_plat *p, uint32_t worker, sh_sock s, void *token) {
   return 0;
 }
 
-uint32_t sh_net_poll(sh_plat *p, uint32_t worker, uint32_t max) {
-  (void)p;
+uint32_t sh_simnet_report(uint32_t worker, uint32_t max) {
   if (worker >= SH_SIM_MAX_WORKERS) return 0;
   sh_simnet_list *l = &N.ready[worker];
   uint32_t i = 0, got = 0;
@@ -483,10 +434,9 @@ void sh_simnet_end(void) {
     if (N.tab[i] != NULL) sh_simnet_sock_free(N.tab[i]);
   free(N.tab);
   free(N.heap);
-  free(N.bound.ids);
+  sh_simnet_bind_end();
   for (uint32_t w = 0; w < SH_SIM_MAX_WORKERS; w++) free(N.ready[w].ids);
   memset(&N, 0, sizeof(N));
-  N.next_port = SH_SIMNET_FIRST_PORT;
 }
 
 void sh_simnet_configure(const sh_sim_options *o, uint64_t *x) {

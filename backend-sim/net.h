@@ -28,8 +28,12 @@ uint64_t sh_simnet_next(void);
  * watching workers get readiness and, if parked, become runnable. */
 void sh_simnet_deliver(uint64_t now);
 
-/* Worker w has readiness that sh_net_poll has not reported yet: its park
- * returns at once, as for a pending wake. */
+/* Worker w has readiness not reported yet: its wait returns at once, as
+ * for a pending wake. */
 bool sh_simnet_ready(uint32_t w);
+
+/* Reports worker w's pending readiness to the readiness function, at most
+ * `max` reports; how many (sh_plat_wait's reports). */
+uint32_t sh_simnet_report(uint32_t w, uint32_t max);
 
 #endif

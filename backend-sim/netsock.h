@@ -1,7 +1,8 @@
 /*
  * The fake network's insides, shared by net.c (sockets, arrivals,
- * readiness, the clock), nettcp.c (streams) and netudp.c (datagrams).
- * The model itself is described at the top of net.c.
+ * readiness, the clock), netbind.c (addresses and socket options),
+ * nettcp.c (streams) and netudp.c (datagrams). The model itself is
+ * described at the top of net.c.
  */
 #ifndef SH_SIM_NETSOCK_H
 #define SH_SIM_NETSOCK_H
@@ -12,7 +13,8 @@
 
 #include "netplat.h"
 
-/* Bytes a direction may have in flight plus unread. */
+/* Bytes a direction may have in flight plus unread, unless SO_SNDBUF of
+ * the writer or SO_RCVBUF of the reader is smaller: their default. */
 #define SH_SIMNET_WINDOW (64u * 1024u)
 /* A datagram's bytes, at most: IPv4's limit for UDP, unless the seam
  * says otherwise. */
@@ -23,6 +25,8 @@
 #define SH_SIMNET_UDP_QUEUE 1024u
 /* No worker watches the socket. */
 #define SH_SIMNET_NO_WORKER UINT32_MAX
+/* Socket options are kept by their number (sh_sockopt, 1..6). */
+#define SH_SIMNET_NOPTS 7
 
 /* Bytes on their way or waiting to be read: a segment of a stream, or a
  * datagram (from, to). */
@@ -40,7 +44,7 @@ typedef enum sh_simnet_kind {
 } sh_simnet_kind;
 
 typedef enum sh_simnet_state {
-  SH_SIMNET_IDLE,
+  SH_SIMNET_IDLE, /* a new stream socket: neither listening nor connected */
   SH_SIMNET_CONNECTING,
   SH_SIMNET_CONNECTED,
   SH_SIMNET_REFUSED,
@@ -58,7 +62,8 @@ typedef struct sh_simnet_sock {
   bool wr_shut;        /* our write side is closed */
   bool peer_closed;    /* the peer closed: writes say -EPIPE */
   bool want_out;       /* a write was cut short: report SH_IO_OUT with room */
-  bool bound;          /* in the table of bound addresses */
+  bool bound;          /* holds its local address (netbind.c): a listener, a UDP
+                        * socket, a connection bound or accepted */
   uint32_t inflight;   /* stream: bytes written, not yet read by the peer */
   uint64_t last_at;    /* the latest arrival sent from here: order is kept */
   sh_simnet_seg *rx, *rx_tail; /* arrived, unread */
@@ -72,6 +77,8 @@ typedef struct sh_simnet_sock {
   void *token;
   uint32_t ready;      /* readiness not yet reported */
   bool listed;         /* in its watcher's ready list */
+  int opts[SH_SIMNET_NOPTS]; /* its options by number (netbind.c) */
+  uint32_t opts_set;   /* 1 << option: set by the program (or its listener) */
 } sh_simnet_sock;
 
 typedef enum sh_simnet_evkind {
@@ -95,23 +102,14 @@ typedef struct sh_simnet_ev {
 
 /* ---- net.c ---- */
 
+/* Makes *a (of *cap elements of `size`) hold `need`; -ENOMEM. */
+int sh_simnet_grow(void **a, uint32_t *cap, uint32_t need, size_t size);
 /* The live socket numbered s (of `kind` if not 0), or NULL. */
 sh_simnet_sock *sh_simnet_get(sh_sock s, sh_simnet_kind kind);
 /* A new socket, numbered next; -ENOMEM. */
 int sh_simnet_sock_new(sh_simnet_kind kind, sh_simnet_sock **out);
 /* Forgets k: its number, address, unread bytes and pending readiness. */
 void sh_simnet_sock_free(sh_simnet_sock *k);
-/* Binds k to `at` (port 0: a free one); -EADDRINUSE. */
-int sh_simnet_bind(sh_simnet_sock *k, const sh_netaddr *at);
-/* A new socket of `kind` bound to `at` (a listener, a UDP socket). */
-int sh_simnet_open_bound(sh_simnet_kind kind, const sh_netaddr *at, sh_sock *out);
-/* The socket of `kind` bound to a (0.0.0.0 binds every address), or NULL. */
-sh_simnet_sock *sh_simnet_find(sh_simnet_kind kind, const sh_netaddr *a);
-/* Whether a host answers at ip: loopback, or an address some socket is
- * bound to (0.0.0.0: every address). */
-bool sh_simnet_host(uint32_t ip);
-/* A port for a connecting socket. */
-uint16_t sh_simnet_port(void);
 /* Uniform in [0, n), n > 0, from the network's stream; mixed into the hash. */
 uint64_t sh_simnet_draw(uint64_t n);
 /* When something sent now from k toward ip `to` arrives: one latency,
@@ -132,11 +130,38 @@ void sh_simnet_notify(sh_simnet_sock *k, uint32_t events);
 /* The readiness k has now, for a new watch. */
 uint32_t sh_simnet_level(const sh_simnet_sock *k);
 
+/* ---- netbind.c ---- */
+
+/* A new socket's options: the defaults (buffers of a window, flags off). */
+void sh_simnet_opts_init(sh_simnet_sock *k);
+/* Binds k to `at` (port 0: a free one); -EADDRINUSE when a socket holding
+ * it may not share it with k (SO_REUSEADDR, SO_REUSEPORT). */
+int sh_simnet_bind(sh_simnet_sock *k, const sh_netaddr *at);
+/* k, a connection its listener accepted, holds the listener's address
+ * `at` too (a later bind must share it); out of memory, it does not. */
+void sh_simnet_hold(sh_simnet_sock *k, const sh_netaddr *at);
+/* k (bound) gives its address back: it is closing. A TCP connection that
+ * closes first keeps it in TIME_WAIT for a while. */
+void sh_simnet_unbind(sh_simnet_sock *k);
+/* The socket of `kind` bound to a (0.0.0.0 binds every address), or NULL;
+ * among sockets sharing it by SO_REUSEPORT, the one `from` hashes to. */
+sh_simnet_sock *sh_simnet_find(sh_simnet_kind kind, const sh_netaddr *a, const sh_netaddr *from);
+/* Whether a host answers at ip: loopback, or an address some socket is
+ * bound to (0.0.0.0: every address). */
+bool sh_simnet_host(uint32_t ip);
+/* A port for a connecting socket. */
+uint16_t sh_simnet_port(void);
+/* The run is over: the addresses are forgotten. */
+void sh_simnet_bind_end(void);
+
 /* ---- nettcp.c / netudp.c: an arrival reaches its socket; which one (for
  * the trace), or NULL when it was lost ---- */
 sh_simnet_sock *sh_simnet_tcp_deliver(sh_simnet_ev *ev);
 sh_simnet_sock *sh_simnet_udp_deliver(sh_simnet_ev *ev);
 /* The readiness of a stream or listener (nettcp.c). */
 uint32_t sh_simnet_tcp_level(const sh_simnet_sock *k);
+/* A stream's buffers changed (SO_SNDBUF, SO_RCVBUF): a writer waiting for
+ * room that the larger window gives is told (nettcp.c). */
+void sh_simnet_tcp_window_changed(sh_simnet_sock *k);
 
 #endif

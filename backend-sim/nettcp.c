@@ -17,6 +17,28 @@ static sh_simnet_sock *peer_of(const sh_simnet_sock *k) {
   return sh_simnet_get(k->peer_id, SH_SIMNET_STREAM);
 }
 
+/* What k may have in flight plus unread at its peer: the smaller of its
+ * SO_SNDBUF and the peer's SO_RCVBUF (a window each by default). */
+static uint32_t window(const sh_simnet_sock *k) {
+  const sh_simnet_sock *p = peer_of(k);
+  uint32_t snd = (uint32_t)k->opts[SH_SO_SNDBUF];
+  uint32_t rcv = p != NULL ? (uint32_t)p->opts[SH_SO_RCVBUF] : UINT32_MAX;
+  return snd < rcv ? snd : rcv;
+}
+
+/* The writer k has room again: told once, if it waited for it. */
+static void room_back(sh_simnet_sock *k) {
+  if (!k->want_out || k->inflight >= window(k)) return;
+  k->want_out = false;
+  sh_simnet_notify(k, SH_IO_OUT);
+}
+
+void sh_simnet_tcp_window_changed(sh_simnet_sock *k) {
+  room_back(k); /* its send buffer */
+  sh_simnet_sock *w = peer_of(k);
+  if (w != NULL) room_back(w); /* its receive buffer, the peer's window */
+}
+
 /* Drops what k has not read. */
 static void rx_clear(sh_simnet_sock *k) {
   sh_simnet_seg_free(k->rx);
@@ -43,7 +65,7 @@ uint32_t sh_simnet_tcp_level(const sh_simnet_sock *k) {
   if (k->reset) return SH_IO_HUP | SH_IO_ERR;
   if (k->state == SH_SIMNET_REFUSED) return SH_IO_OUT | SH_IO_ERR;
   if (k->state != SH_SIMNET_CONNECTED) return 0;
-  uint32_t e = k->inflight < SH_SIMNET_WINDOW ? SH_IO_OUT : 0u;
+  uint32_t e = k->inflight < window(k) ? SH_IO_OUT : 0u;
   if (k->rx != NULL || k->rd_eof) e |= SH_IO_IN;
   if (k->rd_eof) e |= SH_IO_HUP;
   return e;
@@ -51,9 +73,15 @@ uint32_t sh_simnet_tcp_level(const sh_simnet_sock *k) {
 
 /* ---- listeners --------------------------------------------------------------- */
 
-int sh_net_listen(const sh_netaddr *at, int backlog, sh_sock *out) {
+int sh_net_listen(sh_sock s, int backlog) {
   (void)backlog; /* not enforced: a connect always finds room */
-  return sh_simnet_open_bound(SH_SIMNET_LISTENER, at, out);
+  sh_simnet_sock *k = sh_simnet_get(s, SH_SIMNET_STREAM);
+  if (k == NULL) return sh_simnet_get(s, SH_SIMNET_LISTENER) != NULL ? 0 : -EBADF;
+  if (k->state != SH_SIMNET_IDLE) return -EINVAL;
+  /* Not bound yet: a free port of every address, as Linux does. */
+  int rc = k->bound ? 0 : sh_simnet_bind(k, &(sh_netaddr){0, 0});
+  if (rc == 0) k->kind = SH_SIMNET_LISTENER;
+  return rc;
 }
 
 int sh_net_accept(sh_sock l, sh_sock *out, sh_netaddr *peer) {
@@ -89,7 +117,9 @@ static sh_simnet_sock *connect_to(sh_simnet_sock *c, sh_simnet_sock *l, const sh
   sh_simnet_sock *srv;
   if (sh_simnet_sock_new(SH_SIMNET_STREAM, &srv) != 0) return refuse(c);
   srv->state = SH_SIMNET_CONNECTED;
-  srv->local = *to;
+  memcpy(srv->opts, l->opts, sizeof(srv->opts)); /* as Linux does, the listener's */
+  srv->opts_set = l->opts_set;
+  sh_simnet_hold(srv, to);
   srv->peer = c->local;
   srv->peer_id = c->id;
   c->peer_id = srv->id;
@@ -104,30 +134,27 @@ static sh_simnet_sock *connect_to(sh_simnet_sock *c, sh_simnet_sock *l, const sh
 static sh_simnet_sock *connect_arrives(const sh_simnet_ev *ev) {
   sh_simnet_sock *c = sh_simnet_get(ev->src, SH_SIMNET_STREAM);
   if (c == NULL || c->state != SH_SIMNET_CONNECTING) return NULL; /* closed meanwhile */
-  sh_simnet_sock *l = ev->flag ? NULL : sh_simnet_find(SH_SIMNET_LISTENER, &ev->to);
+  sh_simnet_sock *l = ev->flag ? NULL : sh_simnet_find(SH_SIMNET_LISTENER, &ev->to, &c->local);
   if (l == NULL && !ev->flag && !sh_simnet_host(ev->to.ip)) return NULL; /* nobody answers */
   return l != NULL ? connect_to(c, l, &ev->to) : refuse(c);
 }
 
-int sh_net_connect(const sh_netaddr *to, sh_sock *out) {
-  sh_simnet_sock *k;
-  int rc = sh_simnet_sock_new(SH_SIMNET_STREAM, &k);
-  if (rc != 0) return rc;
+int sh_net_connect(sh_sock s, const sh_netaddr *to) {
+  sh_simnet_sock *k = sh_simnet_get(s, SH_SIMNET_STREAM);
+  if (k == NULL) return sh_simnet_get(s, 0) != NULL ? -EOPNOTSUPP : -EBADF;
+  if (k->state != SH_SIMNET_IDLE) return k->state == SH_SIMNET_CONNECTING ? -EALREADY : -EISCONN;
   k->state = SH_SIMNET_CONNECTING;
-  /* One host per address: the connection starts from the one it goes to. */
-  k->local = (sh_netaddr){to->ip != 0 ? to->ip : 0x7F000001u, sh_simnet_port()};
+  /* One host per address: the connection starts from the one it goes to
+   * (or from the address it was bound to). */
+  if (!k->bound) k->local = (sh_netaddr){to->ip != 0 ? to->ip : 0x7F000001u, sh_simnet_port()};
   k->peer = *to;
   sh_simnet_maybe_partition(k->local.ip, to->ip);
   sh_simnet_ev ev = {.kind = SH_SIMNET_EV_CONNECT, .src = k->id, .dst = -1, .to = *to};
   ev.flag = sh_fault("sh/net/connect");
   ev.at = sh_simnet_arrival(k, to->ip);
-  rc = sh_simnet_send(&ev);
-  if (rc != 0) {
-    sh_simnet_sock_free(k);
-    return rc;
-  }
-  *out = k->id;
-  return 0;
+  int rc = sh_simnet_send(&ev);
+  if (rc != 0) k->state = SH_SIMNET_IDLE; /* out of memory: the caller closes it */
+  return rc;
 }
 
 int sh_net_error(sh_sock s) {
@@ -185,10 +212,7 @@ int64_t sh_net_read(sh_sock s, void *buf, size_t len) {
   sh_simnet_sock *w = peer_of(k);
   if (w != NULL) {
     w->inflight -= (uint32_t)n;
-    if (w->want_out && w->inflight < SH_SIMNET_WINDOW) {
-      w->want_out = false;
-      sh_simnet_notify(w, SH_IO_OUT);
-    }
+    room_back(w);
   }
   return (int64_t)n;
 }
@@ -233,7 +257,8 @@ int64_t sh_net_writev(sh_sock s, const struct iovec *iov, int iovcnt) {
     return -ECONNRESET;
   }
   sh_simnet_maybe_partition(k->local.ip, k->peer.ip);
-  size_t room = SH_SIMNET_WINDOW - k->inflight;
+  uint32_t win = window(k);
+  size_t room = win > k->inflight ? win - k->inflight : 0;
   size_t n = total < room ? total : room;
   if (n < total) k->want_out = true; /* reported when the reader makes room */
   if (n == 0) return -EAGAIN;
@@ -243,7 +268,7 @@ int64_t sh_net_writev(sh_sock s, const struct iovec *iov, int iovcnt) {
   if (n == 0) return -ENOMEM;
   k->inflight += (uint32_t)n;
   /* Cut short with room left: an edge, as the room is there now. */
-  if (cut && k->inflight < SH_SIMNET_WINDOW) sh_simnet_notify(k, SH_IO_OUT);
+  if (cut && k->inflight < win) sh_simnet_notify(k, SH_IO_OUT);
   return (int64_t)n;
 }
 

@@ -15,10 +15,6 @@
 /* A held datagram goes alone after this if no other follows it. */
 #define SH_SIMNET_HOLD_NS 1000000u
 
-int sh_net_udp_open(const sh_netaddr *at, sh_sock *out) {
-  return sh_simnet_open_bound(SH_SIMNET_UDP, at, out);
-}
-
 /* d (taken) leaves k now. */
 static int send_dgram(sh_simnet_sock *k, sh_simnet_seg *d) {
   sh_simnet_ev ev = {.kind = SH_SIMNET_EV_DGRAM, .src = k->id, .dst = -1, .to = d->to, .seg = d};
@@ -61,6 +57,9 @@ int64_t sh_net_sendto(sh_sock s, const void *buf, size_t len, const sh_netaddr *
   sh_simnet_sock *k = sh_simnet_get(s, SH_SIMNET_UDP);
   if (k == NULL) return -EBADF;
   if (len > SH_NET_MAX_DATAGRAM) return -EMSGSIZE;
+  /* Not bound yet: a free port of every address, as Linux does. */
+  int rc = k->bound ? 0 : sh_simnet_bind(k, &(sh_netaddr){0, 0});
+  if (rc != 0) return rc;
   sh_simnet_seg *d = dgram_new(k, buf, len, to);
   if (d == NULL) return -ENOMEM;
   if (sh_fault("sh/net/drop")) {
@@ -73,7 +72,6 @@ int64_t sh_net_sendto(sh_sock s, const void *buf, size_t len, const sh_netaddr *
     sh_simnet_seg *c = dgram_new(k, buf, len, to);
     if (c != NULL) (void)send_dgram(k, c); /* out of memory: no copy */
   }
-  int rc;
   if (k->held != NULL)
     rc = send_then_held(k, d);
   else if (sh_fault("sh/net/reorder"))
@@ -111,8 +109,11 @@ sh_simnet_sock *sh_simnet_udp_deliver(sh_simnet_ev *ev) {
     }
     return NULL;
   }
-  sh_simnet_sock *k = sh_simnet_find(SH_SIMNET_UDP, &ev->to);
-  if (k == NULL || k->rx_count >= SH_SIMNET_UDP_QUEUE) { /* nobody there, or full: lost */
+  sh_simnet_sock *k = sh_simnet_find(SH_SIMNET_UDP, &ev->to, &ev->seg->from);
+  /* Nobody there, or full (by count, or by SO_RCVBUF if set): lost. */
+  bool set = k != NULL && (k->opts_set & (1u << SH_SO_RCVBUF)) != 0;
+  if (k == NULL || k->rx_count >= SH_SIMNET_UDP_QUEUE ||
+      (set && k->rx_bytes + ev->seg->len > (uint32_t)k->opts[SH_SO_RCVBUF])) {
     sh_simnet_seg_free(ev->seg);
     return NULL;
   }

@@ -209,23 +209,32 @@ void sh_plat_yield_cpu(void) {
   sh_simrun_yield_cpu();
 }
 
-void sh_plat_park(sh_plat *p, uint32_t w, uint64_t deadline_ns) {
-  assert(p == S->plat && w == p->cur && w < p->nworkers);
+/* Whether worker w's wait returns without sleeping: a wake came first, the
+ * deadline passed, or readiness waits to be reported. */
+static bool wait_over(sh_simrun_fiber *f, uint32_t w, uint64_t deadline_ns) {
+  if (!f->wake_pending && deadline_ns > S->now && !sh_simnet_ready(w)) return false;
+  /* A wake that came first synchronizes as one that comes later. */
+  if (f->wake_pending) sh_simmem_sync(w);
+  f->wake_pending = false;
+  return true;
+}
+
+uint32_t sh_plat_wait(sh_plat *p, uint32_t w, uint64_t deadline_ns, uint32_t max) {
+  assert(p == S->plat && w == p->cur && w < p->nworkers && max > 0);
+  /* A poll: no step (it is part of the turn that makes it) and the wake
+   * stays pending for the next wait that would sleep. */
+  if (deadline_ns <= S->now) return sh_simnet_report(w, max);
   sh_simrun_fiber *f = &p->f[w];
   sh_simrun_step(p, false);
-  /* Readiness not yet polled is a wake that came first, too. */
-  if (f->wake_pending || deadline_ns <= S->now || sh_simnet_ready(w)) {
-    /* A wake that came first synchronizes as one that comes later. */
-    if (f->wake_pending) sh_simmem_sync(w);
+  if (!wait_over(f, w, deadline_ns)) {
+    f->state = SH_SIMRUN_PARKED;
+    f->deadline = deadline_ns;
+    if (deadline_ns < p->next_deadline) p->next_deadline = deadline_ns;
+    sh_simrun_give_way("park");
+    /* Woken (make_runnable) or expired: either way runnable again. */
     f->wake_pending = false;
-    return;
   }
-  f->state = SH_SIMRUN_PARKED;
-  f->deadline = deadline_ns;
-  if (deadline_ns < p->next_deadline) p->next_deadline = deadline_ns;
-  sh_simrun_give_way("park");
-  /* Woken (make_runnable) or expired: either way runnable again. */
-  f->wake_pending = false;
+  return sh_simnet_report(w, max);
 }
 
 void sh_plat_wake(sh_plat *p, uint32_t w) {

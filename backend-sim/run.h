@@ -25,7 +25,7 @@
 
 typedef enum sh_simrun_fiber_state {
   SH_SIMRUN_RUNNABLE,
-  SH_SIMRUN_PARKED,  /* sh_plat_park: until a wake or its deadline */
+  SH_SIMRUN_PARKED,  /* in sh_plat_wait: until a wake, readiness or its deadline */
   SH_SIMRUN_BLOCKED, /* not a worker: in an event wait (until a set or its
                       * deadline), sh_plat_join or sh_plat_thread_join */
   SH_SIMRUN_DONE,

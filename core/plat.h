@@ -70,13 +70,30 @@ uint64_t sh_plat_wall_ns(void);
 uint64_t sh_plat_random(void);
 
 /*
- * Sleeps worker `w` (the caller) until sh_plat_wake(w), or the deadline
- * (absolute, sh_plat_now_ns clock), or spuriously. A wake sent before the park
- * is not lost: the park returns at once. The core decides whether a wake is
- * needed (it coalesces wakes); this layer only delivers them.
+ * Worker `w`'s wait: its sleep and its IO poll in one call, made by w's own
+ * thread (or by the one thread that drives w). It reports the readiness of
+ * w's sockets (core/netplat.h) through the readiness function, at most
+ * `max` (>= 1) reports, on the calling thread and before it returns, and
+ * returns how many. With nothing to report it first sleeps until
+ * sh_plat_wake(w), the deadline (absolute, sh_plat_now_ns clock), readiness
+ * of a socket w watches, or spuriously.
+ *
+ * A deadline at or before now (SH_PLAT_POLL) never sleeps: the call only
+ * reports, and leaves a pending wake for the next call that would sleep. A
+ * wake sent before a call that would sleep is not lost: that call returns
+ * at once. The core decides whether a wake is needed (it coalesces wakes);
+ * this layer only delivers them. Readiness is reported from here only, so
+ * nothing the platform fetched waits anywhere for a later call.
  */
-void sh_plat_park(sh_plat *p, uint32_t w, uint64_t deadline_ns);
+#define SH_PLAT_POLL 0
+uint32_t sh_plat_wait(sh_plat *p, uint32_t w, uint64_t deadline_ns, uint32_t max);
 void sh_plat_wake(sh_plat *p, uint32_t w);
+/* sh_plat_wait for a caller that only sleeps (the platform's own tests):
+ * whatever readiness the wait finds is reported all the same. */
+#define SH_PLAT_PARK_REPORTS 64u
+static inline void sh_plat_park(sh_plat *p, uint32_t w, uint64_t deadline_ns) {
+  (void)sh_plat_wait(p, w, deadline_ns, SH_PLAT_PARK_REPORTS);
+}
 
 /* A hint inside a short polling loop (pause instruction / simulator step). */
 void sh_plat_relax(void);

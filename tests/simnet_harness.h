@@ -1,8 +1,8 @@
 /*
  * The harness of the fake network's tests (test_sim_net, test_sim_netfault):
  * a simulated platform driven directly, its workers running bodies that do
- * their IO through the socket seam (core/netplat.h), poll their readiness
- * and park while the virtual clock jumps to the arrivals. Bodies run on
+ * their IO through the socket seam (core/netplat.h) and wait for their
+ * readiness (sh_plat_wait) while the virtual clock jumps to the arrivals. Bodies run on
  * fibers, where cmocka cannot fail: they note the first failed check
  * (CHECK), which run() asserts on after the join.
  */
@@ -25,6 +25,7 @@
 
 #include "netplat.h"
 #include "netsock.h" /* SH_NET_MAX_DATAGRAM until the seam has it */
+#include "seam_sockets.h"
 
 #define US UINT64_C(1000)
 #define MS UINT64_C(1000000)
@@ -91,7 +92,7 @@ static void run(uint32_t workers, body_fn b0, body_fn b1) {
   assert_int_equal(sh_plat_new(workers, &P), 0);
   sh_net_set_ready(P, on_ready);
   sh_netaddr at = {IP(10, 0, 0, 1), 0};
-  assert_int_equal(sh_net_listen(&at, 16, &L.s), 0);
+  assert_int_equal(tcp_listen(&at, &L.s), 0);
   assert_int_equal(sh_net_local(L.s, &laddr), 0);
   assert_true(laddr.port >= 49152);
   assert_int_equal(sh_net_watch(P, 0, L.s, &L), 0);
@@ -107,22 +108,21 @@ static void run(uint32_t workers, body_fn b0, body_fn b1) {
 
 /* ---- helpers on a worker ------------------------------------------------------- */
 
-/* Parks until t reported one of `want`; those events (0 after 1,000
+/* Waits until t reported one of `want`; those events (0 after 1,000
  * virtual seconds). */
 static uint32_t await(uint32_t w, tsock *t, uint32_t want) {
   for (int i = 0; i < 1000; i++) {
-    sh_net_poll(P, w, 64);
     uint32_t e = t->ev & want;
     t->ev &= ~want;
     if (e != 0) return e;
-    sh_plat_park(P, w, sh_plat_now_ns() + SEC);
+    sh_plat_wait(P, w, sh_plat_now_ns() + SEC, 64);
   }
   return 0;
 }
 
 static void nap(uint32_t w, uint64_t ns) {
   uint64_t until = sh_plat_now_ns() + ns;
-  while (sh_plat_now_ns() < until) sh_plat_park(P, w, until); /* bounded by the clock */
+  while (sh_plat_now_ns() < until) sh_plat_wait(P, w, until, 64); /* bounded by the clock */
 }
 
 static void note_read(sh_sock s, const unsigned char *p, int64_t n) {
@@ -161,7 +161,7 @@ static int64_t write_str(tsock *t, const char *s) {
 
 /* C connects to the listener; A is the accepted end; both watched by w. */
 static void connect_pair(uint32_t w) {
-  CHECK(sh_net_connect(&laddr, &C.s) == 0);
+  CHECK(tcp_to(&laddr, &C.s) == 0);
   CHECK(sh_net_watch(P, w, C.s, &C) == 0);
   CHECK(await(w, &C, SH_IO_OUT) != 0);
   CHECK(sh_net_error(C.s) == 0);
@@ -205,7 +205,7 @@ static void echo_server(uint32_t w) {
 
 static void echo_client(uint32_t w) {
   uint64_t t0 = sh_plat_now_ns();
-  CHECK(sh_net_connect(&laddr, &C.s) == 0);
+  CHECK(tcp_to(&laddr, &C.s) == 0);
   CHECK(sh_net_watch(P, w, C.s, &C) == 0);
   CHECK(await(w, &C, SH_IO_OUT) == SH_IO_OUT);
   CHECK(sh_plat_now_ns() - t0 >= 20 * US);
@@ -221,9 +221,11 @@ static void echo_client(uint32_t w) {
 
 static void udp_pair(uint32_t w) {
   sh_netaddr a = {IP(10, 0, 0, 1), 0}, b = {IP(10, 0, 0, 2), 5000};
-  CHECK(sh_net_udp_open(&a, &U1.s) == 0);
-  CHECK(sh_net_udp_open(&b, &U2.s) == 0);
-  CHECK(sh_net_udp_open(&b, &U1.s) == -EADDRINUSE);
+  CHECK(udp_at(&a, &U1.s) == 0);
+  CHECK(udp_at(&b, &U2.s) == 0);
+  sh_sock u3;
+  CHECK(udp_at(&b, &u3) == -EADDRINUSE);
+  sh_net_close(u3);
   CHECK(sh_net_watch(P, w, U2.s, &U2) == 0);
 }
 
@@ -241,8 +243,7 @@ static int64_t recv_u2(uint32_t w, char *buf, size_t len, uint64_t within) {
   for (;;) { /* bounded by the clock */
     int64_t r = sh_net_recvfrom(U2.s, buf, len, &u2_from);
     if (r != -EAGAIN || sh_plat_now_ns() >= until) return r;
-    sh_net_poll(P, w, 64);
-    sh_plat_park(P, w, until);
+    sh_plat_wait(P, w, until, 64);
   }
 }
 

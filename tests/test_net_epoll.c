@@ -1,11 +1,11 @@
 /*
  * Tests for the socket seam on the production backend (backend-epoll/net.c
- * and the stash sh_plat_park keeps), through core/netplat.h only, on
- * loopback. The test thread drives worker 0 itself (parks and polls as it),
- * so no worker thread runs.
+ * and the wait that reports readiness, sh_plat_wait), through
+ * core/netplat.h only, on loopback. The test thread drives worker 0 itself
+ * (waits as it), so no worker thread runs.
  *
  * Timing: nothing asserts how long something took; a wait for readiness
- * parks in short slices until it comes, and a SIGALRM watchdog turns a
+ * waits in short slices until it comes, and a SIGALRM watchdog turns a
  * readiness that never comes (a hang) into a failed run.
  */
 #ifndef _POSIX_C_SOURCE
@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "netplat.h"
+#include "seam_sockets.h"
 
 #define WATCHDOG_S 60
 #define LOOPBACK 0x7f000001u
@@ -73,19 +74,20 @@ static sh_plat *plat_new(void) {
   return p;
 }
 
-/* Polls (and parks between polls) until token got every bit of `bits`. */
+/* One wait of at most a slice. */
+static uint32_t slice(sh_plat *p) {
+  return sh_plat_wait(p, 0, sh_plat_now_ns() + SLICE_NS, MAX_SEEN - nseen);
+}
+
+/* Waits (in slices) until token got every bit of `bits`. */
 static void wait_for(sh_plat *p, const void *token, uint32_t bits) {
-  for (;;) {
-    sh_net_poll(p, 0, MAX_SEEN - nseen);
-    if ((seen_for(token) & bits) == bits) return;
-    sh_plat_park(p, 0, sh_plat_now_ns() + SLICE_NS);
-  }
+  while ((seen_for(token) & bits) != bits) slice(p);
 }
 
 /* Reports everything pending, so what follows sees only new edges. */
 static void settle(sh_plat *p) {
-  sh_plat_park(p, 0, sh_plat_now_ns() + SLICE_NS);
-  sh_net_poll(p, 0, MAX_SEEN - nseen);
+  slice(p);
+  sh_plat_wait(p, 0, SH_PLAT_POLL, MAX_SEEN - nseen);
   forget();
 }
 
@@ -103,7 +105,7 @@ static sh_netaddr loopback(uint16_t port) { return (sh_netaddr){.ip = LOOPBACK, 
 static sh_sock listener(sh_netaddr *at) {
   sh_sock l;
   *at = loopback(0);
-  assert_int_equal(sh_net_listen(at, 16, &l), 0);
+  assert_int_equal(tcp_listen(at, &l), 0);
   assert_int_equal(sh_net_local(l, at), 0);
   return l;
 }
@@ -114,7 +116,7 @@ static void pair(sh_plat *p, sh_sock *c, sh_sock *s) {
   sh_netaddr at;
   sh_sock l = listener(&at);
   assert_int_equal(sh_net_watch(p, 0, l, &tok_l), 0);
-  assert_int_equal(sh_net_connect(&at, c), 0);
+  assert_int_equal(tcp_to(&at, c), 0);
   assert_int_equal(sh_net_watch(p, 0, *c, &tok_c), 0);
   wait_for(p, &tok_l, SH_IO_IN);
   sh_netaddr peer, local;
@@ -217,12 +219,11 @@ static void test_full_write_then_writable_again(void **state) {
   size_t got = 0;
   while (!(seen_for(&tok_c) & SH_IO_OUT)) {
     got += drain(s);
-    sh_plat_park(p, 0, sh_plat_now_ns() + SLICE_NS);
-    sh_net_poll(p, 0, MAX_SEEN - nseen);
+    slice(p);
   }
   while (got < written) {
     got += drain(s);
-    sh_plat_park(p, 0, sh_plat_now_ns() + SLICE_NS);
+    slice(p);
   }
   assert_int_equal(got, written);
 }
@@ -245,7 +246,7 @@ static void test_connect_refused(void **state) {
   sh_netaddr at;
   sh_net_close(listener(&at)); /* a port nobody listens on */
   sh_sock c;
-  int rc = sh_net_connect(&at, &c);
+  int rc = tcp_to(&at, &c);
   if (rc == 0) { /* in progress: the end is reported, the error says how */
     assert_int_equal(sh_net_watch(p, 0, c, &tok_c), 0);
     wait_for(p, &tok_c, SH_IO_OUT);
@@ -266,8 +267,8 @@ static void test_udp_round_trip(void **state) {
   sh_plat *p = plat_new();
   sh_sock u, v;
   sh_netaddr ua = loopback(0), va = loopback(0), from;
-  assert_int_equal(sh_net_udp_open(&ua, &u), 0);
-  assert_int_equal(sh_net_udp_open(&va, &v), 0);
+  assert_int_equal(udp_at(&ua, &u), 0);
+  assert_int_equal(udp_at(&va, &v), 0);
   assert_int_equal(sh_net_local(u, &ua), 0);
   assert_int_equal(sh_net_local(v, &va), 0);
   assert_int_equal(sh_net_watch(p, 0, u, &tok_u), 0);
@@ -295,71 +296,67 @@ static void test_udp_round_trip(void **state) {
   sh_plat_free(p);
 }
 
-/* ---- park, stash, close ---------------------------------------------------- */
+/* ---- the wait, close -------------------------------------------------------- */
 
-static void test_park_keeps_readiness_for_poll(void **state) {
+static void test_wait_reports_readiness(void **state) {
   fixture *f = *state;
   sh_plat *p = f->p;
   sh_sock c = f->c;
   assert_int_equal(write_str(c, "x"), 1);
-  /* Loopback bytes are queued when the write returns: this park cannot
-   * sleep, and a park reports nothing itself. */
-  sh_plat_park(p, 0, SH_PLAT_NO_DEADLINE);
-  assert_int_equal(nseen, 0);
-  assert_true(sh_net_poll(p, 0, MAX_SEEN) >= 1);
+  /* Loopback bytes are queued when the write returns: this wait cannot
+   * sleep, and it reports what it found before it returns. */
+  assert_true(sh_plat_wait(p, 0, SH_PLAT_NO_DEADLINE, MAX_SEEN) >= 1);
   assert_true(seen_for(&tok_s) & SH_IO_IN);
 }
 
-static void test_no_report_after_close_of_stashed(void **state) {
+static void test_no_report_after_close(void **state) {
   fixture *f = *state;
   sh_plat *p = f->p;
   sh_sock c = f->c, s = f->s;
   sh_netaddr ua = loopback(0), va;
   sh_sock u;
-  assert_int_equal(sh_net_udp_open(&ua, &u), 0);
+  assert_int_equal(udp_at(&ua, &u), 0);
   assert_int_equal(sh_net_watch(p, 0, u, &tok_u), 0);
   assert_int_equal(sh_net_local(u, &va), 0);
   settle(p);
   assert_int_equal(write_str(c, "x"), 1);
   assert_int_equal(sh_net_sendto(u, "y", 1, &va), 1);
-  /* Both in the stash (two parks, in case the second event lands late). */
-  sh_plat_park(p, 0, SH_PLAT_NO_DEADLINE);
-  sh_plat_park(p, 0, sh_plat_now_ns() + SLICE_NS);
-  assert_int_equal(nseen, 0);
+  /* Both pending in the epoll set, not yet fetched: s goes first. */
   sh_net_close(s);
   f->s = -1;
-  sh_net_poll(p, 0, MAX_SEEN);
+  wait_for(p, &tok_u, SH_IO_IN); /* the other socket's report comes */
+  slice(p);
   assert_int_equal(seen_for(&tok_s), 0);
-  assert_true(seen_for(&tok_u) & SH_IO_IN); /* the other socket's report stays */
   sh_net_close(u);
 }
 
-static void test_poll_reports_at_most_max(void **state) {
+static void test_wait_reports_at_most_max(void **state) {
   fixture *f = *state;
   sh_plat *p = f->p;
   sh_sock c = f->c, s = f->s;
   assert_int_equal(write_str(c, "x"), 1);
   assert_int_equal(write_str(s, "y"), 1);
-  /* No park: one epoll_wait meets both sockets, and one report waits. */
-  assert_int_equal(sh_net_poll(p, 0, 1), 1);
-  wait_for(p, &tok_s, SH_IO_IN);
+  assert_int_equal(sh_plat_wait(p, 0, SH_PLAT_NO_DEADLINE, 1), 1); /* two are ready */
+  assert_int_equal(nseen, 1);
+  wait_for(p, &tok_s, SH_IO_IN); /* the other was not lost */
   wait_for(p, &tok_c, SH_IO_IN);
 }
 
-/* sh_net_poll meets the wakeup eventfd too: it must leave the wake for the
- * park (a wake before the park is not lost). The watchdog catches a hang. */
+/* A poll meets the wakeup eventfd too: it must leave the wake for the next
+ * wait that would sleep (a wake before it is not lost). The watchdog
+ * catches a hang. */
 static void test_poll_keeps_a_wake(void **state) {
   (void)state;
   sh_plat *p = plat_new();
   sh_plat_wake(p, 0);
-  assert_int_equal(sh_net_poll(p, 0, MAX_SEEN), 0);
-  sh_plat_park(p, 0, SH_PLAT_NO_DEADLINE);
+  assert_int_equal(sh_plat_wait(p, 0, SH_PLAT_POLL, MAX_SEEN), 0);
+  assert_int_equal(sh_plat_wait(p, 0, SH_PLAT_NO_DEADLINE, MAX_SEEN), 0);
   sh_plat_free(p);
 }
 
 /* ---- a started worker --------------------------------------------------- */
 
-/* Worker 0 on its own thread: polls and parks until told to stop, then
+/* Worker 0 on its own thread: waits until told to stop, then
  * closes the socket it watches (on its own thread, as sh_net_close wants). */
 typedef struct started {
   sh_plat *p;
@@ -376,10 +373,7 @@ static void count_in(void *token, uint32_t events) {
 
 static void started_loop(void *ctx, uint32_t w) {
   started *st = ctx;
-  while (!atomic_load(&st->stop)) {
-    sh_net_poll(st->p, w, 64);
-    sh_plat_park(st->p, w, SH_PLAT_NO_DEADLINE);
-  }
+  while (!atomic_load(&st->stop)) sh_plat_wait(st->p, w, SH_PLAT_NO_DEADLINE, 64);
   sh_net_close(st->s);
 }
 
@@ -402,7 +396,7 @@ static void test_watch_for_a_running_worker(void **state) {
   assert_int_equal(sh_plat_start(st.p, started_loop, &st), 0);
   sh_netaddr at;
   sh_sock l = listener(&at), c;
-  assert_int_equal(sh_net_connect(&at, &c), 0);
+  assert_int_equal(tcp_to(&at, &c), 0);
   while (sh_net_accept(l, &st.s, NULL) == -EAGAIN) sh_plat_yield_cpu();
   assert_int_equal(sh_net_watch(st.p, 0, st.s, &tok_s), 0);
   assert_int_equal(write_str(c, "a"), 1);
@@ -427,7 +421,7 @@ static void test_fault_accept(void **state) {
   sh_netaddr at;
   sh_sock l = listener(&at), c, s;
   assert_int_equal(sh_net_watch(p, 0, l, &tok_l), 0);
-  assert_int_equal(sh_net_connect(&at, &c), 0);
+  assert_int_equal(tcp_to(&at, &c), 0);
   wait_for(p, &tok_l, SH_IO_IN);
   int fds = count_fds();
   fiu_enable("sh/net/accept", 1, NULL, 0);
@@ -445,11 +439,13 @@ static void test_fault_connect(void **state) {
   (void)state;
   sh_netaddr at;
   sh_sock l = listener(&at), c;
+  assert_int_equal(sh_net_socket(SH_NET_TCP, &c), 0);
   int fds = count_fds();
   fiu_enable("sh/net/connect", 1, NULL, 0);
-  assert_int_equal(sh_net_connect(&at, &c), -ECONNREFUSED);
+  assert_int_equal(sh_net_connect(c, &at), -ECONNREFUSED);
   fiu_disable("sh/net/connect");
   assert_int_equal(count_fds(), fds);
+  sh_net_close(c);
   sh_net_close(l);
 }
 
@@ -485,9 +481,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_read_end_after_shutdown, pair_setup, pair_teardown),
       cmocka_unit_test(test_connect_refused),
       cmocka_unit_test(test_udp_round_trip),
-      cmocka_unit_test_setup_teardown(test_park_keeps_readiness_for_poll, pair_setup, pair_teardown),
-      cmocka_unit_test_setup_teardown(test_no_report_after_close_of_stashed, pair_setup, pair_teardown),
-      cmocka_unit_test_setup_teardown(test_poll_reports_at_most_max, pair_setup, pair_teardown),
+      cmocka_unit_test_setup_teardown(test_wait_reports_readiness, pair_setup, pair_teardown),
+      cmocka_unit_test_setup_teardown(test_no_report_after_close, pair_setup, pair_teardown),
+      cmocka_unit_test_setup_teardown(test_wait_reports_at_most_max, pair_setup, pair_teardown),
       cmocka_unit_test(test_poll_keeps_a_wake),
       cmocka_unit_test(test_watch_for_a_running_worker),
       cmocka_unit_test(test_fault_accept),

@@ -14,7 +14,7 @@ static void fault_tcp_body(uint32_t w) {
   unsigned char b[1000];
   uint64_t t0 = sh_plat_now_ns();
   if (strcmp(fault_now, "sh/net/connect") == 0 || strcmp(fault_now, "sh/net/accept") == 0) {
-    CHECK(sh_net_connect(&laddr, &C.s) == 0);
+    CHECK(tcp_to(&laddr, &C.s) == 0);
     CHECK(sh_net_watch(P, w, C.s, &C) == 0);
     CHECK(await(w, &C, SH_IO_OUT) != 0);
     bool refused = strcmp(fault_now, "sh/net/connect") == 0;

@@ -12,6 +12,7 @@
 #include "net/buffer.h"
 #include "net/chanflow.h"
 #include "net/channel.h"
+#include "net/sockopt.h"
 #include "base/check.h"
 #include "actor/future.h"
 #include "actor/house.h"
@@ -220,7 +221,7 @@ static int connect_start(sh_stack *st, sh_future *f, const sh_netaddr *to,
                          const sh_channel_opts *o) {
   sh_house *h = st->house;
   sh_sock s;
-  int rc = sh_net_connect(to, &s);
+  int rc = sh_sockopt_connect(to, o, &s);
   sh_channel *ch = NULL;
   if (rc == 0) rc = sh_channel_new(h, &stream_ops, s, o, &ch);
   if (rc != 0) return rc;

@@ -14,6 +14,7 @@
 #include "base/atomic.h"
 #include "net/chanflow.h"
 #include "net/channel.h"
+#include "net/sockopt.h"
 #include "net/tcp.h"
 #include "base/check.h"
 #include "actor/house.h"
@@ -110,7 +111,10 @@ static void accept_some(sh_channel *ch) {
     sh_sock s;
     sh_netaddr peer;
     int rc = sh_net_accept(ch->sock, &s, &peer);
-    if (rc == 0) {
+    if (rc == 0 && sh_sockopt_apply(s, SH_USE_ACCEPTED, &srv->opts) != 0) {
+      sh_net_close(s); /* its options would not take: refused, as out of memory */
+      count(&srv->refused, 1);
+    } else if (rc == 0) {
       count(hand_over(srv, s, &peer) ? &srv->accepted : &srv->refused, 1);
     } else if (rc == -EAGAIN) {
       ch->state &= ~SH_CHS_READABLE;
@@ -258,7 +262,7 @@ int sh_tcp_serve(sh_system *sys, const sh_netaddr *at, const sh_actor_class *cls
   srv->sock = -1;
   if (opts != NULL) srv->opts = *opts;
   if (instances == SH_SPAWN_PER_WORKER) instances = sh_system_workers(sys);
-  rc = sh_net_listen(at, SH_LISTEN_BACKLOG, &srv->sock);
+  rc = sh_sockopt_listen(at, SH_LISTEN_BACKLOG, opts, &srv->sock);
   if (rc == 0) rc = sh_net_local(srv->sock, &srv->addr);
   /* Registered before the spawns: from here on the system frees it, and
    * closes the socket if no acceptor took it. */

@@ -10,6 +10,7 @@
 #include "net/buffer.h"
 #include "net/chanflow.h"
 #include "net/channel.h"
+#include "net/sockopt.h"
 #include "base/check.h"
 #include "actor/house.h"
 #include "sched/system.h"
@@ -98,7 +99,7 @@ int sh_udp_open(sh_actor *self, const sh_netaddr *at, const sh_channel_opts *opt
     return -EINVAL;
   if (sh_house_stopped(h)) return -ESHUTDOWN;
   sh_sock s;
-  int rc = sh_net_udp_open(at, &s);
+  int rc = sh_sockopt_udp(at, opts, &s);
   if (rc != 0) return rc;
   sh_channel *ch;
   rc = sh_channel_new(h, &udp_ops, s, opts, &ch);

@@ -85,15 +85,16 @@ static uint64_t state_deadline(const sh_worker *w, uint64_t now, uint64_t io_ns,
 #define SH_IDLE_IO_EVERY 4u
 static uint32_t poll_io(sh_worker *w, uint64_t now, uint64_t *io_ns) {
   if (w->watched == 0 || (w->idle_count % SH_IDLE_IO_EVERY) != 0) return 0;
-  uint32_t n = sh_net_poll(w->sys->plat, w->index, SH_TURN_MAX_IO_EVENTS);
+  uint32_t n = sh_plat_wait(w->sys->plat, w->index, SH_PLAT_POLL, SH_TURN_MAX_IO_EVENTS);
   if (n > 0) *io_ns = sh_plat_now_ns() - now;
   return n;
 }
 
-/* One turn of the loop at time `now`; how many things it did. */
-static uint32_t turn(sh_worker *w, uint64_t now) {
+/* One turn of the loop at time `now`; how many things it did. `woke_io`:
+ * the readiness the park before it reported (its events are queued). */
+static uint32_t turn(sh_worker *w, uint64_t now, uint32_t woke_io) {
   uint64_t io_ns = 0;
-  uint32_t io_events = poll_io(w, now, &io_ns);
+  uint32_t io_events = woke_io + poll_io(w, now, &io_ns);
   uint32_t did = io_events + run_mounting(w, SH_TURN_MAX_HOUSES);
   did += run_queue(w, &w->io, SH_TURN_MAX_HOUSES, UINT64_MAX);
   /* The wheel is only walked when something is due: the idle poll runs
@@ -139,7 +140,9 @@ static bool stopping(const sh_worker *w) {
   return sh_atomic_load(&w->stop, memory_order_acquire);
 }
 
-static void park(sh_worker *w) {
+/* Sleeps unless work shows up; the readiness the wait reported (its
+ * events are queued already: the wait calls the readiness function). */
+static uint32_t park(sh_worker *w) {
   uint64_t now = sh_plat_now_ns();
   /* A pool with idle objects above its floor wakes us when they may go. */
   uint64_t trim_due = sh_pool_trim(&w->pool, now);
@@ -150,15 +153,17 @@ static void park(sh_worker *w) {
     /* relaxed: we never slept; a waker that saw 1 sends a wake we drain at
      * our next park (one spurious turn, nothing lost). */
     sh_atomic_store(&w->parked, 0, memory_order_relaxed);
-    return;
+    return 0;
   }
   sh_counters_own_add(&w->counters, SH_C_PARKS, 1);
   uint64_t next = sh_wheel_next_ns(&w->wheel);
   if (trim_due < next) next = trim_due;
-  sh_plat_park(w->sys->plat, w->index, next == UINT64_MAX ? SH_PLAT_NO_DEADLINE : next);
+  uint64_t deadline = next == UINT64_MAX ? SH_PLAT_NO_DEADLINE : next;
+  uint32_t n = sh_plat_wait(w->sys->plat, w->index, deadline, SH_TURN_MAX_IO_EVENTS);
   /* relaxed: a waker that found parked = 1 already cleared it; a timeout or
    * spurious return clears it here, and a late wake costs one extra turn. */
   sh_atomic_store(&w->parked, 0, memory_order_relaxed);
+  return n;
 }
 
 /* Poll a short while before sleeping: a wakeup costs tens of microseconds,
@@ -186,11 +191,14 @@ void sh_loop_main(void *ctx, uint32_t index) {
   sh_worker *w = &sys->workers[index];
   sh_worker_enter(w);
   uint64_t idle_since = 0;
+  uint32_t woke_io = 0;
   /* Runs until told to stop: each turn does work, polls, or parks. */
   while (!stopping(w)) {
     /* One clock read a turn: in the idle poll the clock is most of the cost. */
     uint64_t now = sh_plat_now_ns();
-    if (turn(w, now) > 0) {
+    uint32_t did = turn(w, now, woke_io);
+    woke_io = 0;
+    if (did > 0) {
       w->idle_count = 0;
       continue;
     }
@@ -207,7 +215,7 @@ void sh_loop_main(void *ctx, uint32_t index) {
       idle_poll(w, now - idle_since);
       continue;
     }
-    park(w);
+    woke_io = park(w);
     w->idle_count = 0;
   }
   sh_worker_enter(NULL);

@@ -16,7 +16,7 @@
  * it: a header holds no turn to check it in. */
 #define SH_TURN_MAX_HOUSES 4096u
 /* Readiness reports one IO phase takes from the platform at most: the
- * `max` loop.c passes to sh_net_poll, which reports no more (netplat.h;
+ * `max` loop.c passes to sh_plat_wait, which reports no more (plat.h;
  * the backends keep it, epoll checks it). */
 #define SH_TURN_MAX_IO_EVENTS 256u
 

@@ -70,6 +70,9 @@ void sh_count_n(sh_system *sys, sh_counter k, uint64_t n) { count_into(sys, k, n
 void sh_worker_wake(sh_worker *w) {
   /* seq_cst: the load half of the parking handshake (file comment). */
   if (sh_atomic_load(&w->parked, memory_order_seq_cst) == 0) return;
+  /* The worker itself, queueing what its own wait reports (loop.c park):
+   * it is awake, and runs a turn once the wait returns. */
+  if (sh_worker_current() == w) return;
   if (sh_atomic_exchange(&w->parked, 0, memory_order_seq_cst) == 0) return;
   SH_ASSERT(w->index < w->sys->nworkers); /* the platform wakes by index */
   SH_YIELD("worker.wake");

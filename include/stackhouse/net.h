@@ -65,6 +65,48 @@ SH_API int sh_netaddr_parse(const char *s, sh_netaddr *out);
 SH_API int sh_netaddr_format(const sh_netaddr *a, char *buf, size_t size);
 
 /* ------------------------------------------------------------------ */
+/* Socket options                                                      */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Options of a channel's socket: in sh_channel_opts.sockopts (set before
+ * the socket is bound or connected, which is when the binding options and
+ * the buffer sizes count), or on a live channel with sh_channel_setopt. A
+ * flag takes 0 or 1; a size is in bytes, at least 1. [The runtime's
+ * defaults.] On epoll they are the kernel's own; the simulator honours
+ * the ones it models and records the others (docs/net.md).
+ */
+typedef enum sh_sockopt {
+  /* Flag. TCP: bind a port that connections of a closed listener (or
+   * closed ones, in TIME_WAIT) still hold, if those had it too; never a
+   * port another socket listens on. UDP: sockets that all set it share a
+   * port. [TCP listeners: 1, else 0] */
+  SH_SO_REUSEADDR = 1,
+  /* Flag. Sockets that all set it (listeners, UDP sockets) share a port:
+   * connections (datagrams) are spread over them. [0] */
+  SH_SO_REUSEPORT = 2,
+  /* Flag, TCP only: probe an idle connection; it fails when the peer is
+   * gone. [0] */
+  SH_SO_KEEPALIVE = 3,
+  /* Size of the send buffer. [the system's] */
+  SH_SO_SNDBUF = 4,
+  /* Size of the receive buffer: what the peer may send before it must
+   * wait for reads. [the system's] */
+  SH_SO_RCVBUF = 5,
+  /* Flag, TCP only: small writes go at once (no Nagle delay).
+   * [connections: 1] */
+  SH_TCP_NODELAY = 6,
+} sh_sockopt;
+
+/* One option and its value. */
+typedef struct sh_sockopt_value {
+  sh_sockopt opt; /* 0: an unused entry */
+  int value;
+} sh_sockopt_value;
+
+#define SH_SOCKOPTS_MAX 8
+
+/* ------------------------------------------------------------------ */
 /* Byte buffers                                                        */
 /* ------------------------------------------------------------------ */
 
@@ -205,6 +247,13 @@ typedef struct sh_channel_opts {
    * hook (nothing written; a throw closes the channel) [NULL]. For
    * protocols that answer every request, e.g. with an error status. */
   sh_msg *(*fallback_reply)(sh_channel *ch, int error);
+  /* Socket options, set on the socket before it is bound or connected, over
+   * the runtime's defaults (TCP_NODELAY on connections, SO_REUSEADDR on
+   * listeners); entries whose opt is 0 are skipped [none]. sh_tcp_serve
+   * sets every one on its listening socket (an unknown option or a bad
+   * value fails the call) and every one but SO_REUSEADDR and SO_REUSEPORT
+   * on each connection it accepts. */
+  sh_sockopt_value sockopts[SH_SOCKOPTS_MAX];
 } sh_channel_opts;
 
 /* What the actor's channel_event hook hears. */
@@ -224,6 +273,17 @@ SH_API int sh_channel_peer(const sh_channel *ch, sh_netaddr *out);
 SH_API int sh_channel_local(const sh_channel *ch, sh_netaddr *out);
 /* Bytes in the write buffer, not yet taken by the network. */
 SH_API size_t sh_channel_pending_bytes(const sh_channel *ch);
+
+/* Sets option opt of the channel's socket to value: 0, or -EINVAL (no
+ * channel, an unknown option, a bad value), -ENOPROTOOPT (a TCP option on
+ * a UDP channel), -EPIPE (the channel is closed), the transport's error.
+ * The binding options (SO_REUSEADDR, SO_REUSEPORT) count at a bind: give
+ * them in sh_channel_opts. */
+SH_API int sh_channel_setopt(sh_channel *ch, sh_sockopt opt, int value);
+/* Reads option opt: the value the transport uses (a flag is 0 or 1; on
+ * Linux a buffer is twice the size set, the kernel's bookkeeping
+ * included, within the system's limits). Errors as sh_channel_setopt. */
+SH_API int sh_channel_getopt(const sh_channel *ch, sh_sockopt opt, int *value);
 
 /* Writes m (taken) through the pipeline toward the network. -EPIPE when the
  * channel is closed or shut down for writing, -ENOBUFS when its write
@@ -293,8 +353,9 @@ SH_MSG_DECLARE(sh_channel_msg);
 
 /* From a stack of an IO actor: connects to `to`; the future completes with
  * an sh_channel_msg (the new channel, already open), or fails with
- * -ECONNREFUSED, -ETIMEDOUT (opts.connect_timeout_ms), -ENETUNREACH, ...
- * NULL only for -EINVAL or -ENOMEM. */
+ * -ECONNREFUSED, -ETIMEDOUT (opts.connect_timeout_ms), -ENETUNREACH, an
+ * option's error (opts.sockopts: -EINVAL, ...), ... NULL only for -EINVAL
+ * or -ENOMEM. */
 SH_API sh_future *sh_tcp_connect(sh_stack *st, const sh_netaddr *to, const sh_channel_opts *opts);
 
 /* From an IO actor: a UDP channel bound to `at`; each datagram arrives as
