@@ -17,6 +17,7 @@
 #endif
 
 #include "plat.h"
+#include "base/check.h"
 
 #include "net.h"
 
@@ -312,6 +313,7 @@ static uint32_t sh_plat_io_bits(uint32_t ep) {
  * fetch could sleep (a poll leaves a wake for the next sleep). How many. */
 static uint32_t sh_plat_report(sh_plat_worker *wk, const struct epoll_event *evs, int n,
                                bool could_sleep, sh_net_ready_fn fn) {
+  SH_ASSERT(n <= SH_PLAT_MAX_EVENTS); /* epoll fills at most the array it was given */
   uint32_t got = 0;
   for (int i = 0; i < n; i++) {
     if (evs[i].data.ptr == NULL) {
@@ -344,7 +346,9 @@ uint32_t sh_plat_wait(sh_plat *p, uint32_t w, uint64_t deadline_ns, uint32_t max
     /* EINTR (a signal) is an allowed spurious return; anything else is a bad fd. */
     assert(n >= 0 || errno == EINTR);
     uint32_t got = sh_plat_report(wk, evs, n, timeout != 0, p->net.ready);
+    SH_ASSERT(got <= (uint32_t)want); /* a report per event epoll gave, at most */
     done += got;
+    SH_ASSERT(done <= max); /* at most `max` reports (plat.h) */
     if (n != want || got == 0 || done == max) return done;
     timeout = 0;
   }

@@ -266,7 +266,8 @@ int sh_simnet_send(sh_simnet_ev *ev) {
   ev->seq = N.seq++;
   uint32_t i = N.nev++;
   N.heap[i] = *ev;
-  for (; i > 0 && before(&N.heap[i], &N.heap[(i - 1) / 2]); i = (i - 1) / 2) swap_ev(i, (i - 1) / 2);
+  for (; i > 0 && before(&N.heap[i], &N.heap[(i - 1) / 2]); i = (i - 1) / 2)
+    swap_ev(i, (i - 1) / 2);
   sh_simrun_mix(SH_SIMRUN_MIX_NET);
   sh_simrun_mix(((uint64_t)ev->kind << 32) | (uint32_t)ev->src);
   sh_simrun_mix(ev->at);

@@ -64,7 +64,8 @@ int sh_plat_new(uint32_t workers, sh_plat **out) {
   }
   S->used = true;
   if (workers == 0 || workers > SH_SIM_MAX_WORKERS) return -EINVAL;
-  sh_plat *p = calloc(1, sizeof(*p) + (workers + 1 + SH_PLAT_MAX_THREADS) * sizeof(sh_simrun_fiber));
+  size_t fibers = workers + 1 + SH_PLAT_MAX_THREADS;
+  sh_plat *p = calloc(1, sizeof(*p) + fibers * sizeof(sh_simrun_fiber));
   if (p == NULL) return -ENOMEM;
   p->nworkers = workers;
   p->nfibers = workers + 1;

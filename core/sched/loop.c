@@ -46,6 +46,7 @@ static sh_hq_link *own(const sh_worker *w, sh_hq_link *l) {
 }
 
 static uint32_t run_mounting(sh_worker *w, uint32_t max) {
+  SH_DEBUG_ASSERT(w->index < w->sys->nworkers);
   uint32_t n = 0;
   sh_hq_link *l;
   while (n < max && (l = own(w, sh_hq_pop(&w->mounting))) != NULL) {
@@ -58,6 +59,8 @@ static uint32_t run_mounting(sh_worker *w, uint32_t max) {
 /* Runs houses of q until it is empty, `max` ran, or (every 16 houses) the
  * deadline passed. */
 static uint32_t run_queue(sh_worker *w, sh_house_queue *q, uint32_t max, uint64_t deadline) {
+  /* A worker runs its own queues; a thief takes one house (steal). */
+  SH_DEBUG_ASSERT(q == &w->io || q == &w->state);
   uint32_t n = 0;
   sh_hq_link *l;
   while (n < max && (l = own(w, sh_hq_pop(q))) != NULL) {
@@ -69,8 +72,10 @@ static uint32_t run_queue(sh_worker *w, sh_house_queue *q, uint32_t max, uint64_
   return n;
 }
 
-static uint64_t state_deadline(const sh_worker *w, uint64_t now, uint64_t io_ns, uint32_t io_events) {
+static uint64_t state_deadline(const sh_worker *w, uint64_t now, uint64_t io_ns,
+                               uint32_t io_events) {
   uint32_t ratio = w->sys->cfg.io_ratio;
+  SH_ASSERT(ratio > 0); /* check_config refuses 0: it divides below */
   if (ratio >= 100) return UINT64_MAX;
   if (io_events == 0) return now + SH_IDLE_BUDGET_NS;
   return now + io_ns * (100 - ratio) / ratio;
@@ -86,6 +91,7 @@ static uint64_t state_deadline(const sh_worker *w, uint64_t now, uint64_t io_ns,
 static uint32_t poll_io(sh_worker *w, uint64_t now, uint64_t *io_ns) {
   if (w->watched == 0 || (w->idle_count % SH_IDLE_IO_EVERY) != 0) return 0;
   uint32_t n = sh_plat_wait(w->sys->plat, w->index, SH_PLAT_POLL, SH_TURN_MAX_IO_EVENTS);
+  SH_ASSERT(n <= SH_TURN_MAX_IO_EVENTS); /* the platform reports at most max (plat.h) */
   if (n > 0) *io_ns = sh_plat_now_ns() - now;
   return n;
 }
@@ -93,6 +99,7 @@ static uint32_t poll_io(sh_worker *w, uint64_t now, uint64_t *io_ns) {
 /* One turn of the loop at time `now`; how many things it did. `woke_io`:
  * the readiness the park before it reported (its events are queued). */
 static uint32_t turn(sh_worker *w, uint64_t now, uint32_t woke_io) {
+  SH_DEBUG_ASSERT(woke_io <= SH_TURN_MAX_IO_EVENTS); /* one park's reports (park) */
   uint64_t io_ns = 0;
   uint32_t io_events = woke_io + poll_io(w, now, &io_ns);
   uint32_t did = io_events + run_mounting(w, SH_TURN_MAX_HOUSES);
@@ -117,6 +124,7 @@ static bool steal(sh_worker *w) {
    * compare: a division per look costs more than the look, and the idle
    * poll steals at every turn.) */
   for (uint32_t i = 0; i < n; i++, vi = vi + 1 == n ? 0 : vi + 1) {
+    SH_DEBUG_ASSERT(vi < n);
     sh_worker *v = &sys->workers[vi];
     if (v == w) continue;
     uint64_t readies = sh_hq_count(&v->state);
@@ -160,6 +168,7 @@ static uint32_t park(sh_worker *w) {
   if (trim_due < next) next = trim_due;
   uint64_t deadline = next == UINT64_MAX ? SH_PLAT_NO_DEADLINE : next;
   uint32_t n = sh_plat_wait(w->sys->plat, w->index, deadline, SH_TURN_MAX_IO_EVENTS);
+  SH_ASSERT(n <= SH_TURN_MAX_IO_EVENTS); /* the platform reports at most max (plat.h) */
   /* relaxed: a waker that found parked = 1 already cleared it; a timeout or
    * spurious return clears it here, and a late wake costs one extra turn. */
   sh_atomic_store(&w->parked, 0, memory_order_relaxed);
@@ -177,6 +186,7 @@ static uint32_t park(sh_worker *w) {
  * simulator's steps per cross-worker message under its none and pct
  * strategies, where only a yield lets the peer run.) */
 static void idle_poll(sh_worker *w, uint64_t idle_ns) {
+  SH_DEBUG_ASSERT(w->idle_count > 0); /* only a turn that did nothing polls */
   bool due = (w->idle_count & 15u) == 0 || !w->poll_yielded;
   if (idle_ns >= SH_POLL_YIELD_AFTER_NS && due) {
     w->poll_yielded = true;
@@ -188,6 +198,7 @@ static void idle_poll(sh_worker *w, uint64_t idle_ns) {
 
 void sh_loop_main(void *ctx, uint32_t index) {
   sh_system *sys = ctx;
+  SH_ASSERT(index < sys->nworkers);
   sh_worker *w = &sys->workers[index];
   sh_worker_enter(w);
   uint64_t idle_since = 0;
@@ -226,5 +237,6 @@ bool sh_loop_drain(sh_worker *w) {
   uint32_t n = run_mounting(w, SH_TURN_MAX_HOUSES);
   n += run_queue(w, &w->io, SH_TURN_MAX_HOUSES, UINT64_MAX);
   n += run_queue(w, &w->state, SH_TURN_MAX_HOUSES, UINT64_MAX);
+  SH_DEBUG_ASSERT(n <= 3 * SH_TURN_MAX_HOUSES); /* one bounded pass */
   return n > 0;
 }
