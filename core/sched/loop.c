@@ -46,7 +46,7 @@ static sh_hq_link *own(const sh_worker *w, sh_hq_link *l) {
 }
 
 static uint32_t run_mounting(sh_worker *w, uint32_t max) {
-  SH_DEBUG_ASSERT(w->index < w->sys->nworkers);
+  SH_DEBUG_ASSERT(max <= SH_TURN_MAX_HOUSES); /* a turn's bound (loop.h) */
   uint32_t n = 0;
   sh_hq_link *l;
   while (n < max && (l = own(w, sh_hq_pop(&w->mounting))) != NULL) {
