@@ -118,6 +118,8 @@ scratch() {
 build_one() {
   local name=$1 t d
   [ -f "tools/mutants/$name.patch" ] || { echo "mutants: no tools/mutants/$name.patch" >&2; return 2; }
+  git rev-parse --git-dir > /dev/null 2>&1 ||
+    { echo "mutants: a mutant is built from a git checkout (git ls-files, git apply)" >&2; return 2; }
   mkdir -p "$OUT/$name"
   exec 9> "$OUT/src.lock"
   command -v flock > /dev/null && flock 9
