@@ -358,9 +358,10 @@ build/release/bench/%_counted: build/release/obj/examples/%.o \
 
 SIM_CFG     := release
 SIM_SEEDS   := 1..1000
-# The sweeps of `make sim`, one per entry: a strategy, `:`, and its switch
-# probability in permille where it takes one.
-SIM_SWEEPS  := random:100 random:500 pct none
+# The sweeps of `make sim`, one per entry: a strategy and, after a `:`,
+# random's switch probability in permille, or msgpct's and delay's span
+# (the deliveries, or yield points, their change points or delays fall in).
+SIM_SWEEPS  := random:100 random:500 pct none msgpct:200 delay:2000
 # And one more of random with every runtime fault point firing at this rate
 # (fault-tolerant runs: every ask still answered once, nothing lost).
 SIM_FAULTS  := sh/*:0.01
@@ -511,7 +512,7 @@ test: deps
 sim: deps
 	+@$(SUBMAKE) build/bin/shsim build/bin/shrun
 	@status=0; for sw in $(SIM_SWEEPS); do \
-	  st=$${sw%%:*}; opt=; [ "$$st" = "$$sw" ] || opt="--switch-permille $${sw#*:}"; \
+	  st=$${sw%%:*}; opt=$$(bash tools/sweep-opt.sh "$$sw"); \
 	  echo "== sim: every scenario, seeds $(SIM_SEEDS), strategy $$st $$opt"; \
 	  build/bin/shsim sweep all --seeds $(SIM_SEEDS) --strategy $$st $$opt || status=1; \
 	done; \
@@ -555,7 +556,7 @@ coverage: deps
 	$(call run_tests,cov,$(TESTS_cov)); \
 	CC='$(CC)' bash tools/coverage.sh capture build/coverage/tests.info || fail=$$((fail+1)); \
 	mkdir -p build/coverage; for sw in $(SIM_SWEEPS); do \
-	  st=$${sw%%:*}; opt=; [ "$$st" = "$$sw" ] || opt="--switch-permille $${sw#*:}"; \
+	  st=$${sw%%:*}; opt=$$(bash tools/sweep-opt.sh "$$sw"); \
 	  log=build/coverage/sim-$$(printf %s "$$sw" | tr : -).log; \
 	  echo "== coverage: every scenario under the simulator, seeds $(COV_SEEDS), strategy $$st $$opt"; \
 	  build/cov/bin/shsim sweep all --seeds $(COV_SEEDS) --strategy $$st $$opt >$$log 2>&1 \

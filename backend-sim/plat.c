@@ -415,6 +415,13 @@ void sh_plat_trace(sh_trace_kind kind, uint64_t house, const char *name, uint64_
   sh_simrun_mix(house);
   sh_simrun_mix(sh_simrun_str_hash(name));
   sh_simrun_mix(flow);
+  sh_plat *p = sh_simrun_active();
+  if (p != NULL && sh_simstrategy_state.kind == SH_SIM_MSGPCT && cur < p->nfibers) {
+    if (kind == SH_TRACE_RUN || kind == SH_TRACE_RUN_END)
+      sh_simmsgpct_run(p, house, kind == SH_TRACE_RUN);
+    else if (kind == SH_TRACE_DELIVER)
+      sh_simmsgpct_deliver(p, house);
+  }
   if (S->trace == NULL) return;
   char buf[SH_SIM_DESCRIBE_MAX];
   sh_simtrace_event_text(S->trace, S->now, cur, kind, house, name, flow,

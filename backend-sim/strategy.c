@@ -5,7 +5,12 @@
  *   pct     run the runnable fiber of highest priority (PCT: random distinct
  *           initial priorities, pct_depth - 1 change points among the first
  *           pct_steps yield points, each dropping the running fiber below all);
- *   none    never switch at a step.
+ *   msgpct  the same over messages (msgpct.c): a fiber running a house has
+ *           the house's priority, and the change points count deliveries;
+ *   none    never switch at a step;
+ *   delay   none's schedule, but deterministic, with pct_depth - 1 delays
+ *           among the first pct_steps yield points: at a delay the running
+ *           fiber gives way to the next runnable one (delay-bounded search).
  * A thread fiber created under pct gets a priority of a random rank among
  * the live fibers still at their initial priorities (those above every change
  * point), drawn from the schedule's generator.
@@ -15,6 +20,8 @@
  * priority so that the fiber it waits for runs.
  */
 #include "strategy.h"
+
+#include "base/check.h"
 
 #include <assert.h>
 
@@ -26,10 +33,11 @@ sh_simstrategy sh_simstrategy_state;
 /* The one strategy state (strategy.h), by a short name. */
 #define T sh_simstrategy_state
 
-static const char *const strategy_names[] = {"random", "pct", "none"};
+static const char *const strategy_names[] = {"random", "pct", "none", "msgpct", "delay"};
+#define NSTRATEGIES (sizeof strategy_names / sizeof strategy_names[0])
 
 int sh_sim_strategy_parse(const char *name, sh_sim_strategy *out) {
-  for (int i = 0; i < 3; i++) {
+  for (unsigned i = 0; i < NSTRATEGIES; i++) {
     if (name != NULL && strcmp(name, strategy_names[i]) == 0) {
       *out = (sh_sim_strategy)i;
       return 0;
@@ -39,7 +47,7 @@ int sh_sim_strategy_parse(const char *name, sh_sim_strategy *out) {
 }
 
 const char *sh_sim_strategy_name(sh_sim_strategy s) {
-  return (unsigned)s < 3 ? strategy_names[s] : "?";
+  return (unsigned)s < NSTRATEGIES ? strategy_names[s] : "?";
 }
 
 void sh_simstrategy_reset(const sh_sim_options *o, uint64_t *seed_x) {
@@ -82,8 +90,19 @@ uint32_t sh_simstrategy_pick_highest(sh_plat *p) {
   return best;
 }
 
+/* The first runnable fiber after `from` by index, round-robin, other than
+ * `skip`, or UINT32_MAX. */
+static uint32_t pick_round_robin(const sh_plat *p, uint32_t from, uint32_t skip) {
+  for (uint32_t k = 1; k <= p->nfibers; k++) {
+    uint32_t i = (from + k) % p->nfibers;
+    if (candidate(p, i, skip)) return i;
+  }
+  return UINT32_MAX;
+}
+
 uint32_t sh_simstrategy_pick(sh_plat *p, uint32_t skip) {
-  if (T.kind != SH_SIM_PCT) return sh_simstrategy_pick_uniform(p, skip);
+  if (T.kind == SH_SIM_DELAY) return pick_round_robin(p, p->cur, skip);
+  if (!sh_simstrategy_by_priority()) return sh_simstrategy_pick_uniform(p, skip);
   uint32_t b = sh_simstrategy_pick_highest(p);
   if (b != skip || b == UINT32_MAX) return b;
   /* skip is the highest: the next highest below it. */
@@ -106,8 +125,10 @@ static bool others_runnable(const sh_plat *p) {
 bool sh_simstrategy_polls_alone(sh_plat *p) {
   switch (T.kind) {
   case SH_SIM_NONE:
+  case SH_SIM_DELAY: /* its delays fall on yield points that do not poll */
     return true;
   case SH_SIM_PCT:
+  case SH_SIM_MSGPCT:
     return sh_simstrategy_pick_highest(p) == p->cur;
   case SH_SIM_RANDOM:
     break;
@@ -116,6 +137,18 @@ bool sh_simstrategy_polls_alone(sh_plat *p) {
 }
 
 /* ---- PCT's priorities ------------------------------------------------------ */
+
+void sh_simstrategy_draw_points(void) {
+  T.nchanges = T.pct_depth - 1;
+  for (uint32_t i = 0; i < T.nchanges; i++) T.changes[i] = 1 + rng_below(T.pct_steps);
+  /* Sorted, so the step loop checks only the next one (insertion sort: d <= 17). */
+  for (uint32_t i = 1; i < T.nchanges; i++)
+    for (uint32_t j = i; j > 0 && T.changes[j - 1] > T.changes[j]; j--) {
+      uint64_t t = T.changes[j];
+      T.changes[j] = T.changes[j - 1];
+      T.changes[j - 1] = t;
+    }
+}
 
 /* Distinct random initial priorities d .. d+n-1 and d-1 change points. */
 static void pct_init(sh_plat *p) {
@@ -129,20 +162,31 @@ static void pct_init(sh_plat *p) {
     order[j] = t;
   }
   for (uint32_t i = 0; i < n; i++) p->f[i].prio = (int64_t)T.pct_depth + order[i];
-  T.nchanges = T.pct_depth - 1;
-  for (uint32_t i = 0; i < T.nchanges; i++) T.changes[i] = 1 + rng_below(T.pct_steps);
-  /* Sorted, so the step loop checks only the next one (insertion sort: d <= 17). */
-  for (uint32_t i = 1; i < T.nchanges; i++)
-    for (uint32_t j = i; j > 0 && T.changes[j - 1] > T.changes[j]; j--) {
-      uint64_t t = T.changes[j];
-      T.changes[j] = T.changes[j - 1];
-      T.changes[j - 1] = t;
-    }
+  sh_simstrategy_draw_points();
   T.prio_floor = 0;
 }
 
 void sh_simstrategy_start(sh_plat *p) {
   if (T.kind == SH_SIM_PCT) pct_init(p);
+  if (T.kind == SH_SIM_MSGPCT) sh_simmsgpct_start(p);
+  if (T.kind == SH_SIM_DELAY) sh_simstrategy_draw_points();
+  /* pct keeps its old count (a second system's points may then pass
+   * unseen); the newer strategies count from each system's start. */
+  if (T.kind == SH_SIM_DELAY || T.kind == SH_SIM_MSGPCT) T.next_change = 0;
+}
+
+/* ---- delay ------------------------------------------------------------------- */
+
+void sh_simstrategy_delay_point(void) {
+  SH_ASSERT(T.kind == SH_SIM_DELAY && T.next_change < T.nchanges);
+  T.next_change++;
+  T.delay_due = true;
+}
+
+uint32_t sh_simstrategy_delay_preempt(sh_plat *p) {
+  if (!T.delay_due) return UINT32_MAX;
+  T.delay_due = false;
+  return pick_round_robin(p, p->cur, p->cur);
 }
 
 void sh_simstrategy_change(sh_plat *p) {
@@ -153,7 +197,7 @@ void sh_simstrategy_change(sh_plat *p) {
 }
 
 void sh_simstrategy_demote(sh_plat *p) {
-  if (T.kind == SH_SIM_PCT) p->f[p->cur].prio = --T.prio_floor;
+  if (sh_simstrategy_by_priority()) p->f[p->cur].prio = --T.prio_floor;
 }
 
 /* pct: the new fiber nf takes a random rank among the live fibers still at
@@ -190,4 +234,5 @@ static void pct_place(sh_plat *p, sh_simrun_fiber *nf) {
 
 void sh_simstrategy_place(sh_plat *p, sh_simrun_fiber *nf) {
   if (T.kind == SH_SIM_PCT) pct_place(p, nf);
+  if (T.kind == SH_SIM_MSGPCT) sh_simmsgpct_place(nf);
 }

@@ -1,9 +1,10 @@
 /*
- * The scheduling strategies (strategy.c): random, pct and none. They own
- * the schedule's random stream and PCT's priorities and change points; the
- * run asks them what to do at each scheduling point. Under replay their
- * choices are not asked for, but their bookkeeping (sh_simstrategy_start,
- * _point, _demote, _place) still runs, so the clock advances as it did.
+ * The scheduling strategies (strategy.c; msgpct.c for PCT over messages):
+ * random, pct, none, msgpct and delay. They own the schedule's random
+ * stream, the priorities, change points and delays; the run asks them what
+ * to do at each scheduling point. Under replay their choices are not asked
+ * for, but their bookkeeping (sh_simstrategy_start, _point, _demote, _place,
+ * msgpct's runs and deliveries) still runs, so the clock advances as it did.
  */
 #ifndef SH_SIM_STRATEGY_H
 #define SH_SIM_STRATEGY_H
@@ -34,8 +35,16 @@ typedef struct sh_simstrategy {
   sh_simrng rng;   /* the schedule's choices */
   uint64_t points; /* yield points passed (pct's change points count these) */
   int64_t prio_floor;
-  uint64_t changes[SH_SIM_MAX_CHANGES];
+  uint64_t changes[SH_SIM_MAX_CHANGES]; /* pct, msgpct: change points; delay: delays (sorted) */
   uint32_t nchanges, next_change;
+  bool delay_due; /* delay: a delay point was passed, the next preemption is owed */
+  /* msgpct (msgpct.c): priorities are hashes of a house's creation number
+   * (or a fiber's index) with this salt, drawn at the start, so no table
+   * grows with the houses; only the houses a change point dropped are kept. */
+  uint64_t salt;
+  uint64_t deliveries; /* messages handed over (msgpct's change points count these) */
+  uint64_t dropped[SH_SIM_MAX_CHANGES]; /* the house each change point dropped, in order */
+  uint32_t ndropped;
 } sh_simstrategy;
 
 extern sh_simstrategy sh_simstrategy_state;
@@ -43,6 +52,9 @@ extern sh_simstrategy sh_simstrategy_state;
 /* A new simulation: the strategy and its options, the schedule's stream
  * seeded from *seed_x (which advances). */
 void sh_simstrategy_reset(const sh_sim_options *o, uint64_t *seed_x);
+
+/* pct, msgpct, delay: pct_depth - 1 points drawn among 1..pct_steps, sorted. */
+void sh_simstrategy_draw_points(void);
 
 /* The workers are runnable (pct: the initial priorities and change points). */
 void sh_simstrategy_start(sh_plat *p);
@@ -57,13 +69,37 @@ uint32_t sh_simstrategy_pick_highest(sh_plat *p);
 /* pct: the running fiber passed change point next_change. */
 void sh_simstrategy_change(sh_plat *p);
 
-/* A yield point was passed (pct: maybe a change point). */
+/* delay: the yield points reached a delay point. */
+void sh_simstrategy_delay_point(void);
+
+/* A yield point was passed (pct: maybe a change point; delay: maybe a delay). */
 static inline void sh_simstrategy_point(sh_plat *p) {
   sh_simstrategy *t = &sh_simstrategy_state;
   t->points++;
-  if (t->kind == SH_SIM_PCT && t->next_change < t->nchanges &&
-      t->points == t->changes[t->next_change])
+  if (t->next_change >= t->nchanges) return;
+  if (t->kind == SH_SIM_PCT && t->points == t->changes[t->next_change])
     sh_simstrategy_change(p);
+  else if (t->kind == SH_SIM_DELAY && t->points >= t->changes[t->next_change])
+    sh_simstrategy_delay_point();
+}
+
+/* delay: the fiber a delay owes the CPU to (the next runnable one after the
+ * running fiber, by index, round-robin), or UINT32_MAX when none is owed. */
+uint32_t sh_simstrategy_delay_preempt(sh_plat *p);
+
+/* ---- msgpct (msgpct.c) ---- */
+
+/* The workers are runnable: the salt, the fibers' priorities, the change points. */
+void sh_simmsgpct_start(sh_plat *p);
+/* A thread fiber was added: its priority. */
+void sh_simmsgpct_place(sh_simrun_fiber *nf);
+/* The running fiber begins (begin) or ends a run of house `house`. */
+void sh_simmsgpct_run(sh_plat *p, uint64_t house, bool begin);
+/* The running fiber hands a message over to house `house`. */
+void sh_simmsgpct_deliver(sh_plat *p, uint64_t house);
+/* Whether the strategy picks by priority (pct, msgpct). */
+static inline bool sh_simstrategy_by_priority(void) {
+  return sh_simstrategy_state.kind == SH_SIM_PCT || sh_simstrategy_state.kind == SH_SIM_MSGPCT;
 }
 
 /* At a scheduling point: the fiber to preempt the running one with, or
@@ -77,7 +113,10 @@ static inline uint32_t sh_simstrategy_preempt(sh_plat *p, bool polling) {
     return sh_simrng_below(&t->rng, 1000) < permille ? sh_simstrategy_pick_uniform(p, p->cur)
                                                      : UINT32_MAX;
   case SH_SIM_PCT:
+  case SH_SIM_MSGPCT:
     return sh_simstrategy_pick_highest(p);
+  case SH_SIM_DELAY:
+    return sh_simstrategy_delay_preempt(p);
   case SH_SIM_NONE:
     break;
   }

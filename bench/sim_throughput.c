@@ -240,7 +240,8 @@ static int vtime_rep(void *ctx, uint32_t actors, bench_sample *s, double extra[B
 
 /* ---- the tables ------------------------------------------------------------------- */
 
-static const sh_sim_strategy strategies[] = {SH_SIM_RANDOM, SH_SIM_PCT, SH_SIM_NONE};
+static const sh_sim_strategy strategies[] = {SH_SIM_RANDOM, SH_SIM_PCT, SH_SIM_NONE, SH_SIM_MSGPCT,
+                                             SH_SIM_DELAY};
 
 static const bench_workload pingpong_workload = {
     .name = "ping-pong",

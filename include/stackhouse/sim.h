@@ -40,6 +40,11 @@ typedef enum sh_sim_strategy {
   SH_SIM_PCT = 1,    /* priority-based (PCT) with pct_depth - 1 priority change points */
   SH_SIM_NONE = 2,   /* switch only when the running fiber parks, blocks, yields its CPU
                       * or has run a whole quantum (10000 steps) */
+  SH_SIM_MSGPCT = 3, /* PCT over messages: each actor (house) a random priority, the
+                      * worker that delivers to the highest runs; pct_depth - 1 change
+                      * points among the first pct_steps deliveries */
+  SH_SIM_DELAY = 4,  /* delay-bounded: none's schedule (forced switches round-robin)
+                      * with pct_depth - 1 delays among the first pct_steps yield points */
 } sh_sim_strategy;
 
 /* What a decision of a run was. */
@@ -103,8 +108,9 @@ typedef struct sh_sim_options {
   uint64_t seed;
   sh_sim_strategy strategy;
   uint32_t switch_permille; /* random: 100 (10 %) */
-  uint32_t pct_depth;       /* pct: d = 3 */
-  uint64_t pct_steps;       /* pct: change points fall among the first k yield points (10000) */
+  uint32_t pct_depth;       /* pct, msgpct: d = 3 (d - 1 change points); delay: d - 1 delays */
+  uint64_t pct_steps;       /* pct, delay: change points or delays fall among the first k
+                             * yield points; msgpct: among the first k deliveries (10000) */
   uint64_t step_ns;         /* virtual time per step (100 ns) */
   uint64_t idle_step_ns;    /* per polling step while no other fiber can run (2000 ns) */
   uint64_t max_steps;       /* more steps than this: FAIL:livelock (100 M) */
@@ -157,7 +163,7 @@ typedef struct sh_sim_options {
 } sh_sim_options;
 
 void sh_sim_options_default(sh_sim_options *o);
-/* "random", "pct", "none" -> 0 and *out, else -EINVAL. */
+/* "random", "pct", "none", "msgpct", "delay" -> 0 and *out, else -EINVAL. */
 int sh_sim_strategy_parse(const char *name, sh_sim_strategy *out);
 const char *sh_sim_strategy_name(sh_sim_strategy s);
 

@@ -43,20 +43,22 @@ static const opt_def opts[] = {
     OPT("--seed", OPT_SEED, ARGS_CMD_RUN | ARGS_CMD_SHRINK, false, seeds, "N\tthe run's seed"),
     OPT("--seeds", OPT_SEEDS, CMD_MANY, false, seeds, "A..B|N\tthe seeds to run (inclusive)"),
     OPT("--strategy", OPT_STRATEGY, CMD_SIM, false, sim.strategy,
-        "random|pct|none\tthe scheduling strategy (default random)"),
+        "random|pct|none|msgpct|delay\tthe scheduling strategy (default random;\n"
+        "fuzz draws one per seed)"),
     OPT("--workers", OPT_U32, CMD_SIM, true, workers, "K\tworkers (default: the scenario's)"),
     OPT("--steps-max", OPT_U64, CMD_ANY_SIM, true, sim.max_steps,
         "N\tFAIL:livelock past N scheduling points"),
     OPT("--switch-permille", OPT_U32, CMD_SIM, true, sim.switch_permille,
         "P\trandom: switch fibers at a yield point with probability P/1000"),
-    OPT("--pct-depth", OPT_U32, CMD_SIM, true, sim.pct_depth, "D\tpct: the bug depth (change points + 1)"),
+    OPT("--pct-depth", OPT_U32, CMD_SIM, true, sim.pct_depth, "D\tpct, msgpct: the bug depth (change points + 1);\ndelay: delays + 1"),
     OPT("--stale-permille", OPT_U32, CMD_SIM, true, sim.stale_permille,
         "P\ta weak load reads a lately overwritten value with probability\n"
         "P/1000, P <= 900 (default 0; fuzz draws 0, 250 or 750)"),
     OPT("--atomic-points", OPT_U32, CMD_SIM, true, sim.atomic_points,
         "0|1\tevery atomic store and read-modify-write is a scheduling point\n"
         "(default 0; fuzz draws 0 or 1)"),
-    OPT("--pct-steps", OPT_U64, CMD_SIM, true, sim.pct_steps, "K\tpct: steps the change points fall in"),
+    OPT("--pct-steps", OPT_U64, CMD_SIM, true, sim.pct_steps, "K\tpct, delay: the steps the change points (delays) fall\n"
+        "in; msgpct: the deliveries"),
     OPT("--check-determinism", OPT_FLAG, ARGS_CMD_RUN | CMD_MANY, true, check_determinism,
         "\trun each seed twice: FAIL:nondeterministic where they part"),
     OPT("--timeout-s", OPT_U64, CMD_ANY_SIM | ARGS_CMD_REPLAY, false, timeout_s,

@@ -48,13 +48,13 @@ static const cmd_def cmds[] = {
      "diverged, else the run's own. A file of another binary or format is\n"
      "refused.\n"},
     {"fuzz", ARGS_CMD_FUZZ, "SCENARIO|all --seeds A..B [options]",
-     "A sweep where each seed draws its own strategy, switch rate, PCT depth\n"
-     "and steps, weak memory, atomic points, worker count (unless the scenario\n"
-     "declares its own) and, for scenarios that use the network, network\n"
-     "weather (swarm testing): one seed names one exact run. Failures are\n"
-     "grouped as by sweep, each group with the command that replays its\n"
-     "lowest seed. Exit status 1 if a run failed; 128 + the signal when\n"
-     "stopped by SIGINT or SIGTERM (after writing what it found).\n"},
+     "A sweep where each seed draws its own strategy (any of the five), switch\n"
+     "rate, PCT depth and steps, weak memory, atomic points, worker count\n"
+     "(unless the scenario declares its own) and, for scenarios that use the\n"
+     "network, network weather (swarm testing): one seed names one exact run.\n"
+     "Failures are grouped as by sweep, each group with the command that\n"
+     "replays its lowest seed. Exit status 1 if a run failed; 128 + the signal\n"
+     "when stopped by SIGINT or SIGTERM (after writing what it found).\n"},
     {"merge", ARGS_CMD_MERGE, "FILE.json... [--json FILE] [--junit FILE]",
      "The totals and failure groups of the JSON summaries of several shards of\n"
      "one campaign (sweep or fuzz), as one. Refuses a shard given twice and\n"

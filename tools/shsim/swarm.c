@@ -15,6 +15,7 @@
 #define SWARM_PERMILLE_MAX 500 /* a switch at every other yield point, at most */
 #define SWARM_PCT_DEPTH_MAX 6
 #define SWARM_PCT_STEPS_MAX 50000
+#define SWARM_MSGPCT_DELIVERIES_MAX 2000
 
 /* splitmix64: a fixed function of its state, whatever the libc. */
 static uint64_t splitmix(uint64_t *x) {
@@ -70,17 +71,25 @@ static void draw_weather(const sh_scenario *sc, uint64_t *x, sh_sim_options *o) 
 
 void swarm_draw(const sh_scenario *sc, uint64_t seed, sh_sim_options *o, uint32_t *workers) {
   uint64_t x = seed ^ SWARM_SALT;
-  /* none explores least (one schedule per seed and worker count): rarer. */
-  uint64_t k = draw(&x, 0, 9);
-  o->strategy = k < 4 ? SH_SIM_RANDOM : k < 8 ? SH_SIM_PCT : SH_SIM_NONE;
+  /* Every strategy (in tenths: random 3, pct 3, msgpct 2, delay 1, none 1);
+   * none explores least (one schedule per seed and worker count): rarest. */
+  static const sh_sim_strategy by_tenth[10] = {
+      SH_SIM_RANDOM, SH_SIM_RANDOM, SH_SIM_RANDOM, SH_SIM_PCT,   SH_SIM_PCT,
+      SH_SIM_PCT,    SH_SIM_MSGPCT, SH_SIM_MSGPCT, SH_SIM_DELAY, SH_SIM_NONE};
+  o->strategy = by_tenth[draw(&x, 0, 9)];
   *workers = (uint32_t)draw(&x, SWARM_WORKERS_MIN, SWARM_WORKERS_MAX);
   /* A scenario that declares its workers is written for that many (its
    * checks may count on them): the draw is kept, so that the others stay. */
   if (sc->workers != 0) *workers = sc->workers;
   if (o->strategy == SH_SIM_RANDOM) o->switch_permille = (uint32_t)draw(&x, 1, SWARM_PERMILLE_MAX);
-  if (o->strategy == SH_SIM_PCT) {
+  if (o->strategy == SH_SIM_PCT || o->strategy == SH_SIM_DELAY) {
     o->pct_depth = (uint32_t)draw(&x, 1, SWARM_PCT_DEPTH_MAX);
     o->pct_steps = draw(&x, 100, SWARM_PCT_STEPS_MAX);
+  }
+  /* msgpct's change points count deliveries, a run's hundreds to thousands. */
+  if (o->strategy == SH_SIM_MSGPCT) {
+    o->pct_depth = (uint32_t)draw(&x, 1, SWARM_PCT_DEPTH_MAX);
+    o->pct_steps = draw(&x, 10, SWARM_MSGPCT_DELIVERIES_MAX);
   }
   /* Weak memory: off for a third of the seeds, where runs are faster. */
   static const uint32_t stale_rates[] = {0, 250, 750};
@@ -104,7 +113,8 @@ void swarm_fprint_command(FILE *f, const args *a, const char *name, uint64_t see
   args_fprint_command(f, &drawn, "run", name, seed, ARGS_CMD_RUN);
   fprintf(f, " --workers %u", workers);
   if (drawn.sim.strategy == SH_SIM_RANDOM) fprintf(f, " --switch-permille %u", drawn.sim.switch_permille);
-  if (drawn.sim.strategy == SH_SIM_PCT)
+  if (drawn.sim.strategy == SH_SIM_PCT || drawn.sim.strategy == SH_SIM_MSGPCT ||
+      drawn.sim.strategy == SH_SIM_DELAY)
     fprintf(f, " --pct-depth %u --pct-steps %llu", drawn.sim.pct_depth,
             (unsigned long long)drawn.sim.pct_steps);
   if (drawn.sim.stale_permille != 0) fprintf(f, " --stale-permille %u", drawn.sim.stale_permille);
