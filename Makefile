@@ -128,7 +128,7 @@ WARN_CFLAGS   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-pr
 # mark SH_API (tools/check_exports.sh checks it in `make test`).
 COMMON_CFLAGS := -std=gnu11 $(WARN_CFLAGS) -pthread -D_GNU_SOURCE -MMD -MP -fvisibility=hidden
 
-CONFIGS := release asan tsan cov
+CONFIGS := release asan tsan cov explore
 
 release_CFLAGS  := -O2 -g -fPIC
 release_LDFLAGS :=
@@ -155,6 +155,14 @@ asan_LDFLAGS    := $(asan_SANITIZE)
 tsan_CFLAGS     := -O1 -g -fsanitize=thread $(FIU_CFLAGS)
 tsan_LDFLAGS    := -fsanitize=thread
 cov_CFLAGS      := -O0 -g --coverage $(FIU_CFLAGS)
+# explore: release, with the code under test (the core, http/, the
+# scenarios) calling backend-sim/coverage.c at every edge, for shsim
+# explore (docs/simulator.md, "Coverage-guided exploration"); only its
+# shsim is built (make explore).
+explore_CFLAGS  := $(release_CFLAGS)
+EXPLORE_EDGES   := -fsanitize-coverage=trace-pc
+build/explore/obj-sim/core/%.o build/explore/obj-sim/http/%.o \
+build/explore/obj-sim/scenarios/%.o: private CFLAGS += $(EXPLORE_EDGES)
 cov_LDFLAGS     := --coverage
 
 # Include path by top-level directory of the source file. Examples and
@@ -468,7 +476,7 @@ MUTANT_BUDGET := 2000
 mutants: deps
 	@MAKE='$(MAKE)' bash tools/mutants.sh --budget $(MUTANT_BUDGET) $(MUTANTS)
 
-.PHONY: deps test sim bench savina coverage profile install install-check uninstall clean help FORCE
+.PHONY: deps test sim explore bench savina coverage profile install install-check uninstall clean help FORCE
 FORCE:
 
 deps:
@@ -521,6 +529,14 @@ sim: deps
 	echo "== sim: every scenario, seeds $(SIM_SEEDS), strategy random, weak memory (--stale-permille $(SIM_STALE))"; \
 	build/bin/shsim sweep all --seeds $(SIM_SEEDS) --stale-permille $(SIM_STALE) || status=1; \
 	exit $$status
+
+# shsim with edge coverage, for `shsim explore` (build/bin/shsim-explore):
+# `make explore`, then e.g. build/bin/shsim-explore explore all --seeds 1..50.
+explore: deps
+	+@$(SUBMAKE) build/bin/shsim-explore
+build/bin/shsim-explore: build/explore/bin/shsim
+	@mkdir -p $(@D)
+	$(Q)cp -f $< $@
 
 # Then the echo benchmark (bench/echo.sh; its servers run until stopped, so
 # the loop above only shows their usage): ECHO_ARGS="--seconds 1", ...
@@ -723,6 +739,7 @@ help:
 	@echo "                TSAN_TESTS under TSan; then make all. TESTS=\"...\" runs a subset;"
 	@echo "                JUnit report: build/test-results/junit.xml"
 	@echo "make sim        every scenario under the simulator: SIM_SEEDS (1..1000) x SIM_SWEEPS"
+	@echo "make explore    build/bin/shsim-explore: shsim with edge coverage for shsim explore"
 	@echo "make bench      build and run every bench/*.c, then bench/echo.sh [ECHO_ARGS=...]"
 	@echo "make savina     the Savina suite against CAF, Erlang, Go (SAVINA_ARGS=--quick)"
 	@echo "make coverage   tests + simulated scenarios in build/cov: build/coverage/lcov.info, HTML"

@@ -167,12 +167,18 @@ uint32_t sh_simreplay_preempt(const sh_plat *p, uint64_t step) {
   return replay_choice(p, step, SH_SIM_PREEMPT);
 }
 
-/* The lowest runnable index is a choice that needs no entry. */
+/* Unnamed, the next runnable fiber after the running one, round-robin: a
+ * fair default, so that a sequence cut short or mutated (shrink, explore)
+ * cannot starve a fiber that two spinning ones wait for, as "the lowest
+ * runnable index" could (they would take turns for ever: a livelock no
+ * real scheduler makes). */
 uint32_t sh_simreplay_pick(const sh_plat *p, uint64_t step, uint32_t skip) {
   uint32_t c = replay_choice(p, step, SH_SIM_FORCED);
   if (c != UINT32_MAX && c != skip) return c;
-  for (uint32_t i = 0; i < p->nfibers; i++)
+  for (uint32_t k = 1; k <= p->nfibers; k++) {
+    uint32_t i = (p->cur + k) % p->nfibers;
     if (i != skip && p->f[i].state == SH_SIMRUN_RUNNABLE) return i;
+  }
   return UINT32_MAX;
 }
 

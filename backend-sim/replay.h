@@ -33,8 +33,8 @@ static inline bool sh_simreplay_on(void) { return sh_simreplay_replaying; }
 uint32_t sh_simreplay_preempt(const sh_plat *p, uint64_t step);
 
 /* Where a switch must happen at step `step`: the scheduled fiber, else the
- * runnable one of lowest index other than `skip` (UINT32_MAX: none
- * skipped), else UINT32_MAX. */
+ * next runnable one after the running fiber (round-robin) other than
+ * `skip` (UINT32_MAX: none skipped), else UINT32_MAX. */
 uint32_t sh_simreplay_pick(const sh_plat *p, uint64_t step, uint32_t skip);
 
 /* Under replay, at fault point `id` (sh_sim_fault_id) at step `step`:

@@ -302,7 +302,7 @@ void sh_simrun_give_way(const char *where) {
     if (next != UINT32_MAX) {
       /* The pick may be the fiber that gave way, woken by the jump: no
        * switch, but a decision all the same, which a replay must follow
-       * (its default is the lowest runnable fiber). */
+       * (its default is the next runnable fiber, round-robin). */
       if (next == p->cur) sh_simreplay_record_at(S->steps, next, SH_SIM_FORCED, where);
       switch_to(p, next, where, true);
       return;

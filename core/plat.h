@@ -149,6 +149,34 @@ void sh_plat_yield(const char *where);
 #endif
 
 /*
+ * Sometimes-assertions (after Antithesis): SH_SOMETIMES(cond, "what") marks
+ * a rare situation a campaign must reach at least once (a cancel that lost
+ * to the fire, a push caught half-way). In simulation builds each point is
+ * listed in the section sh_sometimes, found by the simulator without having
+ * run (sh_sim_sometimes_points), and a run that passes it with cond true
+ * marks it reached; `shsim explore` reports the points no run reached, and
+ * takes a newly reached one as new coverage. `what` is a static string.
+ * In production builds it compiles to nothing and cond is not evaluated.
+ */
+typedef struct sh_sometimes_point {
+  const char *what;
+  const char *file;
+  int line;
+} sh_sometimes_point;
+#ifdef SH_SIM
+void sh_plat_sometimes(const sh_sometimes_point *pt, bool cond);
+#define SH_SOMETIMES(cond, what_)                                                         \
+  do {                                                                                    \
+    static const sh_sometimes_point sh_sometimes_pt_ = {(what_), __FILE__, __LINE__};     \
+    __attribute__((used, section("sh_sometimes"), aligned(sizeof(void *)))) static const \
+        sh_sometimes_point *const sh_sometimes_at_ = &sh_sometimes_pt_;                   \
+    sh_plat_sometimes(&sh_sometimes_pt_, (cond));                                         \
+  } while (0)
+#else
+#define SH_SOMETIMES(cond, what_) ((void)sizeof(!(cond)))
+#endif
+
+/*
  * Trace points: what the simulator's trace hash and its Chrome trace record
  * besides its own decisions. `house` is the house's creation number, `name`
  * an actor class or message type name (static strings), `flow` joins an ask

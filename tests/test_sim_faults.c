@@ -115,7 +115,7 @@ static void test_replay_fires_the_same_hit_of_a_step(void **state) {
 
 /* A fiber that parks when nothing else can run may be the one picked after
  * the clock jumps (its own deadline came): no switch, but a decision the
- * replay must follow, not its default of the lowest runnable fiber. */
+ * replay must follow, not its default (the next runnable fiber). */
 static void test_replay_follows_the_parked_fiber_picked_again(void **state) {
   (void)state;
   run_out a = run("actor_timers", 1, NULL, NULL, 0);

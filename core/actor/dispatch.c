@@ -212,6 +212,7 @@ static void on_answer(sh_house *h, sh_msg *m) { sh_future_answer(h, m); }
 
 /* An answer or an event for a retired house: nobody waits for it. */
 static void on_late(sh_house *h, sh_msg *m) {
+  SH_SOMETIMES(m->type->kind == SH_REPLY, "dispatch: a reply to a retired house dropped");
   if (m->type->kind == SH_REPLY || sh_msg_is_exception(m)) sh_count(h->sys, SH_C_REPLIES_UNKNOWN);
   sh_msg_free(m);
 }
@@ -270,14 +271,17 @@ static uint32_t take_from(walk *w, sh_box box) {
     /* Counted but not linked yet (a producer half-way, mailbox.c). Marked
      * once, as next_box looks at it no more: at most four times a run. */
     SH_ASSERT(!(w->stuck & 1u << box));
+    SH_SOMETIMES(true, "dispatch: a counted message not linked yet (a push half-way)");
     w->stuck |= 1u << box;
     return 0;
   }
   SH_TRACE_MSG(SH_TRACE_DELIVER, h->seq, m, 0);
   if (!is_request(box))
     on_answer(h, m);
-  else if (stopped(h) || stale(h, m))
+  else if (stopped(h) || stale(h, m)) {
+    SH_SOMETIMES(!stopped(h), "dispatch: a request to an earlier generation refused");
     on_refused(h, m);
+  }
   else
     deliver(&w->b, m);
   return 1;

@@ -224,6 +224,7 @@ sh_waiter *sh_gate_pop_admitted(sh_gate *g) {
   sh_spin_unlock(&g->lock);
   /* Admitted into this generation's mailbox: a sender of its own. */
   SH_ASSERT(w == NULL || w->gen == g->gen);
+  SH_SOMETIMES(w != NULL, "gate: a waiting sender admitted");
   return w;
 }
 

@@ -132,6 +132,7 @@ static bool steal(sh_worker *w) {
       continue;
     sh_hq_link *l = sh_hq_trypop(&v->state);
     if (l == NULL) continue;
+    SH_SOMETIMES(true, "loop: a house stolen");
     run_house(w, l);
     return true;
   }

@@ -88,6 +88,7 @@ void sh_timer_cancel_node(sh_worker *w, sh_timer *t) {
     return;
   }
   SH_ASSERT(s == SH_TIMER_FIRED);
+  SH_SOMETIMES(true, "timer: a cancel lost to its fire");
   t->dead = true;
 }
 
@@ -121,6 +122,7 @@ static void fire(sh_wheel_link *l, void *ctx) {
    * actor cancelled, and acquire makes its writes visible before we free. */
   if (!sh_atomic_cas(&t->state, &s, SH_TIMER_FIRED, memory_order_acq_rel,
                                                memory_order_acquire)) {
+    SH_SOMETIMES(true, "timer: a fire lost to its cancel");
     sh_mem_free(t); /* cancelled between the load and the CAS */
     return;
   }

@@ -122,7 +122,8 @@ typedef struct sh_sim_options {
    * preemption happens at a scheduling point only where the schedule names
    * one (if that fiber can run), and where a switch must happen (a park, a
    * block, a CPU yield, a spent quantum) the schedule's fiber runs, else the
-   * runnable fiber of lowest index; a fault point fires only where the
+   * next runnable fiber after the running one, round-robin (fair, so that
+   * a mutated or cut sequence starves no fiber); a fault point fires only where the
    * schedule names it (SH_SIM_FAULT). With the seed and options of the run
    * that recorded it, a full schedule replays that run exactly. The caller
    * keeps the array alive for the run. Draws (SH_SIM_DRAW) come from the
@@ -253,6 +254,42 @@ typedef struct sh_sim_point {
 } sh_sim_point;
 void sh_sim_record_points(bool on);
 size_t sh_sim_points(const sh_sim_point **out);
+
+/*
+ * Coverage, for guided exploration (`shsim explore`, docs/simulator.md):
+ * what the runs reach, written into a region the caller attached (shared
+ * memory, so that runs in forked children report to their parent).
+ *
+ * Edges: in a build whose code under test was compiled with
+ * -fsanitize-coverage=trace-pc (`make explore`: the core, http/ and the
+ * scenarios), every edge taken adds one to its bucket (a hash of the edge's
+ * two ends, as offsets in the binary; saturating at 255). Other builds
+ * leave the edges at 0 (sh_sim_coverage_edges_compiled says which).
+ *
+ * Sometimes-points: the runtime's SH_SOMETIMES marks (rare situations a
+ * campaign must reach: a cancel that lost to its fire, a push caught
+ * half-way), listed by sh_sim_sometimes_points in a fixed order (file,
+ * line, text), whether or not any run passed them; a run that passes one
+ * with its condition true sets its byte.
+ */
+#define SH_SIM_EDGES (1u << 16)
+#define SH_SIM_SOMETIMES_MAX 256u
+typedef struct sh_sim_coverage {
+  uint8_t edges[SH_SIM_EDGES];
+  uint8_t sometimes[SH_SIM_SOMETIMES_MAX];
+} sh_sim_coverage;
+/* From now on runs write into *c (NULL: nowhere). The caller clears it. */
+void sh_sim_coverage_attach(sh_sim_coverage *c);
+/* Whether this binary's code under test records edges. */
+bool sh_sim_coverage_edges_compiled(void);
+typedef struct sh_sim_sometimes {
+  const char *what;
+  const char *file;
+  int line;
+} sh_sim_sometimes;
+/* The sometimes-points of this binary (at most SH_SIM_SOMETIMES_MAX), in
+ * the order of sh_sim_coverage.sometimes. */
+size_t sh_sim_sometimes_points(const sh_sim_sometimes **out);
 
 /*
  * Shrinking: a failing run's choice sequence (its schedule: switches,

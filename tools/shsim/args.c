@@ -20,7 +20,7 @@
 #define TIMEOUT_S_DEFAULT 600
 #define SHRINK_TRIALS_DEFAULT 2000 /* replays one shrink may make */
 #define CMD_SIM (ARGS_CMD_RUN | ARGS_CMD_SWEEP | ARGS_CMD_SHRINK)
-#define CMD_ANY_SIM (CMD_SIM | ARGS_CMD_FUZZ) /* fuzz draws the others itself */
+#define CMD_ANY_SIM (CMD_SIM | ARGS_CMD_FUZZ | ARGS_CMD_EXPLORE) /* fuzz, explore draw the others */
 #define CMD_MANY (ARGS_CMD_SWEEP | ARGS_CMD_FUZZ)
 #define OPT_CODE 256 /* getopt_long's code of the first option: past every char */
 
@@ -41,7 +41,9 @@ typedef struct opt_def {
   {name, type, cmds, replay, offsetof(args, field), help}
 static const opt_def opts[] = {
     OPT("--seed", OPT_SEED, ARGS_CMD_RUN | ARGS_CMD_SHRINK, false, seeds, "N\tthe run's seed"),
-    OPT("--seeds", OPT_SEEDS, CMD_MANY, false, seeds, "A..B|N\tthe seeds to run (inclusive)"),
+    OPT("--seeds", OPT_SEEDS, CMD_MANY | ARGS_CMD_EXPLORE, false, seeds,
+        "A..B|N\tthe seeds to run (inclusive; explore: its first runs)"),
+    OPT("--runs", OPT_U64, ARGS_CMD_EXPLORE, false, runs, "N\truns at most (default 2000)"),
     OPT("--strategy", OPT_STRATEGY, CMD_SIM, false, sim.strategy,
         "random|pct|none|msgpct|delay\tthe scheduling strategy (default random;\n"
         "fuzz draws one per seed)"),
@@ -68,7 +70,7 @@ static const opt_def opts[] = {
     OPT("--trace", OPT_STR, ARGS_CMD_RUN | ARGS_CMD_REPLAY, false, sim.trace_path,
         "FILE.json\tChrome trace-event JSON of the run, for Perfetto"),
     OPT("--record", OPT_STR, ARGS_CMD_RUN, false, record_path, "FILE\twrite the run's replay file"),
-    OPT("--schedule", OPT_STR, ARGS_CMD_RUN, true, schedule_path,
+    OPT("--schedule", OPT_STR, ARGS_CMD_RUN | ARGS_CMD_SHRINK, true, schedule_path,
         "FILE\tfollow the decisions of a replay or schedule file (a replay file\n"
         "recorded with other options than these is refused)"),
     OPT("--any-binary", OPT_FLAG, ARGS_CMD_RUN | ARGS_CMD_REPLAY, false, any_binary,
@@ -81,6 +83,8 @@ static const opt_def opts[] = {
         "each rate by 0, 0.1, 1 or 10)"),
     OPT("--out", OPT_STR, ARGS_CMD_SHRINK, false, out_path,
         "FILE\tthe replay file (default SCENARIO-SEED.replay)"),
+    OPT("--out", OPT_STR, ARGS_CMD_EXPLORE, false, out_path,
+        "DIR\twhere a failure's replay file goes (default: the current directory)"),
     OPT("--out", OPT_STR, CMD_MANY, false, out_path,
         "DIR\teach failure as it is found: a line of DIR/failures.jsonl and\n"
         "its replay file; the summaries (summary.json, junit.xml) at the end,\n"
@@ -92,7 +96,8 @@ static const opt_def opts[] = {
         "I/N|k8s/N|slurm[/N]\tonly the seeds s with (s - A) % N == I - 1; k8s takes I\n"
         "from JOB_COMPLETION_INDEX (+1), slurm from SLURM_ARRAY_TASK_ID\n"
         "(- SLURM_ARRAY_TASK_MIN + 1) and N from SLURM_ARRAY_TASK_COUNT"),
-    OPT("--time-budget", OPT_U64, CMD_MANY, false, time_budget_s, "S\tstart no seed after S s of real time"),
+    OPT("--time-budget", OPT_U64, CMD_MANY | ARGS_CMD_EXPLORE, false, time_budget_s,
+        "S\tstart no seed after S s of real time"),
     OPT("--json", OPT_STR, CMD_MANY | ARGS_CMD_MERGE, false, json_path, "FILE\twrite the JSON summary"),
     OPT("--junit", OPT_STR, CMD_MANY | ARGS_CMD_MERGE, false, junit_path,
         "FILE\twrite JUnit XML: a test case per scenario"),
@@ -301,7 +306,8 @@ static bool is_given(const args *a, const char *name) { return args_given(a, nam
 static int check_args(const args *a) {
   if ((a->cmd & (ARGS_CMD_RUN | ARGS_CMD_SHRINK)) && !is_given(a, "--seed"))
     return bad_arg(a, "needs", "--seed N");
-  if ((a->cmd & CMD_MANY) && !is_given(a, "--seeds")) return bad_arg(a, "needs", "--seeds A..B");
+  if ((a->cmd & (CMD_MANY | ARGS_CMD_EXPLORE)) && !is_given(a, "--seeds"))
+    return bad_arg(a, "needs", "--seeds A..B");
   if (a->cmd == ARGS_CMD_MERGE && a->nfiles == 0) return bad_arg(a, "merge needs", "FILE.json...");
   if (a->shard_i < 1 || a->shard_i > a->shard_n)
     return bad_arg(a, "out of range (1 <= I <= N):", "--shard");

@@ -20,6 +20,7 @@ enum {
   ARGS_CMD_FUZZ = 1u << 4,  /* a sweep whose seeds draw their own options (swarm.h) */
   ARGS_CMD_MERGE = 1u << 5, /* the JSON summaries of fuzz campaigns, as one */
   ARGS_CMD_REPLAY = 1u << 6, /* a replay file, run again (its name is the target) */
+  ARGS_CMD_EXPLORE = 1u << 7, /* coverage-guided exploration of choice sequences */
 };
 
 typedef struct args_seed_range {
@@ -48,6 +49,7 @@ typedef struct args {
   bool any_binary;           /* replay, run --schedule: a file of another binary too */
   uint64_t shard_i, shard_n; /* seeds s with (s - lo) % shard_n == shard_i - 1 */
   uint64_t time_budget_s;    /* no new seed after this much real time (0: none) */
+  uint64_t runs;             /* explore: runs at most (0: its default) */
   const char *json_path;     /* sweep, fuzz, merge: the summary goes here */
   const char *junit_path;    /* sweep, fuzz, merge: JUnit XML goes here */
   char **files;              /* merge: the summaries */

@@ -55,6 +55,14 @@ static const cmd_def cmds[] = {
      "Failures are grouped as by sweep, each group with the command that\n"
      "replays its lowest seed. Exit status 1 if a run failed; 128 + the signal\n"
      "when stopped by SIGINT or SIGTERM (after writing what it found).\n"},
+    {"explore", ARGS_CMD_EXPLORE, "SCENARIO|all --seeds A..B [--runs N] [options]",
+     "Coverage-guided exploration: a free run of each seed, then runs that\n"
+     "replay mutants of the choice sequences that reached new coverage (code\n"
+     "edges in a `make explore` build, the runtime's sometimes-points in any)\n"
+     "mixed with free runs of new seeds, each seed drawing its options as fuzz\n"
+     "does. Stops at the first failure, with its replay file (in --out DIR,\n"
+     "else here) and the commands that replay and shrink it; reports the\n"
+     "sometimes-points no run reached. Exit status 1 if a run failed.\n"},
     {"merge", ARGS_CMD_MERGE, "FILE.json... [--json FILE] [--junit FILE]",
      "The totals and failure groups of the JSON summaries of several shards of\n"
      "one campaign (sweep or fuzz), as one. Refuses a shard given twice and\n"

@@ -18,6 +18,7 @@
 
 #include "args.h"
 #include "campaign_run.h"
+#include "explore.h"
 #include "fuzz.h"
 #include "merge.h"
 #include "pool.h"
@@ -212,6 +213,7 @@ int main(int argc, char **argv) {
        : a.cmd == ARGS_CMD_REPLAY                   ? cmd_run(&a, &p, &rf)
        : a.cmd == ARGS_CMD_RUN                      ? cmd_run(&a, &p, NULL)
        : a.cmd == ARGS_CMD_FUZZ                     ? fuzz_cmd(&a, &p)
+       : a.cmd == ARGS_CMD_EXPLORE                  ? explore_cmd(&a, &p)
                                                     : cmd_sweep(&a, &p);
   replayfile_free(&rf);
   return rc;

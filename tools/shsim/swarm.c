@@ -107,10 +107,15 @@ void swarm_draw(const sh_scenario *sc, uint64_t seed, sh_sim_options *o, uint32_
 }
 
 void swarm_fprint_command(FILE *f, const args *a, const char *name, uint64_t seed) {
+  swarm_fprint_as(f, a, "run", ARGS_CMD_RUN, name, seed);
+}
+
+void swarm_fprint_as(FILE *f, const args *a, const char *cmd, unsigned mask, const char *name,
+                     uint64_t seed) {
   args drawn = *a;
   uint32_t workers;
   swarm_draw(sh_scenario_find(name), seed, &drawn.sim, &workers);
-  args_fprint_command(f, &drawn, "run", name, seed, ARGS_CMD_RUN);
+  args_fprint_command(f, &drawn, cmd, name, seed, mask);
   fprintf(f, " --workers %u", workers);
   if (drawn.sim.strategy == SH_SIM_RANDOM) fprintf(f, " --switch-permille %u", drawn.sim.switch_permille);
   if (drawn.sim.strategy == SH_SIM_PCT || drawn.sim.strategy == SH_SIM_MSGPCT ||

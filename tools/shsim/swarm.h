@@ -28,5 +28,8 @@ void swarm_draw(const sh_scenario *sc, uint64_t seed, sh_sim_options *o, uint32_
 /* Writes "PROG run NAME --seed N --strategy S --workers K ..." (no newline):
  * the run of seed as a fuzz campaign with a's options ran it. */
 void swarm_fprint_command(FILE *f, const args *a, const char *name, uint64_t seed);
+/* The same as command `cmd` (its options those of mask, ARGS_CMD_*). */
+void swarm_fprint_as(FILE *f, const args *a, const char *cmd, unsigned mask, const char *name,
+                     uint64_t seed);
 
 #endif

@@ -19,7 +19,8 @@ int unit_plan_make(const args *a, unit_plan *p) {
   /* The shard's seeds in the range (none if it starts past the end). */
   uint64_t span = a->seeds.hi - a->seeds.lo;
   p->nseeds = a->shard_i - 1 > span ? 0 : (span - (a->shard_i - 1)) / a->shard_n + 1;
-  if ((a->cmd & (ARGS_CMD_SWEEP | ARGS_CMD_FUZZ)) && strcmp(a->target, "all") == 0) {
+  if ((a->cmd & (ARGS_CMD_SWEEP | ARGS_CMD_FUZZ | ARGS_CMD_EXPLORE)) &&
+      strcmp(a->target, "all") == 0) {
     size_t n = sh_scenario_count();
     for (size_t i = 0; i < n && p->nscs < UNIT_SCN_MAX; i++)
       if (unit_visible(sh_scenario_at(i))) p->scs[p->nscs++] = sh_scenario_at(i);

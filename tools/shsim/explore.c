@@ -1,0 +1,357 @@
+/*
+ * The explore command (explore.h).
+ *
+ * A run is a scenario, a seed (which draws the run's options as fuzz does:
+ * swarm.h) and a choice sequence. The campaign starts with a free run of
+ * each (scenario, seed) of the plan; from then on, one run in FRESH_EVERY
+ * is a free run of a new seed, and the others replay a mutant of a corpus
+ * entry's sequence with that entry's seed. A run whose coverage has
+ * something no earlier run had (an edge's hit count in a new AFL bucket, a
+ * sometimes-point reached) joins the corpus with its recorded sequence.
+ *
+ * The mutations work on what a replay follows: the schedule's decisions,
+ * anchored by their step, and the values drawn, anchored by their place in
+ * their stream. A span of decisions dropped, a preemption inserted a few
+ * steps after a decision, a switch sent to another fiber, a value drawn
+ * changed, the sequence cut short (past its end a replay takes no switch
+ * and draws 0). A mutated sequence is a different run, replayed exactly.
+ *
+ * Each run is a child (runner_run_first): it records its replay file, read
+ * back here, and writes its coverage into a shared mapping attached before
+ * the fork. Everything the campaign decides comes from its own splitmix64
+ * stream seeded by the plan's first seed, so a campaign on the same binary
+ * is the same campaign.
+ */
+#include "explore.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "pool.h"
+#include "replayfile.h"
+#include "runner.h"
+#include "swarm.h"
+
+#define CORPUS_MAX 1024
+#define ENTRY_CHOICES_MAX (1u << 16) /* a run with more decisions is run, not kept */
+#define MUTANT_SLACK 64              /* decisions a mutation may add */
+#define FRESH_EVERY 4                /* one run in this many is a new seed's */
+#define RUNS_DEFAULT 2000
+#define INSERT_AFTER_MAX 64 /* a preemption inserted at most this many steps after its anchor */
+#define PROGRESS_MS 1000
+
+typedef struct entry {
+  uint32_t scn;
+  uint64_t seed;
+  sh_sim_choice *c;
+  size_t n;
+} entry;
+
+typedef struct explorer {
+  const args *a;
+  const unit_plan *p;
+  sh_sim_coverage *cov; /* shared with the children */
+  uint8_t seen[SH_SIM_EDGES]; /* the AFL buckets each edge reached */
+  uint64_t reached_at[SH_SIM_SOMETIMES_MAX]; /* run number + 1, 0: not yet */
+  entry corpus[CORPUS_MAX];
+  size_t ncorpus;
+  uint64_t x; /* the campaign's stream */
+  uint64_t runs, fresh, mutants, kept, edges, next_seed, started_ns, drawn_ns;
+  char tmp[PATH_MAX];
+  sh_sim_choice *scratch;
+  bool failed;
+  unit_rec fail;
+  uint32_t fail_scn;
+  uint64_t fail_seed;
+  char fail_path[PATH_MAX];
+} explorer;
+
+static uint64_t next(explorer *ex) {
+  uint64_t z = (ex->x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static uint64_t below(explorer *ex, uint64_t n) { return n == 0 ? 0 : next(ex) % n; }
+
+/* ---- coverage ------------------------------------------------------------------- */
+
+/* AFL's hit-count buckets: 1, 2, 3, 4-7, 8-15, 16-31, 32-127, 128+. */
+static uint8_t bucket(uint8_t v) {
+  return v == 0 ? 0 : v <= 2 ? v : v == 3 ? 4 : v < 8 ? 8 : v < 16 ? 16 : v < 32 ? 32 : v < 128 ? 64
+                                                                                                : 128;
+}
+
+/* Whether the last run reached something new; records it. */
+static bool fresh_coverage(explorer *ex) {
+  bool any = false;
+  for (uint32_t e = 0; e < SH_SIM_EDGES; e++) {
+    uint8_t b = bucket(ex->cov->edges[e]);
+    if ((b & ~ex->seen[e]) == 0) continue;
+    ex->edges += ex->seen[e] == 0;
+    ex->seen[e] |= b;
+    any = true;
+  }
+  const sh_sim_sometimes *pts;
+  size_t n = sh_sim_sometimes_points(&pts);
+  for (size_t i = 0; i < n; i++) {
+    if (ex->cov->sometimes[i] == 0 || ex->reached_at[i] != 0) continue;
+    ex->reached_at[i] = ex->runs;
+    any = true;
+  }
+  return any;
+}
+
+/* ---- one run ---------------------------------------------------------------------- */
+
+/* Runs (scenario scn, seed) free (c NULL) or replaying c[0..n); the
+ * recorded sequence into *f (when the file could be read). */
+static unit_rec run_one(explorer *ex, uint32_t scn, uint64_t seed, const sh_sim_choice *c,
+                        size_t n, replay_file *f) {
+  args a = *ex->a;
+  a.cmd = ARGS_CMD_FUZZ; /* the child draws the seed's options as fuzz does */
+  a.record_path = ex->tmp;
+  a.sim.schedule = c;
+  a.sim.schedule_len = n;
+  a.sim.replay = c != NULL;
+  unit_plan one = {.nscs = 1, .seeds = {seed, seed}, .first = seed, .stride = 1, .nseeds = 1,
+                   .nunits = 1};
+  one.scs[0] = ex->p->scs[scn];
+  memset(ex->cov, 0, sizeof(*ex->cov));
+  ex->runs++;
+  unit_rec r = runner_run_first(&a, &one, true);
+  size_t line;
+  if (replayfile_load(ex->tmp, f, &line) != 0) memset(f, 0, sizeof(*f));
+  return r;
+}
+
+static void keep(explorer *ex, uint32_t scn, uint64_t seed, const replay_file *f) {
+  if (f->c == NULL || f->n > ENTRY_CHOICES_MAX) return;
+  sh_sim_choice *c = malloc((f->n + 1) * sizeof(*c));
+  if (c == NULL) return; /* out of memory: the corpus just does not grow */
+  memcpy(c, f->c, f->n * sizeof(*c));
+  /* Full: a random entry makes room (the first of each scenario stays
+   * reachable through the fresh runs anyway). */
+  size_t i;
+  if (ex->ncorpus < CORPUS_MAX) {
+    i = ex->ncorpus++;
+  } else {
+    i = (size_t)below(ex, CORPUS_MAX);
+    free(ex->corpus[i].c);
+  }
+  ex->corpus[i] = (entry){scn, seed, c, f->n};
+  ex->kept++;
+}
+
+static void failed(explorer *ex, uint32_t scn, uint64_t seed, const unit_rec *r) {
+  ex->failed = true;
+  ex->fail = *r;
+  ex->fail_scn = scn;
+  ex->fail_seed = seed;
+  const char *dir = ex->a->out_path != NULL ? ex->a->out_path : ".";
+  snprintf(ex->fail_path, sizeof(ex->fail_path), "%s/explore-%s-%llu-run%llu.replay", dir,
+           ex->p->scs[scn]->name, (unsigned long long)seed, (unsigned long long)ex->runs);
+  if (rename(ex->tmp, ex->fail_path) != 0) ex->fail_path[0] = '\0';
+}
+
+/* A run and its verdict: kept if it reached something new; true if it failed. */
+static bool step(explorer *ex, uint32_t scn, uint64_t seed, const sh_sim_choice *c, size_t n) {
+  replay_file f = {0};
+  unit_rec r = run_one(ex, scn, seed, c, n, &f);
+  if (fresh_coverage(ex)) keep(ex, scn, seed, &f);
+  replayfile_free(&f);
+  if (!r.ok) failed(ex, scn, seed, &r);
+  return !r.ok;
+}
+
+/* ---- mutations ---------------------------------------------------------------------- */
+
+static bool is_switch(const sh_sim_choice *c) {
+  return c->kind == SH_SIM_PREEMPT || c->kind == SH_SIM_FORCED;
+}
+
+static uint32_t fibers_seen(const sh_sim_choice *c, size_t n) {
+  uint32_t most = 2;
+  for (size_t i = 0; i < n; i++)
+    if (is_switch(&c[i]) && c[i].to > most) most = c[i].to;
+  return most + 2; /* one more than any seen, and the chance of a new one */
+}
+
+static size_t drop_span(explorer *ex, sh_sim_choice *c, size_t n) {
+  if (n == 0) return 0;
+  size_t i = (size_t)below(ex, n), most = n - i < 8 ? n - i : 8;
+  size_t len = 1 + (size_t)below(ex, most);
+  memmove(&c[i], &c[i + len], (n - i - len) * sizeof(*c));
+  return n - len;
+}
+
+/* A preemption a few steps after a random decision's (or early on). */
+static size_t insert_preempt(explorer *ex, sh_sim_choice *c, size_t n, size_t cap) {
+  if (n >= cap) return n;
+  uint64_t at = 1 + below(ex, 1000);
+  size_t k = (size_t)below(ex, n + 1);
+  if (k < n && c[k].kind != SH_SIM_DRAW) at = c[k].step + 1 + below(ex, INSERT_AFTER_MAX);
+  size_t pos = 0; /* after the last decision of the schedule at or before it */
+  for (size_t i = 0; i < n; i++)
+    if (c[i].kind != SH_SIM_DRAW && c[i].step <= at) pos = i + 1;
+  memmove(&c[pos + 1], &c[pos], (n - pos) * sizeof(*c));
+  c[pos] = (sh_sim_choice){.step = at, .to = (uint32_t)below(ex, fibers_seen(c, n)),
+                           .kind = SH_SIM_PREEMPT};
+  return n + 1;
+}
+
+static void tweak(explorer *ex, sh_sim_choice *c, size_t n) {
+  if (n == 0) return;
+  sh_sim_choice *t = &c[below(ex, n)];
+  if (is_switch(t)) {
+    t->to = (uint32_t)below(ex, fibers_seen(c, n));
+  } else if (t->kind == SH_SIM_DRAW) {
+    uint64_t how = below(ex, 4);
+    t->value = how == 0 ? 0 : how == 1 ? t->value + 1 : how == 2 && t->value > 0 ? t->value - 1
+                                                                                  : t->value ^ (1ull << below(ex, 16));
+  }
+}
+
+/* 1 to 4 mutations of e's sequence into the scratch buffer; its length. */
+static size_t mutate(explorer *ex, const entry *e) {
+  sh_sim_choice *c = ex->scratch;
+  size_t n = e->n, cap = e->n + MUTANT_SLACK;
+  memcpy(c, e->c, n * sizeof(*c));
+  for (uint64_t k = 1 + below(ex, 4); k > 0; k--) {
+    switch (below(ex, 9)) {
+    case 0: case 1: n = drop_span(ex, c, n); break;
+    case 2: case 3: case 4: n = insert_preempt(ex, c, n, cap); break;
+    case 5: case 6: case 7: tweak(ex, c, n); break;
+    default: n = (size_t)below(ex, n + 1); break;
+    }
+  }
+  return n;
+}
+
+/* ---- the campaign ------------------------------------------------------------------ */
+
+static bool out_of_budget(const explorer *ex, uint64_t budget) {
+  if (ex->runs >= budget) return true;
+  uint64_t t = ex->a->time_budget_s;
+  return t != 0 && pool_now_ns() - ex->started_ns >= t * 1000000000ull;
+}
+
+static void progress(explorer *ex, bool last) {
+  uint64_t now = pool_now_ns();
+  if (!last && now - ex->drawn_ns < PROGRESS_MS * 1000000ull) return;
+  ex->drawn_ns = now;
+  if (isatty(STDERR_FILENO) != 1) return;
+  fprintf(stderr, "\r%llu runs, corpus %zu, %llu edges%s", (unsigned long long)ex->runs,
+          ex->ncorpus, (unsigned long long)ex->edges, last ? "\n" : "");
+}
+
+static void campaign(explorer *ex, uint64_t budget) {
+  const unit_plan *p = ex->p;
+  /* The plan's runs first, but at most a quarter of the budget: the rest
+   * is the exploration's. */
+  uint64_t first = p->nunits < budget / FRESH_EVERY ? p->nunits : budget / FRESH_EVERY;
+  if (first == 0) first = 1;
+  for (uint64_t u = 0; u < first && !ex->failed && !out_of_budget(ex, budget); u++) {
+    if (step(ex, (uint32_t)unit_scn_index(p, u), unit_seed(p, u), NULL, 0)) return;
+    progress(ex, false);
+  }
+  /* Fresh seeds go on after the plan's; the units are seed-major, so those
+   * the cap left out are seeds no run took yet. */
+  ex->next_seed = first < p->nunits ? unit_seed(p, first) : p->seeds.hi + 1;
+  while (!ex->failed && !out_of_budget(ex, budget)) {
+    if (ex->ncorpus == 0 || below(ex, FRESH_EVERY) == 0) {
+      ex->fresh++;
+      step(ex, (uint32_t)below(ex, p->nscs), ex->next_seed++, NULL, 0);
+    } else {
+      const entry *e = &ex->corpus[below(ex, ex->ncorpus)];
+      ex->mutants++;
+      size_t n = mutate(ex, e);
+      step(ex, e->scn, e->seed, ex->scratch, n);
+    }
+    progress(ex, false);
+  }
+}
+
+static void report(const explorer *ex) {
+  double s = (double)(pool_now_ns() - ex->started_ns) / 1e9;
+  printf("explore: %llu runs (%llu of new seeds, %llu mutants) in %.1f s, %.0f runs/s; "
+         "corpus %zu (%llu kept)\n",
+         (unsigned long long)ex->runs, (unsigned long long)(ex->runs - ex->mutants),
+         (unsigned long long)ex->mutants, s, s > 0 ? (double)ex->runs / s : 0.0, ex->ncorpus,
+         (unsigned long long)ex->kept);
+  if (sh_sim_coverage_edges_compiled())
+    printf("edges: %llu\n", (unsigned long long)ex->edges);
+  else
+    printf("edges: none recorded: this shsim was not built for them (make explore builds one "
+           "that is); guided by the sometimes-points only\n");
+  const sh_sim_sometimes *pts;
+  size_t n = sh_sim_sometimes_points(&pts), got = 0;
+  for (size_t i = 0; i < n; i++) got += ex->reached_at[i] != 0;
+  printf("sometimes-points: %zu of %zu reached\n", got, n);
+  for (size_t i = 0; i < n; i++) {
+    if (ex->reached_at[i] != 0)
+      printf("  reached (run %llu)  %s (%s:%d)\n", (unsigned long long)ex->reached_at[i],
+             pts[i].what, pts[i].file, pts[i].line);
+    else
+      printf("  NEVER reached  %s (%s:%d)\n", pts[i].what, pts[i].file, pts[i].line);
+  }
+}
+
+static void report_failure(const explorer *ex) {
+  const char *name = ex->p->scs[ex->fail_scn]->name;
+  printf("FAIL:%s at run %llu: %s seed %llu (%s)\n", ex->fail.kind,
+         (unsigned long long)ex->runs, name, (unsigned long long)ex->fail_seed, ex->fail.detail);
+  if (ex->fail_path[0] == '\0') return;
+  printf("  replay: %s replay %s\n  shrink: ", ex->a->prog, ex->fail_path);
+  swarm_fprint_as(stdout, ex->a, "shrink", ARGS_CMD_SHRINK, name, ex->fail_seed);
+  printf(" --schedule %s\n", ex->fail_path);
+}
+
+static int setup(explorer *ex) {
+  ex->cov = mmap(NULL, sizeof(*ex->cov), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ex->scratch = malloc((ENTRY_CHOICES_MAX + MUTANT_SLACK) * sizeof(*ex->scratch));
+  const char *dir = getenv("TMPDIR");
+  snprintf(ex->tmp, sizeof(ex->tmp), "%s/shsim-explore-XXXXXX", dir != NULL ? dir : "/tmp");
+  int fd = mkstemp(ex->tmp);
+  if (ex->cov == MAP_FAILED || ex->scratch == NULL || fd < 0) {
+    fprintf(stderr, "shsim: explore cannot start: %s\n", strerror(errno));
+    if (fd >= 0) unlink(ex->tmp);
+    return -1;
+  }
+  close(fd);
+  sh_sim_coverage_attach(ex->cov);
+  ex->started_ns = pool_now_ns();
+  return 0;
+}
+
+int explore_cmd(const args *a, const unit_plan *p) {
+  explorer *ex = calloc(1, sizeof(*ex));
+  if (ex == NULL) {
+    fprintf(stderr, "shsim: out of memory\n");
+    return 2;
+  }
+  ex->a = a;
+  ex->p = p;
+  ex->x = p->seeds.lo;
+  int status = 2;
+  if (setup(ex) == 0) {
+    campaign(ex, a->runs != 0 ? a->runs : RUNS_DEFAULT);
+    progress(ex, true);
+    report(ex);
+    if (ex->failed) report_failure(ex);
+    status = ex->failed ? 1 : 0;
+    unlink(ex->tmp);
+    sh_sim_coverage_attach(NULL);
+  }
+  if (ex->cov != NULL && ex->cov != MAP_FAILED) munmap(ex->cov, sizeof(*ex->cov));
+  for (size_t i = 0; i < ex->ncorpus; i++) free(ex->corpus[i].c);
+  free(ex->scratch);
+  free(ex);
+  return status;
+}
