@@ -281,7 +281,7 @@ static bool parse_result_line(const char *line, result_line *r) {
 
 /* The outcome's exit status must be want_status and its stdout must end with
  * a well-formed result line: to *r, and its text to line. */
-static void expect_result(const outcome *o, int want_status, result_line *r, char *line, size_t cap) {
+static inline void expect_result(const outcome *o, int want_status, result_line *r, char *line, size_t cap) {
   expect_status(o, want_status);
   bool parsed = last_line(o->out.text, line, cap) && parse_result_line(line, r);
   if (!parsed)

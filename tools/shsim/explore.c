@@ -157,7 +157,10 @@ static void failed(explorer *ex, uint32_t scn, uint64_t seed, const unit_rec *r)
   const char *dir = ex->a->out_path != NULL ? ex->a->out_path : ".";
   snprintf(ex->fail_path, sizeof(ex->fail_path), "%s/explore-%s-%llu-run%llu.replay", dir,
            ex->p->scs[scn]->name, (unsigned long long)seed, (unsigned long long)ex->runs);
-  if (rename(ex->tmp, ex->fail_path) != 0) ex->fail_path[0] = '\0';
+  replay_outcome o = {.known = true, .ok = false, .hash = r->rep.hash, .steps = r->rep.steps};
+  snprintf(o.kind, sizeof(o.kind), "%s", r->kind);
+  if (replayfile_add_outcome(ex->tmp, &o) != 0 || rename(ex->tmp, ex->fail_path) != 0)
+    ex->fail_path[0] = '\0';
 }
 
 /* A run and its verdict: kept if it reached something new; true if it failed. */
