@@ -23,6 +23,17 @@ enum {
   ARGS_CMD_EXPLORE = 1u << 7, /* coverage-guided exploration of choice sequences */
 };
 
+struct sh_scenario;
+
+/* explore's batches (explore.c): what a child runs as unit u, the scenario
+ * and seed in place of the plan's, then the schedule to replay (in the
+ * options) and the replay file's path. NULL for every other command. */
+typedef struct args_batch {
+  void (*pick)(void *ctx, uint64_t u, const struct sh_scenario **sc, uint64_t *seed);
+  void (*options)(void *ctx, uint64_t u, sh_sim_options *o, const char **record_path);
+  void *ctx;
+} args_batch;
+
 typedef struct args_seed_range {
   uint64_t lo, hi; /* inclusive */
 } args_seed_range;
@@ -50,6 +61,7 @@ typedef struct args {
   uint64_t shard_i, shard_n; /* seeds s with (s - lo) % shard_n == shard_i - 1 */
   uint64_t time_budget_s;    /* no new seed after this much real time (0: none) */
   uint64_t runs;             /* explore: runs at most (0: its default) */
+  const args_batch *batch;   /* explore: the units of a batch (NULL otherwise) */
   const char *json_path;     /* sweep, fuzz, merge: the summary goes here */
   const char *junit_path;    /* sweep, fuzz, merge: JUnit XML goes here */
   char **files;              /* merge: the summaries */

@@ -108,9 +108,11 @@ static void run_options(const args *a, const sh_scenario *sc, uint64_t seed, sh_
 static void run_once(const args *a, const unit_plan *p, uint64_t u, unit_rec *out) {
   const sh_scenario *sc = unit_scn(p, u);
   uint64_t seed = unit_seed(p, u);
+  if (a->batch != NULL) a->batch->pick(a->batch->ctx, u, &sc, &seed);
   sh_sim_options o;
   uint32_t workers;
   run_options(a, sc, seed, &o, &workers);
+  if (a->batch != NULL) a->batch->options(a->batch->ctx, u, &o, &child.record_path);
   if (child.record_path != NULL)
     replayfile_prepare(&(replay_run){.scenario = sc->name, .workers = workers, .o = o,
                                      .faults = o.faults});

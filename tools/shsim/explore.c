@@ -16,11 +16,14 @@
  * changed, the sequence cut short (past its end a replay takes no switch
  * and draws 0). A mutated sequence is a different run, replayed exactly.
  *
- * Each run is a child (runner_run_first): it records its replay file, read
- * back here, and writes its coverage into a shared mapping attached before
- * the fork. Everything the campaign decides comes from its own splitmix64
- * stream seeded by the plan's first seed, so a campaign on the same binary
- * is the same campaign.
+ * Runs go in batches of BATCH, on --jobs children as a sweep's do (a child
+ * runs a chunk of them, so forking costs little): each run writes its
+ * coverage into its own slot of a mapping shared with this process and its
+ * sequence into its own replay file, read back here. A batch is chosen
+ * before it runs and its results are taken in slot order, whatever order
+ * the children finished in; everything the campaign decides comes from its
+ * own splitmix64 stream seeded by the plan's first seed, so a campaign on
+ * the same binary is the same campaign, on any number of jobs.
  */
 #include "explore.h"
 
@@ -37,6 +40,7 @@
 #include "runner.h"
 #include "swarm.h"
 
+#define BATCH 16
 #define CORPUS_MAX 1024
 #define ENTRY_CHOICES_MAX (1u << 16) /* a run with more decisions is run, not kept */
 #define MUTANT_SLACK 64              /* decisions a mutation may add */
@@ -52,18 +56,32 @@ typedef struct entry {
   size_t n;
 } entry;
 
+/* One run of a batch: its scenario, seed and the sequence it replays (c
+ * NULL: a free run), and where its replay file goes. */
+typedef struct slot {
+  uint32_t scn;
+  uint64_t seed;
+  sh_sim_choice *c;
+  size_t n;
+  char path[PATH_MAX];
+  bool done;   /* its result came */
+  unit_rec r;
+} slot;
+
 typedef struct explorer {
   const args *a;
   const unit_plan *p;
-  sh_sim_coverage *cov; /* shared with the children */
+  args_batch hooks;
+  sh_sim_coverage *cov; /* BATCH of them, shared with the children */
+  slot slots[BATCH];
+  sh_sim_choice *scratch[BATCH]; /* the mutants' sequences */
+  char dir[PATH_MAX];            /* the slots' replay files */
   uint8_t seen[SH_SIM_EDGES]; /* the AFL buckets each edge reached */
   uint64_t reached_at[SH_SIM_SOMETIMES_MAX]; /* run number + 1, 0: not yet */
   entry corpus[CORPUS_MAX];
   size_t ncorpus;
   uint64_t x; /* the campaign's stream */
   uint64_t runs, fresh, mutants, kept, edges, next_seed, started_ns, drawn_ns;
-  char tmp[PATH_MAX];
-  sh_sim_choice *scratch;
   bool failed;
   unit_rec fail;
   uint32_t fail_scn;
@@ -89,10 +107,10 @@ static uint8_t bucket(uint8_t v) {
 }
 
 /* Whether the last run reached something new; records it. */
-static bool fresh_coverage(explorer *ex) {
+static bool fresh_coverage(explorer *ex, const sh_sim_coverage *cov) {
   bool any = false;
   for (uint32_t e = 0; e < SH_SIM_EDGES; e++) {
-    uint8_t b = bucket(ex->cov->edges[e]);
+    uint8_t b = bucket(cov->edges[e]);
     if ((b & ~ex->seen[e]) == 0) continue;
     ex->edges += ex->seen[e] == 0;
     ex->seen[e] |= b;
@@ -101,76 +119,100 @@ static bool fresh_coverage(explorer *ex) {
   const sh_sim_sometimes *pts;
   size_t n = sh_sim_sometimes_points(&pts);
   for (size_t i = 0; i < n; i++) {
-    if (ex->cov->sometimes[i] == 0 || ex->reached_at[i] != 0) continue;
+    if (cov->sometimes[i] == 0 || ex->reached_at[i] != 0) continue;
     ex->reached_at[i] = ex->runs;
     any = true;
   }
   return any;
 }
 
-/* ---- one run ---------------------------------------------------------------------- */
+/* ---- a batch ----------------------------------------------------------------------- */
 
-/* Runs (scenario scn, seed) free (c NULL) or replaying c[0..n); the
- * recorded sequence into *f (when the file could be read). */
-static unit_rec run_one(explorer *ex, uint32_t scn, uint64_t seed, const sh_sim_choice *c,
-                        size_t n, replay_file *f) {
+/* In the child, before unit u of a batch: the slot's scenario and seed. */
+static void batch_pick(void *ctx, uint64_t u, const struct sh_scenario **sc, uint64_t *seed) {
+  explorer *ex = ctx;
+  const slot *s = &ex->slots[u];
+  *sc = ex->p->scs[s->scn];
+  *seed = s->seed;
+}
+
+/* In the child, its options drawn: the sequence, the file, the coverage slot. */
+static void batch_options(void *ctx, uint64_t u, sh_sim_options *o, const char **record_path) {
+  explorer *ex = ctx;
+  const slot *s = &ex->slots[u];
+  o->schedule = s->c;
+  o->schedule_len = s->n;
+  o->replay = s->c != NULL;
+  *record_path = s->path;
+  sh_sim_coverage_attach(&ex->cov[u]);
+}
+
+static void batch_result(void *ctx, const unit_rec *r) {
+  explorer *ex = ctx;
+  if (r->recheck || r->unit >= BATCH) return;
+  ex->slots[r->unit].r = *r;
+  ex->slots[r->unit].done = true;
+}
+
+/* Runs slots[0..k) on the children. */
+static void run_batch(explorer *ex, size_t k) {
   args a = *ex->a;
-  a.cmd = ARGS_CMD_FUZZ; /* the child draws the seed's options as fuzz does */
-  a.record_path = ex->tmp;
-  a.sim.schedule = c;
-  a.sim.schedule_len = n;
-  a.sim.replay = c != NULL;
-  unit_plan one = {.nscs = 1, .seeds = {seed, seed}, .first = seed, .stride = 1, .nseeds = 1,
-                   .nunits = 1};
-  one.scs[0] = ex->p->scs[scn];
-  memset(ex->cov, 0, sizeof(*ex->cov));
-  ex->runs++;
-  unit_rec r = runner_run_first(&a, &one, true);
+  a.cmd = ARGS_CMD_FUZZ; /* each seed draws its options as fuzz's do */
+  a.batch = &ex->hooks;
+  a.record_path = ex->slots[0].path; /* replaced per unit; set, so contexts are kept */
+  unit_plan plan = {.nscs = 1, .seeds = {1, k}, .first = 1, .stride = 1, .nseeds = k, .nunits = k};
+  plan.scs[0] = ex->p->scs[0];
+  memset(ex->cov, 0, k * sizeof(*ex->cov));
+  for (size_t i = 0; i < k; i++) ex->slots[i].done = false;
+  size_t jobs = a.jobs < k ? (size_t)a.jobs : k;
+  runner rn = {.a = &a, .p = &plan, .nslots = jobs, .chunk = (k + jobs - 1) / jobs,
+               .on_result = batch_result, .ctx = ex};
+  runner_run(&rn);
+}
+
+static void keep(explorer *ex, const slot *s) {
+  replay_file f = {0};
   size_t line;
-  if (replayfile_load(ex->tmp, f, &line) != 0) memset(f, 0, sizeof(*f));
-  return r;
-}
-
-static void keep(explorer *ex, uint32_t scn, uint64_t seed, const replay_file *f) {
-  if (f->c == NULL || f->n > ENTRY_CHOICES_MAX) return;
-  sh_sim_choice *c = malloc((f->n + 1) * sizeof(*c));
-  if (c == NULL) return; /* out of memory: the corpus just does not grow */
-  memcpy(c, f->c, f->n * sizeof(*c));
-  /* Full: a random entry makes room (the first of each scenario stays
-   * reachable through the fresh runs anyway). */
-  size_t i;
-  if (ex->ncorpus < CORPUS_MAX) {
-    i = ex->ncorpus++;
-  } else {
-    i = (size_t)below(ex, CORPUS_MAX);
-    free(ex->corpus[i].c);
+  if (replayfile_load(s->path, &f, &line) != 0) return;
+  sh_sim_choice *c = f.c != NULL && f.n <= ENTRY_CHOICES_MAX ? malloc((f.n + 1) * sizeof(*c)) : NULL;
+  if (c != NULL) { /* else out of memory, or too long: the corpus just does not grow */
+    memcpy(c, f.c, f.n * sizeof(*c));
+    size_t i;
+    if (ex->ncorpus < CORPUS_MAX) {
+      i = ex->ncorpus++;
+    } else { /* full: a random entry makes room */
+      i = (size_t)below(ex, CORPUS_MAX);
+      free(ex->corpus[i].c);
+    }
+    ex->corpus[i] = (entry){s->scn, s->seed, c, f.n};
+    ex->kept++;
   }
-  ex->corpus[i] = (entry){scn, seed, c, f->n};
-  ex->kept++;
+  replayfile_free(&f);
 }
 
-static void failed(explorer *ex, uint32_t scn, uint64_t seed, const unit_rec *r) {
+static void failed(explorer *ex, const slot *s) {
   ex->failed = true;
-  ex->fail = *r;
-  ex->fail_scn = scn;
-  ex->fail_seed = seed;
+  ex->fail = s->r;
+  ex->fail_scn = s->scn;
+  ex->fail_seed = s->seed;
   const char *dir = ex->a->out_path != NULL ? ex->a->out_path : ".";
   snprintf(ex->fail_path, sizeof(ex->fail_path), "%s/explore-%s-%llu-run%llu.replay", dir,
-           ex->p->scs[scn]->name, (unsigned long long)seed, (unsigned long long)ex->runs);
-  replay_outcome o = {.known = true, .ok = false, .hash = r->rep.hash, .steps = r->rep.steps};
-  snprintf(o.kind, sizeof(o.kind), "%s", r->kind);
-  if (replayfile_add_outcome(ex->tmp, &o) != 0 || rename(ex->tmp, ex->fail_path) != 0)
+           ex->p->scs[s->scn]->name, (unsigned long long)s->seed, (unsigned long long)ex->runs);
+  replay_outcome o = {.known = true, .ok = false, .hash = s->r.rep.hash, .steps = s->r.rep.steps};
+  snprintf(o.kind, sizeof(o.kind), "%s", s->r.kind);
+  if (replayfile_add_outcome(s->path, &o) != 0 || rename(s->path, ex->fail_path) != 0)
     ex->fail_path[0] = '\0';
 }
 
-/* A run and its verdict: kept if it reached something new; true if it failed. */
-static bool step(explorer *ex, uint32_t scn, uint64_t seed, const sh_sim_choice *c, size_t n) {
-  replay_file f = {0};
-  unit_rec r = run_one(ex, scn, seed, c, n, &f);
-  if (fresh_coverage(ex)) keep(ex, scn, seed, &f);
-  replayfile_free(&f);
-  if (!r.ok) failed(ex, scn, seed, &r);
-  return !r.ok;
+/* The results of slots[0..k) in order: coverage, corpus, the first failure. */
+static void take_batch(explorer *ex, size_t k) {
+  for (size_t i = 0; i < k && !ex->failed; i++) {
+    slot *s = &ex->slots[i];
+    ex->runs++;
+    if (!s->done) unit_rec_fail(&s->r, "exit", "no result"); /* the pool lost it */
+    if (fresh_coverage(ex, &ex->cov[i])) keep(ex, s);
+    if (!s->r.ok) failed(ex, s);
+  }
 }
 
 /* ---- mutations ---------------------------------------------------------------------- */
@@ -221,9 +263,9 @@ static void tweak(explorer *ex, sh_sim_choice *c, size_t n) {
   }
 }
 
-/* 1 to 4 mutations of e's sequence into the scratch buffer; its length. */
-static size_t mutate(explorer *ex, const entry *e) {
-  sh_sim_choice *c = ex->scratch;
+/* 1 to 4 mutations of e's sequence into c (room for e->n + MUTANT_SLACK);
+ * its length. */
+static size_t mutate(explorer *ex, const entry *e, sh_sim_choice *c) {
   size_t n = e->n, cap = e->n + MUTANT_SLACK;
   memcpy(c, e->c, n * sizeof(*c));
   for (uint64_t k = 1 + below(ex, 4); k > 0; k--) {
@@ -254,29 +296,50 @@ static void progress(explorer *ex, bool last) {
           ex->ncorpus, (unsigned long long)ex->edges, last ? "\n" : "");
 }
 
+/* Slot i: a free run of scenario scn's seed. */
+static void set_free(explorer *ex, size_t i, uint32_t scn, uint64_t seed) {
+  slot *s = &ex->slots[i];
+  s->scn = scn;
+  s->seed = seed;
+  s->c = NULL;
+  s->n = 0;
+}
+
+/* Slot i: a fresh seed or a corpus entry's mutant (one in FRESH_EVERY fresh). */
+static void set_next(explorer *ex, size_t i) {
+  if (ex->ncorpus == 0 || below(ex, FRESH_EVERY) == 0) {
+    set_free(ex, i, (uint32_t)below(ex, ex->p->nscs), ex->next_seed++);
+    return;
+  }
+  const entry *e = &ex->corpus[below(ex, ex->ncorpus)];
+  slot *s = &ex->slots[i];
+  s->scn = e->scn;
+  s->seed = e->seed;
+  s->c = ex->scratch[i];
+  s->n = mutate(ex, e, s->c);
+  ex->mutants++;
+}
+
 static void campaign(explorer *ex, uint64_t budget) {
   const unit_plan *p = ex->p;
   /* The plan's runs first, but at most a quarter of the budget: the rest
    * is the exploration's. */
   uint64_t first = p->nunits < budget / FRESH_EVERY ? p->nunits : budget / FRESH_EVERY;
   if (first == 0) first = 1;
-  for (uint64_t u = 0; u < first && !ex->failed && !out_of_budget(ex, budget); u++) {
-    if (step(ex, (uint32_t)unit_scn_index(p, u), unit_seed(p, u), NULL, 0)) return;
-    progress(ex, false);
-  }
   /* Fresh seeds go on after the plan's; the units are seed-major, so those
    * the cap left out are seeds no run took yet. */
   ex->next_seed = first < p->nunits ? unit_seed(p, first) : p->seeds.hi + 1;
+  uint64_t u = 0;
   while (!ex->failed && !out_of_budget(ex, budget)) {
-    if (ex->ncorpus == 0 || below(ex, FRESH_EVERY) == 0) {
-      ex->fresh++;
-      step(ex, (uint32_t)below(ex, p->nscs), ex->next_seed++, NULL, 0);
-    } else {
-      const entry *e = &ex->corpus[below(ex, ex->ncorpus)];
-      ex->mutants++;
-      size_t n = mutate(ex, e);
-      step(ex, e->scn, e->seed, ex->scratch, n);
+    size_t k = budget - ex->runs < BATCH ? (size_t)(budget - ex->runs) : BATCH;
+    for (size_t i = 0; i < k; i++, u++) {
+      if (u < first)
+        set_free(ex, i, (uint32_t)unit_scn_index(p, u), unit_seed(p, u));
+      else
+        set_next(ex, i);
     }
+    run_batch(ex, k);
+    take_batch(ex, k);
     progress(ex, false);
   }
 }
@@ -317,20 +380,37 @@ static void report_failure(const explorer *ex) {
 }
 
 static int setup(explorer *ex) {
-  ex->cov = mmap(NULL, sizeof(*ex->cov), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  ex->scratch = malloc((ENTRY_CHOICES_MAX + MUTANT_SLACK) * sizeof(*ex->scratch));
-  const char *dir = getenv("TMPDIR");
-  snprintf(ex->tmp, sizeof(ex->tmp), "%s/shsim-explore-XXXXXX", dir != NULL ? dir : "/tmp");
-  int fd = mkstemp(ex->tmp);
-  if (ex->cov == MAP_FAILED || ex->scratch == NULL || fd < 0) {
+  ex->hooks = (args_batch){.pick = batch_pick, .options = batch_options, .ctx = ex};
+  ex->cov = mmap(NULL, BATCH * sizeof(*ex->cov), PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  bool ok = ex->cov != MAP_FAILED;
+  for (size_t i = 0; i < BATCH && ok; i++)
+    ok = (ex->scratch[i] = malloc((ENTRY_CHOICES_MAX + MUTANT_SLACK) * sizeof(sh_sim_choice))) != NULL;
+  const char *tmp = getenv("TMPDIR");
+  snprintf(ex->dir, sizeof(ex->dir), "%s/shsim-explore-XXXXXX", tmp != NULL ? tmp : "/tmp");
+  if (!ok || mkdtemp(ex->dir) == NULL) {
     fprintf(stderr, "shsim: explore cannot start: %s\n", strerror(errno));
-    if (fd >= 0) unlink(ex->tmp);
+    ex->dir[0] = '\0';
     return -1;
   }
-  close(fd);
-  sh_sim_coverage_attach(ex->cov);
+  for (size_t i = 0; i < BATCH; i++) {
+    int n = snprintf(ex->slots[i].path, sizeof(ex->slots[i].path), "%.*s/%zu.replay",
+                     PATH_MAX - 16, ex->dir, i);
+    if (n <= 0 || n >= PATH_MAX) {
+      fprintf(stderr, "shsim: explore cannot start: TMPDIR's path is too long\n");
+      return -1;
+    }
+  }
   ex->started_ns = pool_now_ns();
   return 0;
+}
+
+static void teardown(explorer *ex) {
+  for (size_t i = 0; i < BATCH && ex->dir[0] != '\0'; i++) unlink(ex->slots[i].path);
+  if (ex->dir[0] != '\0') rmdir(ex->dir);
+  if (ex->cov != NULL && ex->cov != MAP_FAILED) munmap(ex->cov, BATCH * sizeof(*ex->cov));
+  for (size_t i = 0; i < ex->ncorpus; i++) free(ex->corpus[i].c);
+  for (size_t i = 0; i < BATCH; i++) free(ex->scratch[i]);
 }
 
 int explore_cmd(const args *a, const unit_plan *p) {
@@ -349,12 +429,8 @@ int explore_cmd(const args *a, const unit_plan *p) {
     report(ex);
     if (ex->failed) report_failure(ex);
     status = ex->failed ? 1 : 0;
-    unlink(ex->tmp);
-    sh_sim_coverage_attach(NULL);
   }
-  if (ex->cov != NULL && ex->cov != MAP_FAILED) munmap(ex->cov, sizeof(*ex->cov));
-  for (size_t i = 0; i < ex->ncorpus; i++) free(ex->corpus[i].c);
-  free(ex->scratch);
+  teardown(ex);
   free(ex);
   return status;
 }
