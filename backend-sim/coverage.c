@@ -27,7 +27,9 @@
 #include <stackhouse/sim.h>
 
 #include "base/check.h"
+#include "coverage.h"
 #include "plat.h"
+#include "run.h"
 
 _Static_assert(sizeof(sh_sim_sometimes) == sizeof(sh_sometimes_point) &&
                    offsetof(sh_sim_sometimes, line) == offsetof(sh_sometimes_point, line),
@@ -36,10 +38,13 @@ _Static_assert(sizeof(sh_sim_sometimes) == sizeof(sh_sometimes_point) &&
 static sh_sim_coverage *attached;
 static bool edges_seen;
 static uint32_t prev_edge;
+/* The last trace point of each fiber, as (kind, name) hashed. */
+static uint64_t last_state[SH_SIM_MAX_FIBERS];
 
 void sh_sim_coverage_attach(sh_sim_coverage *c) {
   attached = c;
   prev_edge = 0;
+  memset(last_state, 0, sizeof(last_state));
 }
 
 bool sh_sim_coverage_edges_compiled(void) { return edges_seen; }
@@ -61,6 +66,17 @@ void __sanitizer_cov_trace_pc(void) {
   uint32_t e = (id ^ prev_edge) & (SH_SIM_EDGES - 1);
   prev_edge = id >> 1;
   if (c->edges[e] != UINT8_MAX) c->edges[e]++;
+}
+
+/* ---- message states ------------------------------------------------------------ */
+
+void sh_simcoverage_trace(uint32_t fiber, uint32_t kind, uint64_t name_hash) {
+  sh_sim_coverage *c = attached;
+  if (c == NULL || fiber >= SH_SIM_MAX_FIBERS) return;
+  uint64_t cur = (name_hash ^ kind) * 0x9e3779b97f4a7c15ull;
+  uint32_t i = (uint32_t)((cur ^ (last_state[fiber] >> 1)) >> 52) & (SH_SIM_STATES - 1);
+  last_state[fiber] = cur;
+  if (c->states[i] != UINT8_MAX) c->states[i]++;
 }
 
 /* ---- sometimes-points ---------------------------------------------------------- */

@@ -29,6 +29,7 @@
 #include <stackhouse/stackhouse.h>
 
 #include "base/check.h"
+#include "coverage.h"
 #include "fault.h"
 #include "memmodel.h"
 #include "misuse.h"
@@ -415,6 +416,7 @@ void sh_plat_trace(sh_trace_kind kind, uint64_t house, const char *name, uint64_
   sh_simrun_mix(house);
   sh_simrun_mix(sh_simrun_str_hash(name));
   sh_simrun_mix(flow);
+  sh_simcoverage_trace(cur, (uint32_t)kind, sh_simrun_str_hash(name));
   sh_plat *p = sh_simrun_active();
   if (p != NULL && sh_simstrategy_state.kind == SH_SIM_MSGPCT && cur < p->nfibers) {
     if (kind == SH_TRACE_RUN || kind == SH_TRACE_RUN_END)

@@ -266,6 +266,12 @@ size_t sh_sim_points(const sh_sim_point **out);
  * two ends, as offsets in the binary; saturating at 255). Other builds
  * leave the edges at 0 (sh_sim_coverage_edges_compiled says which).
  *
+ * Message states: every trace point of the runtime (a house run begins or
+ * ends, a message is handed over, an ask sent, answered or timed out),
+ * paired with the one before it on the same fiber, by kind and type or
+ * class name, counts in a bucket of `states`: which messages follow which,
+ * in any build.
+ *
  * Sometimes-points: the runtime's SH_SOMETIMES marks (rare situations a
  * campaign must reach: a cancel that lost to its fire, a push caught
  * half-way), listed by sh_sim_sometimes_points in a fixed order (file,
@@ -273,9 +279,11 @@ size_t sh_sim_points(const sh_sim_point **out);
  * with its condition true sets its byte.
  */
 #define SH_SIM_EDGES (1u << 16)
+#define SH_SIM_STATES (1u << 12)
 #define SH_SIM_SOMETIMES_MAX 256u
 typedef struct sh_sim_coverage {
   uint8_t edges[SH_SIM_EDGES];
+  uint8_t states[SH_SIM_STATES];
   uint8_t sometimes[SH_SIM_SOMETIMES_MAX];
 } sh_sim_coverage;
 /* From now on runs write into *c (NULL: nowhere). The caller clears it. */

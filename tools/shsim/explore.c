@@ -77,11 +77,12 @@ typedef struct explorer {
   sh_sim_choice *scratch[BATCH]; /* the mutants' sequences */
   char dir[PATH_MAX];            /* the slots' replay files */
   uint8_t seen[SH_SIM_EDGES]; /* the AFL buckets each edge reached */
+  uint8_t seen_states[SH_SIM_STATES]; /* and each pair of message states */
   uint64_t reached_at[SH_SIM_SOMETIMES_MAX]; /* run number + 1, 0: not yet */
   entry corpus[CORPUS_MAX];
   size_t ncorpus;
   uint64_t x; /* the campaign's stream */
-  uint64_t runs, fresh, mutants, kept, edges, next_seed, started_ns, drawn_ns;
+  uint64_t runs, fresh, mutants, kept, edges, states, next_seed, started_ns, drawn_ns;
   bool failed;
   unit_rec fail;
   uint32_t fail_scn;
@@ -114,6 +115,13 @@ static bool fresh_coverage(explorer *ex, const sh_sim_coverage *cov) {
     if ((b & ~ex->seen[e]) == 0) continue;
     ex->edges += ex->seen[e] == 0;
     ex->seen[e] |= b;
+    any = true;
+  }
+  for (uint32_t e = 0; e < SH_SIM_STATES; e++) {
+    uint8_t b = bucket(cov->states[e]);
+    if ((b & ~ex->seen_states[e]) == 0) continue;
+    ex->states += ex->seen_states[e] == 0;
+    ex->seen_states[e] |= b;
     any = true;
   }
   const sh_sim_sometimes *pts;
@@ -351,11 +359,12 @@ static void report(const explorer *ex) {
          (unsigned long long)ex->runs, (unsigned long long)(ex->runs - ex->mutants),
          (unsigned long long)ex->mutants, s, s > 0 ? (double)ex->runs / s : 0.0, ex->ncorpus,
          (unsigned long long)ex->kept);
+  printf("message states: %llu\n", (unsigned long long)ex->states);
   if (sh_sim_coverage_edges_compiled())
     printf("edges: %llu\n", (unsigned long long)ex->edges);
   else
     printf("edges: none recorded: this shsim was not built for them (make explore builds one "
-           "that is); guided by the sometimes-points only\n");
+           "that is)\n");
   const sh_sim_sometimes *pts;
   size_t n = sh_sim_sometimes_points(&pts), got = 0;
   for (size_t i = 0; i < n; i++) got += ex->reached_at[i] != 0;
