@@ -90,7 +90,7 @@ static const opt_def opts[] = {
         "its replay file; the summaries (summary.json, junit.xml) at the end,\n"
         "also when stopped by SIGINT, SIGTERM or the time budget"),
     OPT("--max-trials", OPT_U64, ARGS_CMD_SHRINK, false, max_trials, "T\treplays at most (default 2000)"),
-    OPT("--jobs", OPT_U64, CMD_MANY, false, jobs,
+    OPT("--jobs", OPT_U64, CMD_MANY | ARGS_CMD_EXPLORE, false, jobs,
         "J\tparallel children (default: the CPUs this process may run on)"),
     OPT("--shard", OPT_SHARD, CMD_MANY, false, shard_i,
         "I/N|k8s/N|slurm[/N]\tonly the seeds s with (s - A) % N == I - 1; k8s takes I\n"
