@@ -43,7 +43,8 @@ static const opt_def opts[] = {
     OPT("--seed", OPT_SEED, ARGS_CMD_RUN | ARGS_CMD_SHRINK, false, seeds, "N\tthe run's seed"),
     OPT("--seeds", OPT_SEEDS, CMD_MANY | ARGS_CMD_EXPLORE, false, seeds,
         "A..B|N\tthe seeds to run (inclusive; explore: its first runs)"),
-    OPT("--runs", OPT_U64, ARGS_CMD_EXPLORE, false, runs, "N\truns at most (default 2000)"),
+    OPT("--runs", OPT_U64, ARGS_CMD_EXPLORE, false, runs,
+        "N\truns at most (default 2000, or none with --time-budget)"),
     OPT("--strategy", OPT_STRATEGY, CMD_SIM, false, sim.strategy,
         "random|pct|none|msgpct|delay\tthe scheduling strategy (default random;\n"
         "fuzz draws one per seed)"),

@@ -433,7 +433,8 @@ int explore_cmd(const args *a, const unit_plan *p) {
   ex->x = p->seeds.lo;
   int status = 2;
   if (setup(ex) == 0) {
-    campaign(ex, a->runs != 0 ? a->runs : RUNS_DEFAULT);
+    /* A time budget alone bounds the campaign by time. */
+    campaign(ex, a->runs != 0 ? a->runs : a->time_budget_s != 0 ? UINT64_MAX : RUNS_DEFAULT);
     progress(ex, true);
     report(ex);
     if (ex->failed) report_failure(ex);
