@@ -42,6 +42,7 @@ static struct {
 
 bool sh_simreplay_points_on; /* kept across runs */
 bool sh_simreplay_replaying;
+uint64_t sh_simreplay_until = UINT64_MAX;
 
 /* The schedule's draws, split by stream and kept in order: the k-th draw of
  * a stream in the replay takes the k-th of its stream here; the decisions
@@ -91,13 +92,20 @@ void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len, bool keep_con
   R.ctx_on = keep_context || sh_simreplay_points_on;
   sh_simreplay_replaying = sh_simrun_state.opt.replay != 0 || schedule != NULL;
   if (schedule != NULL) draws_index(schedule, len);
+  /* replay_then_free: the steps up to the last decision replay, the rest
+   * is the strategy's (a schedule with none is a free run of the seed). */
+  sh_simreplay_until = UINT64_MAX;
+  if (sh_simrun_state.opt.replay_then_free != 0)
+    sh_simreplay_until = R.schedule_len > 0 ? R.schedule[R.schedule_len - 1].step : 0;
 }
 
 uint64_t sh_sim_draw(uint32_t stream, uint64_t bound, uint64_t fresh) {
   assert(stream < SH_SIM_STREAMS);
   if (!sh_simrun_state.configured) return fresh;
   uint64_t k = R.drawn[stream]++, v = fresh;
-  if (sh_simreplay_on()) {
+  /* replay_then_free: past a stream's last value, its draws are fresh. */
+  bool free_draw = sh_simrun_state.opt.replay_then_free != 0 && k >= R.draw_len[stream];
+  if (sh_simreplay_replaying && !free_draw) {
     v = k < R.draw_len[stream] ? R.draw_vals[R.draw_off[stream] + k] : 0;
     if (bound != 0 && v >= bound) v = bound - 1;
   }

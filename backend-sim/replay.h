@@ -23,10 +23,15 @@
 void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len, bool keep_context);
 
 /* Whether a schedule is being replayed: the run's options ask for a replay
- * (an empty schedule is one) or name a schedule; set by
- * sh_simreplay_reset. Inline, one load: asked at every scheduling point. */
+ * (an empty schedule is one) or name a schedule, and, with
+ * options.replay_then_free, the run has not passed the schedule's last
+ * decision (sh_simreplay_until) yet; set by sh_simreplay_reset. Inline, two
+ * loads: asked at every scheduling point. */
 extern bool sh_simreplay_replaying;
-static inline bool sh_simreplay_on(void) { return sh_simreplay_replaying; }
+extern uint64_t sh_simreplay_until; /* the last step replayed (UINT64_MAX: every one) */
+static inline bool sh_simreplay_on(void) {
+  return sh_simreplay_replaying && sh_simrun_state.steps <= sh_simreplay_until;
+}
 
 /* At a scheduling point of step `step`: the fiber the schedule preempts
  * with there, if it names one that can run, else UINT32_MAX. */

@@ -8,6 +8,8 @@
  *   - msgpct and delay: the same seed gives the same run, and a run's
  *     recorded schedule replays it exactly (their bookkeeping runs under
  *     replay, so the clock moves as it did);
+ *   - replay_then_free: a prefix replayed, then a free run, recorded whole,
+ *     replays exactly;
  *   - msgpct: a bug that needs one message delivered inside a window of
  *     another actor's deliveries (between its 10th and 11th of 20) is found
  *     within WINDOW_SEEDS seeds at depth 2: its change points fall on
@@ -241,6 +243,46 @@ static void test_repeat_and_replay(void **state) {
   }
 }
 
+/* ---- a prefix replayed, then a free run ------------------------------------------ */
+
+/* replay_then_free (explore's mutants): the first half of a run's decisions
+ * replay, then the strategy decides; the run records every decision, and
+ * that record replays it exactly as a plain replay. */
+static void test_replay_then_free(void **state) {
+  (void)state;
+  sh_sim_on_failure(unexpected_failure);
+  static sh_sim_choice first[1 << 16], rec[1 << 16];
+  for (size_t m = 0; m < NMULTI; m++) {
+    const sh_scenario *sc = find(multi[m]);
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+      sh_sim_options o;
+      options(sc, seed, SH_SIM_RANDOM, 3, 10000, &o);
+      sh_scn_result r;
+      sh_sim_report a, c, d;
+      run(sc, &o, &r, &a);
+      const sh_sim_choice *cs;
+      size_t n = sh_sim_schedule(&cs);
+      assert_true(n <= sizeof first / sizeof first[0]);
+      memcpy(first, cs, n * sizeof *cs);
+      o.schedule = first;
+      o.schedule_len = n;
+      o.replay = 1;
+      o.replay_then_free = 1;
+      o.schedule_len = n / 2;
+      run(sc, &o, &r, &c);
+      assert_true(r.ok);
+      n = sh_sim_schedule(&cs);
+      assert_true(n <= sizeof rec / sizeof rec[0]);
+      memcpy(rec, cs, n * sizeof *cs);
+      o.schedule = rec;
+      o.schedule_len = n;
+      o.replay_then_free = 0;
+      run(sc, &o, &r, &d);
+      assert_true(same(&c, &d));
+    }
+  }
+}
+
 /* ---- msgpct finds a bug in a window of deliveries ------------------------------- */
 
 /* The first seed in 1..budget whose run of msg_window fails, or 0. */
@@ -278,6 +320,7 @@ int main(void) {
       cmocka_unit_test(test_delay_bound),
       cmocka_unit_test(test_seeds_differ),
       cmocka_unit_test(test_repeat_and_replay),
+      cmocka_unit_test(test_replay_then_free),
       cmocka_unit_test(test_msgpct_finds_window),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

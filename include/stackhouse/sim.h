@@ -134,6 +134,13 @@ typedef struct sh_sim_options {
   const sh_sim_choice *schedule;
   size_t schedule_len;
   uint32_t replay;
+  /* With replay: 1, the schedule's steps replay up to its last decision,
+   * and the run then goes on as a free run of the seed would, its
+   * strategy, fault rates and weak memory deciding (a stream's draws past
+   * its last value are fresh too). `shsim explore` runs its mutants so: a
+   * mutated prefix, then exploration. The run records every decision, so
+   * its record replays it exactly without this flag. */
+  uint32_t replay_then_free;
   /* Faults (NULL: none): "PATTERN:P[,PATTERN:P...]", each PATTERN a libfiu
    * point name (a trailing `*` matches any rest) whose points fire with
    * probability P (0..1), decided by a stream of the seed's own, so that a

@@ -151,6 +151,7 @@ static void batch_options(void *ctx, uint64_t u, sh_sim_options *o, const char *
   o->schedule = s->c;
   o->schedule_len = s->n;
   o->replay = s->c != NULL;
+  o->replay_then_free = s->c != NULL; /* the mutated prefix, then the strategy */
   *record_path = s->path;
   sh_sim_coverage_attach(&ex->cov[u]);
 }
