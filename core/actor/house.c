@@ -17,6 +17,7 @@
 
 #include "base/atomic.h"
 #include "base/check.h"
+#include "base/model.h"
 #include "mem/msg.h"
 #include "actor/sleeper.h"
 #include "sched/system.h"
@@ -276,6 +277,7 @@ void sh_house_reply(sh_house *to, uint64_t id, sh_msg *reply) {
   reply->id = id;
   reply->sender = NULL;
   reply->internal = 0; /* a reply may be a message that was sent before */
+  SH_MODEL_NOTE(SH_MODEL_ANSWER, to, id, 0);
   sh_house_push(to, SH_BOX_REPLY, reply);
 }
 
@@ -283,6 +285,7 @@ static void push_refusal(sh_house *to, uint64_t id, int error, sh_msg *e) {
   SH_ASSERT(id != 0);
   e->id = id;
   e->error = error;
+  SH_MODEL_NOTE(SH_MODEL_ANSWER, to, id, 0);
   sh_house_push(to, SH_BOX_EXCEPTION, e);
 }
 

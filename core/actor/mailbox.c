@@ -13,6 +13,7 @@
 
 #include "base/atomic.h"
 #include "base/check.h"
+#include "base/model.h"
 #include <stddef.h>
 
 #include "plat.h"
@@ -42,6 +43,7 @@ void sh_mailbox_init(sh_mailboxes *mb) {
     sh_atomic_init(&mb->pushed[i], 0);
     mb->taken[i] = 0;
     sh_atomic_init(&mb->taken_seen[i], 0);
+    SH_MODEL_NOTE(SH_MODEL_BOX_NEW, &mb->head[i], 0, i);
   }
 }
 
@@ -52,6 +54,9 @@ static void link_last(sh_mailboxes *mb, unsigned i, sh_mlink *l) {
    * after the previous producer's initialisation of it. */
   sh_mlink *prev = sh_atomic_exchange(&mb->head[i], l, memory_order_acq_rel);
   SH_DEBUG_ASSERT(prev != l); /* a node already last is not pushed again */
+  /* The queue's order is the exchanges' (the sentinel, put back by a take,
+   * is no message): the model hears of it before the yield below. */
+  SH_MODEL_NOTE(SH_MODEL_PUSH, &mb->head[i], l == &mb->sentinel[i] ? NULL : msg_of(l), i);
   SH_YIELD("mailbox.push.link");
   /* release: the consumer's acquire load of the previous link sees the node complete. */
   sh_atomic_store(prev, (sh_msg *)(void *)l, memory_order_release);
@@ -75,8 +80,11 @@ uint32_t sh_mailbox_push(sh_mailboxes *mb, unsigned i, sh_msg *m) {
 }
 
 static sh_msg *pop(sh_mailboxes *mb, unsigned i, sh_mlink *tail, sh_mlink *next) {
+  /* A message, never the sentinel, and the node after it is linked. */
+  SH_DEBUG_ASSERT(tail != &mb->sentinel[i] && next != NULL);
   mb->tail[i] = next;
   mb->taken[i]++;
+  SH_MODEL_NOTE(SH_MODEL_TAKE, &mb->head[i], msg_of(tail), i);
   return msg_of(tail);
 }
 

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "base/model.h"
 #include "actor/house.h"
 #include "mem/mem.h"
 #include "mem/msg.h"
@@ -146,8 +147,10 @@ static sh_timer *find(sh_house *h, uint64_t id) {
 static void call_timeout(sh_house *h, uint64_t id, void *arg) {
   /* acquire: a stop seen here also shows what the stopper wrote before it;
    * a stop not yet seen costs one last timeout call before the stop work. */
-  if (h->cls->timeout != NULL && !sh_house_stopped(h))
+  if (h->cls->timeout != NULL && !sh_house_stopped(h)) {
+    SH_MODEL_NOTE(SH_MODEL_TIMER_CALL, h, id, 0);
     SH_USER_VOID(h->cls->timeout(h->actor, id, arg));
+  }
 }
 
 /* A periodic timer's tick reached its house. */
@@ -191,6 +194,7 @@ int sh_timer_start(sh_actor *self, int64_t delay_ms, int64_t period_ms, void *ar
                          sh_timeout_ns(period_ms), arg);
   if (t == NULL) return -ENOMEM;
   sh_list_push_front(&h->timers, &t->actor_link);
+  SH_MODEL_NOTE(SH_MODEL_TIMER_START, h, id, period_ms != 0);
   if (id_out != NULL) *id_out = id;
   return 0;
 }
@@ -203,6 +207,8 @@ int sh_timer_cancel(sh_actor *self, uint64_t id) {
   if (t == NULL) return -ENOENT;
   sh_list_remove(&t->actor_link);
   sh_timer_cancel_node(sh_worker_current(), t);
+  /* From here the actor's timeout is never called for id (stackhouse.h). */
+  SH_MODEL_NOTE(SH_MODEL_TIMER_CANCEL, h, id, 0);
   return 0;
 }
 

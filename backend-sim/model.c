@@ -1,0 +1,275 @@
+/*
+ * The reference model (model.h): a small state machine per thing the
+ * runtime promises something about, kept in the model's table (modeltab.h),
+ * changed and checked by each note the core makes (core/base/model.h).
+ *
+ * Rules, by the names a failure reports:
+ *   mailbox.once  every message pushed into a mailbox is taken out of it at
+ *                 most once, and only out of that mailbox: a take of a
+ *                 message that is not queued there was delivered twice or
+ *                 never sent; a push of one still queued, twice.
+ *   mailbox.fifo  takes from a mailbox follow its queue's order, the order
+ *                 of the pushes' exchanges (mailbox.c link_last).
+ *   ask.once      an ask is answered (a reply or an exception sent) at most
+ *                 once, and an answer reaches its asker at most once.
+ *   ask.made      an answer is sent, and handed to a future, only for an ask
+ *                 that was made; one dropped as late (its future gone) was
+ *                 sent as an answer to an ask that was made.
+ *   timer.cancel  no timeout call for an actor timer after sh_timer_cancel
+ *                 of it succeeded.
+ *   timer.once    a timeout call only for a started timer, and a one-shot's
+ *                 at most once.
+ *   gate.capacity a bounded mailbox's slots taken never exceed its capacity.
+ *   gate.slot     a slot is given back only if one was taken.
+ *   gate.fifo     waiting senders leave the queue (admitted or refused) in
+ *                 the order they queued; a cancelled one leaves from
+ *                 anywhere.
+ *   model.bound   the model's table is full (modeltab.h).
+ *
+ * A mailbox's life begins at its init (SH_MODEL_BOX_NEW): messages the
+ * model remembers in an earlier life of its memory are forgotten. Things
+ * are numbered in the order the model first hears of them (mailbox #n, a
+ * message's place in its queue), never by address, so a failure's text is
+ * the same from run to run.
+ */
+#include "model.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "base/check.h"
+#include "base/model.h"
+#include "modeltab.h"
+#include "run.h"
+
+/* What a table entry's key names. */
+enum {
+  K_BOX = 1, /* (box key, 0): v mailbox number, w pushed, x taken */
+  K_MSG,     /* (message, 0): v its mailbox's number, w its place, x the box key */
+  K_ASK,     /* (asker house, id): v ASKED or ANSWERED */
+  K_TIMER,   /* (house, id): v LIVE or CANCELLED, w periodic */
+  K_GATE,    /* (gate, 0): v slots taken, w first place in the queue, x next place */
+  K_WAITER,  /* (waiter, 0): v its gate, w its place */
+  K_WAITQ,   /* (gate, place): v the waiter */
+};
+enum { ASKED = 1, ANSWERED };
+enum { LIVE = 1, CANCELLED };
+
+static uint64_t boxes; /* mailbox numbers given in this run */
+static uint64_t events;
+
+static const char *const box_names[] = {"reply", "exception", "ask", "notice", "event",
+                                        "mailbox 5", "mailbox 6", "mailbox 7"};
+
+void sh_simmodel_reset(void) {
+  sh_simmodeltab_reset();
+  boxes = 0;
+  events = 0;
+}
+
+uint64_t sh_simmodel_events(void) { return events; }
+
+__attribute__((noreturn, format(printf, 1, 2))) static void violation(const char *fmt, ...) {
+  char d[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(d, sizeof(d), fmt, ap);
+  va_end(ap);
+  sh_simrun_fail("model", d);
+}
+
+static sh_simmodel_entry *get(uint32_t kind, uintptr_t a, uint64_t b) {
+  int made;
+  return sh_simmodeltab_get(kind, a, b, &made);
+}
+
+/* ---- mailboxes ------------------------------------------------------------- */
+
+static void box_new(uintptr_t box) {
+  sh_simmodel_entry *e = sh_simmodeltab_find(K_BOX, box, 0);
+  if (e != NULL) sh_simmodeltab_del(e);
+}
+
+static sh_simmodel_entry *box_of(uintptr_t box) {
+  int made;
+  sh_simmodel_entry *e = sh_simmodeltab_get(K_BOX, box, 0, &made);
+  if (made) e->v = ++boxes;
+  return e;
+}
+
+/* A message the model still holds queued: its mailbox's life is the same
+ * one and it was not taken (a take forgets it). */
+static int still_queued(const sh_simmodel_entry *m) {
+  const sh_simmodel_entry *b = sh_simmodeltab_find(K_BOX, (uintptr_t)m->x, 0);
+  return b != NULL && b->v == m->v;
+}
+
+static void push(uintptr_t box, uintptr_t msg, uint64_t i) {
+  if (msg == 0) return; /* the sentinel, put back by a take */
+  sh_simmodel_entry *b = box_of(box);
+  int made;
+  sh_simmodel_entry *m = sh_simmodeltab_get(K_MSG, msg, 0, &made);
+  if (!made && still_queued(m))
+    violation("mailbox.once: a message pushed into %s mailbox #%llu while still queued "
+              "(as #%llu of mailbox #%llu)", box_names[i & 7], (unsigned long long)b->v,
+              (unsigned long long)m->w + 1, (unsigned long long)m->v);
+  m->v = b->v;
+  m->w = b->w++;
+  m->x = box;
+}
+
+static void take(uintptr_t box, uintptr_t msg, uint64_t i) {
+  sh_simmodel_entry *m = sh_simmodeltab_find(K_MSG, msg, 0);
+  sh_simmodel_entry *b = sh_simmodeltab_find(K_BOX, box, 0);
+  unsigned long long n = b != NULL ? b->v : 0;
+  if (m == NULL)
+    violation("mailbox.once: %s mailbox #%llu handed out a message that is not queued in it "
+              "(taken twice, or never sent)", box_names[i & 7], n);
+  if (b == NULL || m->v != b->v)
+    violation("mailbox.once: %s mailbox #%llu handed out a message queued in mailbox #%llu",
+              box_names[i & 7], n, (unsigned long long)m->v);
+  if (m->w != b->x)
+    violation("mailbox.fifo: %s mailbox #%llu handed out its message #%llu while #%llu "
+              "is first in its queue", box_names[i & 7], n, (unsigned long long)m->w + 1,
+              (unsigned long long)b->x + 1);
+  b->x++;
+  sh_simmodeltab_del(m);
+}
+
+/* ---- asks ------------------------------------------------------------------- */
+
+static void ask(uintptr_t h, uint64_t id) {
+  if (id == 0) return; /* a bridge's notice: ask ids count from 1 */
+  /* A house's ask ids only grow; an entry of the same key is an earlier
+   * life of the house's memory, whose asks are over. */
+  get(K_ASK, h, id)->v = ASKED;
+}
+
+static void answer(uintptr_t h, uint64_t id) {
+  sh_simmodel_entry *e = sh_simmodeltab_find(K_ASK, h, id);
+  if (e == NULL) violation("ask.made: an answer sent to ask %llu, which was never made",
+                           (unsigned long long)id);
+  if (e->v != ASKED) violation("ask.once: ask %llu answered twice", (unsigned long long)id);
+  e->v = ANSWERED;
+}
+
+static void answer_in(uintptr_t h, uint64_t id, uint64_t handed) {
+  sh_simmodel_entry *e = sh_simmodeltab_find(K_ASK, h, id);
+  const char *how = handed ? "handed to its future" : "dropped as late";
+  if (e == NULL)
+    violation("ask.once: an answer to ask %llu %s, which already had its answer (or was "
+              "never made)", (unsigned long long)id, how);
+  if (e->v != ANSWERED)
+    violation("ask.made: an answer to ask %llu %s, which nobody answered",
+              (unsigned long long)id, how);
+  sh_simmodeltab_del(e);
+}
+
+/* ---- actor timers ----------------------------------------------------------- */
+
+static void timer_start(uintptr_t h, uint64_t id, uint64_t periodic) {
+  sh_simmodel_entry *e = get(K_TIMER, h, id);
+  e->v = LIVE;
+  e->w = periodic;
+}
+
+static void timer_cancel(uintptr_t h, uint64_t id) {
+  sh_simmodel_entry *e = sh_simmodeltab_find(K_TIMER, h, id);
+  if (e == NULL) violation("timer.once: timer %llu cancelled, never started",
+                           (unsigned long long)id);
+  e->v = CANCELLED;
+}
+
+static void timer_call(uintptr_t h, uint64_t id) {
+  sh_simmodel_entry *e = sh_simmodeltab_find(K_TIMER, h, id);
+  if (e == NULL)
+    violation("timer.once: a timeout call for timer %llu, not started or a one-shot "
+              "already called", (unsigned long long)id);
+  if (e->v == CANCELLED)
+    violation("timer.cancel: a timeout call for timer %llu after its cancel succeeded",
+              (unsigned long long)id);
+  if (!e->w) sh_simmodeltab_del(e);
+}
+
+/* ---- bounded mailboxes ------------------------------------------------------ */
+
+static void slot_take(uintptr_t g, uint64_t cap) {
+  sh_simmodel_entry *e = get(K_GATE, g, 0);
+  if (++e->v > cap)
+    violation("gate.capacity: %llu slots taken of a bounded mailbox of capacity %llu",
+              (unsigned long long)e->v, (unsigned long long)cap);
+}
+
+static void slot_give(uintptr_t g) {
+  sh_simmodel_entry *e = sh_simmodeltab_find(K_GATE, g, 0);
+  if (e == NULL || e->v == 0)
+    violation("gate.slot: a slot given back to a bounded mailbox that had none taken");
+  e->v--;
+}
+
+static void wait_queue(uintptr_t g, uintptr_t w) {
+  sh_simmodel_entry *ge = get(K_GATE, g, 0);
+  uint64_t place = ge->x++;
+  sh_simmodel_entry *we = get(K_WAITER, w, 0);
+  we->v = g;
+  we->w = place;
+  get(K_WAITQ, g, place)->v = w;
+}
+
+/* The first place still queued at gate entry ge. Bounded by the places
+ * given (x): each turn passes one left by a cancel. */
+static uint64_t first_queued(sh_simmodel_entry *ge, uintptr_t g) {
+  while (ge->w < ge->x && sh_simmodeltab_find(K_WAITQ, g, ge->w) == NULL) ge->w++;
+  return ge->w;
+}
+
+static void wait_leave(uintptr_t g, uintptr_t w, int popped) {
+  sh_simmodel_entry *we = sh_simmodeltab_find(K_WAITER, w, 0);
+  if (we == NULL || we->v != g)
+    violation("gate.fifo: a waiter %s that is not queued at that bounded mailbox",
+              popped ? "popped" : "cancelled");
+  uint64_t place = we->w;
+  sh_simmodeltab_del(we);
+  if (popped) {
+    sh_simmodel_entry *ge = sh_simmodeltab_find(K_GATE, g, 0);
+    SH_ASSERT(ge != NULL); /* made by the waiter's queueing */
+    uint64_t first = first_queued(ge, g);
+    if (place != first)
+      violation("gate.fifo: the waiter queued #%llu popped while #%llu waits before it",
+                (unsigned long long)place + 1, (unsigned long long)first + 1);
+  }
+  sh_simmodel_entry *q = sh_simmodeltab_find(K_WAITQ, g, place);
+  SH_ASSERT(q != NULL && q->v == w); /* made with the waiter's entry */
+  sh_simmodeltab_del(q);
+}
+
+static void gate_new(uintptr_t g) {
+  sh_simmodel_entry *e = get(K_GATE, g, 0);
+  e->v = e->w = e->x = 0;
+}
+
+/* ---- the seam --------------------------------------------------------------- */
+
+void sh_plat_model_note(sh_model_event ev, const volatile void *a, uintptr_t b, uint64_t c) {
+  uintptr_t p = (uintptr_t)a;
+  SH_ASSERT(p != 0);
+  events++;
+  switch (ev) {
+  case SH_MODEL_BOX_NEW: box_new(p); break;
+  case SH_MODEL_PUSH: push(p, b, c); break;
+  case SH_MODEL_TAKE: take(p, b, c); break;
+  case SH_MODEL_ASK: ask(p, b); break;
+  case SH_MODEL_ANSWER: answer(p, b); break;
+  case SH_MODEL_ANSWER_IN: answer_in(p, b, c); break;
+  case SH_MODEL_TIMER_START: timer_start(p, b, c); break;
+  case SH_MODEL_TIMER_CANCEL: timer_cancel(p, b); break;
+  case SH_MODEL_TIMER_CALL: timer_call(p, b); break;
+  case SH_MODEL_GATE_NEW: gate_new(p); break;
+  case SH_MODEL_SLOT_TAKE: slot_take(p, c); break;
+  case SH_MODEL_SLOT_GIVE: slot_give(p); break;
+  case SH_MODEL_WAIT_QUEUE: wait_queue(p, b); break;
+  case SH_MODEL_WAIT_POP: wait_leave(p, b, 1); break;
+  case SH_MODEL_WAIT_CANCEL: wait_leave(p, b, 0); break;
+  default: SH_ASSERT(0 && "an event the model does not know");
+  }
+}

@@ -1,0 +1,54 @@
+/*
+ * The reference model's hook: what the runtime tells the simulator's model
+ * of its promised semantics (backend-sim/model.c, docs/simulator.md "The
+ * reference model"), which checks each event as the run goes and fails
+ * the run at the first one that breaks a rule.
+ *
+ * In simulation builds (SH_SIM) SH_MODEL_NOTE calls sh_plat_model_note,
+ * which the simulator's backend implements like the rest of the platform
+ * seam (plat.h); in every other build it is nothing, and its arguments are
+ * not evaluated: production pays nothing.
+ *
+ * Where a note goes. The simulator switches fibers only at scheduling
+ * points (SH_YIELD, and an atomic write with options.atomic_points), so a
+ * note made in the same stretch without one as the action's linearization
+ * point (an MPSC push's exchange, a CAS that decides) is exact. A note never
+ * adds a scheduling point, draws nothing from the simulator's streams and
+ * reads no clock: a run's trace hash is the same with the model as without.
+ */
+#ifndef SH_MODEL_H
+#define SH_MODEL_H
+
+#include <stdint.h>
+
+typedef enum sh_model_event {
+  /* Mailboxes (actor/mailbox.c). box: a mailbox's key (&mb->head[i]). */
+  SH_MODEL_BOX_NEW = 1, /* (box, 0, i): the mailbox begins a life, empty */
+  SH_MODEL_PUSH,        /* (box, msg, i): msg enters the queue (the exchange) */
+  SH_MODEL_TAKE,        /* (box, msg, i): the consumer takes msg out */
+  /* Asks (actor/send.c, bridge.c, house.c, future.c). */
+  SH_MODEL_ASK,       /* (asker house, id, 0): an ask is made */
+  SH_MODEL_ANSWER,    /* (asker house, id, 0): its reply or exception is sent */
+  SH_MODEL_ANSWER_IN, /* (asker house, id, handed): it reached the asker,
+                       * handed to its future (1) or dropped as late (0) */
+  /* Actor timers (time/timer.c). */
+  SH_MODEL_TIMER_START,  /* (house, id, periodic) */
+  SH_MODEL_TIMER_CANCEL, /* (house, id, 0): sh_timer_cancel succeeded */
+  SH_MODEL_TIMER_CALL,   /* (house, id, 0): the timeout handler is called */
+  /* Bounded mailboxes (actor/gate.c). */
+  SH_MODEL_GATE_NEW,    /* (gate, 0, cap): a gate is made */
+  SH_MODEL_SLOT_TAKE,   /* (gate, 0, cap): a slot is taken (the CAS) */
+  SH_MODEL_SLOT_GIVE,   /* (gate, 0, 0): a slot is given back */
+  SH_MODEL_WAIT_QUEUE,  /* (gate, waiter, 0): a sender queues */
+  SH_MODEL_WAIT_POP,    /* (gate, waiter, 0): the gate pops it (admitted or refused) */
+  SH_MODEL_WAIT_CANCEL, /* (gate, waiter, 0): its sender takes it back */
+} sh_model_event;
+
+#ifdef SH_SIM
+void sh_plat_model_note(sh_model_event e, const volatile void *a, uintptr_t b, uint64_t c);
+#define SH_MODEL_NOTE(e, a, b, c) sh_plat_model_note((e), (a), (uintptr_t)(b), (uint64_t)(c))
+#else
+#define SH_MODEL_NOTE(e, a, b, c) ((void)0)
+#endif
+
+#endif
