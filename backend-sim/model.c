@@ -39,19 +39,24 @@
 
 #include "base/check.h"
 #include "base/model.h"
+#include "memmodel.h"
 #include "modeltab.h"
 #include "run.h"
 
 /* What a table entry's key names. */
 enum {
-  K_BOX = 1, /* (box key, 0): v mailbox number, w pushed, x taken */
+  K_BOX = 1, /* (box key, 0): v mailbox number, w pushed, x taken, y counted, z unlinked */
   K_MSG,     /* (message, 0): v its mailbox's number, w its place, x the box key */
   K_ASK,     /* (asker house, id): v ASKED or ANSWERED */
   K_TIMER,   /* (house, id): v LIVE or CANCELLED, w periodic */
   K_GATE,    /* (gate, 0): v slots taken, w first place in the queue, x next place */
   K_WAITER,  /* (waiter, 0): v its gate, w its place */
   K_WAITQ,   /* (gate, place): v the waiter */
+  K_RUN,     /* (house key, 0): v budget, w requests taken and stacks run, x events
+              * taken, y in a run (RUN_ON) and the mailboxes found stuck, z the
+              * stale reads when the run's last note came */
 };
+#define RUN_ON (1u << 8)
 enum { ASKED = 1, ANSWERED };
 enum { LIVE = 1, CANCELLED };
 
@@ -116,7 +121,19 @@ static void push(uintptr_t box, uintptr_t msg, uint64_t i) {
   m->v = b->v;
   m->w = b->w++;
   m->x = box;
+  b->z++;
 }
+
+static void linked(uintptr_t box, uintptr_t msg) {
+  if (msg == 0) return; /* the sentinel */
+  sh_simmodel_entry *b = sh_simmodeltab_find(K_BOX, box, 0);
+  SH_ASSERT(b != NULL && b->z > 0); /* pushed, not yet linked */
+  b->z--;
+}
+
+static void count(uintptr_t box) { box_of(box)->y++; }
+
+static void run_take(uintptr_t box, uint64_t i);
 
 static void take(uintptr_t box, uintptr_t msg, uint64_t i) {
   sh_simmodel_entry *m = sh_simmodeltab_find(K_MSG, msg, 0);
@@ -134,6 +151,7 @@ static void take(uintptr_t box, uintptr_t msg, uint64_t i) {
               (unsigned long long)b->x + 1);
   b->x++;
   sh_simmodeltab_del(m);
+  run_take(box, i);
 }
 
 /* ---- asks ------------------------------------------------------------------- */
@@ -147,8 +165,9 @@ static void ask(uintptr_t h, uint64_t id) {
 
 static void answer(uintptr_t h, uint64_t id) {
   sh_simmodel_entry *e = sh_simmodeltab_find(K_ASK, h, id);
-  if (e == NULL) violation("ask.made: an answer sent to ask %llu, which was never made",
-                           (unsigned long long)id);
+  if (e == NULL)
+    violation("ask.made: an answer sent to ask %llu, which was never made (or was answered "
+              "and its answer reached the asker)", (unsigned long long)id);
   if (e->v != ASKED) violation("ask.once: ask %llu answered twice", (unsigned long long)id);
   e->v = ANSWERED;
 }
@@ -248,6 +267,97 @@ static void gate_new(uintptr_t g) {
   e->v = e->w = e->x = 0;
 }
 
+/* ---- a house's run --------------------------------------------------------- */
+
+#define EVENT_BOX 4u   /* SH_BOX_EVENT (actor/house.h): last, apart */
+#define EVENT_SHARE 16 /* SH_EVENT_SHARE (actor/dispatch.h) */
+
+/* The key of mailbox i's house: its mailboxes' first head. */
+static uintptr_t house_of(uintptr_t box, uint64_t i) { return box - i * sizeof(void *); }
+
+/* Counted messages not yet taken in the mailbox, as the runner reckons
+ * them (mailbox.h sh_mailbox_size: a take may come before its count). */
+static int64_t counted(uintptr_t box) {
+  const sh_simmodel_entry *b = sh_simmodeltab_find(K_BOX, box, 0);
+  return b == NULL ? 0 : (int64_t)b->y - (int64_t)b->x;
+}
+
+/* The run of house key hk if one is under way, else NULL. */
+static sh_simmodel_entry *run_of(uintptr_t hk) {
+  sh_simmodel_entry *r = sh_simmodeltab_find(K_RUN, hk, 0);
+  return r != NULL && (r->y & RUN_ON) ? r : NULL;
+}
+
+/* Whether no load read a stale value since the run's last note: what the
+ * runner looked at since then is what the model holds. */
+static int exact(sh_simmodel_entry *r) {
+  uint32_t now = (uint32_t)sh_simmem_stale_reads();
+  int same = r->z == now;
+  r->z = now;
+  return same;
+}
+
+static void run_begin(uintptr_t hk, uint64_t budget) {
+  sh_simmodel_entry *r = get(K_RUN, hk, 0);
+  *r = (sh_simmodel_entry){.epoch = r->epoch, .kind = r->kind, .a = r->a, .b = r->b};
+  r->v = budget;
+  r->y = RUN_ON;
+  r->z = (uint32_t)sh_simmem_stale_reads();
+}
+
+static void run_look(uintptr_t hk, uint64_t end, uint64_t box) {
+  sh_simmodel_entry *r = run_of(hk);
+  SH_ASSERT(r != NULL && end <= EVENT_BOX && box <= EVENT_BOX);
+  if (!exact(r)) return;
+  uint64_t upto = box < end ? box : end;
+  for (uint64_t b = 0; b < upto; b++)
+    if (!(r->y & 1u << b) && counted(hk + b * sizeof(void *)) > 0)
+      violation("run.order: a run takes from its %s mailbox while its %s mailbox, above it, "
+                "holds a counted message", box < EVENT_BOX ? box_names[box] : "event",
+                box_names[b]);
+}
+
+static void run_stuck(uintptr_t box, uint64_t i) {
+  sh_simmodel_entry *r = run_of(house_of(box, i));
+  SH_ASSERT(r != NULL && i < EVENT_BOX);
+  r->y |= 1u << i;
+  if (!exact(r)) return;
+  const sh_simmodel_entry *b = sh_simmodeltab_find(K_BOX, box, 0);
+  if (b == NULL || b->z == 0 || counted(box) <= 0)
+    violation("run.stuck: a run passed over its %s mailbox as held up by a push half-way, "
+              "with %s", box_names[i], b == NULL || counted(box) <= 0 ? "nothing counted"
+                                                                     : "no push half-way");
+}
+
+static void run_ready(uintptr_t hk, uint64_t ran) {
+  sh_simmodel_entry *r = run_of(hk);
+  SH_ASSERT(r != NULL);
+  r->w += ran;
+  if (r->w > r->v)
+    violation("run.budget: a run handled %llu messages and deferred stacks, max_per_run %llu",
+              (unsigned long long)r->w, (unsigned long long)r->v);
+}
+
+static void run_take(uintptr_t box, uint64_t i) {
+  sh_simmodel_entry *r = run_of(house_of(box, i));
+  if (r == NULL) return; /* a bridge's, a shutdown's, a retired house's */
+  exact(r);
+  if (i != EVENT_BOX) {
+    run_ready(r->a, 1);
+    return;
+  }
+  uint64_t left = r->v - r->w, share = left > EVENT_SHARE ? left : EVENT_SHARE;
+  if (++r->x > share)
+    violation("run.budget: a run took %llu events, its share %llu", (unsigned long long)r->x,
+              (unsigned long long)share);
+}
+
+static void run_end(uintptr_t hk) {
+  sh_simmodel_entry *r = run_of(hk);
+  SH_ASSERT(r != NULL);
+  r->y = 0;
+}
+
 /* ---- the seam --------------------------------------------------------------- */
 
 void sh_plat_model_note(sh_model_event ev, const volatile void *a, uintptr_t b, uint64_t c) {
@@ -258,6 +368,13 @@ void sh_plat_model_note(sh_model_event ev, const volatile void *a, uintptr_t b, 
   case SH_MODEL_BOX_NEW: box_new(p); break;
   case SH_MODEL_PUSH: push(p, b, c); break;
   case SH_MODEL_TAKE: take(p, b, c); break;
+  case SH_MODEL_LINK: linked(p, b); break;
+  case SH_MODEL_COUNT: count(p); break;
+  case SH_MODEL_RUN: run_begin(p, b); break;
+  case SH_MODEL_LOOK: run_look(p, b, c); break;
+  case SH_MODEL_STUCK: run_stuck(p, c); break;
+  case SH_MODEL_READY_RAN: run_ready(p, b); break;
+  case SH_MODEL_RUN_END: run_end(p); break;
   case SH_MODEL_ASK: ask(p, b); break;
   case SH_MODEL_ANSWER: answer(p, b); break;
   case SH_MODEL_ANSWER_IN: answer_in(p, b, c); break;

@@ -26,6 +26,7 @@ typedef struct sh_simmodel_entry {
   uintptr_t a;
   uint64_t b;
   uint64_t v, w, x; /* the rule's values, 0 in a new entry */
+  uint32_t y, z;
 } sh_simmodel_entry;
 
 /* Forgets everything: a new simulation begins. */

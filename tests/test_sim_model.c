@@ -65,6 +65,7 @@ static void expect(void (*body)(void), const char *want) {
 
 /* Stand-ins: the model only keys by their addresses. */
 static char box_a[8], box_b[8], msg[8][8], house[2][8], gate[8], waiter[4][8];
+static char many[SH_SIMMODELTAB_MAX + 1];
 #define N(e, a, b, c) SH_MODEL_NOTE((e), (a), (b), (c))
 #define PUSH(box, m) N(SH_MODEL_PUSH, (box), msg[m], 2)
 #define TAKE(box, m) N(SH_MODEL_TAKE, (box), msg[m], 2)
@@ -111,6 +112,7 @@ static void half_way_push(void) {
   N(SH_MODEL_PUSH, &mb.head[BOX], &mbm, BOX);
   if (sh_mailbox_take(&mb, BOX) != NULL) _exit(4); /* A waits for B's link */
   atomic_store_explicit(prev, (sh_msg *)(void *)&mbm.next, memory_order_release);
+  N(SH_MODEL_LINK, &mb.head[BOX], &mbm, BOX);
   if (sh_mailbox_take(&mb, BOX) != &ma) _exit(5);
   if (sh_mailbox_take(&mb, BOX) != &mbm) _exit(6);
   if (sh_mailbox_take(&mb, BOX) != NULL) _exit(7);
@@ -192,9 +194,62 @@ static void test_gate_rules(void **state) {
   expect(pop_unqueued, "model: gate.fifo: ");
 }
 
-/* ---- model.bound, and the reset ---------------------------------------------- */
+/* ---- run.order, run.budget, run.stuck ----------------------------------------- */
 
-static char many[SH_SIMMODELTAB_MAX + 1];
+/* A house's five mailboxes, keyed as the core keys them: &mb->head[i]. */
+static void *hb[5];
+#define HK ((void *)&hb[0])
+#define SEND(b, m) (N(SH_MODEL_PUSH, &hb[b], msg[m], b), N(SH_MODEL_LINK, &hb[b], msg[m], b), \
+                    N(SH_MODEL_COUNT, &hb[b], 0, b))
+#define GET(b, m) N(SH_MODEL_TAKE, &hb[b], msg[m], b)
+#define RUN(budget) N(SH_MODEL_RUN, HK, (budget), 0)
+#define LOOK(end, b) N(SH_MODEL_LOOK, HK, (end), (b))
+
+BODY(run_legal, SEND(2, 0); SEND(0, 1); SEND(4, 2); RUN(2); LOOK(4, 0); GET(0, 1); SEND(1, 3);
+     LOOK(4, 1); GET(1, 3); GET(4, 2); N(SH_MODEL_RUN_END, HK, 0, 0); RUN(1);
+     LOOK(4, 2); GET(2, 0); N(SH_MODEL_RUN_END, HK, 0, 0))
+BODY(run_reply_passed_over, SEND(2, 0); SEND(0, 1); RUN(2); LOOK(4, 2))
+/* A barrier holds the request mailboxes: the walk ends above them. */
+BODY(run_barrier_holds, SEND(2, 0); SEND(3, 1); RUN(2); LOOK(2, 4))
+BODY(run_over_budget, SEND(2, 0); SEND(2, 1); RUN(1); LOOK(4, 2); GET(2, 0); LOOK(4, 2);
+     GET(2, 1))
+BODY(run_ready_over_budget, SEND(2, 0); RUN(2); N(SH_MODEL_READY_RAN, HK, 2, 0); LOOK(4, 2);
+     GET(2, 0))
+
+static void run_events(uint32_t n) {
+  child_begin();
+  RUN(2);
+  for (uint32_t i = 0; i < n; i++) {
+    N(SH_MODEL_PUSH, &hb[4], &many[i], 4);
+    N(SH_MODEL_TAKE, &hb[4], &many[i], 4);
+  }
+  _exit(0);
+}
+static void events_share(void) { run_events(16); }
+static void events_over_share(void) { run_events(17); }
+
+/* B swapped the head behind A and has not linked: A is out of reach, the
+ * walk passes over the mailbox for the rest of the run. */
+BODY(run_stuck_legal, SEND(2, 0); N(SH_MODEL_PUSH, &hb[2], msg[1], 2); SEND(3, 2); RUN(4);
+     LOOK(4, 2); N(SH_MODEL_STUCK, &hb[2], 0, 2); LOOK(4, 3); GET(3, 2);
+     N(SH_MODEL_RUN_END, HK, 0, 0))
+BODY(run_stuck_claimed, SEND(2, 0); RUN(4); LOOK(4, 2); N(SH_MODEL_STUCK, &hb[2], 0, 2))
+
+static void test_run_rules(void **state) {
+  (void)state;
+  expect(run_legal, "ok");
+  expect(run_barrier_holds, "ok");
+  expect(events_share, "ok");
+  expect(run_stuck_legal, "ok");
+  expect(run_reply_passed_over, "model: run.order: a run takes from its ask mailbox while its "
+                                "reply mailbox");
+  expect(run_over_budget, "model: run.budget: a run handled 2 messages");
+  expect(run_ready_over_budget, "model: run.budget: a run handled 3 messages");
+  expect(events_over_share, "model: run.budget: a run took 17 events, its share 16");
+  expect(run_stuck_claimed, "model: run.stuck: ");
+}
+
+/* ---- model.bound, and the reset ---------------------------------------------- */
 
 static void table_full(void) {
   child_begin();
@@ -223,7 +278,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mailbox_rules), cmocka_unit_test(test_half_way_push),
       cmocka_unit_test(test_ask_rules),     cmocka_unit_test(test_timer_rules),
-      cmocka_unit_test(test_gate_rules),    cmocka_unit_test(test_bound_and_reset),
+      cmocka_unit_test(test_gate_rules),    cmocka_unit_test(test_run_rules),
+      cmocka_unit_test(test_bound_and_reset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -60,6 +60,7 @@ static void link_last(sh_mailboxes *mb, unsigned i, sh_mlink *l) {
   SH_YIELD("mailbox.push.link");
   /* release: the consumer's acquire load of the previous link sees the node complete. */
   sh_atomic_store(prev, (sh_msg *)(void *)l, memory_order_release);
+  SH_MODEL_NOTE(SH_MODEL_LINK, &mb->head[i], l == &mb->sentinel[i] ? NULL : msg_of(l), i);
 }
 
 uint32_t sh_mailbox_push(sh_mailboxes *mb, unsigned i, sh_msg *m) {
@@ -74,6 +75,7 @@ uint32_t sh_mailbox_push(sh_mailboxes *mb, unsigned i, sh_msg *m) {
    * it is counted makes the count run behind for a moment (nonempty() reads
    * that as empty; the count then arrives and the house is poked again). */
   uint32_t n = sh_atomic_fetch_add(&mb->pushed[i], 1, memory_order_seq_cst) + 1;
+  SH_MODEL_NOTE(SH_MODEL_COUNT, &mb->head[i], 0, i);
   /* relaxed: an estimate; the consumer publishes its takes now and then. It
    * may have published takes of messages pushed after ours: backlog clamps. */
   return sh_mailbox_backlog(n, sh_atomic_load(&mb->taken_seen[i], memory_order_relaxed));

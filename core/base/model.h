@@ -26,6 +26,15 @@ typedef enum sh_model_event {
   SH_MODEL_BOX_NEW = 1, /* (box, 0, i): the mailbox begins a life, empty */
   SH_MODEL_PUSH,        /* (box, msg, i): msg enters the queue (the exchange) */
   SH_MODEL_TAKE,        /* (box, msg, i): the consumer takes msg out */
+  SH_MODEL_LINK,        /* (box, msg, i): msg is linked behind the one before it */
+  SH_MODEL_COUNT,       /* (box, 0, i): a push is counted (what the runner looks at) */
+  /* A house's run (actor/dispatch.c). house: &mb->head[0] of its mailboxes. */
+  SH_MODEL_RUN,       /* (house, max_per_run, 0): a run begins */
+  SH_MODEL_LOOK,      /* (house, end, box): the walk takes from box next (SH_BOX_EVENT:
+                       * none), looking at the mailboxes below end (a barrier's) */
+  SH_MODEL_STUCK,     /* (box, 0, i): a take found the counted message out of reach */
+  SH_MODEL_READY_RAN, /* (house, stacks, 0): deferred stacks ran, counted in the budget */
+  SH_MODEL_RUN_END,   /* (house, 0, 0): the run ends */
   /* Asks (actor/send.c, bridge.c, house.c, future.c). */
   SH_MODEL_ASK,       /* (asker house, id, 0): an ask is made */
   SH_MODEL_ANSWER,    /* (asker house, id, 0): its reply or exception is sent */
