@@ -36,6 +36,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "base/check.h"
 #include "base/model.h"
@@ -52,13 +53,21 @@ enum {
   K_GATE,    /* (gate, 0): v slots taken, w first place in the queue, x next place */
   K_WAITER,  /* (waiter, 0): v its gate, w its place */
   K_WAITQ,   /* (gate, place): v the waiter */
-  K_RUN,     /* (house key, 0): v budget, w requests taken and stacks run, x events
-              * taken, y in a run (RUN_ON) and the mailboxes found stuck, z the
-              * stale reads when the run's last note came */
 };
-#define RUN_ON (1u << 8)
 enum { ASKED = 1, ANSWERED };
 enum { LIVE = 1, CANCELLED };
+
+/* A house's run, from its begin to its end, is on one fiber (a worker's):
+ * the run under way on each fiber, without a look-up. */
+typedef struct run {
+  uintptr_t hk;     /* its house's key; 0: none under way */
+  uint64_t budget;  /* max_per_run */
+  uint64_t n;       /* requests and answers taken, deferred stacks run */
+  uint64_t events;  /* events taken */
+  uint32_t stuck;   /* the mailboxes passed over as held up by a push half-way */
+  uint32_t stale;   /* the stale reads when the run's last note came */
+} run;
+static run runs[SH_SIM_MAX_FIBERS];
 
 static uint64_t boxes; /* mailbox numbers given in this run */
 static uint64_t events;
@@ -68,6 +77,7 @@ static const char *const box_names[] = {"reply", "exception", "ask", "notice", "
 
 void sh_simmodel_reset(void) {
   sh_simmodeltab_reset();
+  memset(runs, 0, sizeof(runs));
   boxes = 0;
   events = 0;
 }
@@ -282,45 +292,45 @@ static int64_t counted(uintptr_t box) {
   return b == NULL ? 0 : (int64_t)b->y - (int64_t)b->x;
 }
 
-/* The run of house key hk if one is under way, else NULL. */
-static sh_simmodel_entry *run_of(uintptr_t hk) {
-  sh_simmodel_entry *r = sh_simmodeltab_find(K_RUN, hk, 0);
-  return r != NULL && (r->y & RUN_ON) ? r : NULL;
+
+/* The run of house key hk, if one is under way on the running fiber. */
+static run *run_of(uintptr_t hk) {
+  uint32_t f = sh_simrun_cur();
+  SH_ASSERT(f < SH_SIM_MAX_FIBERS);
+  return runs[f].hk == hk && hk != 0 ? &runs[f] : NULL;
 }
 
 /* Whether no load read a stale value since the run's last note: what the
  * runner looked at since then is what the model holds. */
-static int exact(sh_simmodel_entry *r) {
+static int exact(run *r) {
   uint32_t now = (uint32_t)sh_simmem_stale_reads();
-  int same = r->z == now;
-  r->z = now;
+  int same = r->stale == now;
+  r->stale = now;
   return same;
 }
 
 static void run_begin(uintptr_t hk, uint64_t budget) {
-  sh_simmodel_entry *r = get(K_RUN, hk, 0);
-  *r = (sh_simmodel_entry){.epoch = r->epoch, .kind = r->kind, .a = r->a, .b = r->b};
-  r->v = budget;
-  r->y = RUN_ON;
-  r->z = (uint32_t)sh_simmem_stale_reads();
+  uint32_t f = sh_simrun_cur();
+  SH_ASSERT(f < SH_SIM_MAX_FIBERS && runs[f].hk == 0); /* runs of a fiber do not nest */
+  runs[f] = (run){.hk = hk, .budget = budget, .stale = (uint32_t)sh_simmem_stale_reads()};
 }
 
 static void run_look(uintptr_t hk, uint64_t end, uint64_t box) {
-  sh_simmodel_entry *r = run_of(hk);
+  run *r = run_of(hk);
   SH_ASSERT(r != NULL && end <= EVENT_BOX && box <= EVENT_BOX);
   if (!exact(r)) return;
   uint64_t upto = box < end ? box : end;
   for (uint64_t b = 0; b < upto; b++)
-    if (!(r->y & 1u << b) && counted(hk + b * sizeof(void *)) > 0)
+    if (!(r->stuck & 1u << b) && counted(hk + b * sizeof(void *)) > 0)
       violation("run.order: a run takes from its %s mailbox while its %s mailbox, above it, "
                 "holds a counted message", box < EVENT_BOX ? box_names[box] : "event",
                 box_names[b]);
 }
 
 static void run_stuck(uintptr_t box, uint64_t i) {
-  sh_simmodel_entry *r = run_of(house_of(box, i));
+  run *r = run_of(house_of(box, i));
   SH_ASSERT(r != NULL && i < EVENT_BOX);
-  r->y |= 1u << i;
+  r->stuck |= 1u << i;
   if (!exact(r)) return;
   const sh_simmodel_entry *b = sh_simmodeltab_find(K_BOX, box, 0);
   if (b == NULL || b->z == 0 || counted(box) <= 0)
@@ -329,33 +339,37 @@ static void run_stuck(uintptr_t box, uint64_t i) {
                                                                      : "no push half-way");
 }
 
-static void run_ready(uintptr_t hk, uint64_t ran) {
-  sh_simmodel_entry *r = run_of(hk);
-  SH_ASSERT(r != NULL);
-  r->w += ran;
-  if (r->w > r->v)
+static void run_count(run *r, uint64_t ran) {
+  r->n += ran;
+  if (r->n > r->budget)
     violation("run.budget: a run handled %llu messages and deferred stacks, max_per_run %llu",
-              (unsigned long long)r->w, (unsigned long long)r->v);
+              (unsigned long long)r->n, (unsigned long long)r->budget);
+}
+
+static void run_ready(uintptr_t hk, uint64_t ran) {
+  run *r = run_of(hk);
+  SH_ASSERT(r != NULL);
+  run_count(r, ran);
 }
 
 static void run_take(uintptr_t box, uint64_t i) {
-  sh_simmodel_entry *r = run_of(house_of(box, i));
+  run *r = run_of(house_of(box, i));
   if (r == NULL) return; /* a bridge's, a shutdown's, a retired house's */
   exact(r);
   if (i != EVENT_BOX) {
-    run_ready(r->a, 1);
+    run_count(r, 1);
     return;
   }
-  uint64_t left = r->v - r->w, share = left > EVENT_SHARE ? left : EVENT_SHARE;
-  if (++r->x > share)
-    violation("run.budget: a run took %llu events, its share %llu", (unsigned long long)r->x,
-              (unsigned long long)share);
+  uint64_t left = r->budget - r->n, share = left > EVENT_SHARE ? left : EVENT_SHARE;
+  if (++r->events > share)
+    violation("run.budget: a run took %llu events, its share %llu",
+              (unsigned long long)r->events, (unsigned long long)share);
 }
 
 static void run_end(uintptr_t hk) {
-  sh_simmodel_entry *r = run_of(hk);
+  run *r = run_of(hk);
   SH_ASSERT(r != NULL);
-  r->y = 0;
+  r->hk = 0;
 }
 
 /* ---- the seam --------------------------------------------------------------- */

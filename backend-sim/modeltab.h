@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#define SH_SIMMODELTAB_SLOTS (1u << 18)
+#define SH_SIMMODELTAB_SLOTS (1u << 17)
 /* Live entries at most: three quarters of the slots keep probes short. */
 #define SH_SIMMODELTAB_MAX (SH_SIMMODELTAB_SLOTS / 4u * 3u)
 
