@@ -24,6 +24,18 @@
  *   gate.fifo     waiting senders leave the queue (admitted or refused) in
  *                 the order they queued; a cancelled one leaves from
  *                 anywhere.
+ *   run.order     each take of a run is from the highest mailbox (reply,
+ *                 exception, ask, notice) with a counted message, but those
+ *                 a barrier holds and those the run found stuck.
+ *   run.budget    a run takes at most max_per_run messages (deferred stacks
+ *                 counted), and events up to what is left or 16.
+ *   run.stuck     a mailbox a run passes over as held up had a counted
+ *                 message and a push half-way.
+ *   stop.handled  no request of a stopped generation, or of an earlier one,
+ *                 is handed to a handler (each take decides on the stop as
+ *                 it reads it, and a batch at its hand-over).
+ *   stop.refused  a request is refused only when its generation is stopped
+ *                 or gone.
  *   model.bound   the model's table is full (modeltab.h).
  *
  * A mailbox's life begins at its init (SH_MODEL_BOX_NEW): messages the
@@ -53,6 +65,7 @@ enum {
   K_GATE,    /* (gate, 0): v slots taken, w first place in the queue, x next place */
   K_WAITER,  /* (waiter, 0): v its gate, w its place */
   K_WAITQ,   /* (gate, place): v the waiter */
+  K_LIFE,    /* (house key, 0): v its generation, w stopped */
 };
 enum { ASKED = 1, ANSWERED };
 enum { LIVE = 1, CANCELLED };
@@ -372,6 +385,36 @@ static void run_end(uintptr_t hk) {
   r->hk = 0;
 }
 
+/* ---- generations and sh_stop -------------------------------------------------- */
+
+static void life_begins(uintptr_t hk, uint64_t gen) {
+  sh_simmodel_entry *e = get(K_LIFE, hk, 0);
+  e->v = gen;
+  e->w = 0;
+}
+
+static void life_stops(uintptr_t hk, uint64_t gen) {
+  sh_simmodel_entry *e = sh_simmodeltab_find(K_LIFE, hk, 0);
+  if (e != NULL && e->v == gen) e->w = 1;
+}
+
+static void decide(uintptr_t hk, uint64_t tag, uint64_t how) {
+  run *r = run_of(hk);
+  SH_ASSERT(r != NULL); /* a run decides */
+  const sh_simmodel_entry *e = sh_simmodeltab_find(K_LIFE, hk, 0);
+  if (!exact(r) || e == NULL) return;
+  int gone = tag != SH_MODEL_BATCH && tag != e->v;
+  int live = !e->w && !gone;
+  const char *what = tag == SH_MODEL_BATCH ? "a batch" : "a request";
+  if (!(how & SH_MODEL_REFUSED) && !live)
+    violation("stop.handled: %s of generation %llu handed to its handler, %s", what,
+              (unsigned long long)(gone ? tag : e->v),
+              gone ? "an earlier generation" : "stopped");
+  if ((how & SH_MODEL_REFUSED) && live)
+    violation("stop.refused: %s refused while generation %llu lives and is not stopped", what,
+              (unsigned long long)e->v);
+}
+
 /* ---- the seam --------------------------------------------------------------- */
 
 void sh_plat_model_note(sh_model_event ev, const volatile void *a, uintptr_t b, uint64_t c) {
@@ -389,6 +432,9 @@ void sh_plat_model_note(sh_model_event ev, const volatile void *a, uintptr_t b, 
   case SH_MODEL_STUCK: run_stuck(p, c); break;
   case SH_MODEL_READY_RAN: run_ready(p, b); break;
   case SH_MODEL_RUN_END: run_end(p); break;
+  case SH_MODEL_LIVE: life_begins(p, b); break;
+  case SH_MODEL_STOP: life_stops(p, b); break;
+  case SH_MODEL_DECIDE: decide(p, b, c); break;
   case SH_MODEL_ASK: ask(p, b); break;
   case SH_MODEL_ANSWER: answer(p, b); break;
   case SH_MODEL_ANSWER_IN: answer_in(p, b, c); break;

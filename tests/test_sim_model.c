@@ -249,6 +249,33 @@ static void test_run_rules(void **state) {
   expect(run_stuck_claimed, "model: run.stuck: ");
 }
 
+/* ---- stop.handled, stop.refused ---------------------------------------------- */
+
+#define LIVE(gen) N(SH_MODEL_LIVE, HK, (gen), 0)
+#define STOP(gen) N(SH_MODEL_STOP, HK, (gen), 0)
+#define DECIDE(tag, how) N(SH_MODEL_DECIDE, HK, (tag), (how))
+#define REFUSED (SH_MODEL_SAW_STOP | SH_MODEL_REFUSED)
+
+BODY(stop_legal, LIVE(1); RUN(8); DECIDE(1, 0); STOP(1); DECIDE(1, REFUSED);
+     DECIDE(SH_MODEL_BATCH, REFUSED); N(SH_MODEL_RUN_END, HK, 0, 0); LIVE(2); RUN(8);
+     DECIDE(1, SH_MODEL_REFUSED); DECIDE(2, 0); DECIDE(SH_MODEL_BATCH, 0); STOP(1);
+     DECIDE(2, 0))
+BODY(handled_after_stop, LIVE(1); STOP(1); RUN(8); DECIDE(1, 0))
+BODY(batch_after_stop, LIVE(1); RUN(8); STOP(1); DECIDE(SH_MODEL_BATCH, 0))
+BODY(handled_earlier_gen, LIVE(2); RUN(8); DECIDE(1, 0))
+BODY(refused_live, LIVE(1); RUN(8); DECIDE(1, SH_MODEL_REFUSED))
+
+static void test_stop_rules(void **state) {
+  (void)state;
+  expect(stop_legal, "ok");
+  expect(handled_after_stop, "model: stop.handled: a request of generation 1 handed to its "
+                             "handler, stopped");
+  expect(batch_after_stop, "model: stop.handled: a batch of generation 1");
+  expect(handled_earlier_gen, "model: stop.handled: a request of generation 1 handed to its "
+                              "handler, an earlier generation");
+  expect(refused_live, "model: stop.refused: ");
+}
+
 /* ---- model.bound, and the reset ---------------------------------------------- */
 
 static void table_full(void) {
@@ -279,7 +306,7 @@ int main(void) {
       cmocka_unit_test(test_mailbox_rules), cmocka_unit_test(test_half_way_push),
       cmocka_unit_test(test_ask_rules),     cmocka_unit_test(test_timer_rules),
       cmocka_unit_test(test_gate_rules),    cmocka_unit_test(test_run_rules),
-      cmocka_unit_test(test_bound_and_reset),
+      cmocka_unit_test(test_stop_rules),    cmocka_unit_test(test_bound_and_reset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

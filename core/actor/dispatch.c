@@ -145,7 +145,10 @@ static void batch_flush(batcher *b) {
   /* Made with its first message (batch_add), flushed when full. */
   SH_ASSERT(st->nbatch >= 1 && st->nbatch <= b->h->max_batch);
   b->st = NULL;
-  if (stopped(b->h)) {
+  bool stop = stopped(b->h);
+  SH_MODEL_NOTE(SH_MODEL_DECIDE, &b->h->mb.head[0], SH_MODEL_BATCH,
+                stop ? SH_MODEL_SAW_STOP | SH_MODEL_REFUSED : 0);
+  if (stop) {
     batch_refuse(b->h, st);
     return;
   }
@@ -276,9 +279,14 @@ static uint32_t take_from(walk *w, sh_box box) {
     return 0;
   }
   SH_TRACE_MSG(SH_TRACE_DELIVER, h->seq, m, 0);
-  if (!is_request(box))
+  if (!is_request(box)) {
     on_answer(h, m);
-  else if (stopped(h) || stale(h, m))
+    return 1;
+  }
+  bool stop = stopped(h), refuse = stop || stale(h, m);
+  SH_MODEL_NOTE(SH_MODEL_DECIDE, &h->mb.head[0], m->internal,
+                (stop ? SH_MODEL_SAW_STOP : 0) | (refuse ? SH_MODEL_REFUSED : 0));
+  if (refuse)
     on_refused(h, m);
   else
     deliver(&w->b, m);

@@ -259,6 +259,7 @@ void sh_house_stop(sh_house *h, uint32_t gen) {
   if (!sh_atomic_cas(&h->life, &live, live | SH_LIFE_STOPPED,
                                                memory_order_seq_cst, memory_order_seq_cst))
     return;
+  SH_MODEL_NOTE(SH_MODEL_STOP, &h->mb.head[0], gen, 0);
   /* Waiters hear it now, not when the house next runs; after `stopped`,
    * so that a woken sender that tries again is refused at once. The house
    * is not retired while one is queued (dispatch.c), and the poke after the

@@ -35,6 +35,13 @@ typedef enum sh_model_event {
   SH_MODEL_STUCK,     /* (box, 0, i): a take found the counted message out of reach */
   SH_MODEL_READY_RAN, /* (house, stacks, 0): deferred stacks ran, counted in the budget */
   SH_MODEL_RUN_END,   /* (house, 0, 0): the run ends */
+  /* Generations and sh_stop (actor/spawn.c, house.c, dispatch.c). */
+  SH_MODEL_LIVE,   /* (house, gen, 0): generation gen's life begins */
+  SH_MODEL_STOP,   /* (house, gen, 0): generation gen is stopped (the CAS) */
+  SH_MODEL_DECIDE, /* (house, tag, how): the run hands a request (tag: its generation;
+                    * SH_MODEL_BATCH: a batch's, at its hand-over) to its handler
+                    * (how 0) or refuses it (SH_MODEL_REFUSED), having read the
+                    * stop flag (SH_MODEL_SAW_STOP) */
   /* Asks (actor/send.c, bridge.c, house.c, future.c). */
   SH_MODEL_ASK,       /* (asker house, id, 0): an ask is made */
   SH_MODEL_ANSWER,    /* (asker house, id, 0): its reply or exception is sent */
@@ -52,6 +59,11 @@ typedef enum sh_model_event {
   SH_MODEL_WAIT_POP,    /* (gate, waiter, 0): the gate pops it (admitted or refused) */
   SH_MODEL_WAIT_CANCEL, /* (gate, waiter, 0): its sender takes it back */
 } sh_model_event;
+
+/* SH_MODEL_DECIDE's tag and how. */
+#define SH_MODEL_BATCH UINT64_MAX
+#define SH_MODEL_SAW_STOP 1u
+#define SH_MODEL_REFUSED 2u
 
 #ifdef SH_SIM
 void sh_plat_model_note(sh_model_event e, const volatile void *a, uintptr_t b, uint64_t c);
