@@ -399,10 +399,11 @@ static void life_stops(uintptr_t hk, uint64_t gen) {
 }
 
 static void decide(uintptr_t hk, uint64_t tag, uint64_t how) {
+  SH_ASSERT(how == 0 || how == SH_MODEL_REFUSED);
   run *r = run_of(hk);
-  SH_ASSERT(r != NULL); /* a run decides */
   const sh_simmodel_entry *e = sh_simmodeltab_find(K_LIFE, hk, 0);
-  if (!exact(r) || e == NULL) return;
+  /* Outside a run: a retired house's refusals (dispatch.c run_vacant). */
+  if (r == NULL || !exact(r) || e == NULL) return;
   int gone = tag != SH_MODEL_BATCH && tag != e->v;
   int live = !e->w && !gone;
   const char *what = tag == SH_MODEL_BATCH ? "a batch" : "a request";

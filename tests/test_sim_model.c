@@ -254,7 +254,7 @@ static void test_run_rules(void **state) {
 #define LIVE(gen) N(SH_MODEL_LIVE, HK, (gen), 0)
 #define STOP(gen) N(SH_MODEL_STOP, HK, (gen), 0)
 #define DECIDE(tag, how) N(SH_MODEL_DECIDE, HK, (tag), (how))
-#define REFUSED (SH_MODEL_SAW_STOP | SH_MODEL_REFUSED)
+#define REFUSED SH_MODEL_REFUSED
 
 BODY(stop_legal, LIVE(1); RUN(8); DECIDE(1, 0); STOP(1); DECIDE(1, REFUSED);
      DECIDE(SH_MODEL_BATCH, REFUSED); N(SH_MODEL_RUN_END, HK, 0, 0); LIVE(2); RUN(8);

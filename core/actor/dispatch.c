@@ -88,6 +88,10 @@ static void dispatch_single(sh_house *h, sh_msg *m) {
 
 /* A stopped house answers asks with -ESHUTDOWN and drops notices. */
 static void on_refused(sh_house *h, sh_msg *m) {
+  /* The run read the stop flag (before each take: a stop that lands while a
+   * handler runs lets it finish, and nothing queued starts after it), or m
+   * came for an earlier generation, or the house is retired. */
+  SH_MODEL_NOTE(SH_MODEL_DECIDE, &h->mb.head[0], m->internal, SH_MODEL_REFUSED);
   sh_count(h->sys, SH_C_DROPPED_STOPPED);
   refuse_msg(h, m, -ESHUTDOWN);
 }
@@ -146,8 +150,7 @@ static void batch_flush(batcher *b) {
   SH_ASSERT(st->nbatch >= 1 && st->nbatch <= b->h->max_batch);
   b->st = NULL;
   bool stop = stopped(b->h);
-  SH_MODEL_NOTE(SH_MODEL_DECIDE, &b->h->mb.head[0], SH_MODEL_BATCH,
-                stop ? SH_MODEL_SAW_STOP | SH_MODEL_REFUSED : 0);
+  SH_MODEL_NOTE(SH_MODEL_DECIDE, &b->h->mb.head[0], SH_MODEL_BATCH, stop ? SH_MODEL_REFUSED : 0);
   if (stop) {
     batch_refuse(b->h, st);
     return;
@@ -190,6 +193,8 @@ static bool batch_add(batcher *b, sh_msg *m) {
  * the batch being built, which goes first, and batches of its own kind
  * begin. */
 static void deliver(batcher *b, sh_msg *m) {
+  /* Read live, of this generation (take_from). */
+  SH_MODEL_NOTE(SH_MODEL_DECIDE, &b->h->mb.head[0], m->internal, 0);
   /* Only an ordered class's ask mailbox holds both kinds (send.h
    * sh_send_box); the others hold their own. */
   SH_ASSERT(b->mixed || m->type->kind == b->takes);
@@ -279,14 +284,9 @@ static uint32_t take_from(walk *w, sh_box box) {
     return 0;
   }
   SH_TRACE_MSG(SH_TRACE_DELIVER, h->seq, m, 0);
-  if (!is_request(box)) {
+  if (!is_request(box))
     on_answer(h, m);
-    return 1;
-  }
-  bool stop = stopped(h), refuse = stop || stale(h, m);
-  SH_MODEL_NOTE(SH_MODEL_DECIDE, &h->mb.head[0], m->internal,
-                (stop ? SH_MODEL_SAW_STOP : 0) | (refuse ? SH_MODEL_REFUSED : 0));
-  if (refuse)
+  else if (stopped(h) || stale(h, m))
     on_refused(h, m);
   else
     deliver(&w->b, m);

@@ -38,10 +38,10 @@ typedef enum sh_model_event {
   /* Generations and sh_stop (actor/spawn.c, house.c, dispatch.c). */
   SH_MODEL_LIVE,   /* (house, gen, 0): generation gen's life begins */
   SH_MODEL_STOP,   /* (house, gen, 0): generation gen is stopped (the CAS) */
-  SH_MODEL_DECIDE, /* (house, tag, how): the run hands a request (tag: its generation;
-                    * SH_MODEL_BATCH: a batch's, at its hand-over) to its handler
-                    * (how 0) or refuses it (SH_MODEL_REFUSED), having read the
-                    * stop flag (SH_MODEL_SAW_STOP) */
+  SH_MODEL_DECIDE, /* (house, tag, how): having read the stop flag, a run hands a
+                    * request (tag: its generation; SH_MODEL_BATCH: a batch's, at
+                    * its hand-over) to its handler (how 0) or refuses it
+                    * (SH_MODEL_REFUSED) */
   /* Asks (actor/send.c, bridge.c, house.c, future.c). */
   SH_MODEL_ASK,       /* (asker house, id, 0): an ask is made */
   SH_MODEL_ANSWER,    /* (asker house, id, 0): its reply or exception is sent */
@@ -62,8 +62,7 @@ typedef enum sh_model_event {
 
 /* SH_MODEL_DECIDE's tag and how. */
 #define SH_MODEL_BATCH UINT64_MAX
-#define SH_MODEL_SAW_STOP 1u
-#define SH_MODEL_REFUSED 2u
+#define SH_MODEL_REFUSED 1u
 
 #ifdef SH_SIM
 void sh_plat_model_note(sh_model_event e, const volatile void *a, uintptr_t b, uint64_t c);
