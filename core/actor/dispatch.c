@@ -86,11 +86,11 @@ static void dispatch_single(sh_house *h, sh_msg *m) {
   sh_stack_run(st);
 }
 
-/* A stopped house answers asks with -ESHUTDOWN and drops notices. */
+/* A stopped house answers asks with -ESHUTDOWN and drops notices. The run
+ * read the stop flag (before each take: a stop that lands while a handler
+ * runs lets it finish, and nothing queued starts after it), or m came for
+ * an earlier generation, or the house is retired. */
 static void on_refused(sh_house *h, sh_msg *m) {
-  /* The run read the stop flag (before each take: a stop that lands while a
-   * handler runs lets it finish, and nothing queued starts after it), or m
-   * came for an earlier generation, or the house is retired. */
   SH_MODEL_NOTE(SH_MODEL_DECIDE, &h->mb.head[0], m->internal, SH_MODEL_REFUSED);
   sh_count(h->sys, SH_C_DROPPED_STOPPED);
   refuse_msg(h, m, -ESHUTDOWN);
