@@ -26,7 +26,8 @@
  *                 anywhere.
  *   run.order     each take of a run is from the highest mailbox (reply,
  *                 exception, ask, notice) with a counted message, but those
- *                 a barrier holds and those the run found stuck.
+ *                 a barrier holds and those the run found stuck; deferred
+ *                 stacks run at most once a run, before its first request.
  *   run.budget    a run takes at most max_per_run messages (deferred stacks
  *                 counted), and events up to what is left or 16.
  *   run.stuck     a mailbox a run passes over as held up had a counted
@@ -78,6 +79,8 @@ typedef struct run {
   uint64_t n;       /* requests and answers taken, deferred stacks run */
   uint64_t events;  /* events taken */
   uint32_t stuck;   /* the mailboxes passed over as held up by a push half-way */
+  bool ready_ran;   /* the deferred stacks had their turn */
+  bool requests;    /* an ask or a notice was taken */
   uint32_t stale;   /* the stale reads when the run's last note came */
 } run;
 static run runs[SH_SIM_MAX_FIBERS];
@@ -362,6 +365,10 @@ static void run_count(run *r, uint64_t ran) {
 static void run_ready(uintptr_t hk, uint64_t ran) {
   run *r = run_of(hk);
   SH_ASSERT(r != NULL);
+  if (r->ready_ran || r->requests)
+    violation("run.order: a run's deferred stacks ran %s", r->ready_ran ? "twice" :
+              "after a request of the run");
+  r->ready_ran = true;
   run_count(r, ran);
 }
 
@@ -370,6 +377,7 @@ static void run_take(uintptr_t box, uint64_t i) {
   if (r == NULL) return; /* a bridge's, a shutdown's, a retired house's */
   exact(r);
   if (i != EVENT_BOX) {
+    r->requests |= i == 2 || i == 3; /* SH_BOX_ASK, SH_BOX_NOTICE */
     run_count(r, 1);
     return;
   }

@@ -213,6 +213,10 @@ BODY(run_reply_passed_over, SEND(2, 0); SEND(0, 1); RUN(2); LOOK(4, 2))
 BODY(run_barrier_holds, SEND(2, 0); SEND(3, 1); RUN(2); LOOK(2, 4))
 BODY(run_over_budget, SEND(2, 0); SEND(2, 1); RUN(1); LOOK(4, 2); GET(2, 0); LOOK(4, 2);
      GET(2, 1))
+BODY(run_ready_twice, SEND(2, 0); RUN(8); N(SH_MODEL_READY_RAN, HK, 1, 0);
+     N(SH_MODEL_READY_RAN, HK, 1, 0))
+BODY(run_ready_after_request, SEND(2, 0); RUN(8); LOOK(4, 2); GET(2, 0);
+     N(SH_MODEL_READY_RAN, HK, 1, 0))
 BODY(run_ready_over_budget, SEND(2, 0); RUN(2); N(SH_MODEL_READY_RAN, HK, 2, 0); LOOK(4, 2);
      GET(2, 0))
 
@@ -244,6 +248,8 @@ static void test_run_rules(void **state) {
   expect(run_reply_passed_over, "model: run.order: a run takes from its ask mailbox while its "
                                 "reply mailbox");
   expect(run_over_budget, "model: run.budget: a run handled 2 messages");
+  expect(run_ready_twice, "model: run.order: a run's deferred stacks ran twice");
+  expect(run_ready_after_request, "model: run.order: a run's deferred stacks ran after a request");
   expect(run_ready_over_budget, "model: run.budget: a run handled 3 messages");
   expect(events_over_share, "model: run.budget: a run took 17 events, its share 16");
   expect(run_stuck_claimed, "model: run.stuck: ");
