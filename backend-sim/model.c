@@ -18,7 +18,9 @@
  *   timer.cancel  no timeout call for an actor timer after sh_timer_cancel
  *                 of it succeeded.
  *   timer.once    a timeout call only for a started timer, and a one-shot's
- *                 at most once.
+ *                 at most once (a one-shot is forgotten once its node is
+ *                 freed; a call after that is reported here, not as
+ *                 timer.cancel).
  *   gate.capacity a bounded mailbox's slots taken never exceed its capacity.
  *   gate.slot     a slot is given back only if one was taken.
  *   gate.fifo     waiting senders leave the queue (admitted or refused) in
@@ -236,6 +238,15 @@ static void timer_call(uintptr_t h, uint64_t id) {
   if (!e->w) sh_simmodeltab_del(e);
 }
 
+/* A one-shot's node is freed: its event came, or never will (cancelled
+ * before it fired). A periodic timer's ticks are messages of their own,
+ * which may still come after its node is gone: its entry stays. */
+static void timer_gone(uintptr_t h, uint64_t id, uint64_t actors) {
+  if (!actors) return; /* an ask's timeout: its future's */
+  sh_simmodel_entry *e = sh_simmodeltab_find(K_TIMER, h, id);
+  if (e != NULL && !e->w) sh_simmodeltab_del(e);
+}
+
 /* ---- bounded mailboxes ------------------------------------------------------ */
 
 static void slot_take(uintptr_t g, uint64_t cap) {
@@ -450,6 +461,7 @@ void sh_plat_model_note(sh_model_event ev, const volatile void *a, uintptr_t b, 
   case SH_MODEL_TIMER_START: timer_start(p, b, c); break;
   case SH_MODEL_TIMER_CANCEL: timer_cancel(p, b); break;
   case SH_MODEL_TIMER_CALL: timer_call(p, b); break;
+  case SH_MODEL_TIMER_GONE: timer_gone(p, b, c); break;
   case SH_MODEL_GATE_NEW: gate_new(p); break;
   case SH_MODEL_SLOT_TAKE: slot_take(p, c); break;
   case SH_MODEL_SLOT_GIVE: slot_give(p); break;

@@ -51,6 +51,8 @@ typedef enum sh_model_event {
   SH_MODEL_TIMER_START,  /* (house, id, periodic) */
   SH_MODEL_TIMER_CANCEL, /* (house, id, 0): sh_timer_cancel succeeded */
   SH_MODEL_TIMER_CALL,   /* (house, id, 0): the timeout handler is called */
+  SH_MODEL_TIMER_GONE,   /* (house, id, actor's): a timer node is freed, its event
+                          * handled or never to come (actor's: an actor timer's) */
   /* Bounded mailboxes (actor/gate.c). */
   SH_MODEL_GATE_NEW,    /* (gate, 0, cap): a gate is made */
   SH_MODEL_SLOT_TAKE,   /* (gate, 0, cap): a slot is taken (the CAS) */

@@ -84,6 +84,7 @@ void sh_timer_cancel_node(sh_worker *w, sh_timer *t) {
                                               memory_order_acq_rel, memory_order_acquire)) {
     if (own_wheel && sh_wheel_linked(&t->link)) {
       sh_wheel_remove(&w->wheel, &t->link);
+      SH_MODEL_NOTE(SH_MODEL_TIMER_GONE, t->house, t->id, t->kind == SH_TIMER_ACTOR);
       sh_mem_free(t);
     }
     return;
@@ -108,6 +109,7 @@ static void fire(sh_wheel_link *l, void *ctx) {
   sh_timer *t = from_link(l);
   /* acquire: see the actor's cancellation before reusing the node. */
   if (sh_atomic_load(&t->state, memory_order_acquire) == SH_TIMER_CANCELLED) {
+    SH_MODEL_NOTE(SH_MODEL_TIMER_GONE, t->house, t->id, t->kind == SH_TIMER_ACTOR);
     sh_mem_free(t);
     return;
   }
@@ -122,6 +124,7 @@ static void fire(sh_wheel_link *l, void *ctx) {
    * actor cancelled, and acquire makes its writes visible before we free. */
   if (!sh_atomic_cas(&t->state, &s, SH_TIMER_FIRED, memory_order_acq_rel,
                                                memory_order_acquire)) {
+    SH_MODEL_NOTE(SH_MODEL_TIMER_GONE, t->house, t->id, t->kind == SH_TIMER_ACTOR);
     sh_mem_free(t); /* cancelled between the load and the CAS */
     return;
   }
@@ -170,6 +173,7 @@ static void timer_event(sh_house *h, sh_msg *m) {
     sh_list_remove(&t->actor_link);
     call_timeout(h, t->id, t->arg);
   }
+  SH_MODEL_NOTE(SH_MODEL_TIMER_GONE, h, t->id, 1);
   sh_mem_free(t);
 }
 
@@ -206,9 +210,11 @@ int sh_timer_cancel(sh_actor *self, uint64_t id) {
   sh_timer *t = find(h, id);
   if (t == NULL) return -ENOENT;
   sh_list_remove(&t->actor_link);
-  sh_timer_cancel_node(sh_worker_current(), t);
-  /* From here the actor's timeout is never called for id (stackhouse.h). */
+  /* From here the actor's timeout is never called for id (stackhouse.h):
+   * its calls come on this house's runner, which is us. Before the cancel,
+   * which may free the node (the model then forgets a one-shot). */
   SH_MODEL_NOTE(SH_MODEL_TIMER_CANCEL, h, id, 0);
+  sh_timer_cancel_node(sh_worker_current(), t);
   return 0;
 }
 
