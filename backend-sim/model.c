@@ -18,7 +18,7 @@
  *   timer.cancel  no timeout call for an actor timer after sh_timer_cancel
  *                 of it succeeded.
  *   timer.once    a timeout call only for a started timer, and a one-shot's
- *                 at most once (a one-shot is forgotten once its node is
+ *                 at most once (a timer is forgotten once its node is
  *                 freed; a call after that is reported here, not as
  *                 timer.cancel).
  *   gate.capacity a bounded mailbox's slots taken never exceed its capacity.
@@ -238,13 +238,15 @@ static void timer_call(uintptr_t h, uint64_t id) {
   if (!e->w) sh_simmodeltab_del(e);
 }
 
-/* A one-shot's node is freed: its event came, or never will (cancelled
- * before it fired). A periodic timer's ticks are messages of their own,
- * which may still come after its node is gone: its entry stays. */
+/* A timer's node is freed: a one-shot's event came, or never will
+ * (cancelled before it fired); a periodic timer was cancelled. Forgotten,
+ * so that a run's timers do not fill the table: a tick of a periodic timer
+ * still on its way is refused by the runtime (its timer is not found), and
+ * one that got through would fail timer.once instead of timer.cancel. */
 static void timer_gone(uintptr_t h, uint64_t id, uint64_t actors) {
   if (!actors) return; /* an ask's timeout: its future's */
   sh_simmodel_entry *e = sh_simmodeltab_find(K_TIMER, h, id);
-  if (e != NULL && !e->w) sh_simmodeltab_del(e);
+  if (e != NULL) sh_simmodeltab_del(e);
 }
 
 /* ---- bounded mailboxes ------------------------------------------------------ */
