@@ -35,6 +35,7 @@
 #include "fault.h"
 #include "memmodel.h"
 #include "misuse.h"
+#include "model.h"
 #include "net.h"
 #include "replay.h"
 #include "strategy.h"
@@ -89,6 +90,8 @@ void sh_sim_configure(const sh_sim_options *o) {
   /* The network's stream after those: a run without sockets stays as it was. */
   sh_simnet_configure(o, &x);
   sh_simreplay_reset(o->schedule, o->schedule_len, o->keep_context != 0);
+  /* The reference model checks this simulation from its start. */
+  sh_simmodel_reset();
   S->hash = 0x5348534D00000000ull ^ o->seed;
   S->configured = true;
 }

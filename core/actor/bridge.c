@@ -16,6 +16,7 @@
 
 #include "actor/addr.h"
 #include "base/check.h"
+#include "base/model.h"
 #include "mem/msg.h"
 #include "actor/send.h"
 #include "sched/system.h"
@@ -118,6 +119,7 @@ int sh_bridge_new(sh_system *sys, sh_bridge **out) {
 /* A message nobody will receive: the bridge closed, or it answers an ask
  * of the bridge's previous user. */
 static void drop_answer(sh_bridge *b, sh_msg *m) {
+  SH_MODEL_NOTE(SH_MODEL_ANSWER_IN, &b->house, m->id, 0);
   sh_count(b->house.sys, SH_C_REPLIES_UNKNOWN);
   sh_msg_free(m);
 }
@@ -245,6 +247,7 @@ static int bridge_call(sh_bridge *b, const sh_addr *to, sh_msg *m, sh_msg_kind k
   SH_ASSERT(kind != SH_ASK || id > b->id_floor);
   m->sender = kind == SH_ASK ? h : NULL;
   m->id = id;
+  SH_MODEL_NOTE(SH_MODEL_ASK, h, id, 0); /* a notice's id, 0, is no ask */
   const char *name = m->type->name; /* m may be handled and freed once sent */
   (void)name;                       /* traced in the simulator only */
   int rc = bridge_send(b, t, gen, m, sh_send_box(t, kind), timeout_ms);
@@ -314,6 +317,7 @@ static sh_msg *take_answer(sh_bridge *b) {
 static void hand_over(sh_bridge *b, sh_msg *m, sh_bridge_reply *out) {
   sh_house *h = &b->house;
   out->ticket = m->id;
+  SH_MODEL_NOTE(SH_MODEL_ANSWER_IN, h, m->id, 1);
   SH_TRACE_MSG(SH_TRACE_REPLY, h->seq, m, SH_TRACE_FLOW(h->seq, m->id));
   if (sh_msg_is_exception(m)) {
     out->error = m->error < 0 ? m->error : -EPROTO;

@@ -16,6 +16,7 @@
 
 #include "base/atomic.h"
 #include "base/check.h"
+#include "base/model.h"
 #include "actor/future.h"
 #include "actor/house.h"
 #include "actor/hstore.h"
@@ -85,8 +86,12 @@ static void dispatch_single(sh_house *h, sh_msg *m) {
   sh_stack_run(st);
 }
 
-/* A stopped house answers asks with -ESHUTDOWN and drops notices. */
+/* A stopped house answers asks with -ESHUTDOWN and drops notices. The run
+ * read the stop flag (before each take: a stop that lands while a handler
+ * runs lets it finish, and nothing queued starts after it), or m came for
+ * an earlier generation, or the house is retired. */
 static void on_refused(sh_house *h, sh_msg *m) {
+  SH_MODEL_NOTE(SH_MODEL_DECIDE, &h->mb.head[0], m->internal, SH_MODEL_REFUSED);
   sh_count(h->sys, SH_C_DROPPED_STOPPED);
   refuse_msg(h, m, -ESHUTDOWN);
 }
@@ -144,7 +149,9 @@ static void batch_flush(batcher *b) {
   /* Made with its first message (batch_add), flushed when full. */
   SH_ASSERT(st->nbatch >= 1 && st->nbatch <= b->h->max_batch);
   b->st = NULL;
-  if (stopped(b->h)) {
+  bool stop = stopped(b->h);
+  SH_MODEL_NOTE(SH_MODEL_DECIDE, &b->h->mb.head[0], SH_MODEL_BATCH, stop ? SH_MODEL_REFUSED : 0);
+  if (stop) {
     batch_refuse(b->h, st);
     return;
   }
@@ -186,6 +193,8 @@ static bool batch_add(batcher *b, sh_msg *m) {
  * the batch being built, which goes first, and batches of its own kind
  * begin. */
 static void deliver(batcher *b, sh_msg *m) {
+  /* Read live, of this generation (take_from). */
+  SH_MODEL_NOTE(SH_MODEL_DECIDE, &b->h->mb.head[0], m->internal, 0);
   /* Only an ordered class's ask mailbox holds both kinds (send.h
    * sh_send_box); the others hold their own. */
   SH_ASSERT(b->mixed || m->type->kind == b->takes);
@@ -236,16 +245,16 @@ static bool is_request(sh_box box) { return box == SH_BOX_ASK || box == SH_BOX_N
  * returned is seen (the handler's return is ordered after it); one pushed
  * concurrently is seen a take later at worst, and no order tells those
  * apart. A stuck mailbox is not looked at again this run: the run would
- * bounce on it. */
-static sh_box next_box(const walk *w) {
+ * bounce on it. *end: the mailbox the look stopped before. */
+static sh_box next_box(const walk *w, sh_box *end) {
   const sh_house *h = w->h;
   /* The walk by index is the dispatch order (house.h), and each mailbox
    * walked has its bit in the stuck mask. */
   _Static_assert(SH_BOX_REPLY == 0 && SH_BOX_EXCEPTION == 1 && SH_BOX_ASK == 2 &&
                      SH_BOX_NOTICE == 3 && SH_BOX_EVENT == 4,
                  "mailboxes in dispatch order, events last");
-  sh_box end = h->barrier && !stopped(h) ? SH_BOX_ASK : SH_BOX_EVENT;
-  for (sh_box b = SH_BOX_REPLY; b < end; b++)
+  *end = h->barrier && !stopped(h) ? SH_BOX_ASK : SH_BOX_EVENT;
+  for (sh_box b = SH_BOX_REPLY; b < *end; b++)
     if (!(w->stuck & 1u << b) && sh_mailbox_size(&h->mb, b) > 0) return b;
   return SH_BOX_EVENT;
 }
@@ -272,6 +281,7 @@ static uint32_t take_from(walk *w, sh_box box) {
      * once, as next_box looks at it no more: at most four times a run. */
     SH_ASSERT(!(w->stuck & 1u << box));
     SH_SOMETIMES(true, "dispatch: a counted message not linked yet (a push half-way)");
+    SH_MODEL_NOTE(SH_MODEL_STUCK, &h->mb.head[box], 0, box);
     w->stuck |= 1u << box;
     return 0;
   }
@@ -281,9 +291,9 @@ static uint32_t take_from(walk *w, sh_box box) {
   else if (stopped(h) || stale(h, m)) {
     SH_SOMETIMES(!stopped(h), "dispatch: a request to an earlier generation refused");
     on_refused(h, m);
-  }
-  else
+  } else {
     deliver(&w->b, m);
+  }
   return 1;
 }
 
@@ -299,13 +309,16 @@ static uint32_t drain_in_order(sh_house *h, uint32_t budget) {
   walk w = {.h = h, .box = SH_BOX_REPLY, .b = batcher_for(h, SH_BOX_REPLY)};
   uint32_t n = 0;
   while (n < budget) {
-    sh_box box = next_box(&w);
+    sh_box end;
+    sh_box box = next_box(&w, &end);
+    SH_MODEL_NOTE(SH_MODEL_LOOK, &h->mb.head[0], end, box);
     if (box >= SH_BOX_ASK && !w.ready_ran) {
       w.ready_ran = true;
       if (!sh_list_empty(&h->ready)) {
         walk_to(&w, SH_BOX_EVENT);
         uint32_t ran = sh_stack_run_ready(h, budget - n);
         SH_ASSERT(ran >= 1 && ran <= budget - n);
+        SH_MODEL_NOTE(SH_MODEL_READY_RAN, &h->mb.head[0], ran, 0);
         n += ran;
         continue;
       }
@@ -419,6 +432,7 @@ void sh_dispatch_run(sh_worker *w, sh_house *h) {
   if (w->index != h->owner) sh_count(h->sys, SH_C_STEALS);
   SH_TRACE(SH_TRACE_RUN, h->seq, h->cls->name, 0);
   note_high_water(h);
+  SH_MODEL_NOTE(SH_MODEL_RUN, &h->mb.head[0], h->max_per_run, 0);
 
   uint32_t budget = h->max_per_run;
   uint32_t n = drain_in_order(h, budget);
@@ -428,6 +442,7 @@ void sh_dispatch_run(sh_worker *w, sh_house *h) {
   n += drain_events(h, left > SH_EVENT_SHARE ? left : SH_EVENT_SHARE);
   bool stop = stopped(h);
   if (stop) finish_stop(w, h);
+  SH_MODEL_NOTE(SH_MODEL_RUN_END, &h->mb.head[0], 0, 0);
   SH_TRACE(SH_TRACE_RUN_END, h->seq, h->cls->name, 0);
   if (stop && done_with(h)) sh_hstore_retire(h, !sh_system_is_shut(h->sys));
   sh_house_settle(h);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "base/model.h"
 #include "actor/gate.h"
 #include "actor/house.h"
 #include "mem/mem.h"
@@ -144,6 +145,7 @@ void sh_future_answer(sh_house *h, sh_msg *m) {
    * type too), or a refused ask's own message carrying its refusal. */
   SH_ASSERT(m->type->kind == SH_REPLY || (m->internal & SH_MSG_REFUSAL));
   sh_future *f = pop(h, m->id);
+  SH_MODEL_NOTE(SH_MODEL_ANSWER_IN, h, m->id, f != NULL);
   if (f == NULL) {
     sh_count(h->sys, SH_C_REPLIES_UNKNOWN);
     sh_msg_free(m);

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "base/model.h"
 #include "mem/msg.h"
 
 void sh_waiter_drop(sh_msg *m) {
@@ -51,6 +52,7 @@ sh_gate *sh_gate_new(uint32_t cap, uint32_t gen) {
   sh_atomic_init(&g->high_water, 0);
   sh_atomic_init(&g->suspended, 0);
   sh_atomic_init(&g->refused, 0);
+  SH_MODEL_NOTE(SH_MODEL_GATE_NEW, g, 0, cap);
   return g;
 }
 
@@ -86,6 +88,7 @@ static bool take_slot(sh_gate *g) {
   while (u < cap) {
     if (sh_atomic_cas_weak(&g->used, &u, u + 1, memory_order_seq_cst,
                                               memory_order_seq_cst)) {
+      SH_MODEL_NOTE(SH_MODEL_SLOT_TAKE, g, 0, cap);
       note_high_water(g, u + 1);
       return true;
     }
@@ -141,6 +144,7 @@ static void fifo_append(sh_gate *g, sh_waiter *w) {
   /* Under the lock: only senders of the gate's own generation queue. */
   SH_ASSERT(w->gen == g->gen);
   sh_list_push_back(&g->fifo, &w->link);
+  SH_MODEL_NOTE(SH_MODEL_WAIT_QUEUE, g, w, 0);
   /* release: a reader of the metrics that sees this waiter queued (acquire)
    * also sees it counted in `suspended`, which enter bumps first. */
   sh_atomic_fetch_add(&g->queued, 1, memory_order_release);
@@ -195,6 +199,7 @@ bool sh_gate_cancel(sh_gate *g, sh_waiter *w) {
   if (queued) {
     SH_ASSERT(sh_list_linked(&w->link)); /* a queued waiter is in the FIFO */
     fifo_unlink(g, w);
+    SH_MODEL_NOTE(SH_MODEL_WAIT_CANCEL, g, w, 0);
     sh_atomic_store(&w->state, SH_WAITER_CANCELLED, memory_order_relaxed);
   }
   sh_spin_unlock(&g->lock);
@@ -212,6 +217,7 @@ static sh_waiter *pop_first(sh_gate *g) {
    * or refuses is of its generation. */
   SH_INVARIANT(w->gen == g->gen);
   fifo_unlink(g, w);
+  SH_MODEL_NOTE(SH_MODEL_WAIT_POP, g, w, 0);
   /* relaxed: the lock orders it against a cancel. */
   sh_atomic_store(&w->state, SH_WAITER_POPPED, memory_order_relaxed);
   return w;
@@ -232,6 +238,7 @@ bool sh_gate_release(sh_gate *g) {
   /* seq_cst: the actor's half of the handshake (file comment). */
   uint32_t was = sh_atomic_fetch_sub(&g->used, 1, memory_order_seq_cst);
   SH_ASSERT(was > 0); /* a take gives back a slot its admission took */
+  SH_MODEL_NOTE(SH_MODEL_SLOT_GIVE, g, 0, 0);
   SH_YIELD("gate.release");
   return sh_atomic_load(&g->nwaiters, memory_order_seq_cst) > 0;
 }

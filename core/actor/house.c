@@ -17,6 +17,7 @@
 
 #include "base/atomic.h"
 #include "base/check.h"
+#include "base/model.h"
 #include "mem/msg.h"
 #include "actor/sleeper.h"
 #include "sched/system.h"
@@ -258,6 +259,7 @@ void sh_house_stop(sh_house *h, uint32_t gen) {
   if (!sh_atomic_cas(&h->life, &live, live | SH_LIFE_STOPPED,
                                                memory_order_seq_cst, memory_order_seq_cst))
     return;
+  SH_MODEL_NOTE(SH_MODEL_STOP, &h->mb.head[0], gen, 0);
   /* Waiters hear it now, not when the house next runs; after `stopped`,
    * so that a woken sender that tries again is refused at once. The house
    * is not retired while one is queued (dispatch.c), and the poke after the
@@ -276,6 +278,7 @@ void sh_house_reply(sh_house *to, uint64_t id, sh_msg *reply) {
   reply->id = id;
   reply->sender = NULL;
   reply->internal = 0; /* a reply may be a message that was sent before */
+  SH_MODEL_NOTE(SH_MODEL_ANSWER, to, id, 0);
   sh_house_push(to, SH_BOX_REPLY, reply);
 }
 
@@ -283,6 +286,7 @@ static void push_refusal(sh_house *to, uint64_t id, int error, sh_msg *e) {
   SH_ASSERT(id != 0);
   e->id = id;
   e->error = error;
+  SH_MODEL_NOTE(SH_MODEL_ANSWER, to, id, 0);
   sh_house_push(to, SH_BOX_EXCEPTION, e);
 }
 

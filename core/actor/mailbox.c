@@ -13,6 +13,7 @@
 
 #include "base/atomic.h"
 #include "base/check.h"
+#include "base/model.h"
 #include <stddef.h>
 
 #include "plat.h"
@@ -42,6 +43,7 @@ void sh_mailbox_init(sh_mailboxes *mb) {
     sh_atomic_init(&mb->pushed[i], 0);
     mb->taken[i] = 0;
     sh_atomic_init(&mb->taken_seen[i], 0);
+    SH_MODEL_NOTE(SH_MODEL_BOX_NEW, &mb->head[i], 0, i);
   }
 }
 
@@ -52,9 +54,13 @@ static void link_last(sh_mailboxes *mb, unsigned i, sh_mlink *l) {
    * after the previous producer's initialisation of it. */
   sh_mlink *prev = sh_atomic_exchange(&mb->head[i], l, memory_order_acq_rel);
   SH_DEBUG_ASSERT(prev != l); /* a node already last is not pushed again */
+  /* The queue's order is the exchanges' (the sentinel, put back by a take,
+   * is no message): the model hears of it before the yield below. */
+  SH_MODEL_NOTE(SH_MODEL_PUSH, &mb->head[i], l == &mb->sentinel[i] ? NULL : msg_of(l), i);
   SH_YIELD("mailbox.push.link");
   /* release: the consumer's acquire load of the previous link sees the node complete. */
   sh_atomic_store(prev, (sh_msg *)(void *)l, memory_order_release);
+  SH_MODEL_NOTE(SH_MODEL_LINK, &mb->head[i], l == &mb->sentinel[i] ? NULL : msg_of(l), i);
 }
 
 uint32_t sh_mailbox_push(sh_mailboxes *mb, unsigned i, sh_msg *m) {
@@ -69,14 +75,18 @@ uint32_t sh_mailbox_push(sh_mailboxes *mb, unsigned i, sh_msg *m) {
    * it is counted makes the count run behind for a moment (nonempty() reads
    * that as empty; the count then arrives and the house is poked again). */
   uint32_t n = sh_atomic_fetch_add(&mb->pushed[i], 1, memory_order_seq_cst) + 1;
+  SH_MODEL_NOTE(SH_MODEL_COUNT, &mb->head[i], 0, i);
   /* relaxed: an estimate; the consumer publishes its takes now and then. It
    * may have published takes of messages pushed after ours: backlog clamps. */
   return sh_mailbox_backlog(n, sh_atomic_load(&mb->taken_seen[i], memory_order_relaxed));
 }
 
 static sh_msg *pop(sh_mailboxes *mb, unsigned i, sh_mlink *tail, sh_mlink *next) {
+  /* A message, never the sentinel, and the node after it is linked. */
+  SH_DEBUG_ASSERT(tail != &mb->sentinel[i] && next != NULL);
   mb->tail[i] = next;
   mb->taken[i]++;
+  SH_MODEL_NOTE(SH_MODEL_TAKE, &mb->head[i], msg_of(tail), i);
   return msg_of(tail);
 }
 

@@ -18,6 +18,7 @@
 #include "base/atomic.h"
 #include "base/check.h"
 #include "base/faults.h"
+#include "base/model.h"
 #include "mem/msg.h"
 #include "sched/system.h"
 #include "sched/worker.h"
@@ -166,6 +167,7 @@ static int ask(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms, b
     m->sender = h;
     m->id = sh_future_id(f);
     SH_TRACE_MSG(SH_TRACE_ASK, h->seq, m, SH_TRACE_FLOW(h->seq, m->id));
+    SH_MODEL_NOTE(SH_MODEL_ASK, h, m->id, 0);
     rc = send_for(f, t, gen, SH_BOX_ASK, m, !try_only);
   }
   if (try_only && (rc == -EAGAIN || rc == -ENOMEM)) {

@@ -17,6 +17,7 @@
 
 #include "actor/addr.h"
 #include "base/check.h"
+#include "base/model.h"
 #include "actor/gate.h"
 #include "actor/house.h"
 #include "actor/hstore.h"
@@ -93,7 +94,9 @@ static sh_house *house_new(sh_system *sys, const sh_actor_class *c, uint32_t own
  * the init hook, which may not be sent to yet (seq_cst: as every write of
  * `life`, part of the stop handshake's order). */
 static void make_live(sh_house *h) {
-  sh_atomic_store(&h->life, sh_life(sh_house_gen(h), false), memory_order_seq_cst);
+  uint32_t gen = sh_house_gen(h);
+  sh_atomic_store(&h->life, sh_life(gen, false), memory_order_seq_cst);
+  SH_MODEL_NOTE(SH_MODEL_LIVE, &h->mb.head[0], gen, 0);
 }
 
 static int check_class(const sh_actor_class *c) {

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "base/model.h"
 #include "actor/house.h"
 #include "mem/mem.h"
 #include "mem/msg.h"
@@ -83,6 +84,7 @@ void sh_timer_cancel_node(sh_worker *w, sh_timer *t) {
                                               memory_order_acq_rel, memory_order_acquire)) {
     if (own_wheel && sh_wheel_linked(&t->link)) {
       sh_wheel_remove(&w->wheel, &t->link);
+      SH_MODEL_NOTE(SH_MODEL_TIMER_GONE, t->house, t->id, t->kind == SH_TIMER_ACTOR);
       sh_mem_free(t);
     }
     return;
@@ -108,6 +110,7 @@ static void fire(sh_wheel_link *l, void *ctx) {
   sh_timer *t = from_link(l);
   /* acquire: see the actor's cancellation before reusing the node. */
   if (sh_atomic_load(&t->state, memory_order_acquire) == SH_TIMER_CANCELLED) {
+    SH_MODEL_NOTE(SH_MODEL_TIMER_GONE, t->house, t->id, t->kind == SH_TIMER_ACTOR);
     sh_mem_free(t);
     return;
   }
@@ -123,6 +126,7 @@ static void fire(sh_wheel_link *l, void *ctx) {
   if (!sh_atomic_cas(&t->state, &s, SH_TIMER_FIRED, memory_order_acq_rel,
                                                memory_order_acquire)) {
     SH_SOMETIMES(true, "timer: a fire lost to its cancel");
+    SH_MODEL_NOTE(SH_MODEL_TIMER_GONE, t->house, t->id, t->kind == SH_TIMER_ACTOR);
     sh_mem_free(t); /* cancelled between the load and the CAS */
     return;
   }
@@ -148,8 +152,10 @@ static sh_timer *find(sh_house *h, uint64_t id) {
 static void call_timeout(sh_house *h, uint64_t id, void *arg) {
   /* acquire: a stop seen here also shows what the stopper wrote before it;
    * a stop not yet seen costs one last timeout call before the stop work. */
-  if (h->cls->timeout != NULL && !sh_house_stopped(h))
+  if (h->cls->timeout != NULL && !sh_house_stopped(h)) {
+    SH_MODEL_NOTE(SH_MODEL_TIMER_CALL, h, id, 0);
     SH_USER_VOID(h->cls->timeout(h->actor, id, arg));
+  }
 }
 
 /* A periodic timer's tick reached its house. */
@@ -169,6 +175,7 @@ static void timer_event(sh_house *h, sh_msg *m) {
     sh_list_remove(&t->actor_link);
     call_timeout(h, t->id, t->arg);
   }
+  SH_MODEL_NOTE(SH_MODEL_TIMER_GONE, h, t->id, 1);
   sh_mem_free(t);
 }
 
@@ -193,6 +200,7 @@ int sh_timer_start(sh_actor *self, int64_t delay_ms, int64_t period_ms, void *ar
                          sh_timeout_ns(period_ms), arg);
   if (t == NULL) return -ENOMEM;
   sh_list_push_front(&h->timers, &t->actor_link);
+  SH_MODEL_NOTE(SH_MODEL_TIMER_START, h, id, period_ms != 0);
   if (id_out != NULL) *id_out = id;
   return 0;
 }
@@ -204,6 +212,10 @@ int sh_timer_cancel(sh_actor *self, uint64_t id) {
   sh_timer *t = find(h, id);
   if (t == NULL) return -ENOENT;
   sh_list_remove(&t->actor_link);
+  /* From here the actor's timeout is never called for id (stackhouse.h):
+   * its calls come on this house's runner, which is us. Before the cancel,
+   * which may free the node (the model then forgets a one-shot). */
+  SH_MODEL_NOTE(SH_MODEL_TIMER_CANCEL, h, id, 0);
   sh_timer_cancel_node(sh_worker_current(), t);
   return 0;
 }
