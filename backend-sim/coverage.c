@@ -55,7 +55,9 @@ extern const char __executable_start[];
 extern const sh_sometimes_point *const __start_sh_sometimes[] __attribute__((weak));
 extern const sh_sometimes_point *const __stop_sh_sometimes[] __attribute__((weak));
 
-void __sanitizer_cov_trace_pc(void);
+/* Weak: a program that links its own trace-pc runtime (a fuzzer's) keeps
+ * it, and explore then records no edges. */
+void __sanitizer_cov_trace_pc(void) __attribute__((weak));
 void __sanitizer_cov_trace_pc(void) {
   edges_seen = true;
   sh_sim_coverage *c = attached;

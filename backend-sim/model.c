@@ -212,6 +212,18 @@ static void answer_in(uintptr_t h, uint64_t id, uint64_t handed) {
   sh_simmodeltab_del(e);
 }
 
+/* An ask whose message never reached its target: forgotten, so that a long
+ * run of refused asks does not fill the table. Ids of puts and notices
+ * (never asked) are not there. */
+static void withdrawn(uintptr_t h, uint64_t id) {
+  sh_simmodel_entry *e = sh_simmodeltab_find(K_ASK, h, id);
+  if (e == NULL) return;
+  if (e->v != ASKED)
+    violation("ask.made: ask %llu withdrawn (its message never delivered) after it was "
+              "answered", (unsigned long long)id);
+  sh_simmodeltab_del(e);
+}
+
 /* ---- actor timers ----------------------------------------------------------- */
 
 static void timer_start(uintptr_t h, uint64_t id, uint64_t periodic) {
@@ -460,6 +472,7 @@ void sh_plat_model_note(sh_model_event ev, const volatile void *a, uintptr_t b, 
   case SH_MODEL_ASK: ask(p, b); break;
   case SH_MODEL_ANSWER: answer(p, b); break;
   case SH_MODEL_ANSWER_IN: answer_in(p, b, c); break;
+  case SH_MODEL_ASK_WITHDRAWN: withdrawn(p, b); break;
   case SH_MODEL_TIMER_START: timer_start(p, b, c); break;
   case SH_MODEL_TIMER_CANCEL: timer_cancel(p, b); break;
   case SH_MODEL_TIMER_CALL: timer_call(p, b); break;

@@ -22,6 +22,7 @@
 #include "strategy.h"
 
 #include "base/check.h"
+#include "replay.h"
 
 #include <assert.h>
 
@@ -173,6 +174,8 @@ void sh_simstrategy_start(sh_plat *p) {
   /* pct keeps its old count (a second system's points may then pass
    * unseen); the newer strategies count from each system's start. */
   if (T.kind == SH_SIM_DELAY || T.kind == SH_SIM_MSGPCT) T.next_change = 0;
+  T.points_base = T.points;
+  T.delay_due = false;
 }
 
 /* ---- delay ------------------------------------------------------------------- */
@@ -180,7 +183,9 @@ void sh_simstrategy_start(sh_plat *p) {
 void sh_simstrategy_delay_point(void) {
   SH_ASSERT(T.kind == SH_SIM_DELAY && T.next_change < T.nchanges);
   T.next_change++;
-  T.delay_due = true;
+  /* Under a replay the schedule decides: a delay of its prefix
+   * (replay_then_free) is not owed to the free part. */
+  T.delay_due = !sh_simreplay_on();
 }
 
 uint32_t sh_simstrategy_delay_preempt(sh_plat *p) {

@@ -38,6 +38,7 @@ typedef struct sh_simstrategy {
   uint64_t changes[SH_SIM_MAX_CHANGES]; /* pct, msgpct: change points; delay: delays (sorted) */
   uint32_t nchanges, next_change;
   bool delay_due; /* delay: a delay point was passed, the next preemption is owed */
+  uint64_t points_base; /* delay: `points` at the system's start (its delays count from there) */
   /* msgpct (msgpct.c): priorities are hashes of a house's creation number
    * (or a fiber's index) with this salt, drawn at the start, so no table
    * grows with the houses; only the houses a change point dropped are kept. */
@@ -79,7 +80,7 @@ static inline void sh_simstrategy_point(sh_plat *p) {
   if (t->next_change >= t->nchanges) return;
   if (t->kind == SH_SIM_PCT && t->points == t->changes[t->next_change])
     sh_simstrategy_change(p);
-  else if (t->kind == SH_SIM_DELAY && t->points >= t->changes[t->next_change])
+  else if (t->kind == SH_SIM_DELAY && t->points - t->points_base >= t->changes[t->next_change])
     sh_simstrategy_delay_point();
 }
 

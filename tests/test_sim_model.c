@@ -139,6 +139,13 @@ BODY(answer_twice, ASK(0, 1); ANSWER(0, 1); ANSWER(0, 1))
 BODY(handed_twice, ASK(0, 1); ANSWER(0, 1); ANSWER_IN(0, 1, 1); ANSWER_IN(0, 1, 1))
 BODY(handed_unanswered, ASK(0, 1); ANSWER_IN(0, 1, 1))
 BODY(late_unanswered, ASK(0, 1); ANSWER_IN(0, 1, 0))
+#define WITHDRAWN(h, id) N(SH_MODEL_ASK_WITHDRAWN, house[h], (id), 0)
+/* A withdrawn ask is forgotten (an answer to it is then one never asked);
+ * a put's or notice's id, never asked, is no ask to withdraw. */
+BODY(withdrawn_legal, ASK(0, 1); WITHDRAWN(0, 1); WITHDRAWN(0, 7); ASK(0, 2); ANSWER(0, 2);
+     ANSWER_IN(0, 2, 1))
+BODY(answer_after_withdrawn, ASK(0, 1); WITHDRAWN(0, 1); ANSWER(0, 1))
+BODY(withdrawn_answered, ASK(0, 1); ANSWER(0, 1); WITHDRAWN(0, 1))
 
 static void test_ask_rules(void **state) {
   (void)state;
@@ -148,6 +155,9 @@ static void test_ask_rules(void **state) {
   expect(handed_twice, "model: ask.once: ");
   expect(handed_unanswered, "model: ask.made: ");
   expect(late_unanswered, "model: ask.made: ");
+  expect(withdrawn_legal, "ok");
+  expect(answer_after_withdrawn, "model: ask.made: ");
+  expect(withdrawn_answered, "model: ask.made: ask 1 withdrawn");
 }
 
 /* ---- timer.cancel, timer.once ----------------------------------------------- */

@@ -251,6 +251,7 @@ static int bridge_call(sh_bridge *b, const sh_addr *to, sh_msg *m, sh_msg_kind k
   const char *name = m->type->name; /* m may be handled and freed once sent */
   (void)name;                       /* traced in the simulator only */
   int rc = bridge_send(b, t, gen, m, sh_send_box(t, kind), timeout_ms);
+  if (rc != 0 && kind == SH_ASK) SH_MODEL_NOTE(SH_MODEL_ASK_WITHDRAWN, h, id, 0);
   if (rc != 0) {
     if (try_only) return rc;
     if (rc == -ESHUTDOWN)

@@ -192,6 +192,9 @@ static void waiter_back(sh_house *h, sh_msg *m) {
   SH_ASSERT(w->sender == h && err <= 0);
   sh_future *f = sh_future_find(h, w->id);
   sh_msg *back = NULL;
+  /* A refused ask's message goes with its waiter: it never reached its target. */
+  if (err != 0 && w->msg != NULL && w->msg->type->kind == SH_ASK)
+    SH_MODEL_NOTE(SH_MODEL_ASK_WITHDRAWN, h, w->id, 0);
   if (f != NULL) {
     /* f no longer waits for its waiter. */
     f->waiter = NULL;

@@ -169,6 +169,7 @@ static int ask(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms, b
     SH_TRACE_MSG(SH_TRACE_ASK, h->seq, m, SH_TRACE_FLOW(h->seq, m->id));
     SH_MODEL_NOTE(SH_MODEL_ASK, h, m->id, 0);
     rc = send_for(f, t, gen, SH_BOX_ASK, m, !try_only);
+    if (rc != 0 && rc != -EINPROGRESS) SH_MODEL_NOTE(SH_MODEL_ASK_WITHDRAWN, h, sh_future_id(f), 0);
   }
   if (try_only && (rc == -EAGAIN || rc == -ENOMEM)) {
     if (rc == -EAGAIN) sh_send_refused(t, SH_BOX_ASK);

@@ -47,6 +47,9 @@ typedef enum sh_model_event {
   SH_MODEL_ANSWER,    /* (asker house, id, 0): its reply or exception is sent */
   SH_MODEL_ANSWER_IN, /* (asker house, id, handed): it reached the asker,
                        * handed to its future (1) or dropped as late (0) */
+  SH_MODEL_ASK_WITHDRAWN, /* (asker house, id, 0): its message never reached the
+                           * target (the send failed, or a gate refused its
+                           * waiting sender): no answer will come */
   /* Actor timers (time/timer.c). */
   SH_MODEL_TIMER_START,  /* (house, id, periodic) */
   SH_MODEL_TIMER_CANCEL, /* (house, id, 0): sh_timer_cancel succeeded */

@@ -275,9 +275,9 @@ size_t sh_sim_points(const sh_sim_point **out);
  *
  * Message states: every trace point of the runtime (a house run begins or
  * ends, a message is handed over, an ask sent, answered or timed out),
- * paired with the one before it on the same fiber, by kind and type or
- * class name, counts in a bucket of `states`: which messages follow which,
- * in any build.
+ * paired with the one before it on the same fiber (a worker, the outside
+ * fiber, a thread fiber), by kind and type or class name, counts in a
+ * bucket of `states`: which messages follow which, in any build.
  *
  * Sometimes-points: the runtime's SH_SOMETIMES marks (rare situations a
  * campaign must reach: a cancel that lost to its fire, a push caught
@@ -295,7 +295,9 @@ typedef struct sh_sim_coverage {
 } sh_sim_coverage;
 /* From now on runs write into *c (NULL: nowhere). The caller clears it. */
 void sh_sim_coverage_attach(sh_sim_coverage *c);
-/* Whether this binary's code under test records edges. */
+/* Whether an instrumented block ran in this process yet: after a run (or
+ * after the scenarios' registration, which is instrumented too), whether
+ * this binary records edges. */
 bool sh_sim_coverage_edges_compiled(void);
 typedef struct sh_sim_sometimes {
   const char *what;

@@ -24,7 +24,7 @@ static void on_stop(int sig) { campaign_run_stop = sig; }
 
 /* SA_RESETHAND: a second Ctrl-C kills at once, should the first not do. No
  * SA_RESTART: the pool's poll returns and sees the flag. */
-static void install_stop(void) {
+void campaign_run_install_stop(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
   sa.sa_handler = on_stop;
@@ -60,7 +60,7 @@ int campaign_run_init(campaign_run *cr, const args *a, const unit_plan *p, const
   cr->started_ns = pool_now_ns();
   campaign_init(&cr->c, command, a->target);
   describe(cr);
-  install_stop();
+  campaign_run_install_stop();
   if (a->out_path == NULL) return 0;
   char path[PATH_MAX];
   snprintf(path, sizeof(path), "%s/failures.jsonl", a->out_path);

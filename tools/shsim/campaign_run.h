@@ -29,6 +29,8 @@ typedef struct campaign_run {
 /* Set by SIGINT or SIGTERM once campaign_run_init has installed the
  * handlers: the signal's number. */
 extern volatile sig_atomic_t campaign_run_stop;
+/* Installs those handlers (campaign_run_init does; explore on its own). */
+void campaign_run_install_stop(void);
 
 /* A campaign of command ("sweep", "fuzz"): its summary's description,
  * the --out directory made and its failures.jsonl started, the handlers

@@ -13,8 +13,9 @@
  * anchored by their step, and the values drawn, anchored by their place in
  * their stream. A span of decisions dropped, a preemption inserted a few
  * steps after a decision, a switch sent to another fiber, a value drawn
- * changed, the sequence cut short (past its end a replay takes no switch
- * and draws 0). A mutated sequence is a different run, replayed exactly.
+ * changed, the sequence cut short. A mutant replays its sequence, then goes
+ * on as a free run (sh_sim_options.replay_then_free); its record, kept
+ * whole, replays it exactly.
  *
  * Runs go in batches of BATCH, on --jobs children as a sweep's do (a child
  * runs a chunk of them, so forking costs little): each run writes its
@@ -28,6 +29,7 @@
 #include "explore.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "campaign_run.h"
 #include "pool.h"
 #include "replayfile.h"
 #include "runner.h"
@@ -42,7 +45,9 @@
 
 #define BATCH 16
 #define CORPUS_MAX 1024
-#define ENTRY_CHOICES_MAX (1u << 16) /* a run with more decisions is run, not kept */
+/* A corpus entry keeps at most this many of its run's decisions: a longer
+ * run is kept as its prefix (a mutant of it replays that, then runs free). */
+#define ENTRY_CHOICES_MAX (1u << 15)
 #define MUTANT_SLACK 64              /* decisions a mutation may add */
 #define FRESH_EVERY 4                /* one run in this many is a new seed's */
 #define RUNS_DEFAULT 2000
@@ -78,12 +83,13 @@ typedef struct explorer {
   char dir[PATH_MAX];            /* the slots' replay files */
   uint8_t seen[SH_SIM_EDGES]; /* the AFL buckets each edge reached */
   uint8_t seen_states[SH_SIM_STATES]; /* and each pair of message states */
-  uint64_t reached_at[SH_SIM_SOMETIMES_MAX]; /* run number + 1, 0: not yet */
+  uint64_t reached_at[SH_SIM_SOMETIMES_MAX]; /* the first run (1-based) to reach it, 0: none */
   entry corpus[CORPUS_MAX];
   size_t ncorpus;
   uint64_t x; /* the campaign's stream */
-  uint64_t runs, fresh, mutants, kept, edges, states, next_seed, started_ns, drawn_ns;
+  uint64_t runs, fresh, mutants, kept, unkept, edges, states, next_seed, started_ns, drawn_ns;
   bool failed;
+  bool stopped; /* by SIGINT or SIGTERM */
   unit_rec fail;
   uint32_t fail_scn;
   uint64_t fail_seed;
@@ -153,18 +159,23 @@ static void batch_options(void *ctx, uint64_t u, sh_sim_options *o, const char *
   o->replay = s->c != NULL;
   o->replay_then_free = s->c != NULL; /* the mutated prefix, then the strategy */
   *record_path = s->path;
+  /* Cleared here, not only before the batch: a leak recheck runs the slot again. */
+  memset(&ex->cov[u], 0, sizeof(ex->cov[u]));
   sh_sim_coverage_attach(&ex->cov[u]);
 }
 
 static void batch_result(void *ctx, const unit_rec *r) {
   explorer *ex = ctx;
-  if (r->recheck || r->unit >= BATCH) return;
+  if (r->unit >= BATCH) return;
+  /* A leak recheck (sanitizer builds) reruns one slot: a leak it finds is
+   * that run's failure; anything else it says was said already. */
+  if (r->recheck && (r->ok || strcmp(r->kind, "leak") != 0)) return;
   ex->slots[r->unit].r = *r;
   ex->slots[r->unit].done = true;
 }
 
-/* Runs slots[0..k) on the children. */
-static void run_batch(explorer *ex, size_t k) {
+/* Runs slots[0..k) on the children: 0, or -EINTR when a signal stopped it. */
+static int run_batch(explorer *ex, size_t k) {
   args a = *ex->a;
   a.cmd = ARGS_CMD_FUZZ; /* each seed draws its options as fuzz's do */
   a.batch = &ex->hooks;
@@ -172,20 +183,36 @@ static void run_batch(explorer *ex, size_t k) {
   unit_plan plan = {.nscs = 1, .seeds = {1, k}, .first = 1, .stride = 1, .nseeds = k, .nunits = k};
   plan.scs[0] = ex->p->scs[0];
   memset(ex->cov, 0, k * sizeof(*ex->cov));
-  for (size_t i = 0; i < k; i++) ex->slots[i].done = false;
+  for (size_t i = 0; i < k; i++) {
+    /* No file of an earlier batch may pass for this run's. */
+    unlink(ex->slots[i].path);
+    ex->slots[i].done = false;
+  }
   size_t jobs = a.jobs < k ? (size_t)a.jobs : k;
   runner rn = {.a = &a, .p = &plan, .nslots = jobs, .chunk = (k + jobs - 1) / jobs,
-               .on_result = batch_result, .ctx = ex};
-  runner_run(&rn);
+               .on_result = batch_result, .ctx = ex, .stop = &campaign_run_stop};
+  return runner_run(&rn);
 }
 
-static void keep(explorer *ex, const slot *s) {
-  replay_file f = {0};
+/* The slot's replay file, read, if it is its run's (scenario and seed). */
+static bool load_own(const explorer *ex, const slot *s, replay_file *f) {
   size_t line;
-  if (replayfile_load(s->path, &f, &line) != 0) return;
-  sh_sim_choice *c = f.c != NULL && f.n <= ENTRY_CHOICES_MAX ? malloc((f.n + 1) * sizeof(*c)) : NULL;
-  if (c != NULL) { /* else out of memory, or too long: the corpus just does not grow */
-    memcpy(c, f.c, f.n * sizeof(*c));
+  if (replayfile_load(s->path, f, &line) != 0) return false;
+  if (f->has_header && f->run.scenario != NULL &&
+      strcmp(f->run.scenario, ex->p->scs[s->scn]->name) == 0 && f->run.o.seed == s->seed)
+    return true;
+  replayfile_free(f);
+  return false;
+}
+
+/* True if the run joined the corpus. */
+static bool keep(explorer *ex, const slot *s) {
+  replay_file f = {0};
+  if (!load_own(ex, s, &f)) return false;
+  size_t n = f.n < ENTRY_CHOICES_MAX ? f.n : ENTRY_CHOICES_MAX;
+  sh_sim_choice *c = f.c != NULL ? malloc((n + 1) * sizeof(*c)) : NULL;
+  if (c != NULL) { /* else out of memory: the corpus just does not grow */
+    memcpy(c, f.c, n * sizeof(*c));
     size_t i;
     if (ex->ncorpus < CORPUS_MAX) {
       i = ex->ncorpus++;
@@ -193,10 +220,30 @@ static void keep(explorer *ex, const slot *s) {
       i = (size_t)below(ex, CORPUS_MAX);
       free(ex->corpus[i].c);
     }
-    ex->corpus[i] = (entry){s->scn, s->seed, c, f.n};
+    ex->corpus[i] = (entry){s->scn, s->seed, c, n};
     ex->kept++;
   }
   replayfile_free(&f);
+  return c != NULL;
+}
+
+/* rename, or a copy where src and dst are on two filesystems (TMPDIR on a
+ * tmpfs). 0 or -errno. */
+static int move_file(const char *src, const char *dst) {
+  if (rename(src, dst) == 0) return 0;
+  if (errno != EXDEV) return -errno;
+  int in = open(src, O_RDONLY | O_CLOEXEC), rc = 0;
+  int out = in < 0 ? -1 : open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  char buf[1 << 16];
+  ssize_t r = out < 0 ? -1 : 0;
+  /* Bounded by the file's size: each pass copies a block or ends. */
+  while (out >= 0 && (r = read(in, buf, sizeof(buf))) > 0)
+    if (write(out, buf, (size_t)r) != r) r = -1;
+  if (in < 0 || out < 0 || r < 0) rc = -errno;
+  if (in >= 0) close(in);
+  if (out >= 0 && close(out) != 0 && rc == 0) rc = -errno;
+  if (rc == 0) unlink(src);
+  return rc;
 }
 
 static void failed(explorer *ex, const slot *s) {
@@ -209,8 +256,16 @@ static void failed(explorer *ex, const slot *s) {
            ex->p->scs[s->scn]->name, (unsigned long long)s->seed, (unsigned long long)ex->runs);
   replay_outcome o = {.known = true, .ok = false, .hash = s->r.rep.hash, .steps = s->r.rep.steps};
   snprintf(o.kind, sizeof(o.kind), "%s", s->r.kind);
-  if (replayfile_add_outcome(s->path, &o) != 0 || rename(s->path, ex->fail_path) != 0)
+  replay_file f = {0};
+  bool own = load_own(ex, s, &f);
+  if (own) replayfile_free(&f);
+  int rc = !own ? -ENOENT : replayfile_add_outcome(s->path, &o);
+  if (rc == 0) rc = move_file(s->path, ex->fail_path);
+  if (rc != 0) {
+    fprintf(stderr, "shsim: no replay file kept for the failure (%s): %s\n", ex->fail_path,
+            strerror(-rc));
     ex->fail_path[0] = '\0';
+  }
 }
 
 /* The results of slots[0..k) in order: coverage, corpus, the first failure. */
@@ -218,8 +273,11 @@ static void take_batch(explorer *ex, size_t k) {
   for (size_t i = 0; i < k && !ex->failed; i++) {
     slot *s = &ex->slots[i];
     ex->runs++;
-    if (!s->done) unit_rec_fail(&s->r, "exit", "no result"); /* the pool lost it */
-    if (fresh_coverage(ex, &ex->cov[i])) keep(ex, s);
+    if (!s->done) { /* the pool lost it */
+      unit_rec_init(&s->r, i, UNIT_REC_LAST);
+      unit_rec_fail(&s->r, "exit", "no result");
+    }
+    if (fresh_coverage(ex, &ex->cov[i]) && !keep(ex, s)) ex->unkept++;
     if (!s->r.ok) failed(ex, s);
   }
 }
@@ -329,17 +387,17 @@ static void set_next(explorer *ex, size_t i) {
   ex->mutants++;
 }
 
-static void campaign(explorer *ex, uint64_t budget) {
+static void explore_campaign(explorer *ex, uint64_t budget) {
   const unit_plan *p = ex->p;
   /* The plan's runs first, but at most a quarter of the budget: the rest
    * is the exploration's. */
   uint64_t first = p->nunits < budget / FRESH_EVERY ? p->nunits : budget / FRESH_EVERY;
   if (first == 0) first = 1;
-  /* Fresh seeds go on after the plan's; the units are seed-major, so those
-   * the cap left out are seeds no run took yet. */
-  ex->next_seed = first < p->nunits ? unit_seed(p, first) : p->seeds.hi + 1;
+  /* Fresh seeds go on after the plan's range (those the cap left out may
+   * come up later as fresh ones). */
+  ex->next_seed = p->seeds.hi + 1;
   uint64_t u = 0;
-  while (!ex->failed && !out_of_budget(ex, budget)) {
+  while (!ex->failed && !ex->stopped && !out_of_budget(ex, budget)) {
     size_t k = budget - ex->runs < BATCH ? (size_t)(budget - ex->runs) : BATCH;
     for (size_t i = 0; i < k; i++, u++) {
       if (u < first)
@@ -347,7 +405,10 @@ static void campaign(explorer *ex, uint64_t budget) {
       else
         set_next(ex, i);
     }
-    run_batch(ex, k);
+    if (run_batch(ex, k) != 0 || campaign_run_stop != 0) {
+      ex->stopped = true; /* a signal: the batch's results are not all there */
+      break;
+    }
     take_batch(ex, k);
     progress(ex, false);
   }
@@ -360,6 +421,11 @@ static void report(const explorer *ex) {
          (unsigned long long)ex->runs, (unsigned long long)(ex->runs - ex->mutants),
          (unsigned long long)ex->mutants, s, s > 0 ? (double)ex->runs / s : 0.0, ex->ncorpus,
          (unsigned long long)ex->kept);
+  if (ex->unkept != 0)
+    printf("  %llu runs with new coverage could not join the corpus (their replay file was "
+           "not read, or memory ran out)\n", (unsigned long long)ex->unkept);
+  if (ex->stopped)
+    printf("  stopped by %s\n", campaign_run_stop == SIGINT ? "SIGINT" : "SIGTERM");
   printf("message states: %llu\n", (unsigned long long)ex->states);
   if (sh_sim_coverage_edges_compiled())
     printf("edges: %llu\n", (unsigned long long)ex->edges);
@@ -431,15 +497,16 @@ int explore_cmd(const args *a, const unit_plan *p) {
   }
   ex->a = a;
   ex->p = p;
+  campaign_run_install_stop();
   ex->x = p->seeds.lo;
   int status = 2;
   if (setup(ex) == 0) {
     /* A time budget alone bounds the campaign by time. */
-    campaign(ex, a->runs != 0 ? a->runs : a->time_budget_s != 0 ? UINT64_MAX : RUNS_DEFAULT);
+    explore_campaign(ex, a->runs != 0 ? a->runs : a->time_budget_s != 0 ? UINT64_MAX : RUNS_DEFAULT);
     progress(ex, true);
     report(ex);
     if (ex->failed) report_failure(ex);
-    status = ex->failed ? 1 : 0;
+    status = ex->stopped ? 128 + (int)campaign_run_stop : ex->failed ? 1 : 0;
   }
   teardown(ex);
   free(ex);
