@@ -1,0 +1,1 @@
+self_test() { echo "todo"; }
