@@ -81,9 +81,12 @@ per_rule() {
 select_names() {
   awk -F'\t' -v k="$1" -v seed="$2" -v rules="$RULES" '
     BEGIN { for (i = 32; i < 127; i++) ord[sprintf("%c", i)] = i }
+    # Park and Miller: a multiply mod 2^31 - 1 after each character, and
+    # twice more, so that names alike (del-x-45, del-x-46) fall far apart.
     function hash(s,   h, i) {
-      h = 5381
-      for (i = 1; i <= length(s); i++) h = (h * 33 + ord[substr(s, i, 1)]) % 2147483647
+      h = 1
+      for (i = 1; i <= length(s); i++) h = ((h + ord[substr(s, i, 1)]) * 48271) % 2147483647
+      for (i = 0; i < 2; i++) h = (h * 48271) % 2147483647
       return h
     }
     { if (k == 0) { print $1; next }
