@@ -64,6 +64,11 @@ self_test() {
     selftest_want "$p/recheck-fix-9.patch" '^\+  if \(0 && \(a < n\)\) return 1;' "re-check" &&
     selftest_want "$p/cmp-fix-14.patch" '^\+  a = e->x > 3' "comparison" &&
     selftest_want "$p/del-fix-15.patch" '^-  n \+= ' "deletion" || return 1
+  # Blind to the memory model: the store's, the CAS failure's and acq_rel
+  # to acquire; not the load's nor acq_rel to release.
+  got=$(awk -F'\t' '$6 == "blind" { printf "%s ", $1 }' "$t/out/list.tsv")
+  [ "$got" = "order-fix-6 order-fix-11 order-fix-12 order-fix-15-1 " ] ||
+    { echo "self-test: blind mutants: $got"; return 1; }
   # A sample of 3 takes one of each of the first three rules.
   got=$(OUT=$t/out select_names 3 1 | cut -d- -f1 | tr '\n' ' ')
   [ "$got" = "order cas recheck " ] || { echo "self-test: sample of 3: $got"; return 1; }

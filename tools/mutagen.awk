@@ -5,8 +5,12 @@
 # name in mutant names), del (1: the statement-deletion rule applies here),
 # out (the folder of the patches). For each mutant it writes
 # out/NAME.patch (a unified diff of path, for git apply) and prints
-# NAME<TAB>rule<TAB>path:line<TAB>original<TAB>mutated (lines trimmed; a
-# mutant of several lines has them joined by a blank).
+# NAME<TAB>rule<TAB>path:line<TAB>original<TAB>mutated<TAB>note (lines
+# trimmed; a mutant of several lines has them joined by a blank). The note
+# is "blind" for a mutant the simulator's memory model cannot tell from the
+# original (docs/simulator.md, "Mechanical mutants"): an order weakened on
+# a store, or on a read-modify-write that still acquires, or any order or
+# CAS of a plain <stdatomic.h> call, which bypasses the model; else "-".
 #
 # Rules, each one change at one site inside a function body (preprocessor
 # lines, comments and strings are never touched):
@@ -144,7 +148,7 @@ function is_assert(w) {
 # them, which medit changes).
 function mnew(rule, site, a, b,   j) {
   M++
-  MR[M] = rule; MS[M] = site; MA[M] = a; MB[M] = b; MNL[M] = b - a + 1
+  MR[M] = rule; MS[M] = site; MA[M] = a; MB[M] = b; MNL[M] = b - a + 1; MNOTE[M] = "-"
   for (j = a; j <= b; j++) NL[M, j - a + 1] = L[j]
 }
 
@@ -207,6 +211,10 @@ function weaker(kind, mo) {
   return ""
 }
 
+function acquires(mo) {
+  return mo != "relaxed" && mo != "release"
+}
+
 function rule_order(i,   s, off, pos, len, mo, kind, alts, na, k, fl, fc, fmo, nf) {
   s = C[i]
   off = 0
@@ -226,6 +234,8 @@ function rule_order(i,   s, off, pos, len, mo, kind, alts, na, k, fl, fc, fmo, n
         if (nf == fmo) fl = 0
       }
       mnew("order", i, i, fl ? fl : i)
+      if (kind == "store" || CK_NAME !~ /^sh_/ || (kind != "load" && acquires(mo) == acquires(alts[k])))
+        MNOTE[M] = "blind"
       if (fl) medit(fl, fc + 13, length(fmo), nf)
       medit(i, pos + 13, len - 13, alts[k])
     }
@@ -292,6 +302,7 @@ function rule_cas(i,   s, off, pos, len, name, open, ld, st, e, rest) {
     rest = substr(L[CL_LINE], CL_COL + 1)
     mnew("cas", i, i, CL_LINE)
     MNL[M] = 1
+    if (name !~ /^sh_/) MNOTE[M] = "blind"
     NL[M, 1] = substr(L[i], 1, pos - 1) e rest
   }
 }
@@ -395,6 +406,6 @@ function emit_all(   k, base, n, seen, name) {
     name = base
     if (n[base] > 1) name = base "-" (++seen[base])
     write_patch(k, name, out "/" name ".patch")
-    print name "\t" MR[k] "\t" path ":" MS[k] "\t" summary(k, "old") "\t" summary(k, "new")
+    print name "\t" MR[k] "\t" path ":" MS[k] "\t" summary(k, "old") "\t" summary(k, "new") "\t" MNOTE[k]
   }
 }

@@ -229,6 +229,7 @@ report() {
     BEGIN {
       while ((getline l < list) > 0) {
         split(l, f, "\t"); rule[f[1]] = f[2]; site[f[1]] = f[3]; was[f[1]] = f[4]; now[f[1]] = f[5]
+        blind[f[1]] = f[6] == "blind"
         gen[f[2]]++; total++
       }
       while ((getline l < eqf) > 0) {
@@ -242,6 +243,7 @@ report() {
       if ($1 in why && $2 != "stillborn") { c = "equivalent"; if ($2 == "killed") wrong = wrong " " $1 }
       else c = $2
       n[r, c]++; n["all", c]++
+      if (blind[$1]) nb[c]++
     }
     END {
       nr = split(rules, rl, " "); rl[++nr] = "all"; gen["all"] = total; run["all"] = runs
@@ -256,12 +258,19 @@ report() {
       }
       k = n["all", "killed"]; s = n["all", "survived"]
       if (k + s) printf "\nscore: %d / (%d + %d) = %.1f%% (stillborn and equivalent excluded)\n", k, k, s, 100 * k / (k + s)
+      if (nb["killed"] + nb["survived"]) {
+        printf "blind to the memory model (a store order, an order that still acquires, plain <stdatomic.h>):"
+        printf " %d killed, %d survived;", nb["killed"], nb["survived"]
+        k -= nb["killed"]; s -= nb["survived"]
+        if (k + s) printf " score without them: %d / (%d + %d) = %.1f%%", k, k, s, 100 * k / (k + s)
+        printf "\n"; s += nb["survived"]
+      }
       if (runs) printf "time per mutant: %.1f s wall, %.1f s CPU (mean of %d)\n", wall / runs, cpu / runs, runs
       if (n["all", "error"]) printf "errors (a patch that did not apply): %d\n", n["all", "error"]
       if (stale) printf "results of mutants no longer generated, left aside: %d\n", stale
       if (wrong != "") printf "marked equivalent in tools/mutagen-equivalent but killed:%s\n", wrong
       printf "\nsurvivors (%d):\n", s
-      for (m in st) if (st[m] == "survived" && !(m in why)) print "  " m "  " site[m] ": " was[m] "  =>  " now[m] | "sort | cut -c 1-200"
+      for (m in st) if (st[m] == "survived" && !(m in why)) print "  " m (blind[m] ? " [blind]" : "") "  " site[m] ": " was[m] "  =>  " now[m] | "sort | cut -c 1-200"
       close("sort | cut -c 1-200")
       printf "\nequivalent (tools/mutagen-equivalent), run: %d\n", n["all", "equivalent"]
       for (m in st) if (m in why && st[m] != "stillborn") print "  " m ": " why[m] | "sort"
