@@ -123,7 +123,9 @@ fuzz_chunks() {
     if [ $rc -eq 1 ]; then
       what=$(grep -m 1 -E '^ +[0-9]+ x .*FAIL:' "$dir/fuzz.log" | sed 's/^ *//')
     elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-      what="timeout: seeds $lo..$hi past ${CHUNK_TIMEOUT_S} s"
+      # Stopped, shsim still prints the failures it found.
+      what=$(grep -m 1 -E '^ +[0-9]+ x .*FAIL:' "$dir/fuzz.log" | sed 's/^ *//')
+      what="timeout: seeds $lo..$hi past ${CHUNK_TIMEOUT_S} s${what:+; $what}"
     else
       what="shsim fuzz exited with status $rc"
     fi
