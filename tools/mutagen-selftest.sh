@@ -15,7 +15,7 @@ int fix_a(int a, int *e) {
   SH_YIELD("fix: a < b");
   /* look again */
   if (a < n) return 1;
-  SH_ASSERT(a <= n);
+  SH_ASSERT(a <= n && sh_atomic_load(&v, memory_order_acquire));
   if (sh_atomic_cas(&v, e, a, memory_order_seq_cst,
                     memory_order_seq_cst))
     a = a << 2;

@@ -29,8 +29,8 @@
 #            aside), when it is an `if`/`while` or, in a bool function, a
 #            `return` of a call or a load: its condition (or the value
 #            returned) becomes `0 && (...)`.
-#   cmp      a < <= > >= shifted to <= < >= > (not in assertions, libc's
-#            assert among them).
+#   cmp      a < <= > >= shifted to <= < >= >.
+# No rule mutates an assertion (libc's assert among them).
 #   del      (del=1) a one-line statement deleted: an assignment, a call, an
 #            increment, a bare `return;`; not a declaration, a control
 #            statement, a jump, an assertion, a (void) cast, a line of a
@@ -140,6 +140,16 @@ function scan_context(   i, s, t, j, n, c, pd, bd, infn, prevend, acc, head, fnh
   }
 }
 
+# The column where line I's first assertion begins (its statement's head
+# if the line continues one), past the end if none: no rule mutates a check.
+function assert_col(i,   s) {
+  if (is_assert(HEAD[i])) return 1
+  s = C[i]
+  if (match(s, /(^|[^A-Za-z0-9_])(SH_ASSERT|SH_DEBUG_ASSERT|SH_INVARIANT|static_assert|_Static_assert|assert)[ \t]*\(/))
+    return RSTART
+  return length(s) + 1
+}
+
 function is_assert(w) {
   return w ~ /^(SH_ASSERT|SH_DEBUG_ASSERT|SH_INVARIANT|static_assert|_Static_assert|assert)$/
 }
@@ -220,6 +230,7 @@ function rule_order(i,   s, off, pos, len, mo, kind, alts, na, k, fl, fc, fmo, n
   off = 0
   while (match(substr(s, off + 1), /memory_order_[a-z_]+/)) {
     pos = off + RSTART; len = RLENGTH; off = pos + len - 1
+    if (pos >= assert_col(i)) break
     mo = substr(s, pos + 13, len - 13)
     call_at(i, pos)
     kind = order_kind(CK_NAME, CK_ARG)
@@ -287,6 +298,7 @@ function rule_cas(i,   s, off, pos, len, name, open, ld, st, e, rest) {
   off = 0
   while (match(substr(s, off + 1), /(sh_atomic_cas_weak|sh_atomic_cas|atomic_compare_exchange_(strong|weak)_explicit)[ \t]*\(/)) {
     pos = off + RSTART; len = RLENGTH; off = pos + len - 1
+    if (pos >= assert_col(i)) break
     if (pos > 1 && substr(s, pos - 1, 1) ~ /[A-Za-z0-9_]/) continue
     name = substr(s, pos, len - 1)
     sub(/[ \t]+$/, "", name)
@@ -335,13 +347,9 @@ function rule_recheck(i,   j, t, kw, s, p, ok) {
   }
 }
 
-function rule_cmp(i,   s, n, j, c, p, nx, lim, w) {
-  if (is_assert(HEAD[i])) return
+function rule_cmp(i,   s, j, c, p, nx, lim) {
   s = C[i]
-  n = length(s)
-  lim = n
-  if (match(s, /(^|[^A-Za-z0-9_])(SH_ASSERT|SH_DEBUG_ASSERT|SH_INVARIANT|static_assert|_Static_assert|assert)[ \t]*\(/))
-    lim = RSTART
+  lim = assert_col(i) - 1
   for (j = 1; j <= lim; j++) {
     c = substr(s, j, 1)
     if (c != "<" && c != ">") continue
