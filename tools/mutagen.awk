@@ -9,8 +9,9 @@
 # trimmed; a mutant of several lines has them joined by a blank). The note
 # is "blind" for a mutant the simulator's memory model cannot tell from the
 # original (docs/simulator.md, "Mechanical mutants"): an order weakened on
-# a store, or on a read-modify-write that still acquires, or any order or
-# CAS of a plain <stdatomic.h> call, which bypasses the model; else "-".
+# a store, or on a read-modify-write (a CAS's either order) whose acquire
+# it leaves as it was, or any order or CAS of a plain <stdatomic.h> call,
+# which bypasses the model; else "-".
 #
 # Rules, each one change at one site inside a function body (preprocessor
 # lines, comments and strings are never touched):

@@ -261,7 +261,7 @@ report() {
       k = n["all", "killed"]; s = n["all", "survived"]
       if (k + s) printf "\nscore: %d / (%d + %d) = %.1f%% (stillborn and equivalent excluded)\n", k, k, s, 100 * k / (k + s)
       if (nb["killed"] + nb["survived"]) {
-        printf "blind to the memory model (a store order, an order that still acquires, plain <stdatomic.h>):"
+        printf "blind to the memory model (a store order, an order whose acquire is unchanged, plain <stdatomic.h>):"
         printf " %d killed, %d survived;", nb["killed"], nb["survived"]
         k -= nb["killed"]; s -= nb["survived"]
         if (k + s) printf " score without them: %d / (%d + %d) = %.1f%%", k, k, s, 100 * k / (k + s)
