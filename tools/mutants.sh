@@ -20,6 +20,7 @@
 # stdout and to build/mutants/table.md.
 set -u
 cd "$(dirname "$0")/.." || exit 2
+. tools/scratch.sh
 
 MAKE=${MAKE:-make}
 CHUNK=100
@@ -88,27 +89,11 @@ check() {
   return $bad
 }
 
-# scratch NAME: build/mutants/src, the working tree's files (tracked, and
-# untracked ones not ignored) with NAME's patch applied. One scratch tree
-# serves every mutant: a file is copied when it differs from the copy (a
-# fresh mtime: make recompiles it), so the last mutant's files are restored
-# before this one's are patched, and a mutant after the first recompiles
-# only what its patch and the last one's touch; files gone from the tree go
-# from the copy.
+# scratch NAME: build/mutants/src, the working tree's files with NAME's
+# patch applied. One scratch tree serves every mutant (tools/scratch.sh).
 scratch() {
-  local name=$1 src="$OUT/src" f
-  mkdir -p "$src"
-  git ls-files -co --exclude-standard | LC_ALL=C sort > "$OUT/src.files.new" || return 1
-  if [ -f "$OUT/src.files" ]; then
-    LC_ALL=C comm -23 "$OUT/src.files" "$OUT/src.files.new" | while IFS= read -r f; do rm -f "$src/$f"; done
-  fi
-  while IFS= read -r f; do
-    [ -f "$f" ] || continue
-    cmp -s "$f" "$src/$f" && continue
-    mkdir -p "$src/$(dirname "$f")" && cp "$f" "$src/$f" || return 1
-  done < "$OUT/src.files.new"
-  mv -f "$OUT/src.files.new" "$OUT/src.files"
-  git apply --directory="$src" "tools/mutants/$name.patch"
+  scratch_sync "$OUT/src" || return 1
+  git apply --directory="$OUT/src" "tools/mutants/$1.patch"
 }
 
 # build_one NAME: the mutant's release shsim and simulator tests, built in
