@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "campaign_run.h"
+#include "mutate.h"
 #include "pool.h"
 #include "replayfile.h"
 #include "runner.h"
@@ -48,10 +49,8 @@
 /* A corpus entry keeps at most this many of its run's decisions: a longer
  * run is kept as its prefix (a mutant of it replays that, then runs free). */
 #define ENTRY_CHOICES_MAX (1u << 15)
-#define MUTANT_SLACK 64              /* decisions a mutation may add */
 #define FRESH_EVERY 4                /* one run in this many is a new seed's */
 #define RUNS_DEFAULT 2000
-#define INSERT_AFTER_MAX 64 /* a preemption inserted at most this many steps after its anchor */
 #define PROGRESS_MS 1000
 
 typedef struct entry {
@@ -96,14 +95,7 @@ typedef struct explorer {
   char fail_path[PATH_MAX];
 } explorer;
 
-static uint64_t next(explorer *ex) {
-  uint64_t z = (ex->x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static uint64_t below(explorer *ex, uint64_t n) { return n == 0 ? 0 : next(ex) % n; }
+static uint64_t below(explorer *ex, uint64_t n) { return mutate_below(&ex->x, n); }
 
 /* ---- coverage ------------------------------------------------------------------- */
 
@@ -282,70 +274,6 @@ static void take_batch(explorer *ex, size_t k) {
   }
 }
 
-/* ---- mutations ---------------------------------------------------------------------- */
-
-static bool is_switch(const sh_sim_choice *c) {
-  return c->kind == SH_SIM_PREEMPT || c->kind == SH_SIM_FORCED;
-}
-
-static uint32_t fibers_seen(const sh_sim_choice *c, size_t n) {
-  uint32_t most = 2;
-  for (size_t i = 0; i < n; i++)
-    if (is_switch(&c[i]) && c[i].to > most) most = c[i].to;
-  return most + 2; /* one more than any seen, and the chance of a new one */
-}
-
-static size_t drop_span(explorer *ex, sh_sim_choice *c, size_t n) {
-  if (n == 0) return 0;
-  size_t i = (size_t)below(ex, n), most = n - i < 8 ? n - i : 8;
-  size_t len = 1 + (size_t)below(ex, most);
-  memmove(&c[i], &c[i + len], (n - i - len) * sizeof(*c));
-  return n - len;
-}
-
-/* A preemption a few steps after a random decision's (or early on). */
-static size_t insert_preempt(explorer *ex, sh_sim_choice *c, size_t n, size_t cap) {
-  if (n >= cap) return n;
-  uint64_t at = 1 + below(ex, 1000);
-  size_t k = (size_t)below(ex, n + 1);
-  if (k < n && c[k].kind != SH_SIM_DRAW) at = c[k].step + 1 + below(ex, INSERT_AFTER_MAX);
-  size_t pos = 0; /* after the last decision of the schedule at or before it */
-  for (size_t i = 0; i < n; i++)
-    if (c[i].kind != SH_SIM_DRAW && c[i].step <= at) pos = i + 1;
-  memmove(&c[pos + 1], &c[pos], (n - pos) * sizeof(*c));
-  c[pos] = (sh_sim_choice){.step = at, .to = (uint32_t)below(ex, fibers_seen(c, n)),
-                           .kind = SH_SIM_PREEMPT};
-  return n + 1;
-}
-
-static void tweak(explorer *ex, sh_sim_choice *c, size_t n) {
-  if (n == 0) return;
-  sh_sim_choice *t = &c[below(ex, n)];
-  if (is_switch(t)) {
-    t->to = (uint32_t)below(ex, fibers_seen(c, n));
-  } else if (t->kind == SH_SIM_DRAW) {
-    uint64_t how = below(ex, 4);
-    t->value = how == 0 ? 0 : how == 1 ? t->value + 1 : how == 2 && t->value > 0 ? t->value - 1
-                                                                                  : t->value ^ (1ull << below(ex, 16));
-  }
-}
-
-/* 1 to 4 mutations of e's sequence into c (room for e->n + MUTANT_SLACK);
- * its length. */
-static size_t mutate(explorer *ex, const entry *e, sh_sim_choice *c) {
-  size_t n = e->n, cap = e->n + MUTANT_SLACK;
-  memcpy(c, e->c, n * sizeof(*c));
-  for (uint64_t k = 1 + below(ex, 4); k > 0; k--) {
-    switch (below(ex, 9)) {
-    case 0: case 1: n = drop_span(ex, c, n); break;
-    case 2: case 3: case 4: n = insert_preempt(ex, c, n, cap); break;
-    case 5: case 6: case 7: tweak(ex, c, n); break;
-    default: n = (size_t)below(ex, n + 1); break;
-    }
-  }
-  return n;
-}
-
 /* ---- the campaign ------------------------------------------------------------------ */
 
 static bool out_of_budget(const explorer *ex, uint64_t budget) {
@@ -383,7 +311,7 @@ static void set_next(explorer *ex, size_t i) {
   s->scn = e->scn;
   s->seed = e->seed;
   s->c = ex->scratch[i];
-  s->n = mutate(ex, e, s->c);
+  s->n = mutate_sequence(&ex->x, e->c, e->n, s->c);
   ex->mutants++;
 }
 
