@@ -8,7 +8,9 @@
  *     once, and reports how many were reached;
  *   - a campaign is a function of the binary and its command line: run
  *     twice, the same runs, corpus and points reached;
- *   - without --seeds it is a usage error.
+ *   - without --seeds it is a usage error;
+ *   - SIGINT stops it with its report and no temporary file left; a
+ *     failure's replay file is kept when TMPDIR is on another filesystem.
  *
  * The tests run this configuration's shsim, which has no edge coverage
  * (only `make explore`'s has): the corpus grows by sometimes-points only.
@@ -148,6 +150,84 @@ static void test_explore_deterministic(void **state) {
   expect_status(SHSIM("explore", "ask_reply", "--runs", "4"), 2); /* no --seeds */
 }
 
+/* ---- a signal, and TMPDIR on another filesystem ---------------------------------- */
+
+/* shsim ARGS with TMPDIR=tmpdir, SIGINT after delay_ms (0: none): its exit
+ * status, its stdout in out. */
+static int spawn(const char *tmpdir, unsigned delay_ms, char *out, size_t cap,
+                 const char *const *args) {
+  int fd[2];
+  assert_int_equal(pipe(fd), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    setenv("TMPDIR", tmpdir, 1);
+    dup2(fd[1], STDOUT_FILENO);
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, STDERR_FILENO);
+    execv(shsim_path, (char *const *)args);
+    _exit(127);
+  }
+  close(fd[1]);
+  if (delay_ms != 0) {
+    usleep(delay_ms * 1000u);
+    kill(pid, SIGINT);
+  }
+  size_t len = 0;
+  for (ssize_t r; len + 1 < cap && (r = read(fd[0], out + len, cap - 1 - len)) != 0;)
+    if (r > 0) len += (size_t)r;
+    else assert_int_equal(errno, EINTR);
+  out[len] = '\0';
+  close(fd[0]);
+  int status;
+  while (waitpid(pid, &status, 0) < 0) assert_int_equal(errno, EINTR);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Entries of dir whose name begins with prefix. */
+static unsigned entries(const char *dir, const char *prefix) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  unsigned n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+  closedir(d);
+  return n;
+}
+
+/* SIGINT stops a campaign between batches: its report, status 130, and
+ * none of its temporary files left in TMPDIR. */
+static void test_explore_sigint(void **state) {
+  (void)state;
+  static char out[OUT_CAP];
+  const char *args[] = {"shsim", "explore", "all", "--seeds", "1..1", "--runs", "1000000", NULL};
+  int status = spawn(tmp_dir, 1500, out, sizeof(out), args);
+  assert_int_equal(status, 128 + SIGINT);
+  assert_non_null(strstr(out, "  stopped by SIGINT"));
+  assert_non_null(strstr(out, "sometimes-points: "));
+  assert_int_equal(entries(tmp_dir, "shsim-explore-"), 0);
+}
+
+/* The failure's replay file is kept when TMPDIR is on another filesystem
+ * than --out (a rename cannot move it there). */
+static void test_explore_other_filesystem(void **state) {
+  (void)state;
+  struct stat shm, tmp;
+  if (stat("/dev/shm", &shm) != 0 || stat(tmp_dir, &tmp) != 0 || shm.st_dev == tmp.st_dev ||
+      access("/dev/shm", W_OK) != 0)
+    skip(); /* no second filesystem to try */
+  char dir[PATH_MAX];
+  out_dir(dir, sizeof(dir));
+  static char out[OUT_CAP];
+  const char *args[] = {"shsim", "explore", "test_race", "--seeds", "1..1", "--runs",
+                        RACE_RUNS, "--out", dir, NULL};
+  assert_int_equal(spawn("/dev/shm", 0, out, sizeof(out), args), 1);
+  assert_non_null(strstr(out, "  replay: "));
+  assert_int_equal(entries(dir, "explore-test_race-"), 1);
+  remove_out_dir(dir);
+}
+
 int main(int argc, char **argv) {
   (void)argc;
   alarm(WATCHDOG_S);
@@ -156,6 +236,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_explore_finds_race),
       cmocka_unit_test(test_explore_lists_points),
       cmocka_unit_test(test_explore_deterministic),
+      cmocka_unit_test(test_explore_sigint),
+      cmocka_unit_test(test_explore_other_filesystem),
   };
   return cmocka_run_group_tests(tests, make_tmp_dir, remove_tmp_dir);
 }
