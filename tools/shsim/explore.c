@@ -105,23 +105,24 @@ static uint8_t bucket(uint8_t v) {
                                                                                                 : 128;
 }
 
+/* Whether hits[0..n) has a count in a bucket seen[] lacks; records it, and
+ * counts in *nonzero the entries seen for the first time. */
+static bool fresh_map(uint8_t *seen, const uint8_t *hits, uint32_t n, uint64_t *nonzero) {
+  bool any = false;
+  for (uint32_t e = 0; e < n; e++) {
+    uint8_t b = bucket(hits[e]);
+    if ((b & ~seen[e]) == 0) continue;
+    *nonzero += seen[e] == 0;
+    seen[e] |= b;
+    any = true;
+  }
+  return any;
+}
+
 /* Whether the last run reached something new; records it. */
 static bool fresh_coverage(explorer *ex, const sh_sim_coverage *cov) {
-  bool any = false;
-  for (uint32_t e = 0; e < SH_SIM_EDGES; e++) {
-    uint8_t b = bucket(cov->edges[e]);
-    if ((b & ~ex->seen[e]) == 0) continue;
-    ex->edges += ex->seen[e] == 0;
-    ex->seen[e] |= b;
-    any = true;
-  }
-  for (uint32_t e = 0; e < SH_SIM_STATES; e++) {
-    uint8_t b = bucket(cov->states[e]);
-    if ((b & ~ex->seen_states[e]) == 0) continue;
-    ex->states += ex->seen_states[e] == 0;
-    ex->seen_states[e] |= b;
-    any = true;
-  }
+  bool any = fresh_map(ex->seen, cov->edges, SH_SIM_EDGES, &ex->edges);
+  any |= fresh_map(ex->seen_states, cov->states, SH_SIM_STATES, &ex->states);
   const sh_sim_sometimes *pts;
   size_t n = sh_sim_sometimes_points(&pts);
   for (size_t i = 0; i < n; i++) {
