@@ -49,6 +49,9 @@
 /* A corpus entry keeps at most this many of its run's decisions: a longer
  * run is kept as its prefix (a mutant of it replays that, then runs free). */
 #define ENTRY_CHOICES_MAX (1u << 15)
+/* The corpus's decisions, all entries together, at most (16 bytes each:
+ * 64 MiB); past it, random entries make room. */
+#define CORPUS_CHOICES_MAX (1u << 22)
 #define FRESH_EVERY 4                /* one run in this many is a new seed's */
 #define RUNS_DEFAULT 2000
 #define PROGRESS_MS 1000
@@ -85,6 +88,7 @@ typedef struct explorer {
   uint64_t reached_at[SH_SIM_SOMETIMES_MAX]; /* the first run (1-based) to reach it, 0: none */
   entry corpus[CORPUS_MAX];
   size_t ncorpus;
+  size_t corpus_choices; /* the decisions all entries hold */
   uint64_t x; /* the campaign's stream */
   uint64_t runs, fresh, mutants, kept, unkept, edges, states, next_seed, started_ns, drawn_ns;
   bool failed;
@@ -206,13 +210,17 @@ static bool keep(explorer *ex, const slot *s) {
   sh_sim_choice *c = f.c != NULL ? malloc((n + 1) * sizeof(*c)) : NULL;
   if (c != NULL) { /* else out of memory: the corpus just does not grow */
     memcpy(c, f.c, n * sizeof(*c));
-    size_t i;
-    if (ex->ncorpus < CORPUS_MAX) {
-      i = ex->ncorpus++;
-    } else { /* full: a random entry makes room */
-      i = (size_t)below(ex, CORPUS_MAX);
-      free(ex->corpus[i].c);
+    /* Full (in entries or decisions): random entries make room, at most
+     * all of them (the last moves into the place of the one let go). */
+    while (ex->ncorpus > 0 &&
+           (ex->ncorpus == CORPUS_MAX || ex->corpus_choices + n > CORPUS_CHOICES_MAX)) {
+      size_t j = (size_t)below(ex, ex->ncorpus);
+      ex->corpus_choices -= ex->corpus[j].n;
+      free(ex->corpus[j].c);
+      ex->corpus[j] = ex->corpus[--ex->ncorpus];
     }
+    size_t i = ex->ncorpus++;
+    ex->corpus_choices += n;
     ex->corpus[i] = (entry){s->scn, s->seed, c, n};
     ex->kept++;
   }
