@@ -177,6 +177,15 @@ static void test_delay_bound(void **state) {
   }
 }
 
+/* The last run's decisions into buf (room for cap); their count. */
+static size_t copy_schedule(sh_sim_choice *buf, size_t cap) {
+  const sh_sim_choice *c;
+  size_t n = sh_sim_schedule(&c);
+  assert_true(sh_sim_schedule_complete() && n <= cap);
+  memcpy(buf, c, n * sizeof *c);
+  return n;
+}
+
 /* ---- seeds differ, a seed repeats, a schedule replays -------------------------- */
 
 static void test_seeds_differ(void **state) {
@@ -226,10 +235,7 @@ static void test_repeat_and_replay(void **state) {
         sh_scn_result r;
         sh_sim_report first, again, replayed;
         run(sc, &o, &r, &first);
-        const sh_sim_choice *c;
-        size_t n = sh_sim_schedule(&c);
-        assert_true(n <= sizeof saved / sizeof saved[0]);
-        memcpy(saved, c, n * sizeof *c);
+        size_t n = copy_schedule(saved, sizeof saved / sizeof saved[0]);
         run(sc, &o, &r, &again);
         assert_true(same(&first, &again));
         o.schedule = saved;
@@ -260,10 +266,7 @@ static void test_replay_then_free(void **state) {
       sh_scn_result r;
       sh_sim_report a, c, d;
       run(sc, &o, &r, &a);
-      const sh_sim_choice *cs;
-      size_t n = sh_sim_schedule(&cs);
-      assert_true(n <= sizeof first / sizeof first[0]);
-      memcpy(first, cs, n * sizeof *cs);
+      size_t n = copy_schedule(first, sizeof first / sizeof first[0]);
       o.schedule = first;
       o.schedule_len = n;
       o.replay = 1;
@@ -271,9 +274,7 @@ static void test_replay_then_free(void **state) {
       o.schedule_len = n / 2;
       run(sc, &o, &r, &c);
       assert_true(r.ok);
-      n = sh_sim_schedule(&cs);
-      assert_true(n <= sizeof rec / sizeof rec[0]);
-      memcpy(rec, cs, n * sizeof *cs);
+      n = copy_schedule(rec, sizeof rec / sizeof rec[0]);
       o.schedule = rec;
       o.schedule_len = n;
       o.replay_then_free = 0;
