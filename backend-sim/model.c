@@ -26,6 +26,8 @@
  *   gate.fifo     waiting senders leave the queue (admitted or refused) in
  *                 the order they queued; a cancelled one leaves from
  *                 anywhere.
+ *   gate.try      a _try is refused (-EAGAIN) only when the mailbox is full
+ *                 or a sender waits for room (queued, or entering the gate).
  *   run.order     each take of a run is from the highest mailbox (reply,
  *                 exception, ask, notice) with a counted message, but those
  *                 a barrier holds and those the run found stuck; deferred
@@ -56,6 +58,7 @@
 #include "base/check.h"
 #include "base/model.h"
 #include "memmodel.h"
+#include "modelrules.h"
 #include "modeltab.h"
 #include "run.h"
 
@@ -65,11 +68,10 @@ enum {
   K_MSG,     /* (message, 0): v its mailbox's number, w its place, x the box key */
   K_ASK,     /* (asker house, id): v ASKED or ANSWERED */
   K_TIMER,   /* (house, id): v LIVE or CANCELLED, w periodic */
-  K_GATE,    /* (gate, 0): v slots taken, w first place in the queue, x next place */
-  K_WAITER,  /* (waiter, 0): v its gate, w its place */
-  K_WAITQ,   /* (gate, place): v the waiter */
   K_LIFE,    /* (house key, 0): v its generation, w stopped */
+  K_FIRST_GATE, /* modelgate.c's kinds follow (modelrules.h) */
 };
+_Static_assert((int)K_FIRST_GATE == (int)SH_SIMMODEL_K_GATE, "modelrules.h's kinds follow");
 enum { ASKED = 1, ANSWERED };
 enum { LIVE = 1, CANCELLED };
 
@@ -102,7 +104,7 @@ void sh_simmodel_reset(void) {
 
 uint64_t sh_simmodel_events(void) { return events; }
 
-__attribute__((noreturn, format(printf, 1, 2))) static void violation(const char *fmt, ...) {
+void sh_simmodel_violation(const char *fmt, ...) {
   char d[256];
   va_list ap;
   va_start(ap, fmt);
@@ -111,10 +113,13 @@ __attribute__((noreturn, format(printf, 1, 2))) static void violation(const char
   sh_simrun_fail("model", d);
 }
 
-static sh_simmodel_entry *get(uint32_t kind, uintptr_t a, uint64_t b) {
+sh_simmodel_entry *sh_simmodel_get(uint32_t kind, uintptr_t a, uint64_t b) {
   int made;
   return sh_simmodeltab_get(kind, a, b, &made);
 }
+
+#define get sh_simmodel_get
+#define violation sh_simmodel_violation
 
 /* ---- mailboxes ------------------------------------------------------------- */
 
@@ -259,63 +264,6 @@ static void timer_gone(uintptr_t h, uint64_t id, uint64_t actors) {
   if (!actors) return; /* an ask's timeout: its future's */
   sh_simmodel_entry *e = sh_simmodeltab_find(K_TIMER, h, id);
   if (e != NULL) sh_simmodeltab_del(e);
-}
-
-/* ---- bounded mailboxes ------------------------------------------------------ */
-
-static void slot_take(uintptr_t g, uint64_t cap) {
-  sh_simmodel_entry *e = get(K_GATE, g, 0);
-  if (++e->v > cap)
-    violation("gate.capacity: %llu slots taken of a bounded mailbox of capacity %llu",
-              (unsigned long long)e->v, (unsigned long long)cap);
-}
-
-static void slot_give(uintptr_t g) {
-  sh_simmodel_entry *e = sh_simmodeltab_find(K_GATE, g, 0);
-  if (e == NULL || e->v == 0)
-    violation("gate.slot: a slot given back to a bounded mailbox that had none taken");
-  e->v--;
-}
-
-static void wait_queue(uintptr_t g, uintptr_t w) {
-  sh_simmodel_entry *ge = get(K_GATE, g, 0);
-  uint64_t place = ge->x++;
-  sh_simmodel_entry *we = get(K_WAITER, w, 0);
-  we->v = g;
-  we->w = place;
-  get(K_WAITQ, g, place)->v = w;
-}
-
-/* The first place still queued at gate entry ge. Bounded by the places
- * given (x): each turn passes one left by a cancel. */
-static uint64_t first_queued(sh_simmodel_entry *ge, uintptr_t g) {
-  while (ge->w < ge->x && sh_simmodeltab_find(K_WAITQ, g, ge->w) == NULL) ge->w++;
-  return ge->w;
-}
-
-static void wait_leave(uintptr_t g, uintptr_t w, int popped) {
-  sh_simmodel_entry *we = sh_simmodeltab_find(K_WAITER, w, 0);
-  if (we == NULL || we->v != g)
-    violation("gate.fifo: a waiter %s that is not queued at that bounded mailbox",
-              popped ? "popped" : "cancelled");
-  uint64_t place = we->w;
-  sh_simmodeltab_del(we);
-  if (popped) {
-    sh_simmodel_entry *ge = sh_simmodeltab_find(K_GATE, g, 0);
-    SH_ASSERT(ge != NULL); /* made by the waiter's queueing */
-    uint64_t first = first_queued(ge, g);
-    if (place != first)
-      violation("gate.fifo: the waiter queued #%llu popped while #%llu waits before it",
-                (unsigned long long)place + 1, (unsigned long long)first + 1);
-  }
-  sh_simmodel_entry *q = sh_simmodeltab_find(K_WAITQ, g, place);
-  SH_ASSERT(q != NULL && q->v == w); /* made with the waiter's entry */
-  sh_simmodeltab_del(q);
-}
-
-static void gate_new(uintptr_t g) {
-  sh_simmodel_entry *e = get(K_GATE, g, 0);
-  e->v = e->w = e->x = 0;
 }
 
 /* ---- a house's run --------------------------------------------------------- */
@@ -477,12 +425,15 @@ void sh_plat_model_note(sh_model_event ev, const volatile void *a, uintptr_t b, 
   case SH_MODEL_TIMER_CANCEL: timer_cancel(p, b); break;
   case SH_MODEL_TIMER_CALL: timer_call(p, b); break;
   case SH_MODEL_TIMER_GONE: timer_gone(p, b, c); break;
-  case SH_MODEL_GATE_NEW: gate_new(p); break;
-  case SH_MODEL_SLOT_TAKE: slot_take(p, c); break;
-  case SH_MODEL_SLOT_GIVE: slot_give(p); break;
-  case SH_MODEL_WAIT_QUEUE: wait_queue(p, b); break;
-  case SH_MODEL_WAIT_POP: wait_leave(p, b, 1); break;
-  case SH_MODEL_WAIT_CANCEL: wait_leave(p, b, 0); break;
+  case SH_MODEL_GATE_NEW:
+  case SH_MODEL_SLOT_TAKE:
+  case SH_MODEL_SLOT_GIVE:
+  case SH_MODEL_WAIT_QUEUE:
+  case SH_MODEL_WAIT_POP:
+  case SH_MODEL_WAIT_CANCEL:
+  case SH_MODEL_WAIT_ENTER:
+  case SH_MODEL_WAIT_ADMIT:
+  case SH_MODEL_TRY_REFUSED: sh_simmodel_gate(ev, p, b, c); break;
   default: SH_ASSERT(0 && "an event the model does not know");
   }
 }

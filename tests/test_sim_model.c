@@ -204,6 +204,18 @@ BODY(give_untaken, N(SH_MODEL_GATE_NEW, gate, 0, 2); SLOT_TAKE(); SLOT_GIVE(); S
 BODY(pop_out_of_order, N(SH_MODEL_GATE_NEW, gate, 0, 2); QUEUE(0); QUEUE(1); POP(1))
 BODY(pop_unqueued, N(SH_MODEL_GATE_NEW, gate, 0, 2); QUEUE(0); POP(0); POP(0))
 
+#define TRY_REFUSED() N(SH_MODEL_TRY_REFUSED, gate, 0, 2)
+/* Refused when full, while a sender enters, while one is queued. */
+BODY(try_refused_legal, N(SH_MODEL_GATE_NEW, gate, 0, 2); SLOT_TAKE(); SLOT_TAKE(); TRY_REFUSED();
+     SLOT_GIVE(); N(SH_MODEL_WAIT_ENTER, gate, 0, 0); TRY_REFUSED(); QUEUE(0); TRY_REFUSED();
+     N(SH_MODEL_WAIT_ENTER, gate, 0, 0); N(SH_MODEL_WAIT_ADMIT, gate, 0, 0); TRY_REFUSED())
+BODY(try_refused_room, N(SH_MODEL_GATE_NEW, gate, 0, 2); SLOT_TAKE(); TRY_REFUSED())
+/* The waiter that entered and was admitted no longer counts; nor a popped one. */
+BODY(try_refused_after_admit, N(SH_MODEL_GATE_NEW, gate, 0, 2); N(SH_MODEL_WAIT_ENTER, gate, 0, 0);
+     SLOT_TAKE(); N(SH_MODEL_WAIT_ADMIT, gate, 0, 0); TRY_REFUSED())
+BODY(try_refused_after_pop, N(SH_MODEL_GATE_NEW, gate, 0, 2); N(SH_MODEL_WAIT_ENTER, gate, 0, 0);
+     QUEUE(0); SLOT_TAKE(); POP(0); TRY_REFUSED())
+
 static void test_gate_rules(void **state) {
   (void)state;
   expect(gates_legal, "ok");
@@ -211,6 +223,10 @@ static void test_gate_rules(void **state) {
   expect(give_untaken, "model: gate.slot: ");
   expect(pop_out_of_order, "model: gate.fifo: the waiter queued #2 popped while #1 waits");
   expect(pop_unqueued, "model: gate.fifo: ");
+  expect(try_refused_legal, "ok");
+  expect(try_refused_room, "model: gate.try: a _try refused while 1 of 2 slots are taken");
+  expect(try_refused_after_admit, "model: gate.try: ");
+  expect(try_refused_after_pop, "model: gate.try: ");
 }
 
 /* ---- run.order, run.budget, run.stuck ----------------------------------------- */

@@ -131,9 +131,12 @@ int sh_gate_try(sh_gate *g) {
   SH_DEBUG_ASSERT(cap_of(g) >= 1); /* a gate exists for a bounded mailbox only */
   if (is_closed(g)) return -ESHUTDOWN;
   /* seq_cst: a sender that counted itself before us is served first. */
-  if (sh_atomic_load(&g->nwaiters, memory_order_seq_cst) > 0) return -EAGAIN;
-  SH_YIELD("gate.try");
-  return take_slot(g) ? 0 : -EAGAIN;
+  if (sh_atomic_load(&g->nwaiters, memory_order_seq_cst) == 0) {
+    SH_YIELD("gate.try");
+    if (take_slot(g)) return 0;
+  }
+  SH_MODEL_NOTE(SH_MODEL_TRY_REFUSED, g, 0, cap_of(g));
+  return -EAGAIN;
 }
 
 void sh_gate_refused(sh_gate *g) {
@@ -177,9 +180,11 @@ int sh_gate_enter(sh_gate *g, sh_waiter *w) {
   }
   /* seq_cst: the store half of the sender's side of the handshake. */
   sh_atomic_fetch_add(&g->nwaiters, 1, memory_order_seq_cst);
+  SH_MODEL_NOTE(SH_MODEL_WAIT_ENTER, g, 0, 0);
   SH_YIELD("gate.enter"); /* an actor's release may land here */
   if (sh_list_empty(&g->fifo) && take_slot(g)) {
     sh_atomic_fetch_sub(&g->nwaiters, 1, memory_order_relaxed);
+    SH_MODEL_NOTE(SH_MODEL_WAIT_ADMIT, g, 0, 0);
     sh_spin_unlock(&g->lock);
     return 0;
   }

@@ -63,6 +63,9 @@ typedef enum sh_model_event {
   SH_MODEL_WAIT_QUEUE,  /* (gate, waiter, 0): a sender queues */
   SH_MODEL_WAIT_POP,    /* (gate, waiter, 0): the gate pops it (admitted or refused) */
   SH_MODEL_WAIT_CANCEL, /* (gate, waiter, 0): its sender takes it back */
+  SH_MODEL_WAIT_ENTER,  /* (gate, 0, 0): a sender counts itself as waiting (sh_gate_enter) */
+  SH_MODEL_WAIT_ADMIT,  /* (gate, 0, 0): ...and was admitted at once, waiting no more */
+  SH_MODEL_TRY_REFUSED, /* (gate, 0, cap): a _try is refused with -EAGAIN */
 } sh_model_event;
 
 /* SH_MODEL_DECIDE's tag and how. */

@@ -416,7 +416,8 @@ SH_API int sh_batch_reply(sh_stack *st, size_t i, sh_msg *reply);
 /* Starts a timer on the calling actor: after delay_ms, and then every
  * period_ms if non-zero, the class's timeout handler runs with (id, arg).
  * Only from the actor's own handlers; a negative delay or period is
- * -EINVAL. */
+ * -EINVAL; -ESHUTDOWN once the actor was stopped (from a handler that was
+ * running when sh_stop came: a stopped actor's timers never run). */
 SH_API int sh_timer_start(sh_actor *self, int64_t delay_ms, int64_t period_ms, void *arg,
                           uint64_t *id_out);
 /* After it returns 0 the handler never runs for this timer again, even if

@@ -1,0 +1,30 @@
+/*
+ * What the reference model's rule files share (model.c: mailboxes, runs,
+ * asks, timers, generations; modelgate.c: bounded mailboxes): the table's
+ * look-up that makes an entry, the failure of a rule, and the kinds of key
+ * each file owns.
+ */
+#ifndef SH_SIM_MODELRULES_H
+#define SH_SIM_MODELRULES_H
+
+#include <stdint.h>
+
+#include "base/model.h"
+#include "modeltab.h"
+
+/* modelgate.c's kinds of key, after model.c's. */
+enum {
+  SH_SIMMODEL_K_GATE = 6, /* (gate, 0): v slots taken, w first place in the queue,
+                           * x next place, y senders entering (waiting, not queued) */
+  SH_SIMMODEL_K_WAITER,   /* (waiter, 0): v its gate, w its place */
+  SH_SIMMODEL_K_WAITQ,    /* (gate, place): v the waiter */
+};
+
+/* The entry of (kind, a, b), made (zeroed) if there was none. */
+sh_simmodel_entry *sh_simmodel_get(uint32_t kind, uintptr_t a, uint64_t b);
+/* A rule is broken: fails the run (kind "model") with the detail. */
+__attribute__((noreturn, format(printf, 1, 2))) void sh_simmodel_violation(const char *fmt, ...);
+/* The bounded mailboxes' events (gate.* rules). */
+void sh_simmodel_gate(sh_model_event ev, uintptr_t g, uintptr_t b, uint64_t c);
+
+#endif
