@@ -28,6 +28,8 @@
  *                 anywhere.
  *   gate.try      a _try is refused (-EAGAIN) only when the mailbox is full
  *                 or a sender waits for room (queued, or entering the gate).
+ *   inflight.*    a channel's inflight queues: fifo, limit, barrier, order
+ *                 (modelifl.c).
  *   run.order     each take of a run is from the highest mailbox (reply,
  *                 exception, ask, notice) with a counted message, but those
  *                 a barrier holds and those the run found stuck; deferred
@@ -434,6 +436,13 @@ void sh_plat_model_note(sh_model_event ev, const volatile void *a, uintptr_t b, 
   case SH_MODEL_WAIT_ENTER:
   case SH_MODEL_WAIT_ADMIT:
   case SH_MODEL_TRY_REFUSED: sh_simmodel_gate(ev, p, b, c); break;
+  case SH_MODEL_IFL_INIT:
+  case SH_MODEL_IFL_ADD:
+  case SH_MODEL_IFL_START:
+  case SH_MODEL_IFL_FINISH:
+  case SH_MODEL_IFL_RELEASE:
+  case SH_MODEL_IFL_MATCH:
+  case SH_MODEL_IFL_GONE: sh_simmodel_ifl(ev, p, b, c); break;
   default: SH_ASSERT(0 && "an event the model does not know");
   }
 }

@@ -24,6 +24,7 @@
 #include "actor/mailbox.h"
 #include "base/model.h"
 #include "mem/msg.h"
+#include "net/inflight.h"
 #include "modeltab.h"
 
 #define WATCHDOG_S 20
@@ -229,6 +230,64 @@ static void test_gate_rules(void **state) {
   expect(try_refused_after_pop, "model: gate.try: ");
 }
 
+/* ---- inflight.fifo, inflight.limit, inflight.barrier, inflight.order -------------- */
+
+static char ifq[8];
+#define IFL(e, seq, c) N(SH_MODEL_IFL_##e, ifq, (seq), (c))
+#define IFL_QUEUE(max, hol, n) IFL(INIT, (max), (hol)); for (int i_ = 0; i_ < (n); i_++) IFL(ADD, i_, 0)
+
+/* A real queue (net/inflight.c), head-of-line, 2 inflight, a barrier third:
+ * its notes are legal, and so are a reuse of its memory and responses. */
+static void real_queue(void) {
+  child_begin();
+  sh_ifl_queue q;
+  sh_ifl_item items[2][5];
+  memset(items, 0, sizeof(items));
+  for (int life = 0; life < 2; life++) {
+    sh_ifl_item *it = items[life];
+    sh_ifl_init(&q, 2, true);
+    for (int i = 0; i < 5; i++) sh_ifl_add(&q, &it[i], i == 2);
+    while (sh_ifl_start(&q) != NULL) {
+    }
+    sh_ifl_finish(&q, &it[1]);
+    assert_null(sh_ifl_release(&q)); /* #0 holds it back */
+    sh_ifl_finish(&q, &it[0]);
+    assert_ptr_equal(sh_ifl_release(&q), &it[0]);
+    assert_ptr_equal(sh_ifl_release(&q), &it[1]);
+    assert_ptr_equal(sh_ifl_start(&q), &it[2]); /* the barrier, alone */
+    assert_null(sh_ifl_start(&q));
+    if (life == 0) continue; /* the rest left behind: a new life forgets them */
+    while (sh_ifl_pop_any(&q) != NULL) {
+    }
+  }
+  _exit(0);
+}
+BODY(start_out_of_order, IFL_QUEUE(2, 0, 2); IFL(START, 1, 0))
+BODY(over_limit, IFL_QUEUE(2, 0, 3); IFL(START, 0, 0); IFL(START, 1, 0); IFL(START, 2, 0))
+BODY(behind_barrier, IFL(INIT, 2, 0); IFL(ADD, 0, 1); IFL(ADD, 1, 0); IFL(START, 0, 0);
+     IFL(START, 1, 0))
+BODY(barrier_not_alone, IFL(INIT, 2, 0); IFL(ADD, 0, 0); IFL(ADD, 1, 1); IFL(START, 0, 0);
+     IFL(START, 1, 0))
+BODY(release_out_of_order, IFL_QUEUE(2, 1, 2); IFL(START, 0, 0); IFL(START, 1, 0); IFL(FINISH, 1, 0);
+     IFL(RELEASE, 1, 0))
+BODY(release_unfinished, IFL_QUEUE(2, 0, 1); IFL(START, 0, 0); IFL(RELEASE, 0, 0))
+BODY(match_not_oldest, IFL_QUEUE(2, 0, 2); IFL(START, 0, 0); IFL(START, 1, 0); IFL(MATCH, 1, 0))
+BODY(match_by_id, IFL_QUEUE(2, 0, 2); IFL(START, 0, 0); IFL(START, 1, 0); IFL(MATCH, 1, 1);
+     IFL(MATCH, 0, 0); IFL(START, 0, 0))
+
+static void test_inflight_rules(void **state) {
+  (void)state;
+  expect(real_queue, "ok");
+  expect(match_by_id, "model: inflight.order: a start of item #1, not in its queue");
+  expect(start_out_of_order, "model: inflight.fifo: item #2 started while #1, added before it");
+  expect(over_limit, "model: inflight.limit: an item started with 2 of at most 2 inflight");
+  expect(behind_barrier, "model: inflight.barrier: item #2 started while a barrier is inflight");
+  expect(barrier_not_alone, "model: inflight.barrier: a barrier started with 1 items inflight");
+  expect(release_out_of_order, "model: inflight.order: head-of-line, item #2's result released");
+  expect(release_unfinished, "model: inflight.order: the result of item #1 released before");
+  expect(match_not_oldest, "model: inflight.order: a response matched to item #2 while #1");
+}
+
 /* ---- run.order, run.budget, run.stuck ----------------------------------------- */
 
 /* A house's five mailboxes, keyed as the core keys them: &mb->head[i]. */
@@ -348,6 +407,7 @@ int main(void) {
       cmocka_unit_test(test_ask_rules),     cmocka_unit_test(test_timer_rules),
       cmocka_unit_test(test_gate_rules),    cmocka_unit_test(test_run_rules),
       cmocka_unit_test(test_stop_rules),    cmocka_unit_test(test_bound_and_reset),
+      cmocka_unit_test(test_inflight_rules),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -66,6 +66,15 @@ typedef enum sh_model_event {
   SH_MODEL_WAIT_ENTER,  /* (gate, 0, 0): a sender counts itself as waiting (sh_gate_enter) */
   SH_MODEL_WAIT_ADMIT,  /* (gate, 0, 0): ...and was admitted at once, waiting no more */
   SH_MODEL_TRY_REFUSED, /* (gate, 0, cap): a _try is refused with -EAGAIN */
+  /* A channel's inflight queues (net/inflight.c). q: the queue; seq: an
+   * item's place in the order of sh_ifl_add. */
+  SH_MODEL_IFL_INIT,    /* (q, max_inflight, head_of_line): the queue begins a life, empty */
+  SH_MODEL_IFL_ADD,     /* (q, seq, barrier): an item joins the pending FIFO */
+  SH_MODEL_IFL_START,   /* (q, seq, 0): it starts (moves inflight) */
+  SH_MODEL_IFL_FINISH,  /* (q, seq, 0): its stack finished, its result held */
+  SH_MODEL_IFL_RELEASE, /* (q, seq, 0): its result is released; it leaves */
+  SH_MODEL_IFL_MATCH,   /* (q, seq, by_id): a response answers it; it leaves */
+  SH_MODEL_IFL_GONE,    /* (q, seq, 0): it leaves otherwise (removed, or the channel closes) */
 } sh_model_event;
 
 /* SH_MODEL_DECIDE's tag and how. */

@@ -15,6 +15,7 @@
 #include "net/inflight.h"
 
 #include "base/check.h"
+#include "base/model.h"
 
 static sh_ifl_item *item_of(sh_list *node) {
   return node == NULL ? NULL : SH_LIST_ENTRY(node, sh_ifl_item, link);
@@ -64,6 +65,7 @@ void sh_ifl_init(sh_ifl_queue *q, uint32_t max_inflight, bool head_of_line) {
   q->barriers_inflight = 0;
   q->head_of_line = head_of_line;
   q->next_seq = 0;
+  SH_MODEL_NOTE(SH_MODEL_IFL_INIT, q, max_inflight, head_of_line);
 }
 
 void sh_ifl_add(sh_ifl_queue *q, sh_ifl_item *it, bool barrier) {
@@ -74,6 +76,7 @@ void sh_ifl_add(sh_ifl_queue *q, sh_ifl_item *it, bool barrier) {
   it->where = SH_IFL_PENDING;
   sh_list_push_back(&q->pending, &it->link);
   q->npending++;
+  SH_MODEL_NOTE(SH_MODEL_IFL_ADD, q, it->seq, barrier);
 }
 
 /* The rules of inflight.h for the pending head `it`. */
@@ -91,6 +94,7 @@ sh_ifl_item *sh_ifl_start(sh_ifl_queue *q) {
   q->ninflight++;
   SH_ASSERT(q->ninflight <= q->max_inflight); /* inflight.h; may_start keeps it */
   if (it->barrier) q->barriers_inflight++;
+  SH_MODEL_NOTE(SH_MODEL_IFL_START, q, it->seq, 0);
   return it;
 }
 
@@ -106,14 +110,16 @@ static sh_ifl_item *find_id(const sh_ifl_queue *q, uint64_t id) {
 
 sh_ifl_item *sh_ifl_match(sh_ifl_queue *q, bool by_id, uint64_t id) {
   sh_ifl_item *it = by_id ? find_id(q, id) : item_of(sh_list_first(&q->inflight));
+  if (it != NULL) SH_MODEL_NOTE(SH_MODEL_IFL_MATCH, q, it->seq, by_id);
   return take_or_null(q, it);
 }
 
 void sh_ifl_finish(sh_ifl_queue *q, sh_ifl_item *it) {
   SH_ASSERT(it->where == SH_IFL_INFLIGHT && !it->done);
   SH_DEBUG_ASSERT(in_queue(q, it));
-  (void)q; /* only the test builds' check reads it */
+  (void)q; /* only the test builds' check and the model read it */
   it->done = true;
+  SH_MODEL_NOTE(SH_MODEL_IFL_FINISH, q, it->seq, 0);
 }
 
 /* The oldest finished inflight item: a scan bounded by ninflight. */
@@ -134,13 +140,18 @@ sh_ifl_item *sh_ifl_release(sh_ifl_queue *q) {
   } else {
     it = oldest_done(q);
   }
+  if (it != NULL) SH_MODEL_NOTE(SH_MODEL_IFL_RELEASE, q, it->seq, 0);
   return take_or_null(q, it);
 }
 
-void sh_ifl_remove(sh_ifl_queue *q, sh_ifl_item *it) { take(q, it); }
+void sh_ifl_remove(sh_ifl_queue *q, sh_ifl_item *it) {
+  SH_MODEL_NOTE(SH_MODEL_IFL_GONE, q, it->seq, 0);
+  take(q, it);
+}
 
 sh_ifl_item *sh_ifl_pop_any(sh_ifl_queue *q) {
   sh_ifl_item *it = item_of(sh_list_first(&q->pending));
   if (it == NULL) it = item_of(sh_list_first(&q->inflight));
+  if (it != NULL) SH_MODEL_NOTE(SH_MODEL_IFL_GONE, q, it->seq, 0);
   return take_or_null(q, it);
 }
