@@ -214,7 +214,8 @@ static void chunk_size(sh_scn *s, out_buf *o, uint64_t size) {
 static void write_chunked(sh_scn *s, const req *r, const char *body, out_buf *o) {
   static const char *const bad_sizes[] = {[B_BAD_CHUNK] = "zz", [B_OVERFLOW] = "10000000000000000",
                                           [B_HUGE] = "FFFFFFFFFFFFFFFF"};
-  if (r->bad != B_OK) {
+  /* Other bad requests (a bad head) keep a good chunked body. */
+  if (r->bad == B_BAD_CHUNK || r->bad == B_OVERFLOW || r->bad == B_HUGE) {
     put(o, "%s\r\nabc\r\n0\r\n\r\n", bad_sizes[r->bad]);
     return;
   }
