@@ -21,6 +21,9 @@ static void parser_reset(hc_parser *p) {
   p->r.status = 0;
   p->r.close = false;
   p->r.allow = false;
+  p->r.keep_alive = false;
+  p->r.allow_v[0] = '\0';
+  p->r.declared = 0;
   p->r.body_len = 0;
 }
 
@@ -50,8 +53,10 @@ static bool parse_headers(hc_conn *c, char *line) {
       return bad(c, "a Transfer-Encoding in a response");
     } else if (strcasecmp(line, "Allow") == 0) {
       p->r.allow = true;
+      snprintf(p->r.allow_v, sizeof(p->r.allow_v), "%s", v);
     } else if (strcasecmp(line, "Connection") == 0) {
       p->r.close = strcasecmp(v, "close") == 0;
+      p->r.keep_alive = strcasecmp(v, "keep-alive") == 0;
     } else {
       has_date |= strcasecmp(line, "Date") == 0;
       has_server |= strcasecmp(line, "Server") == 0;
@@ -90,6 +95,8 @@ static bool head_byte(hc_conn *c, char b) {
   p->head[p->head_len] = '\0';
   if (!parse_head(c)) return false;
   p->in_body = true;
+  p->r.declared = p->need;
+  if (c->ops->bodiless != NULL && c->ops->bodiless(c)) p->need = 0;
   if (p->need == 0) response_done(c);
   return true;
 }
@@ -353,6 +360,12 @@ int hc_start(sh_scn *s, sh_system *sys, hc_world *w) {
     w->conns[i].index = i;
   }
   int rc = sh_scn_spawn(s, sys, &client_class, 0, 1, &w->client);
-  for (uint32_t i = 0; rc == 0 && i < w->nconns; i++) rc = sh_scn_kick_n(w->client, i);
+  for (uint32_t i = 0; rc == 0 && !w->manual && i < w->nconns; i++)
+    rc = sh_scn_kick_n(w->client, i);
   return rc;
+}
+
+int hc_connect(hc_world *w, uint32_t i) {
+  if (!w->manual || i >= w->nconns) return -EINVAL;
+  return sh_scn_kick_n(w->client, i);
 }

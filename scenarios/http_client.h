@@ -33,7 +33,10 @@ typedef struct hc_resp {
   uint16_t status;
   bool close; /* "Connection: close" */
   bool allow; /* an Allow header */
-  uint32_t body_len;       /* all of it */
+  bool keep_alive; /* "Connection: keep-alive" */
+  char allow_v[64];        /* the Allow header's value (cut to fit) */
+  uint32_t declared;       /* its Content-Length */
+  uint32_t body_len;       /* all of it (0 for a bodiless one) */
   char body[HC_BODY_MAX];  /* its first bytes */
 } hc_resp;
 
@@ -58,6 +61,9 @@ typedef struct hc_ops {
   /* A pause before each read is parsed (a slow reader) [0]. */
   int64_t read_pause_ms;
   void (*response)(hc_conn *c, const hc_resp *r);
+  /* Asked once a response's head is whole: true when it has no body
+   * whatever its Content-Length says (the answer to a HEAD). */
+  bool (*bodiless)(hc_conn *c);
   /* The connection ended (error: the channel's, or the connect's); true:
    * connect again and write out from c->resume. */
   bool (*closed)(hc_conn *c, int error);
@@ -89,6 +95,9 @@ typedef struct hc_world {
   uint32_t nconns;
   atomic_uint left; /* connections not yet ended for good */
   const sh_addr *client;
+  /* Set: hc_start connects none of the connections; the scenario starts
+   * each with hc_connect. */
+  bool manual;
   sh_netaddr at;    /* the server */
   /* When set, the workload ends only once the server has no connection
    * open (it must close its ends soon after the clients closed theirs). */
@@ -102,6 +111,9 @@ typedef struct hc_world {
 /* Spawns the client and starts every connection of w (w->conns, nconns,
  * at set; left is set here). */
 int hc_start(sh_scn *s, sh_system *sys, hc_world *w);
+
+/* Connects connection i of w (a world started with `manual`). */
+int hc_connect(hc_world *w, uint32_t i);
 
 /* Serves HTTP with cfg on a port of loopback (*srv), then starts the
  * connections conns[0..n) of w against it (hc_start). */
