@@ -213,10 +213,14 @@ static int content_body(sh_http_parser *p, sh_buf *in, sh_http_request **out) {
 static int chunk_size_line(sh_http_parser *p, const uint8_t *line, size_t n) {
   size_t i = 0;
   uint64_t size = 0;
+  /* Any number of digits, leading zeros too (RFC 9112 7.1: a recipient
+   * anticipates long numerals); a value past 64 bits is refused before it
+   * wraps. Bounded by the line, at most MAX_CHUNK_LINE bytes. */
   while (sh_http_cls[line[i]] & SH_HC_HEX) {
     uint8_t c = sh_http_lower[line[i]];
+    if (size >> 60 != 0) return 400;
     size = size << 4 | (uint64_t)(c <= '9' ? c - '0' : c - 'a' + 10);
-    if (++i > 16) return 400;
+    i++;
   }
   if (i == 0) return 400;
   size_t e = n - 1; /* the LF */

@@ -196,11 +196,10 @@ static head_info write_head(const req *r, uint32_t conn, uint32_t j, const ho_se
   return h;
 }
 
-/* A chunk size (leading zeros, either case) and maybe an extension. At
- * most HO_SIZE_DIGITS digits in all: RFC 9112 7.1 allows any number
- * (1*HEXDIG), but the server answers 400 to more than 16 whatever their
- * value, a known divergence that this scenario does not fail on. */
-#define HO_SIZE_DIGITS 16
+/* A chunk size (leading zeros, either case) and maybe an extension. Up
+ * to HO_SIZE_DIGITS digits in all: RFC 9112 7.1 allows any number
+ * (1*HEXDIG), the value alone may be too large. */
+#define HO_SIZE_DIGITS 24
 static void chunk_size(sh_scn *s, out_buf *o, uint64_t size) {
   int digits = 1;
   for (uint64_t v = size; v > 15; v >>= 4) digits++;
