@@ -1,9 +1,10 @@
 /*
  * Connects that fail or end at once, checked by what each side hears: a
  * connect to a port where nobody listens fails with -ECONNREFUSED; and up
- * to 80 connects at once (past the acceptor's 64 accepts per readiness
- * event; the listen backlog is the runtime's, 1024, and the fake network
- * does not enforce one) reach a server that ends each as soon as it opens:
+ * to 80 connects at once, made to queue up (one worker, busy meanwhile)
+ * past the acceptor's 64 accepts per readiness event (the listen backlog
+ * is the runtime's 1024, which the fake network does not enforce), reach
+ * a server that ends each as soon as it opens:
  * a close with nothing sent, a close after a greeting of a size around a
  * page or the window, or a shutdown after one. The client reads the whole
  * greeting, every byte checked (netref.h), then EOF, then a clean close;
@@ -13,11 +14,13 @@
 #include <stdatomic.h>
 
 #include <stackhouse/net.h>
+#include <stackhouse/probe.h>
 #include <stackhouse/scenario.h>
 
 #include "netref.h"
 
 #define MAX_GREETS 80
+#define BUSY_STEPS 2000
 
 typedef struct greet {
   uint16_t port;
@@ -114,6 +117,9 @@ static sh_yield probe_notice(sh_actor *self, sh_stack *st) {
       l->f[j] = sh_tcp_connect(st, &wd->closer_at, NULL);
       if (l->f[j] == NULL) return sh_throw(st, -ENOMEM);
     }
+    /* The one worker stays here a while (in the simulator, a step of
+     * virtual time each), so that the connects queue up for the acceptor. */
+    for (uint32_t k = 0; k < BUSY_STEPS; k++) sh_yield_point("net_accept busy");
     return sh_suspend(st, P_GREETED);
   }
   for (uint32_t j = 0; j < wd->ngreets; j++) {
@@ -210,6 +216,7 @@ static const sh_scenario net_accept = {
     .name = "net_accept",
     .summary = "refused connects, and many connects to a server that ends each at once",
     .flags = SH_SCN_NET,
+    .workers = 1, /* the acceptor and the connects share it: they queue up */
     .state_size = sizeof(world),
     .setup = setup,
     .verify = verify,
