@@ -2,7 +2,8 @@
  * End-to-end tests of shsim's `fuzz` and `merge`, run as a user runs them
  * (shsim_run.h): a seed's drawn options replay the same run, the shards of
  * a range run each seed once, a racy scenario's failures come grouped with
- * a replay command each, a time budget stops it, and `merge` of its JSON
+ * a replay command each, a bug only a fault reaches is found, a time
+ * budget stops it, and `merge` of its JSON
  * summaries adds them up.
  */
 #include "shsim_run.h"
@@ -157,6 +158,23 @@ static void test_fuzz_groups(void **state) {
   assert_int_equal(group_counts(o, "test_race"), failed);
 }
 
+/* A bug on an error path only a fault takes (test_fault_path): no run
+ * without faults finds it, a fuzz campaign does, its seeds drawing the
+ * runtime's fault points, and the command it prints names them. */
+static void test_fuzz_faults(void **state) {
+  (void)state;
+  const outcome *o = SHSIM("sweep", "test_fault_path", "--seeds", "1..200", "--jobs", "2");
+  expect_status(o, 0);
+  o = SHSIM("fuzz", "test_fault_path", "--seeds", "1..200", "--jobs", "2");
+  expect_status(o, 1);
+  unsigned long long runs, failed;
+  fuzz_totals(o, "test_fault_path", &runs, &failed);
+  assert_int_equal(runs, 200);
+  assert_true(failed >= 1 && failed < 100);
+  assert_non_null(strstr(o->out.text, "FAIL:invariant"));
+  assert_non_null(strstr(o->out.text, "--faults 'sh/*:"));
+}
+
 /* No seed starts past the budget: far fewer runs than the range. */
 static void test_fuzz_budget(void **state) {
   (void)state;
@@ -200,6 +218,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_fuzz_replay),
       cmocka_unit_test(test_fuzz_shards),
       cmocka_unit_test(test_fuzz_groups),
+      cmocka_unit_test(test_fuzz_faults),
       cmocka_unit_test(test_fuzz_budget),
       cmocka_unit_test(test_fuzz_merge),
   };

@@ -69,6 +69,24 @@ static void draw_weather(const sh_scenario *sc, uint64_t *x, sh_sim_options *o) 
   if (k < 2 && (sc->flags & SH_SCN_NET)) o->faults = levels[k];
 }
 
+/* Without a campaign's faults, a quarter of the seeds also get the
+ * runtime's own fault points (every sh/ point: an allocation that fails, a
+ * refused wake, an accept without a descriptor, a reset), at a drawn rate,
+ * behind the weather's entries (the first entry naming a point decides):
+ * the error paths, which a run without faults never takes, as
+ * FoundationDB's swarm runs turn BUGGIFY on. A scenario's check that fails
+ * after such a fault fired is excused (scenario.h); a crash, a hang, a
+ * model violation, a leak or a count that does not add up is not. */
+static void draw_runtime_faults(uint64_t *x, sh_sim_options *o) {
+  static const char *const rates[] = {"0.001", "0.01"};
+  uint64_t k = draw(x, 0, 7);
+  if (k >= 2) return;
+  const char *weather = o->faults != NULL ? o->faults : "";
+  int n = snprintf(swarm_faults, sizeof(swarm_faults), "%s%ssh/*:%s", weather,
+                   *weather != '\0' ? "," : "", rates[k]);
+  if (n > 0 && (size_t)n < sizeof(swarm_faults)) o->faults = swarm_faults;
+}
+
 void swarm_draw(const sh_scenario *sc, uint64_t seed, sh_sim_options *o, uint32_t *workers) {
   uint64_t x = seed ^ SWARM_SALT;
   /* Every strategy (in tenths: random 3, pct 3, msgpct 2, delay 1, none 1);
@@ -99,6 +117,7 @@ void swarm_draw(const sh_scenario *sc, uint64_t seed, sh_sim_options *o, uint32_
   /* Faults last: a seed draws the same configuration with them as without. */
   if (o->faults == NULL) {
     draw_weather(sc, &x, o);
+    draw_runtime_faults(&x, o);
     return;
   }
   swarm_scale scale = {&x, 0};
