@@ -44,7 +44,7 @@
 #endif
 
 #define WATCHDOG_S 120
-#define ARGS_MAX 16        /* arguments of one shsim command */
+#define ARGS_MAX 24        /* arguments of one shsim command */
 #define OUT_CAP (1u << 16) /* bytes kept of each stream; more fails the test */
 #define LINE_MAX_LEN 512
 

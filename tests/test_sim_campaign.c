@@ -216,14 +216,15 @@ static void test_junit_is_xml(void **state) {
 /* ---- what a fuzz seed draws ------------------------------------------------------- */
 
 /* For every scenario: its declared workers are kept; network weather only
- * where it uses the network (and there for some seeds); a draw is a
- * function of (scenario, seed). */
+ * where it uses the network (and there for some seeds); the runtime's
+ * fault points for some seeds of each; a draw is a function of (scenario,
+ * seed). */
 static void test_swarm_per_scenario(void **state) {
   (void)state;
   size_t nets = 0;
   for (size_t i = 0; i < sh_scenario_count(); i++) {
     const sh_scenario *sc = sh_scenario_at(i);
-    size_t weather = 0;
+    size_t weather = 0, runtime = 0;
     for (uint64_t seed = 1; seed <= 64; seed++) {
       sh_sim_options o, again;
       uint32_t w, w2;
@@ -235,10 +236,13 @@ static void test_swarm_per_scenario(void **state) {
       assert_int_equal(o.strategy, again.strategy);
       if (sc->workers != 0) assert_int_equal(w, sc->workers);
       else assert_true(w >= 2 && w <= 4);
-      if (o.faults != NULL) weather++;
+      if (o.faults != NULL && strstr(o.faults, "sh/net/delay:") != NULL) weather++;
+      if (o.faults != NULL && strstr(o.faults, "sh/*:") != NULL) runtime++;
     }
     if (!(sc->flags & SH_SCN_NET)) assert_int_equal(weather, 0);
     else assert_true(weather > 0);
+    /* The runtime's fault points: some seeds of every scenario, not most. */
+    assert_true(runtime > 0 && runtime < 32);
     nets += (sc->flags & SH_SCN_NET) != 0;
   }
   assert_true(nets > 0);
