@@ -164,8 +164,10 @@ static sh_yield do_send(driver *d, ch_world *wd, sh_stack *st, drv_locals *l, ui
     } else {
       int rc = sh_ask_try(st, inc->addr, &m->hdr, timeout, &l->f);
       check_send(s, rc, inc, l->own, bounded_asks(inc), "sh_ask_try");
-      if (rc != 0) sh_msg_free(&m->hdr);
-      if (rc != 0) return SH_RETURN;
+      if (rc != 0) {
+        sh_msg_free(&m->hdr); /* a refused try leaves the message ours */
+        return SH_RETURN;
+      }
     }
     return l->f != NULL ? sh_suspend(st, 1) : SH_RETURN;
   }

@@ -57,7 +57,7 @@ typedef struct ch_world {
   sh_system *sys;
   atomic_uint left;
   atomic_uint next_serial;
-  atomic_uint inits, stops, handled_total;
+  atomic_uint inits, stops;
   atomic_uchar handled[CH_MSGS], freed[CH_MSGS];
   ch_cell cells[CH_CELLS];
   sh_thread *thread;

@@ -42,9 +42,8 @@ uint32_t ch_serial(ch_world *wd) {
 ch_ask *ch_ask_new(ch_world *wd, const ch_inc *inc, uint32_t sender, uint32_t what) {
   uint32_t serial = ch_serial(wd);
   if (serial == 0) return NULL;
-  ch_ask *m = sh_msg_new(ch_ask, .wd = wd, .serial = serial, .cell = inc->cell, .gen = inc->gen,
-                         .sender = sender, .what = what);
-  return m;
+  return sh_msg_new(ch_ask, .wd = wd, .serial = serial, .cell = inc->cell, .gen = inc->gen,
+                    .sender = sender, .what = what);
 }
 
 ch_note *ch_note_new(ch_world *wd, const ch_inc *inc, uint32_t sender, uint32_t what,
@@ -112,7 +111,6 @@ static void tg_receive(target *t, uint32_t serial, uint32_t cell, uint32_t gen, 
                t->cell, t->gen);
   unsigned was = atomic_fetch_add(&t->wd->handled[serial], 1);
   SH_SCN_CHECK(s, was == 0, "message #%u handled twice", serial);
-  atomic_fetch_add_explicit(&t->wd->handled_total, 1, memory_order_relaxed);
   if (sender >= CH_SENDERS) return; /* CH_NO_SENDER: a target's own ask */
   uint32_t *last = ask || t->ordered ? &t->last_ask[sender] : &t->last_note[sender];
   SH_SCN_CHECK(s, serial > *last, "cell %u: sender %u's #%u handled after its #%u (%s)", t->cell,
