@@ -18,12 +18,19 @@ _Static_assert((SH_SIMMEM_WINDOW & (SH_SIMMEM_WINDOW - 1)) == 0, "the window is 
 #define SH_SIMMEM_FIBERS 64u
 
 /* One store the model heard of: the word, its values before and after, when
- * (the model's clock), by whom, and which fibers read the value it left. */
+ * (the model's clock), by whom, and which fibers read the value it left.
+ * rel: an acquire that reads this value has seen every store up to rel (the
+ * store itself if it releases, the release whose sequence it continues if
+ * it is a relaxed read-modify-write, none if it is a relaxed store). sc: a
+ * seq_cst operation; rmw: a read-modify-write (it read its predecessor, so
+ * no store can be ordered between them). */
 typedef struct sh_simmem_store {
   const volatile void *a;
   uint64_t before, after;
   uint64_t t;
+  uint64_t rel;
   uint32_t writer;
+  bool sc, rmw;
   uint64_t seen;
 } sh_simmem_store;
 
@@ -95,13 +102,19 @@ static bool acquires(memory_order mo) {
   return mo != memory_order_relaxed && mo != memory_order_release;
 }
 
+static bool releases(memory_order mo) {
+  return mo == memory_order_release || mo == memory_order_acq_rel || mo == memory_order_seq_cst;
+}
+
 /* The running fiber read what store s left: with acquire, it has seen all
  * before s. s is NULL for a store the model does not know: t_unknown is a
  * time no earlier than that store's. */
 static void reads(uint32_t f, sh_simmem_store *s, memory_order mo, uint64_t t_unknown) {
   if (s != NULL && f < SH_SIMMEM_FIBERS) s->seen |= 1ull << f;
   if (!acquires(mo)) return;
-  uint64_t t = s != NULL ? s->t : t_unknown;
+  /* An acquire synchronizes with a release only: reading a relaxed store
+   * teaches nothing beyond the word. */
+  uint64_t t = s != NULL ? s->rel : t_unknown;
   if (M.sync[f] < t) M.sync[f] = t;
 }
 
@@ -145,23 +158,33 @@ void sh_plat_mem_fresh(const volatile void *p, size_t n) {
   }
 }
 
+/* The newest store to a if the word still holds its value, else NULL: a
+ * word written behind the model's back (initialized, reused) since, its
+ * newest value all there is, from a store of unknown time (*t_unknown, as
+ * for a word no store in the window touched). */
+static sh_simmem_store *known(const volatile void *a, uint64_t now, uint64_t *t_unknown) {
+  sh_simmem_store *s = newest(a);
+  *t_unknown = window_start();
+  if (s != NULL && s->after != now) {
+    *t_unknown = M.clock;
+    return NULL;
+  }
+  return s;
+}
+
 uint64_t sh_plat_mem_load(const volatile void *a, uint64_t now, memory_order mo) {
   sh_plat *p = sh_simrun_active();
   if (p == NULL) return now;
   uint32_t f = p->cur;
-  sh_simmem_store *s = newest(a);
-  /* A word written behind the model's back (initialized, reused) since:
-   * its newest value is all there is, from a store of unknown time. */
-  uint64_t t_unknown = window_start();
-  if (s != NULL && s->after != now) {
-    s = NULL;
-    t_unknown = M.clock;
-  }
-  /* seq_cst reads the newest store (the simulator's order is the total
-   * order); a weaker load may miss the newest store unless that store
-   * happens before it, the fiber made it, or the fiber saw it already
-   * (coherence: no going back). */
-  if (s != NULL && mo != memory_order_seq_cst && f < SH_SIMMEM_FIBERS && s->writer != f &&
+  uint64_t t_unknown;
+  sh_simmem_store *s = known(a, now, &t_unknown);
+  /* A seq_cst load reads the newest store if that store is seq_cst too (the
+   * simulator's order is their total order); any other load may miss the
+   * newest store unless that store happens before it, the fiber made it,
+   * or the fiber saw it already (coherence: no going back). A seq_cst load
+   * may miss a weaker store: C11 orders it only against seq_cst ones. */
+  bool total = mo == memory_order_seq_cst && s != NULL && s->sc;
+  if (s != NULL && !total && f < SH_SIMMEM_FIBERS && s->writer != f &&
       s->t > M.sync[f] && (s->seen >> f & 1u) == 0 && s->before != s->after && decide_stale(f)) {
     /* Read the value before s: what happens before it, this fiber has seen. */
     if (acquires(mo) && M.sync[f] < s->t - 1) M.sync[f] = s->t - 1;
@@ -171,7 +194,21 @@ uint64_t sh_plat_mem_load(const volatile void *a, uint64_t now, memory_order mo)
   return now;
 }
 
-static void record(uint32_t f, const volatile void *a, uint64_t before, uint64_t after) {
+/* What an acquire that reads a store of f with order mo learns (its rel),
+ * the store's predecessor being prev (NULL: unknown, no later than
+ * t_unknown). */
+static uint64_t carried(uint32_t f, const sh_simmem_store *prev, uint64_t t_unknown,
+                        memory_order mo, bool rmw) {
+  if (releases(mo)) return M.clock + 1; /* the store itself */
+  /* A relaxed read-modify-write continues the release sequence it read;
+   * a relaxed store continues its own fiber's (C11's rule, the older and
+   * the more generous: no false alarms). */
+  if (prev == NULL) return rmw ? t_unknown : 0;
+  return rmw || prev->writer == f ? prev->rel : 0;
+}
+
+static void record(uint32_t f, const volatile void *a, uint64_t before, uint64_t after,
+                   memory_order mo, bool rmw, uint64_t rel) {
   sh_simmem_store *s = &M.ring[M.head++ & (SH_SIMMEM_WINDOW - 1)];
   if (s->a != NULL) {
     uint32_t old = bucket(s->a);
@@ -182,14 +219,36 @@ static void record(uint32_t f, const volatile void *a, uint64_t before, uint64_t
   SH_ASSERT(M.in[b] < SH_SIMMEM_WINDOW); /* a bucket counts stores of the ring only */
   M.in[b]++;
   M.filter |= 1ull << b;
-  *s = (sh_simmem_store){.a = a, .before = before, .after = after, .t = ++M.clock, .writer = f,
+  *s = (sh_simmem_store){.a = a, .before = before, .after = after, .t = ++M.clock, .rel = rel,
+                         .writer = f, .sc = mo == memory_order_seq_cst, .rmw = rmw,
                          .seen = f < SH_SIMMEM_FIBERS ? 1ull << f : 0};
 }
 
-void sh_plat_mem_store(const volatile void *a, uint64_t before, uint64_t after) {
+/* Whether fiber f's store of `after` with order mo may be ordered before
+ * s, the newest store to its word (a store buffer that drains late): s is
+ * a plain store of another fiber that does not happen before this one,
+ * whose value f has not read (coherence), and not both are seq_cst (their
+ * total order is the simulator's). */
+static bool may_delay(uint32_t f, const sh_simmem_store *s, uint64_t after, memory_order mo) {
+  return f < SH_SIMMEM_FIBERS && !s->rmw && s->writer != f && s->t > M.sync[f] &&
+         (s->seen >> f & 1u) == 0 && s->after != after && !(s->sc && mo == memory_order_seq_cst);
+}
+
+uint64_t sh_plat_mem_store(const volatile void *a, uint64_t before, uint64_t after,
+                           memory_order mo) {
   sh_plat *p = sh_simrun_active();
-  if (p == NULL) return;
-  record(p->cur, a, before, after);
+  if (p == NULL) return after;
+  uint32_t f = p->cur;
+  uint64_t t_unknown;
+  sh_simmem_store *s = known(a, before, &t_unknown);
+  if (s != NULL && may_delay(f, s, after, mo) && decide_stale(f)) {
+    /* Ours comes first in the word's order: s overwrites it, and a load
+     * that misses s reads ours. */
+    s->before = after;
+    return s->after;
+  }
+  record(f, a, before, after, mo, false, carried(f, s, t_unknown, mo, false));
+  return after;
 }
 
 /* A read-modify-write reads the newest value, and writes (unless it left
@@ -197,12 +256,9 @@ void sh_plat_mem_store(const volatile void *a, uint64_t before, uint64_t after) 
 void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, memory_order mo) {
   sh_plat *p = sh_simrun_active();
   if (p == NULL) return;
-  sh_simmem_store *s = newest(a);
-  uint64_t t_unknown = window_start();
-  if (s != NULL && s->after != before) {
-    s = NULL;
-    t_unknown = M.clock;
-  }
-  reads(p->cur, s, mo, t_unknown);
-  if (before != after) record(p->cur, a, before, after);
+  uint32_t f = p->cur;
+  uint64_t t_unknown;
+  sh_simmem_store *s = known(a, before, &t_unknown);
+  reads(f, s, mo, t_unknown);
+  if (before != after) record(f, a, before, after, mo, true, carried(f, s, t_unknown, mo, true));
 }

@@ -435,6 +435,7 @@ void sh_plat_model_note(sh_model_event ev, const volatile void *a, uintptr_t b, 
   case SH_MODEL_WAIT_CANCEL:
   case SH_MODEL_WAIT_ENTER:
   case SH_MODEL_WAIT_ADMIT:
+  case SH_MODEL_TRY:
   case SH_MODEL_TRY_REFUSED: sh_simmodel_gate(ev, p, b, c); break;
   case SH_MODEL_IFL_INIT:
   case SH_MODEL_IFL_ADD:

@@ -10,6 +10,8 @@
 #include <stddef.h>
 
 #include "base/check.h"
+#include "memmodel.h"
+#include "run.h"
 
 #define get sh_simmodel_get
 #define violation sh_simmodel_violation
@@ -79,7 +81,17 @@ static void wait_enter(uintptr_t g, int delta) {
   e->y = delta > 0 ? e->y + 1 : e->y - 1;
 }
 
+/* A _try's look is judged only if it read nothing stale: a load may miss a
+ * waiter's leaving (a relaxed decrement), as it may on a weakly ordered
+ * machine, and the refusal is then one the model cannot tell from a race. */
+static sh_simmodel_entry *try_of_fiber(void) {
+  return get(SH_SIMMODEL_K_TRY, (uintptr_t)sh_simrun_cur() + 1, 0);
+}
+
+static void try_begin(void) { try_of_fiber()->v = sh_simmem_stale_reads(); }
+
 static void try_refused(uintptr_t g, uint64_t cap) {
+  if (try_of_fiber()->v != sh_simmem_stale_reads()) return;
   sh_simmodel_entry *e = get(SH_SIMMODEL_K_GATE, g, 0);
   if (e->v < cap && e->y == 0 && first_queued(e, g) == e->x)
     violation("gate.try: a _try refused while %llu of %llu slots are taken and no sender waits",
@@ -96,6 +108,7 @@ void sh_simmodel_gate(sh_model_event ev, uintptr_t g, uintptr_t b, uint64_t c) {
   case SH_MODEL_WAIT_CANCEL: wait_leave(g, b, 0); break;
   case SH_MODEL_WAIT_ENTER: wait_enter(g, 1); break;
   case SH_MODEL_WAIT_ADMIT: wait_enter(g, -1); break;
+  case SH_MODEL_TRY: try_begin(); break;
   case SH_MODEL_TRY_REFUSED: try_refused(g, c); break;
   default: SH_ASSERT(0 && "not a bounded mailbox's event");
   }

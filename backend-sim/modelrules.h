@@ -19,6 +19,7 @@ enum {
                            * x next place, y senders entering (waiting, not queued) */
   SH_SIMMODEL_K_WAITER,   /* (waiter, 0): v its gate, w its place */
   SH_SIMMODEL_K_WAITQ,    /* (gate, place): v the waiter */
+  SH_SIMMODEL_K_TRY,      /* (fiber + 1, 0): v the stale reads when its last _try began */
   /* modelifl.c's */
   SH_SIMMODEL_K_IFLQ,     /* (queue, 0): v max_inflight, w head_of_line, x inflight,
                            * y barriers inflight; (queue, 1): v the first pending

@@ -130,6 +130,7 @@ void sh_gate_reset(sh_gate *g, uint32_t cap, uint32_t gen) {
 int sh_gate_try(sh_gate *g) {
   SH_DEBUG_ASSERT(cap_of(g) >= 1); /* a gate exists for a bounded mailbox only */
   if (is_closed(g)) return -ESHUTDOWN;
+  SH_MODEL_NOTE(SH_MODEL_TRY, g, 0, 0);
   /* seq_cst: a sender that counted itself before us is served first. */
   if (sh_atomic_load(&g->nwaiters, memory_order_seq_cst) == 0) {
     SH_YIELD("gate.try");

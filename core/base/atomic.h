@@ -59,7 +59,11 @@ void sh_plat_mem_write_next(void);
  * value of their earlier life (whose free happened before this). */
 void sh_plat_mem_fresh(const volatile void *p, size_t n);
 uint64_t sh_plat_mem_load(const volatile void *a, uint64_t now, memory_order mo);
-void sh_plat_mem_store(const volatile void *a, uint64_t before, uint64_t after);
+/* A store of `after` over `before` with order mo: the value the word is to
+ * hold (`after`, or the newer value of another fiber's store this one was
+ * ordered before: a delayed store, memmodel.c). */
+uint64_t sh_plat_mem_store(const volatile void *a, uint64_t before, uint64_t after,
+                           memory_order mo);
 void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, memory_order mo);
 
 /* The value of *p's type, without _Atomic (the comma drops qualifiers). */
@@ -93,9 +97,13 @@ void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, me
     SH_ATOMIC_T(sh_sp_) sh_snew_ = (v);                                                            \
     if (__builtin_expect(sh_plat_mem_on, 0)) {                                                     \
       sh_plat_mem_write_next();                                                                    \
+      memory_order sh_smo_ = (mo);                                                                 \
       uint64_t sh_sold_ = SH_ATOMIC_NOW(sh_sp_);                                                   \
-      atomic_store_explicit(sh_sp_, sh_snew_, (mo));                                               \
-      sh_plat_mem_store(sh_sp_, sh_sold_, SH_ATOMIC_U64(sh_snew_));                                \
+      atomic_store_explicit(sh_sp_, sh_snew_, sh_smo_);                                            \
+      uint64_t sh_skeep_ = sh_plat_mem_store(sh_sp_, sh_sold_, SH_ATOMIC_U64(sh_snew_), sh_smo_);  \
+      if (sh_skeep_ != SH_ATOMIC_U64(sh_snew_))                                                    \
+        atomic_store_explicit(sh_sp_, (SH_ATOMIC_T(sh_sp_))(uintptr_t)sh_skeep_,                   \
+                              memory_order_relaxed);                                               \
     } else {                                                                                       \
       atomic_store_explicit(sh_sp_, sh_snew_, (mo));                                               \
     }                                                                                              \

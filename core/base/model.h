@@ -65,7 +65,8 @@ typedef enum sh_model_event {
   SH_MODEL_WAIT_CANCEL, /* (gate, waiter, 0): its sender takes it back */
   SH_MODEL_WAIT_ENTER,  /* (gate, 0, 0): a sender counts itself as waiting (sh_gate_enter) */
   SH_MODEL_WAIT_ADMIT,  /* (gate, 0, 0): ...and was admitted at once, waiting no more */
-  SH_MODEL_TRY_REFUSED, /* (gate, 0, cap): a _try is refused with -EAGAIN */
+  SH_MODEL_TRY,         /* (gate, 0, 0): a _try begins (it will look at waiters, slots) */
+  SH_MODEL_TRY_REFUSED, /* (gate, 0, cap): ...and is refused with -EAGAIN */
   /* A channel's inflight queues (net/inflight.c). q: the queue; seq: an
    * item's place in the order of sh_ifl_add. */
   SH_MODEL_IFL_INIT,    /* (q, max_inflight, head_of_line): the queue begins a life, empty */
