@@ -7,11 +7,13 @@
 
 #include "base/atomic.h"
 #include "base/check.h"
+#include "modelrules.h"
 #include "replay.h"
 #include "rng.h"
 #include "run.h"
 
 _Static_assert((SH_SIMMEM_WINDOW & (SH_SIMMEM_WINDOW - 1)) == 0, "the window is a power of two");
+_Static_assert((SH_SIMMEM_HANDOFFS & (SH_SIMMEM_HANDOFFS - 1)) == 0, "wraps with the index");
 
 /* Fibers whose reads the model tracks (a bit each in sh_simmem_store.seen);
  * the others always read the newest value. */
@@ -53,6 +55,14 @@ static struct {
   uint64_t step; /* the step of the last candidate, and how many it held */
   uint32_t rank;
   uint64_t stale;
+  /* The last hand-offs of plain data (SH_MEM_HANDOFF), newest at hhead - 1:
+   * where, when (the clock: a hand-off counts as a store) and by whom. */
+  struct {
+    const volatile void *a;
+    uint64_t t;
+    uint32_t writer;
+  } hand[SH_SIMMEM_HANDOFFS];
+  uint32_t hhead;
 } M;
 
 bool sh_plat_mem_on;
@@ -93,9 +103,12 @@ static sh_simmem_store *newest(const volatile void *a) {
   return NULL;
 }
 
-/* The oldest store the window holds: everything before it is visible. */
+/* Just before the oldest store the window holds: everything up to it is
+ * visible. (The clock also counts hand-offs, so it is not the clock less
+ * the window.) */
 static uint64_t window_start(void) {
-  return M.clock > SH_SIMMEM_WINDOW ? M.clock - SH_SIMMEM_WINDOW : 0;
+  uint64_t t = M.ring[M.head & (SH_SIMMEM_WINDOW - 1)].t;
+  return t > 0 ? t - 1 : 0;
 }
 
 static bool acquires(memory_order mo) {
@@ -146,6 +159,9 @@ void sh_plat_mem_write_next(void) {
 
 void sh_plat_mem_fresh(const volatile void *p, size_t n) {
   uintptr_t lo = (uintptr_t)p, hi = lo + n;
+  /* Bounded by the hand-offs kept. */
+  for (uint32_t i = 0; i < SH_SIMMEM_HANDOFFS; i++)
+    if ((uintptr_t)M.hand[i].a >= lo && (uintptr_t)M.hand[i].a < hi) M.hand[i].a = NULL;
   /* Bounded by the window. */
   for (uint32_t i = 0; i < SH_SIMMEM_WINDOW; i++) {
     sh_simmem_store *s = &M.ring[i];
@@ -261,4 +277,29 @@ void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, me
   sh_simmem_store *s = known(a, before, &t_unknown);
   reads(f, s, mo, t_unknown);
   if (before != after) record(f, a, before, after, mo, true, carried(f, s, t_unknown, mo, true));
+}
+
+void sh_plat_mem_handoff(const volatile void *p) {
+  sh_plat *pl = sh_simrun_active();
+  if (pl == NULL) return;
+  M.hand[M.hhead++ % SH_SIMMEM_HANDOFFS] = (__typeof__(M.hand[0])){
+      .a = p, .t = ++M.clock, .writer = pl->cur};
+}
+
+void sh_plat_mem_receive(const volatile void *p, const char *what) {
+  sh_plat *pl = sh_simrun_active();
+  if (pl == NULL || p == NULL) return; /* nothing linked yet */
+  uint32_t f = pl->cur;
+  /* Newest first, bounded by the hand-offs kept: an older one was made
+   * long enough ago to count as visible. */
+  for (uint32_t i = 1; i <= SH_SIMMEM_HANDOFFS; i++) {
+    __typeof__(M.hand[0]) *h = &M.hand[(M.hhead - i) % SH_SIMMEM_HANDOFFS];
+    if (h->a != p) continue;
+    h->a = NULL;
+    if (h->writer != f && f < SH_SIM_MAX_FIBERS && h->t > M.sync[f])
+      sh_simmodel_violation("mem.handoff: %s received before its writer's writes happen before "
+                            "(the atomic that handed it over does not synchronize)",
+                            what);
+    return;
+  }
 }

@@ -16,7 +16,14 @@
  * public API, the return of a handler or hook: core/base/atomic.h), since the
  * program may synchronize in ways the model does not see. Which loads read
  * stale is a decision of the schedule (SH_SIM_STALE): recorded, replayed,
- * shrunk.
+ * shrunk. A plain store may likewise be ordered before another fiber's
+ * newer one to the same word (the word keeps the newer value), and an
+ * acquire synchronizes only with a release (or a release sequence).
+ *
+ * Plain data is not modelled, but its hand-offs are: the runtime marks
+ * where it hands written data to another thread (SH_MEM_HANDOFF) and where
+ * the receiver learns of it (SH_MEM_RECEIVE), and a receipt that the
+ * writes do not happen before fails the run (rule mem.handoff).
  */
 #ifndef SH_SIM_MEMMODEL_H
 #define SH_SIM_MEMMODEL_H
@@ -27,6 +34,10 @@
 /* Stores a fiber may not see yet, at most: a store older than the last
  * SH_SIMMEM_WINDOW is visible to every fiber (a store buffer drains). */
 #define SH_SIMMEM_WINDOW 16u
+
+/* Hand-offs of plain data remembered (SH_MEM_HANDOFF); an older one is
+ * taken as received in order. A power of two. */
+#define SH_SIMMEM_HANDOFFS 64u
 
 /* The rate at most (permille): a fiber polling a word another fiber wrote
  * must come to see the write (C11 asks it of every store), so each look

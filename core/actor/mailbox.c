@@ -27,7 +27,10 @@ static sh_msg *msg_of(sh_mlink *l) {
 /* The node after l, or NULL. acquire: pairs with the producer's release
  * store of the link, so the node is seen complete. */
 static sh_mlink *next_of(sh_mlink *l) {
-  return (sh_mlink *)(void *)sh_atomic_load(l, memory_order_acquire);
+  sh_mlink *n = (sh_mlink *)(void *)sh_atomic_load(l, memory_order_acquire);
+  /* The link is what hands the node over (the sentinel was never handed off). */
+  SH_MEM_RECEIVE(n, "a message linked into a mailbox");
+  return n;
 }
 
 void sh_mailbox_init(sh_mailboxes *mb) {
@@ -65,6 +68,7 @@ static void link_last(sh_mailboxes *mb, unsigned i, sh_mlink *l) {
 
 uint32_t sh_mailbox_push(sh_mailboxes *mb, unsigned i, sh_msg *m) {
   SH_ASSERT(m != NULL && i < SH_MAILBOXES);
+  SH_MEM_HANDOFF(link_of(m)); /* written: the link hands it to the consumer */
   link_last(mb, i, link_of(m));
   SH_YIELD("mailbox.push");
   /* seq_cst: the count is what the house's ready check reads (the store-load

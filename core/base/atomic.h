@@ -14,7 +14,8 @@
  *
  * The macros take a pointer to an _Atomic object of an integer, bool or
  * pointer type and evaluate each argument once. sh_atomic_init and
- * SH_MEM_FRESH mark memory that begins a new life.
+ * SH_MEM_FRESH mark memory that begins a new life; SH_MEM_HANDOFF and
+ * SH_MEM_RECEIVE plain data handed from thread to thread.
  */
 #ifndef SH_ATOMIC_H
 #define SH_ATOMIC_H
@@ -40,6 +41,8 @@
 #define SH_USER_VOID(call) call
 #define SH_FROM_USER() ((void)0)
 #define SH_MEM_FRESH(p, n) ((void)0)
+#define SH_MEM_HANDOFF(p) ((void)0)
+#define SH_MEM_RECEIVE(p, what) ((void)0)
 #define sh_atomic_init(p, v) atomic_init((p), (v))
 
 #else
@@ -73,6 +76,20 @@ void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, me
 
 #define SH_MEM_FRESH(p, n)                                                                         \
   (__builtin_expect(sh_plat_mem_on, 0) ? sh_plat_mem_fresh((p), (n)) : (void)0)
+
+/* Plain (non-atomic) data that one thread writes and hands to another
+ * through an atomic: the writer marks it handed off once written, before
+ * the atomic that hands it over; the receiver marks it received right
+ * after the atomic it learned of it by. The simulator checks that the
+ * writer's writes happen before the receipt (the handing atomic is a
+ * release its receiver acquires), which finds an order weakened on the
+ * handing path even though the data itself is not modelled. */
+void sh_plat_mem_handoff(const volatile void *p);
+void sh_plat_mem_receive(const volatile void *p, const char *what);
+#define SH_MEM_HANDOFF(p)                                                                          \
+  (__builtin_expect(sh_plat_mem_on, 0) ? sh_plat_mem_handoff(p) : (void)0)
+#define SH_MEM_RECEIVE(p, what)                                                                    \
+  (__builtin_expect(sh_plat_mem_on, 0) ? sh_plat_mem_receive((p), (what)) : (void)0)
 #define sh_atomic_init(p, v)                                                                       \
   __extension__({                                                                                  \
     __auto_type sh_ip_ = (p);                                                                      \

@@ -235,6 +235,7 @@ static void drain_remote(sh_pool *p, sh_pool_class *c) {
   sh_pool_obj *o = sh_atomic_exchange(&c->remote, NULL, memory_order_acquire);
   uint64_t most = (uint64_t)c->nslabs * sh_pool_slab_objects((uint32_t)(c - p->cls)) - c->nfree;
   for (uint64_t n = 1; o; n++) {
+    SH_MEM_RECEIVE(o, "a pool object another thread gave back");
     sh_pool_obj *next = o->next;
     SH_ASSERT(n <= most); /* only objects of our slabs that are not free come back */
     SH_ASSERT(o->slab->owner == p && o->state == SH_POOL_FREE);

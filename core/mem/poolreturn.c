@@ -38,6 +38,7 @@ void sh_pool_push_remote(sh_pool *owner, uint32_t cls, sh_pool_obj *head, sh_poo
   do {
     SH_YIELD("pool.remote.push");
     tail->next = top;
+    SH_MEM_HANDOFF(tail); /* and the others since sh_pool_free_foreign */
     /* success release: our writes of the links and states (and the callers'
      * of the bodies) become visible to the owner's acquire exchange.
      * failure relaxed: we just retry with the new head. Lock-free: a failed
@@ -72,6 +73,7 @@ void sh_pool_free_foreign(sh_pool *self, sh_pool_obj *o) {
   o->next = c->out_head;
   if (c->out_head == NULL) c->out_tail = o;
   c->out_head = o;
+  SH_MEM_HANDOFF(o); /* its state and link: the push hands it to the owner */
   uint32_t n = nout(c) + 1;
   SH_ASSERT(n <= SH_POOL_OUTBOX); /* flushed as it fills */
   set_nout(c, n);
