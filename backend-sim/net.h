@@ -18,6 +18,10 @@
  * network's stream is seeded from *x (which advances). */
 void sh_simnet_configure(const sh_sim_options *o, uint64_t *x);
 
+/* The system is freed: a socket still open fails the run (FAIL:socket,
+ * naming it). */
+void sh_simnet_check_closed(void);
+
 /* The run is over: every socket and arrival still there is freed. */
 void sh_simnet_end(void);
 

@@ -97,6 +97,8 @@ void sh_plat_free(sh_plat *p) {
   assert(p == S->plat && p->cur == p->nworkers && p->ndone == (p->started ? p->nworkers : 0));
   for (uint32_t i = p->nworkers + 1; i < p->nfibers; i++)
     assert(p->f[i].joined && "sh_plat_free before sh_plat_thread_join");
+  /* Before the trace closes: the failure is drawn in it. */
+  sh_simnet_check_closed();
   S->outside_local = p->f[p->nworkers].local;
   for (uint32_t i = 0; i < p->nworkers; i++) sh_fiber_destroy(&p->f[i].ctx);
   sh_simrun_mix(SH_SIMRUN_MIX_END);

@@ -235,7 +235,7 @@ static void servers_free(sh_system *sys, void *data) {
   while (s != NULL) {
     sh_tcp_server *next = s->next;
     SH_ASSERT(next != NULL ? next->number == s->number - 1 : s->number == 1);
-    if (!s->adopted) sh_net_close(s->sock);
+    if (!s->adopted && s->sock >= 0) sh_net_close(s->sock);
     free(s);
     s = next;
   }
@@ -271,7 +271,18 @@ int sh_tcp_serve(sh_system *sys, const sh_netaddr *at, const sh_actor_class *cls
   const sh_addr *acc;
   if (rc == 0) rc = sh_spawn(sys, &acceptor_class, srv, 1, &acc);
   if (rc != 0) {
-    if (srv->sock < 0) free(srv);
+    if (srv->sock < 0) {
+      free(srv);
+      return rc;
+    }
+    /* No acceptor was made (its spawn, or the connection actors', failed:
+     * an init that refused, no memory), so none can take the socket: it
+     * closes now, not at sh_system_free. Kept open, it held the port
+     * (a serve again there said -EADDRINUSE) and let connects in that no
+     * one would ever accept. */
+    SH_ASSERT(!srv->adopted);
+    sh_net_close(srv->sock);
+    srv->sock = -1;
     return rc;
   }
   if (out != NULL) *out = srv;

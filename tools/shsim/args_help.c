@@ -93,8 +93,8 @@ static void overview(FILE *f) {
   fprintf(f, "usage: shsim COMMAND ...   (shsim help COMMAND, shsim COMMAND --help)\n");
   for (size_t i = 0; i < NCMDS; i++) fprintf(f, "       shsim %s %s\n", cmds[i].name, cmds[i].synopsis);
   fprintf(f, "       shsim --version\n\n"
-             "Failure kinds: those of the simulator (deadlock, livelock, vtime), of the\n"
-             "scenario (invariant, setup), and assert, crash, sanitizer, leak, exit, hang,\n"
+             "Failure kinds: those of the simulator (deadlock, livelock, vtime, socket), of\n"
+             "the scenario (invariant, setup), and assert, crash, sanitizer, leak, exit, hang,\n"
              "nondeterministic, blocking, thread.\n"
              "Exit status 2: usage error, or shsim itself could not run.\n");
 }
