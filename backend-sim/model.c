@@ -21,6 +21,10 @@
  *                 at most once (a timer is forgotten once its node is
  *                 freed; a call after that is reported here, not as
  *                 timer.cancel).
+ *   timer.early   the wheel hands a timer over (an actor timer's run or
+ *                 tick, an ask's or a sleep's timeout) only once the
+ *                 virtual clock reached its expiry, in ns (modeltimer.c).
+ *   timer.armed   ...and only a node armed in it, once per arming.
  *   gate.capacity a bounded mailbox's slots taken never exceed its capacity.
  *   gate.slot     a slot is given back only if one was taken.
  *   gate.fifo     waiting senders leave the queue (admitted or refused) in
@@ -427,6 +431,9 @@ void sh_plat_model_note(sh_model_event ev, const volatile void *a, uintptr_t b, 
   case SH_MODEL_TIMER_CANCEL: timer_cancel(p, b); break;
   case SH_MODEL_TIMER_CALL: timer_call(p, b); break;
   case SH_MODEL_TIMER_GONE: timer_gone(p, b, c); break;
+  case SH_MODEL_TIMER_ARM:
+  case SH_MODEL_TIMER_FIRE:
+  case SH_MODEL_TIMER_DISARM: sh_simmodel_timer(ev, p, c); break;
   case SH_MODEL_GATE_NEW:
   case SH_MODEL_SLOT_TAKE:
   case SH_MODEL_SLOT_GIVE:

@@ -1,7 +1,7 @@
 /*
  * What the reference model's rule files share (model.c: mailboxes, runs,
  * asks, timers, generations; modelgate.c: bounded mailboxes; modelifl.c:
- * channels' inflight queues): the table's
+ * channels' inflight queues; modeltimer.c: the wheels' timing): the table's
  * look-up that makes an entry, the failure of a rule, and the kinds of key
  * each file owns.
  */
@@ -25,6 +25,8 @@ enum {
                            * y barriers inflight; (queue, 1): v the first pending
                            * place to look at, w the oldest inflight's, x next place */
   SH_SIMMODEL_K_IFLI,     /* (queue, seq): v PENDING, INFLIGHT or DONE, w a barrier */
+  /* modeltimer.c's */
+  SH_SIMMODEL_K_ARMED,    /* (timer node, 0): v its expiry in ns */
 };
 
 /* The entry of (kind, a, b), made (zeroed) if there was none. */
@@ -35,5 +37,7 @@ __attribute__((noreturn, format(printf, 1, 2))) void sh_simmodel_violation(const
 void sh_simmodel_gate(sh_model_event ev, uintptr_t g, uintptr_t b, uint64_t c);
 /* A channel's inflight queues' events (inflight.* rules). */
 void sh_simmodel_ifl(sh_model_event ev, uintptr_t q, uintptr_t b, uint64_t c);
+/* Timer nodes entering and leaving the wheels (timer.early, timer.armed). */
+void sh_simmodel_timer(sh_model_event ev, uintptr_t t, uint64_t c);
 
 #endif

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <stackhouse/probe.h>
 #ifdef SH_SIM
@@ -226,6 +227,20 @@ bool sh_scn_check_at(sh_scn *s, bool cond, const char *file, int line, const cha
   trace_check(excused, where, msg);
   if (!excused) failf(s, "invariant", "%s: %s", where, msg);
   return false;
+}
+
+uint64_t sh_scn_clock_ns(void) {
+#ifdef SH_SIM
+  sh_sim_report r;
+  sh_sim_report_get(&r);
+  return r.vtime_ns;
+#else
+  struct timespec ts;
+  int rc = clock_gettime(CLOCK_MONOTONIC, &ts); /* the epoll backend's sh_plat_now_ns clock */
+  assert(rc == 0);
+  (void)rc;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+#endif
 }
 
 void sh_scn_note(sh_scn *s, const char *fmt, ...) {

@@ -180,8 +180,18 @@ BODY(call_after_cancel, START(1, 0); CANCEL(1); CALL(1))
 BODY(tick_after_cancel, START(1, 1); CALL(1); CANCEL(1); CALL(1))
 BODY(one_shot_twice, START(1, 0); CALL(1); CALL(1))
 
+/* timer.early, timer.armed: the clock of a fresh simulation is 0. */
+BODY(arm_fire_legal, N(SH_MODEL_TIMER_ARM, msg[0], 0, 0); N(SH_MODEL_TIMER_FIRE, msg[0], 0, 0);
+     N(SH_MODEL_TIMER_ARM, msg[0], 0, 0); N(SH_MODEL_TIMER_DISARM, msg[0], 0, 0))
+BODY(fire_early, N(SH_MODEL_TIMER_ARM, msg[0], 0, 1); N(SH_MODEL_TIMER_FIRE, msg[0], 0, 0))
+BODY(fire_unarmed, N(SH_MODEL_TIMER_ARM, msg[0], 0, 0); N(SH_MODEL_TIMER_FIRE, msg[0], 0, 0);
+     N(SH_MODEL_TIMER_FIRE, msg[0], 0, 0))
+
 static void test_timer_rules(void **state) {
   (void)state;
+  expect(arm_fire_legal, "ok");
+  expect(fire_early, "model: timer.early: ");
+  expect(fire_unarmed, "model: timer.armed: ");
   expect(timers_legal, "ok");
   expect(timers_gone_legal, "ok");
   expect(tick_after_node_gone, "model: timer.once: ");

@@ -56,6 +56,11 @@ typedef enum sh_model_event {
   SH_MODEL_TIMER_CALL,   /* (house, id, 0): the timeout handler is called */
   SH_MODEL_TIMER_GONE,   /* (house, id, actor's): a timer node is freed, its event
                           * handled or never to come (actor's: an actor timer's) */
+  /* Every timer node in a wheel (time/timer.c): actor timers, ask and sleep
+   * timeouts. node: the sh_timer. */
+  SH_MODEL_TIMER_ARM,    /* (node, 0, expiry ns): it enters its worker's wheel */
+  SH_MODEL_TIMER_FIRE,   /* (node, 0, 0): the wheel hands it over (due, or cancelled) */
+  SH_MODEL_TIMER_DISARM, /* (node, 0, 0): its cancel takes it out of the wheel */
   /* Bounded mailboxes (actor/gate.c). */
   SH_MODEL_GATE_NEW,    /* (gate, 0, cap): a gate is made */
   SH_MODEL_SLOT_TAKE,   /* (gate, 0, cap): a slot is taken (the CAS) */

@@ -62,7 +62,9 @@ static sh_timer *timer_new(sh_worker *w, sh_house *h, sh_timer_kind kind, const 
   t->kind = kind;
   t->wheel_worker = w->index;
   sh_atomic_init(&t->state, SH_TIMER_PENDING);
-  sh_wheel_add(&w->wheel, &t->link, expiry(delay_ns));
+  uint64_t at = expiry(delay_ns);
+  sh_wheel_add(&w->wheel, &t->link, at);
+  SH_MODEL_NOTE(SH_MODEL_TIMER_ARM, t, 0, at);
   return t;
 }
 
@@ -84,6 +86,7 @@ void sh_timer_cancel_node(sh_worker *w, sh_timer *t) {
                                               memory_order_acq_rel, memory_order_acquire)) {
     if (own_wheel && sh_wheel_linked(&t->link)) {
       sh_wheel_remove(&w->wheel, &t->link);
+      SH_MODEL_NOTE(SH_MODEL_TIMER_DISARM, t, 0, 0);
       SH_MODEL_NOTE(SH_MODEL_TIMER_GONE, t->house, t->id, t->kind == SH_TIMER_ACTOR);
       sh_mem_free(t);
     }
@@ -101,13 +104,18 @@ static void fire_periodic(sh_worker *w, sh_timer *t) {
     k->id = t->id;
     k->arg = t->arg;
   }
-  sh_wheel_add(&w->wheel, &t->link, expiry(t->period_ns));
+  uint64_t at = expiry(t->period_ns);
+  sh_wheel_add(&w->wheel, &t->link, at);
+  SH_MODEL_NOTE(SH_MODEL_TIMER_ARM, t, 0, at);
   if (k != NULL) sh_house_push(t->house, SH_BOX_EVENT, &k->hdr);
 }
 
 static void fire(sh_wheel_link *l, void *ctx) {
   sh_worker *w = ctx;
   sh_timer *t = from_link(l);
+  /* Before anything reads the clock again or re-arms the node: the wheel's
+   * hand-over is what timer.early judges. */
+  SH_MODEL_NOTE(SH_MODEL_TIMER_FIRE, t, 0, 0);
   /* acquire: see the actor's cancellation before reusing the node. */
   if (sh_atomic_load(&t->state, memory_order_acquire) == SH_TIMER_CANCELLED) {
     SH_MODEL_NOTE(SH_MODEL_TIMER_GONE, t->house, t->id, t->kind == SH_TIMER_ACTOR);

@@ -168,6 +168,10 @@ bool sh_scn_check_at(sh_scn *s, bool cond, const char *file, int line, const cha
  * would flood a run's output): print there what must be seen. From any
  * actor or thread of the run. */
 void sh_scn_note(sh_scn *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The clock of timers and timeouts (sh_clock_ms's) in nanoseconds, for
+ * checks finer than a millisecond: the virtual clock in the simulator
+ * (read without a step), CLOCK_MONOTONIC on threads. From any thread. */
+uint64_t sh_scn_clock_ns(void);
 /* Ends the workload: sh_system_exit(sys, 0). Safe from any thread, idempotent. */
 void sh_scn_done(sh_scn *s, sh_system *sys);
 
