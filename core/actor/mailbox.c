@@ -27,6 +27,7 @@ static sh_msg *msg_of(sh_mlink *l) {
 /* The node after l, or NULL. acquire: pairs with the producer's release
  * store of the link, so the node is seen complete. */
 static sh_mlink *next_of(sh_mlink *l) {
+  SH_DEBUG_ASSERT(l != NULL); /* a node of the queue: the tail, or a message after it */
   sh_mlink *n = (sh_mlink *)(void *)sh_atomic_load(l, memory_order_acquire);
   /* The link is what hands the node over (the sentinel was never handed off). */
   SH_MEM_RECEIVE(n, "a message linked into a mailbox");
