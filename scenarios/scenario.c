@@ -25,6 +25,8 @@ struct sh_scn {
   atomic_uint_fast64_t draws;  /* sh_scn_rand calls so far */
   atomic_bool failed;          /* the first failure claims `detail` */
   atomic_bool done;
+  int exit_code;               /* what sh_scn_done asks for (scn_exit_code) */
+  atomic_int want;             /* the code of the end that won `done` */
   bool faulty;
   bool strict;                 /* the shared invariants: never relaxed */
   atomic_uint relaxed;         /* checks a fault excused (sh_scn_check_at) */
@@ -239,9 +241,33 @@ void sh_scn_note(sh_scn *s, const char *fmt, ...) {
   trace_mark("note", text, text);
 }
 
-void sh_scn_done(sh_scn *s, sh_system *sys) {
-  /* relaxed: sh_system_exit orders what matters; this only keeps it single. */
-  if (!atomic_exchange_explicit(&s->done, true, memory_order_relaxed)) sh_system_exit(sys, 0);
+/* The run's one sh_system_exit: the first end (the workload's, or a setup
+ * that failed) decides the code, which the wait must then read. */
+static void scn_end(sh_scn *s, sh_system *sys, int code) {
+  /* relaxed: only keeps the exit single; `want` is published below. */
+  if (atomic_exchange_explicit(&s->done, true, memory_order_relaxed)) return;
+  /* release: the runner reads it after its wait returned (acquire). */
+  atomic_store_explicit(&s->want, code, memory_order_release);
+  sh_system_exit(sys, code);
+}
+
+void sh_scn_done(sh_scn *s, sh_system *sys) { scn_end(s, sys, s->exit_code); }
+
+void sh_scn_exited(sh_scn *s, int code) {
+  /* relaxed, release: as scn_end, without the exit, which the scenario made. */
+  if (atomic_exchange_explicit(&s->done, true, memory_order_relaxed)) return;
+  atomic_store_explicit(&s->want, code, memory_order_release);
+}
+
+/* The code a run's workload ends with: 0 for a quarter of the seeds, else
+ * a small positive number, from the seed alone (no draw: the choice
+ * sequence stays that of every earlier run), so that every scenario checks
+ * that its waiter reads the code its end asked for. */
+static int scn_exit_code(uint64_t seed) {
+  uint64_t z = (seed + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 29)) * 0xBF58476D1CE4E5B9ull;
+  z ^= z >> 32;
+  return (z & 3) == 0 ? 0 : 1 + (int)((z >> 2) % 125);
 }
 
 bool sh_scn_check_eq_at(sh_scn *s, uint64_t got, uint64_t want, const char *what,
@@ -419,7 +445,7 @@ static int wait_faulty(sh_scn *s, sh_system *sys, int *rc) {
 void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_scn_result *r) {
   assert(sc != NULL && sc->setup != NULL && r != NULL);
   memset(r, 0, sizeof(*r));
-  sh_scn s = {.sc = sc, .seed = seed, .faulty = faults_on(sc)};
+  sh_scn s = {.sc = sc, .seed = seed, .faulty = faults_on(sc), .exit_code = scn_exit_code(seed)};
   s.workers = workers != 0 ? workers : sc->workers != 0 ? sc->workers : 2;
   s.state = calloc(1, sc->state_size != 0 ? sc->state_size : 1);
   if (s.state == NULL) {
@@ -441,10 +467,15 @@ void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_
     failf(&s, "setup", "setup failed: %s", strerror(-rc));
     trace_mark("fail", "FAIL: setup", strerror(-rc));
   }
-  if (rc != 0 && sys != NULL) sh_system_exit(sys, rc);
+  if (rc != 0 && sys != NULL) scn_end(&s, sys, rc);
   if (sys != NULL) {
     int code = s.faulty ? wait_faulty(&s, sys, &rc) : sh_system_wait(sys);
-    SH_SCN_CHECK(&s, code == 0 || rc != 0, "the system exited with code %d", code);
+    /* Never excused: no fault changes the code an exit gave. */
+    s.strict = true;
+    int want = atomic_load_explicit(&s.want, memory_order_acquire);
+    SH_SCN_CHECK(&s, code == want, "the system exited with code %d, its end asked for %d", code,
+                 want);
+    s.strict = false;
     sh_system_shutdown(sys);
     sh_system_stats(sys, &r->stats);
     cut = sh_scn_fault_error(&s, rc);
