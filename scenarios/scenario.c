@@ -470,13 +470,14 @@ void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_
   if (rc != 0 && sys != NULL) scn_end(&s, sys, rc);
   if (sys != NULL) {
     int code = s.faulty ? wait_faulty(&s, sys, &rc) : sh_system_wait(sys);
-    /* Never excused: no fault changes the code an exit gave. */
-    s.strict = true;
     int want = atomic_load_explicit(&s.want, memory_order_acquire);
+    sh_system_shutdown(sys);
+    /* Never excused: no fault changes the code an exit gave. Strict only
+     * once the workers are joined: they read the flag in their checks. */
+    s.strict = true;
     SH_SCN_CHECK(&s, code == want, "the system exited with code %d, its end asked for %d", code,
                  want);
     s.strict = false;
-    sh_system_shutdown(sys);
     sh_system_stats(sys, &r->stats);
     cut = sh_scn_fault_error(&s, rc);
     if (rc == 0 || cut) check_common(&s, sys, &r->stats);

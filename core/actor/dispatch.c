@@ -217,22 +217,7 @@ static void deliver(batcher *b, sh_msg *m) {
   dispatch_single(b->h, m);
 }
 
-/* Once the actor is stopped, its pending futures fail with -ESHUTDOWN
- * before any answer or event is taken: a reply or a timeout that reaches a
- * stopped house (sent after sh_stop returned, or not yet taken when it
- * did) must not complete an ask the stop fails (stackhouse.h, sh_stop).
- * The answer then finds no future (counted unknown). Kept futures (puts
- * whose waiter's return decides) stay. */
-static void fail_if_stopped(sh_house *h) {
-  if (!h->mounted || !stopped(h)) return;
-  SH_ASSERT(h->stop_kept <= sh_futtable_count(&h->futures));
-  if (sh_futtable_count(&h->futures) > h->stop_kept) sh_future_fail_all(h);
-}
-
-static void on_answer(sh_house *h, sh_msg *m) {
-  fail_if_stopped(h);
-  sh_future_answer(h, m);
-}
+static void on_answer(sh_house *h, sh_msg *m) { sh_future_answer(h, m); }
 
 /* An answer or an event for a retired house: nobody waits for it. */
 static void on_late(sh_house *h, sh_msg *m) {
@@ -365,7 +350,6 @@ static uint32_t drain_events(sh_house *h, uint32_t limit) {
     if (m == NULL) break;
     n++;
     SH_TRACE_MSG(SH_TRACE_DELIVER, h->seq, m, 0);
-    fail_if_stopped(h);
     on_event(h, m);
   }
   return n;
