@@ -26,6 +26,8 @@ struct sh_scn {
   atomic_uint_fast64_t draws;  /* sh_scn_rand calls so far */
   atomic_bool failed;          /* the first failure claims `detail` */
   atomic_bool done;
+  int exit_code;               /* what sh_scn_done asks for (scn_exit_code) */
+  atomic_int want;             /* the code of the end that won `done` */
   bool faulty;
   bool strict;                 /* the shared invariants: never relaxed */
   atomic_uint relaxed;         /* checks a fault excused (sh_scn_check_at) */
@@ -254,9 +256,33 @@ void sh_scn_note(sh_scn *s, const char *fmt, ...) {
   trace_mark("note", text, text);
 }
 
-void sh_scn_done(sh_scn *s, sh_system *sys) {
-  /* relaxed: sh_system_exit orders what matters; this only keeps it single. */
-  if (!atomic_exchange_explicit(&s->done, true, memory_order_relaxed)) sh_system_exit(sys, 0);
+/* The run's one end: the first (the workload's, or a setup that failed)
+ * decides the code, which the wait must then read. Whether it was this. */
+static bool scn_claim(sh_scn *s, int code) {
+  /* relaxed: only keeps the end single; `want` is published below. */
+  if (atomic_exchange_explicit(&s->done, true, memory_order_relaxed)) return false;
+  /* release: the runner reads it after its wait returned (acquire). */
+  atomic_store_explicit(&s->want, code, memory_order_release);
+  return true;
+}
+
+static void scn_end(sh_scn *s, sh_system *sys, int code) {
+  if (scn_claim(s, code)) sh_system_exit(sys, code);
+}
+
+void sh_scn_done(sh_scn *s, sh_system *sys) { scn_end(s, sys, s->exit_code); }
+
+void sh_scn_exited(sh_scn *s, int code) { (void)scn_claim(s, code); }
+
+/* The code a run's workload ends with: 0 for a quarter of the seeds, else
+ * a small positive number, from the seed alone (no draw: the choice
+ * sequence stays that of every earlier run), so that every scenario checks
+ * that its waiter reads the code its end asked for. */
+static int scn_exit_code(uint64_t seed) {
+  uint64_t z = (seed + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 29)) * 0xBF58476D1CE4E5B9ull;
+  z ^= z >> 32;
+  return (z & 3) == 0 ? 0 : 1 + (int)((z >> 2) % 125);
 }
 
 bool sh_scn_check_eq_at(sh_scn *s, uint64_t got, uint64_t want, const char *what,
@@ -269,117 +295,6 @@ void sh_scn_count_down(sh_scn *s, sh_system *sys, atomic_uint *left) {
   /* acq_rel: the last decrement comes after every earlier one and what its
    * caller did before it, so whoever ends the workload may read it all. */
   if (atomic_fetch_sub_explicit(left, 1, memory_order_acq_rel) == 1) sh_scn_done(s, sys);
-}
-
-/* ---- building blocks for scenario actors ---------------------------------------- */
-
-/* The framework's messages in words, for traces (sh_msg_type.describe). */
-static int go_describe(const sh_msg *m, char *buf, size_t n) {
-  return snprintf(buf, n, "n=%u", (unsigned)((const sh_scn_go *)m)->n);
-}
-
-/* sh_scn_num_ask and sh_scn_num share the layout {hdr, v}. */
-static int num_describe(const sh_msg *m, char *buf, size_t n) {
-  return snprintf(buf, n, "v=%llu", (unsigned long long)((const sh_scn_num *)m)->v);
-}
-
-SH_MSG_DEFINE_DESCRIBED(sh_scn_go, SH_NOTICE, 0, go_describe);
-SH_MSG_DEFINE_DESCRIBED(sh_scn_num_ask, SH_ASK, 0, num_describe);
-SH_MSG_DEFINE_DESCRIBED(sh_scn_num, SH_REPLY, 0, num_describe);
-
-int sh_scn_actor_init(sh_actor *self, void *arg) {
-  const sh_scn_arg *a = arg;
-  sh_scn_actor *sa = (sh_scn_actor *)self;
-  sa->s = a->s;
-  sa->id = a->id;
-  return 0;
-}
-
-int sh_scn_spawn(sh_scn *s, sh_system *sys, const sh_actor_class *c, uint32_t id,
-                 uint32_t instances, const sh_addr **out) {
-  /* init runs inside sh_spawn: the argument may live on this stack. */
-  sh_scn_arg a = {s, id};
-  return sh_spawn(sys, c, &a, instances, out);
-}
-
-int sh_scn_spawn_on(sh_scn *s, sh_system *sys, const sh_actor_class *c, uint32_t id,
-                    uint32_t worker, const sh_addr **out) {
-  sh_scn_arg a = {s, id};
-  return sh_spawn_on(sys, c, &a, worker, out);
-}
-
-int sh_scn_spawn_each(sh_scn *s, sh_system *sys, const sh_actor_class *c, uint32_t n,
-                      unsigned how, const sh_addr **out) {
-  uint32_t workers = sh_system_workers(sys);
-  int rc = 0;
-  for (uint32_t i = 0; i < n && rc == 0; i++) {
-    const sh_addr *a;
-    rc = (how & SH_SCN_EACH_PINNED) ? sh_scn_spawn_on(s, sys, c, i, i % workers, &a)
-                                    : sh_scn_spawn(s, sys, c, i, 1, &a);
-    if (rc == 0 && out != NULL) out[i] = a;
-    /* Kicked at once: the first actors may start while the others are
-     * still being spawned. */
-    if (rc == 0 && (how & SH_SCN_EACH_KICK)) rc = sh_scn_kick(a);
-  }
-  return rc;
-}
-
-int sh_scn_kick_n(const sh_addr *to, uint32_t n) {
-  sh_scn_go *g = sh_msg_new(sh_scn_go, .n = n);
-  return g != NULL ? sh_notice(to, &g->hdr) : -ENOMEM;
-}
-
-int sh_scn_kick(const sh_addr *to) { return sh_scn_kick_n(to, 0); }
-
-uint32_t sh_scn_go_n(sh_stack *st) {
-  const sh_msg *m = sh_stack_msg(st);
-  assert(sh_msg_is(m, &sh_scn_go_type));
-  return ((const sh_scn_go *)m)->n;
-}
-
-void sh_scn_next_round(sh_actor *self, bool more, atomic_uint *left) {
-  sh_scn *s = sh_scn_of(self);
-  if (!more) {
-    sh_scn_count_down(s, sh_actor_system(self), left);
-    return;
-  }
-  int rc = sh_scn_kick(sh_self(self));
-  SH_SCN_CHECK(s, rc == 0, "actor %u: next round not sent: %d", sh_scn_id(self), rc);
-}
-
-sh_yield sh_scn_round_end(sh_stack *st, bool more, atomic_uint *left) {
-  sh_scn_next_round(sh_stack_actor(st), more, left);
-  return sh_return(st, NULL);
-}
-
-sh_future *sh_scn_ask_num_as(sh_stack *st, const sh_msg_type *t, const sh_addr *to, uint64_t v,
-                             int64_t timeout_ms) {
-  assert(t->size == sizeof(sh_scn_num_ask) && t->kind == SH_ASK);
-  sh_scn_num_ask *q = (sh_scn_num_ask *)sh_msg_alloc(t);
-  if (q == NULL) return NULL;
-  q->v = v;
-  return sh_ask(st, to, &q->hdr, timeout_ms);
-}
-
-sh_future *sh_scn_ask_num(sh_stack *st, const sh_addr *to, uint64_t v, int64_t timeout_ms) {
-  return sh_scn_ask_num_as(st, &sh_scn_num_ask_type, to, v, timeout_ms);
-}
-
-sh_msg *sh_scn_num_new(uint64_t v) {
-  sh_scn_num *r = sh_msg_new(sh_scn_num, .v = v);
-  return r != NULL ? &r->hdr : NULL;
-}
-
-sh_yield sh_scn_answer(sh_stack *st, uint64_t v) {
-  sh_msg *r = sh_scn_num_new(v);
-  return r != NULL ? sh_return(st, r) : sh_throw(st, -ENOMEM);
-}
-
-bool sh_scn_num_of(const sh_future *f, uint64_t *v) {
-  const sh_scn_num *r = sh_future_reply(f, sh_scn_num);
-  if (sh_future_error(f) != 0 || r == NULL) return false;
-  *v = r->v;
-  return true;
 }
 
 /* ---- one run ------------------------------------------------------------------ */
@@ -434,7 +349,7 @@ static int wait_faulty(sh_scn *s, sh_system *sys, int *rc) {
 void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_scn_result *r) {
   assert(sc != NULL && sc->setup != NULL && r != NULL);
   memset(r, 0, sizeof(*r));
-  sh_scn s = {.sc = sc, .seed = seed, .faulty = faults_on(sc)};
+  sh_scn s = {.sc = sc, .seed = seed, .faulty = faults_on(sc), .exit_code = scn_exit_code(seed)};
   s.workers = workers != 0 ? workers : sc->workers != 0 ? sc->workers : 2;
   s.state = calloc(1, sc->state_size != 0 ? sc->state_size : 1);
   if (s.state == NULL) {
@@ -456,11 +371,17 @@ void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_
     failf(&s, "setup", "setup failed: %s", strerror(-rc));
     trace_mark("fail", "FAIL: setup", strerror(-rc));
   }
-  if (rc != 0 && sys != NULL) sh_system_exit(sys, rc);
+  if (rc != 0 && sys != NULL) scn_end(&s, sys, rc);
   if (sys != NULL) {
     int code = s.faulty ? wait_faulty(&s, sys, &rc) : sh_system_wait(sys);
-    SH_SCN_CHECK(&s, code == 0 || rc != 0, "the system exited with code %d", code);
+    int want = atomic_load_explicit(&s.want, memory_order_acquire);
     sh_system_shutdown(sys);
+    /* Never excused: no fault changes the code an exit gave. Strict only
+     * once the workers are joined: they read the flag in their checks. */
+    s.strict = true;
+    SH_SCN_CHECK(&s, code == want, "the system exited with code %d, its end asked for %d", code,
+                 want);
+    s.strict = false;
     sh_system_stats(sys, &r->stats);
     cut = sh_scn_fault_error(&s, rc);
     if (rc == 0 || cut) check_common(&s, sys, &r->stats);

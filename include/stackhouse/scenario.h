@@ -21,7 +21,8 @@
  *   3. setup(s, sys) on the calling ("outside") thread: spawn actors, send the
  *      first messages. The workload must end with sh_scn_done(s, sys) (from
  *      an actor or from setup itself), which exits the system;
- *   4. sh_system_wait, sh_system_shutdown (statistics are exact from here);
+ *   4. sh_system_wait, whose code must be the one the run's end asked for
+ *      (sh_scn_done), then sh_system_shutdown (statistics are exact from here);
  *   5. the invariants every scenario shares (below), then the scenario's
  *      optional verify(s, sys);
  *   6. sh_system_free.
@@ -172,8 +173,16 @@ void sh_scn_note(sh_scn *s, const char *fmt, ...) __attribute__((format(printf, 
  * checks finer than a millisecond: the virtual clock in the simulator
  * (read without a step), CLOCK_MONOTONIC on threads. From any thread. */
 uint64_t sh_scn_clock_ns(void);
-/* Ends the workload: sh_system_exit(sys, 0). Safe from any thread, idempotent. */
+/* Ends the workload: sh_system_exit(sys, code), the run's exit code: 0 for
+ * some seeds, a small positive number for the others (from the seed). The
+ * framework checks that its wait reads that very code (or, when setup
+ * failed first, setup's error). Safe from any thread, idempotent. */
 void sh_scn_done(sh_scn *s, sh_system *sys);
+
+/* For a scenario that ends its run with sh_system_exit itself (a test of
+ * the exit): the code its own wait read, which the framework's wait must
+ * read again. Ends the workload as sh_scn_done does, without an exit. */
+void sh_scn_exited(sh_scn *s, int code);
 
 /* Checks got == want, numbers: on failure "<got> <what>, want <want>". */
 bool sh_scn_check_eq_at(sh_scn *s, uint64_t got, uint64_t want, const char *what,

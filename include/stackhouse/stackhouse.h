@@ -298,7 +298,9 @@ SH_API uint32_t sh_actor_worker(const sh_actor *a);
 
 /* Stops every instance behind the address: later sends fail with -ESHUTDOWN,
  * queued asks are answered with -ESHUTDOWN, queued notices are dropped
- * (counted), and the actor's pending asks complete with -ESHUTDOWN. A
+ * (counted), and the actor's pending asks complete with -ESHUTDOWN: those
+ * still unanswered when its stop work runs (in its run after the stop);
+ * a reply already in its mailbox by then completes its ask as usual. A
  * handler that is running meanwhile finishes; no queued ask or notice
  * (nor a batch of them) starts after the stop. */
 SH_API int sh_stop(const sh_addr *a);
