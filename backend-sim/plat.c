@@ -43,9 +43,14 @@
 
 static sh_simrun *const S = &sh_simrun_state;
 
+/* Fibers that may wait on an event: every fiber but the workers (the
+ * outside fiber and the thread fibers), a bit each. */
+#define SH_SIM_EVENT_WAITERS (1u + SH_PLAT_MAX_THREADS)
+_Static_assert(SH_SIM_EVENT_WAITERS <= 64, "a bit per waiter in a word");
+
 struct sh_plat_event {
   bool set;
-  uint32_t waiter; /* the fiber in a wait on it, or SH_SIMRUN_NO_FIBER */
+  uint64_t waiters; /* bit i: fiber nworkers + i is in a wait on it */
 };
 
 struct sh_plat_thread {
@@ -258,7 +263,6 @@ void sh_plat_wake(sh_plat *p, uint32_t w) {
 int sh_plat_event_new(sh_plat_event **out) {
   sh_plat_event *e = calloc(1, sizeof(*e));
   if (e == NULL) return -ENOMEM;
-  e->waiter = SH_SIMRUN_NO_FIBER;
   *out = e;
   return 0;
 }
@@ -269,8 +273,12 @@ void sh_plat_event_set(sh_plat_event *e) {
   sh_simmisuse_check_thread("sh_plat_event_set");
   e->set = true;
   sh_plat *p = S->plat;
-  if (e->waiter != SH_SIMRUN_NO_FIBER && p != NULL && e->waiter < p->nfibers)
-    sh_simrun_unblock(p, &p->f[e->waiter]);
+  if (p == NULL) return;
+  /* Every waiter, in the order of their fibers (as a broadcast wakes them
+   * all); bounded by the bits of the word. */
+  for (uint32_t i = 0; i < SH_SIM_EVENT_WAITERS; i++)
+    if ((e->waiters >> i & 1u) != 0 && p->nworkers + i < p->nfibers)
+      sh_simrun_unblock(p, &p->f[p->nworkers + i]);
 }
 
 void sh_plat_event_reset(sh_plat_event *e) { e->set = false; }
@@ -294,8 +302,9 @@ static int event_wait(sh_plat_event *e, uint64_t deadline_ns) {
     sh_simrun_point("event_poll", true);
     return e->set ? 0 : -ETIMEDOUT;
   }
-  assert(e->waiter == SH_SIMRUN_NO_FIBER); /* one waiter at a time */
-  e->waiter = p->cur;
+  uint32_t bit = p->cur - p->nworkers;
+  assert(bit < SH_SIM_EVENT_WAITERS && (e->waiters >> bit & 1u) == 0); /* not waiting already */
+  e->waiters |= 1ull << bit;
   /* Bounded: each pass ends with a set (unblock), the deadline (expire) or
    * the last worker's exit, which wakes the outside fiber once (a wait, not
    * a count: the run's step limit and deadlock check bound it). */
@@ -303,7 +312,7 @@ static int event_wait(sh_plat_event *e, uint64_t deadline_ns) {
     sh_simrun_block(p, deadline_ns);
     sh_simrun_give_way("event_wait");
   }
-  e->waiter = SH_SIMRUN_NO_FIBER;
+  e->waiters &= ~(1ull << bit);
   return e->set ? 0 : -ETIMEDOUT;
 }
 

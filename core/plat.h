@@ -105,15 +105,17 @@ void sh_plat_yield_cpu(void);
  * An event a thread that is not a worker blocks on (sh_system_wait, the
  * outside-thread bridge); workers never block on one. Set wakes the waiter
  * and stays set until reset, so a set that comes before the wait is not
- * lost. At most one thread waits on an event at a time. Set may come from
- * any thread (a worker, or a non-worker thread in the simulator).
+ * lost. Any number of threads may wait on an event (sh_system_wait from
+ * several); set wakes them all. Set may come from any thread (a worker,
+ * or a non-worker thread in the simulator).
  */
 typedef struct sh_plat_event sh_plat_event;
 int sh_plat_event_new(sh_plat_event **out);
 void sh_plat_event_free(sh_plat_event *e);
 void sh_plat_event_set(sh_plat_event *e);
-/* Clears the event; the one waiter calls it, before it looks at the
- * condition it is about to wait for (a set after the reset is kept). */
+/* Clears the event; a waiter calls it (an event that is reset has one: a
+ * sleeper's), before it looks at the condition it is about to wait for (a
+ * set after the reset is kept). */
 void sh_plat_event_reset(sh_plat_event *e);
 void sh_plat_event_wait(sh_plat_event *e);
 /* Waits until the event is set (0) or the deadline passes (-ETIMEDOUT);

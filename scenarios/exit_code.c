@@ -8,7 +8,8 @@
  * with two codes; two racers, handlers on two workers or a handler and a
  * thread, with two codes), after how long (0 to 2 ms, so that the exit
  * comes before the wait or while the waiter sleeps), and how the setup
- * waits (sh_system_wait, or polls of sh_system_wait_ms of 0 to 2 ms).
+ * waits (sh_system_wait, or polls of sh_system_wait_ms of 0 to 2 ms),
+ * with, in half the runs, a second thread blocked in sh_system_wait.
  * Checked: the code read is the one exit's code (the first's, for one
  * exiter); of two racers, one of theirs, and the first's when one's exit
  * had returned before the other began; every later wait reads it again,
@@ -33,6 +34,8 @@ typedef struct x_world {
   atomic_bool saw[2];      /* racer k saw the other's exit returned before its own */
   const sh_addr *racer[2];
   sh_thread *thread;
+  sh_thread *waiter; /* a second waiter, blocked in sh_system_wait beside the setup's */
+  int waited;        /* what it read */
 } x_world;
 
 typedef struct racer_locals {
@@ -74,6 +77,12 @@ static void thread_main(void *arg) {
     for (uint32_t i = 0; i < X_POLLS && sh_clock_ms() < until; i++) sh_yield_cpu();
   }
   x_exit(wd, 1);
+}
+
+/* A second thread waiting for the same exit: every waiter reads its code. */
+static void waiter_main(void *arg) {
+  x_world *wd = arg;
+  wd->waited = sh_system_wait(wd->sys);
 }
 
 /* The setup's wait, drawn: blocking, or polls with a timeout. */
@@ -127,7 +136,8 @@ static int setup(sh_scn *s, sh_system *sys) {
   wd->code[0] = 1 + (int)sh_scn_below(s, 200);
   wd->code[1] = wd->code[0] + 1 + (int)sh_scn_below(s, 50); /* never the first's */
   for (uint32_t k = 0; k < 2; k++) wd->delay_ms[k] = (uint32_t)sh_scn_below(s, 3);
-  int rc = start_racers(s, sys, wd);
+  int rc = sh_scn_below(s, 2) == 0 ? sh_thread_start(waiter_main, wd, &wd->waiter) : 0;
+  if (rc == 0) rc = start_racers(s, sys, wd);
   if (rc != 0) return rc;
   int code = x_wait(s, wd);
   x_check(s, wd, code);
@@ -143,6 +153,10 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
   (void)st;
   x_world *wd = sh_scn_state(s);
   if (wd->thread != NULL) sh_thread_join(wd->thread);
+  if (wd->waiter == NULL) return;
+  sh_thread_join(wd->waiter);
+  int want = sh_system_wait(sys);
+  SH_SCN_CHECK(s, wd->waited == want, "a second waiter read %d, the first %d", wd->waited, want);
 }
 
 static const sh_scenario exit_code = {
