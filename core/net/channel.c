@@ -152,7 +152,27 @@ static const sh_event_type event_type = {
 
 /* ---- closing and freeing ---------------------------------------------------- */
 
+/* A closed channel is freed from its own event, never inside the call that
+ * closed it. The close may come from inside a handler of its actor that
+ * holds the channel in a local and holds nothing of it the channel counts:
+ * a write whose flush finds the connection reset, the actor's own close, a
+ * stack's end that a call ran. Freed there, the channel would be gone under
+ * that handler's next call on it (a send would hold and let go of freed
+ * memory, and free it a second time). The house takes its events between
+ * handlers (dispatch.c), never inside one: when the event runs, no handler
+ * that began before the close is still running, and one that begins after
+ * it learned of the close from the hook, or holds a future of the channel
+ * or runs one of its requests (refs). */
+static void queue_free(sh_channel *ch) {
+  SH_ASSERT((ch->state & SH_CHS_CLOSED) && !(ch->state & SH_CHS_FREE_DUE));
+  ch->state |= SH_CHS_FREE_DUE;
+  if (ch->state & SH_CHS_EVENT) return; /* queued already: it frees the channel */
+  ch->state |= SH_CHS_EVENT;
+  sh_house_push(ch->house, SH_BOX_EVENT, &ch->ev);
+}
+
 static void maybe_free(sh_channel *ch) {
+  /* Its event queued: the event frees it (queue_free). */
   const uint32_t held = SH_CHS_EVENT;
   if (!(ch->state & SH_CHS_FREE_DUE) || (ch->state & held) || ch->refs > 0 || ch->busy > 0) return;
   sh_list_remove(&ch->link);
@@ -173,7 +193,7 @@ static void teardown(sh_channel *ch) {
   sh_buf_clear(&ch->out);
   if (ch->ops->closed != NULL) ch->ops->closed(ch);
   if (ch->state & SH_CHS_OPEN) sh_channel_tell(ch, SH_CHANNEL_CLOSED, error);
-  ch->state |= SH_CHS_FREE_DUE;
+  queue_free(ch);
 }
 
 void sh_channel_hold(sh_channel *ch) { ch->refs++; }

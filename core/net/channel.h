@@ -11,8 +11,10 @@
  * Work that must go on later (a read stopped at its page budget) queues
  * the same event again, so one busy channel cannot hold the actor.
  *
- * Life. A channel is freed when it is closed, its event is not queued and
- * no stack of its requests is still running (`refs`). A channel is
+ * Life. A channel is freed once it is closed, its event ran after the
+ * close (the close queues it: never inside the call that closed it, which
+ * a handler still holding the channel may have made) and no stack of its
+ * requests runs or future of it is left (`refs`). A channel is
  * attached to its house (house.h: its `attached` list), which is not
  * retired while one is left; its stop closes them (the house's
  * close_attached, which sh_channel_new sets).
@@ -69,7 +71,7 @@ enum {
   SH_CHS_EVENT = 1u << 11,     /* `ev` is in the house's event mailbox */
   SH_CHS_HIGH = 1u << 12,      /* the write buffer passed its high watermark */
   SH_CHS_WATCHED = 1u << 13,   /* counted in its worker's watched sockets */
-  SH_CHS_FREE_DUE = 1u << 14,  /* closed and told: free once nothing refers to it */
+  SH_CHS_FREE_DUE = 1u << 14,  /* closed and told: free once its event ran and nothing holds it */
   SH_CHS_HUP = 1u << 15,       /* the peer's end (or an error) was reported: read to the end */
 };
 
@@ -134,8 +136,8 @@ void sh_channel_open(sh_channel *ch);
 /* Queues the readiness event (if not queued): more work for a later run. */
 void sh_channel_poke(sh_channel *ch);
 /* Keeps the channel allocated (a stack of its requests runs, a future of
- * it is not freed yet), and lets it go: a closed channel is freed with its
- * last hold. */
+ * it is not freed yet), and lets it go: a closed channel whose event ran
+ * is freed with its last hold. */
 void sh_channel_hold(sh_channel *ch);
 void sh_channel_unhold(sh_channel *ch);
 /* Closes with `error` (0: orderly): now, or when the outermost entry leaves. */

@@ -27,12 +27,14 @@
  *     every pending and inflight future and stack of it with the reason,
  *     exactly once, and then tells the actor (its `channel_event` hook).
  *   - A channel pointer stays valid while the actor's hook has not yet
- *     returned from SH_CHANNEL_CLOSED, while a stack of the actor holds a
- *     future of the channel (an ask, a send, the connect's) or runs one of
- *     its requests; calls on a closed channel fail with -EPIPE. So a stack
- *     that keeps a channel in its locals uses it safely as long as it
- *     waits on that channel's futures; one that waits on something else
- *     learns of a close from the hook.
+ *     returned from SH_CHANNEL_CLOSED, until the handler invocations
+ *     running at the close return (a call of theirs may have closed it: a
+ *     write that found the connection reset, sh_channel_close), while a
+ *     stack of the actor holds a future of the channel (an ask, a send,
+ *     the connect's) or runs one of its requests; calls on a closed
+ *     channel fail with -EPIPE. So a stack that keeps a channel in its
+ *     locals uses it safely as long as it waits on that channel's futures;
+ *     one that waits on something else learns of a close from the hook.
  *
  * Memory: buffers are chains of fixed-size pages from the worker's pools;
  * in steady state reading and writing allocate nothing. A writer is pushed
