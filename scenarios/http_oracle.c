@@ -70,10 +70,10 @@ static uint64_t body_len_of(sh_scn *s, const ho_server *srv) {
 
 /* A bad request is not a HEAD (its error response would have no body to
  * frame by), HTTP/1.1, one fault and no padding. */
-static void make_bad(sh_scn *s, req *r) {
+static void make_bad(sh_scn *s, req *r, bool star) {
   /* Methods for "*" that are not OPTIONS (RFC 9112 3.2.4: OPTIONS only). */
   static const uint8_t not_options[] = {HO_GET, HO_POST, HO_PUT, HO_DELETE, HO_PATCH, HO_TRACE};
-  r->bad = (uint8_t)(1 + sh_scn_below(s, NBAD - 1));
+  r->bad = star ? B_TARGET : (uint8_t)(1 + sh_scn_below(s, NBAD - 1));
   r->pad = PAD_NONE;
   r->version = 11;
   r->method = HO_GET;
@@ -85,7 +85,7 @@ static void make_bad(sh_scn *s, req *r) {
   }
   if (r->bad == B_BAD_CL) r->framing = F_LEN;
   if (r->bad == B_GZIP) r->framing = F_NONE;
-  if (r->bad == B_TARGET) r->bad_target = (uint8_t)sh_scn_below(s, NBAD_TARGETS);
+  if (r->bad == B_TARGET) r->bad_target = star ? 0 : (uint8_t)sh_scn_below(s, NBAD_TARGETS);
   if (r->bad == B_BAD_VERSION) r->bad_target = (uint8_t)sh_scn_below(s, NBAD_VERSIONS);
   if (r->bad == B_TARGET && r->bad_target == 0)
     r->method = not_options[sh_scn_below(s, sizeof(not_options))];
@@ -160,7 +160,9 @@ static void draw_req(sh_scn *s, const ho_server *srv, bool calm, req *r) {
   if (r->method == HO_HEAD && r->pad != PAD_NONE) r->method = HO_GET;
   ho_draw_extras(s, r);
   draw_shape(s, r);
-  if (sh_scn_below(s, 8) == 7) make_bad(s, r);
+  if (sh_scn_below(s, 8) == 7) make_bad(s, r, false);
+  /* A third of the asterisk-forms with another method than OPTIONS. */
+  else if (r->form == T_ASTERISK && sh_scn_below(s, 3) == 0) make_bad(s, r, true);
   if (calm) tame(srv, r);
   if (r->framing == F_NONE) r->body_len = 0;
 }
