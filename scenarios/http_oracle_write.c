@@ -29,7 +29,8 @@ static const char *const schemes[] = {"http://h", "HTTP://h", "http://Host:80", 
 /* Extra headers: names (one of them in several cases: a duplicate) and
  * values with and without whitespace around (trimmed: http.h). */
 static const char *const extra_names[] = {"X-A", "X-Dup", "x-dup", "X-DUP", "X-Bb",
-                                          "X-Transfer-Encode" /* as long as Transfer-Encoding */};
+                                          /* as long as Transfer-Encoding, Content-Length */
+                                          "X-Transfer-Encode", "X-Content-Type"};
 static const char *const extra_values[] = {" v", "v", " v1 ", "\tx y\t", "", " ", "  a,b"};
 #define NEXTRA_NAMES (sizeof(extra_names) / sizeof(extra_names[0]))
 #define NEXTRA_VALUES (sizeof(extra_values) / sizeof(extra_values[0]))
