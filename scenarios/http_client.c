@@ -25,6 +25,20 @@ static void parser_reset(hc_parser *p) {
   p->r.allow_v[0] = '\0';
   p->r.declared = 0;
   p->r.body_len = 0;
+  p->r.body_sum = p->r.xsum = HC_SUM0;
+  p->r.xlen = 0;
+}
+
+static uint32_t fnv(uint32_t h, const char *p, size_t n) {
+  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 16777619u;
+  return h;
+}
+
+/* A header line the client does not read itself, into the response's sum. */
+static void other_header(hc_resp *r, const char *name, const char *v) {
+  size_t nl = strlen(name), vl = strlen(v);
+  r->xsum = fnv(fnv(fnv(fnv(r->xsum, name, nl), ": ", 2), v, vl), "\n", 1);
+  r->xlen += (uint32_t)(nl + vl + 3);
 }
 
 static bool bad(hc_conn *c, const char *what) {
@@ -57,9 +71,12 @@ static bool parse_headers(hc_conn *c, char *line) {
     } else if (strcasecmp(line, "Connection") == 0) {
       p->r.close = strcasecmp(v, "close") == 0;
       p->r.keep_alive = strcasecmp(v, "keep-alive") == 0;
+    } else if (strcasecmp(line, "Date") == 0) {
+      has_date = true;
+    } else if (strcasecmp(line, "Server") == 0) {
+      has_server = true;
     } else {
-      has_date |= strcasecmp(line, "Date") == 0;
-      has_server |= strcasecmp(line, "Server") == 0;
+      other_header(&p->r, line, v);
     }
   }
   if (!has_len) return bad(c, "no Content-Length");
@@ -114,6 +131,7 @@ static void feed(hc_conn *c, const sh_buf *in) {
       }
       /* A long body is counted; its first HC_BODY_MAX bytes are kept. */
       if (p->r.body_len < HC_BODY_MAX) p->r.body[p->r.body_len] = (char)q[i];
+      p->r.body_sum = fnv(p->r.body_sum, (const char *)q + i, 1);
       if (++p->r.body_len == p->need) response_done(c);
     }
     off += n;
@@ -131,7 +149,7 @@ bool hc_partial_matches(const hc_conn *c, uint16_t status, const char *body, siz
 
 bool hc_strict_at(sh_scn *s, bool cond, const char *file, int line, const char *fmt, ...) {
   if (cond) return true;
-  char msg[200];
+  char msg[600];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -256,6 +274,7 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
     }
     l->ch = l->c->ch = sh_future_reply(l->f, sh_channel_msg)->ch;
     l->c->closing = false;
+    parser_reset(&l->c->p); /* its sums start from HC_SUM0, not the zeroed state's 0 */
     sh_channel_set_data(l->ch, l->c);
     return next_chunk(st, l);
   case J_PAUSED:

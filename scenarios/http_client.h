@@ -24,10 +24,14 @@
 #include <stackhouse/scenario.h>
 
 /* Bytes of a response head, and of a body, the client keeps; the longest
- * body it takes. */
-#define HC_HEAD_MAX 1024u
+ * body it takes. A head holds a Content-Type and an extra header of a few
+ * KiB at most (http_conformance's, past the codec's staging buffer). */
+#define HC_HEAD_MAX 8192u
 #define HC_BODY_MAX 512u
 #define HC_BODY_LIMIT (1u << 24)
+
+/* FNV-1a's offset basis: the sums of an hc_resp start from it. */
+#define HC_SUM0 2166136261u
 
 typedef struct hc_resp {
   uint16_t status;
@@ -37,6 +41,10 @@ typedef struct hc_resp {
   char allow_v[64];        /* the Allow header's value (cut to fit) */
   uint32_t declared;       /* its Content-Length */
   uint32_t body_len;       /* all of it (0 for a bodiless one) */
+  uint32_t body_sum;       /* FNV-1a of all of it (HC_SUM0 for none) */
+  /* The header lines the client does not read itself (Content-Type, X-*):
+   * their bytes, and the FNV-1a of "name: value\n" of each, in order. */
+  uint32_t xlen, xsum;
   char body[HC_BODY_MAX];  /* its first bytes */
 } hc_resp;
 

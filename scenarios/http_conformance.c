@@ -22,10 +22,14 @@
  * there (never sooner, never by its idle timeout); the server's stats
  * (connections, refused, requests, bad, timeouts) are the model's.
  */
+#include <assert.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "http_client.h"
+#include "http_echo.h"
 #include "http_oracle.h"
 
 #define CONNS_MAX 8
@@ -51,6 +55,7 @@ typedef struct world {
   conn_state cs[CONNS_MAX];
   sh_http_server *server;
   ho_server srv;
+  sh_http_route routes[8];
   uint32_t max_conns;
   uint32_t nwaves, first[WAVES_MAX + 1]; /* wave k: connections first[k] .. first[k + 1] - 1 */
   bool gated[WAVES_MAX];
@@ -67,6 +72,90 @@ typedef struct handler_locals {
   uint32_t polls;
 } handler_locals;
 
+/* The server's enum, by its own names (http.h). */
+static const char *const enum_names[] = {"OTHER", "GET", "HEAD", "POST",  "PUT",
+                                         "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"};
+
+/* The decimal at v[*at] (past spaces), *at past it; 0 if none. */
+static uint32_t next_num(sh_http_str v, size_t *at) {
+  uint32_t x = 0;
+  while (*at < v.len && v.p[*at] == ' ') ++*at;
+  for (; *at < v.len && v.p[*at] >= '0' && v.p[*at] <= '9' && x < 100000; ++*at)
+    x = x * 10 + (uint32_t)(v.p[*at] - '0');
+  return x;
+}
+
+/* What the request asks of its response (http_echo.h), kept in bounds. */
+static void shape_of(const sh_http_request *r, ho_shape *sh) {
+  sh_http_str v;
+  size_t at = 0;
+  *sh = (ho_shape){0};
+  if (!sh_http_header(r, "x-shape", &v)) return;
+  sh->ctype_len = next_num(v, &at);
+  sh->fill = next_num(v, &at);
+  sh->xlong = next_num(v, &at);
+  sh->reason_of = (uint16_t)next_num(v, &at);
+  sh->bad_line = (uint8_t)next_num(v, &at);
+  if (sh->ctype_len > HO_CTYPE_MAX || sh->fill > HO_FILL_MAX || sh->xlong > HO_XLONG_MAX ||
+      sh->bad_line > HO_BAD_LINES)
+    *sh = (ho_shape){0};
+}
+
+/* The names the request asks to look up ("X-Look", separated by commas),
+ * and what sh_http_header says of each. */
+static void lookups(const sh_http_request *r, ho_echo_in *in) {
+  sh_http_str v;
+  if (!sh_http_header(r, "x-look", &v)) return;
+  /* Bounded: each turn passes a comma, or ends at the value's end. */
+  for (size_t at = 0; at <= v.len && in->nlooks < HO_LOOKS;) {
+    const char *c = memchr(v.p + at, ',', v.len - at);
+    size_t end = c != NULL ? (size_t)(c - v.p) : v.len, n = end - at;
+    char name[HO_LOOK_NAME + 1];
+    if (n > HO_LOOK_NAME) n = HO_LOOK_NAME;
+    memcpy(name, v.p + at, n);
+    name[n] = '\0';
+    uint32_t k = in->nlooks++;
+    in->look[k] = (sh_http_str){v.p + at, end - at};
+    in->found[k] = sh_http_header(r, name, &in->found_value[k]);
+    at = end + 1;
+  }
+}
+
+/* What the request API says of r: its fields, every header by index, the
+ * lookups it asked for. */
+static void describe(const sh_http_request *r, ho_echo_in *in) {
+  assert(r->method <= SH_HTTP_PATCH && r->nheaders <= SH_HTTP_MAX_HEADERS);
+  uint32_t sum = HO_SUM0;
+  const uint8_t *q;
+  size_t n;
+  for (size_t off = 0; (n = sh_buf_span(&r->body, off, &q)) > 0; off += n) sum = ho_sum(sum, q, n);
+  *in = (ho_echo_in){.method_name = r->method_name, .method_enum = enum_names[r->method],
+                     .target = r->target, .path = r->path, .query = r->query,
+                     .version = r->version, .keep_alive = r->keep_alive,
+                     .body_len = sh_buf_len(&r->body), .body_sum = sum, .nheaders = r->nheaders};
+  for (uint32_t i = 0; i < r->nheaders; i++)
+    if (sh_http_header_at(r, i, &in->name[i], &in->value[i]) != 0)
+      in->name[i] = in->value[i] = (sh_http_str){"(failed)", 8};
+  sh_http_str none;
+  in->past_rc = sh_http_header_at(r, r->nheaders, &none, &none) < 0;
+  lookups(r, in);
+}
+
+/* The response: the body, the Content-Type and X-Long asked for; a bad
+ * header line tried (refused: nothing of it may show). NULL: no memory. */
+static sh_http_response *respond(const ho_shape *sh, const char *body, size_t n) {
+  sh_http_response *resp = sh_http_response_new(200, ho_ctype(sh->ctype_len), body, n);
+  if (resp == NULL) return NULL;
+  int rc = sh->bad_line ? sh_http_response_header(resp, ho_bad_names[sh->bad_line],
+                                                  ho_bad_values[sh->bad_line]) : 0;
+  if (rc != -ENOMEM && sh->xlong > 0)
+    rc = sh_http_response_header(resp, "X-Long", ho_xlong(sh->xlong));
+  if (rc == -ENOMEM) sh_msg_free(&resp->hdr), resp = NULL;
+  return resp;
+}
+
+/* Answers a body naming the request and what the API says of it
+ * (http_echo.h), in the shape the request asked for. */
 static sh_yield echo(sh_actor *self, sh_stack *st) {
   (void)self;
   sh_http_request *r = sh_http_req(st);
@@ -77,14 +166,33 @@ static sh_yield echo(sh_actor *self, sh_stack *st) {
     if (l->f == NULL) return sh_throw(st, -ENOMEM);
     return sh_suspend(st, 1);
   }
-  uint32_t sum = HO_SUM0;
-  const uint8_t *q;
-  size_t n;
-  for (size_t off = 0; (n = sh_buf_span(&r->body, off, &q)) > 0; off += n) sum = ho_sum(sum, q, n);
-  char out[HO_ECHO_MAX];
-  size_t len = ho_echo(out, sizeof(out), r->method_name.p, r->method_name.len, r->target.p,
-                       r->target.len, r->version, r->keep_alive, sh_buf_len(&r->body), sum);
-  return sh_http_reply(st, 200, "text/plain", out, len);
+  ho_echo_in in;
+  ho_shape sh;
+  describe(r, &in);
+  shape_of(r, &sh);
+  in.fill = sh.fill;
+  if (sh.reason_of != 0) in.reason_of = sh.reason_of, in.reason = sh_http_reason(sh.reason_of);
+  if (sh.bad_line != 0) {
+    /* On a response of its own: the one sent must not have it either. */
+    sh_http_response *t = sh_http_response_new(200, NULL, NULL, 0);
+    if (t == NULL) return sh_throw(st, -ENOMEM);
+    in.bad_header = true;
+    in.bad_header_rc =
+        sh_http_response_header(t, ho_bad_names[sh.bad_line], ho_bad_values[sh.bad_line]);
+    sh_msg_free(&t->hdr);
+  }
+  char *body = malloc(HO_ECHO_BUF);
+  if (body == NULL) return sh_throw(st, -ENOMEM);
+  size_t n = ho_echo_format(&in, body, HO_ECHO_BUF);
+  if (sh.bad_line == 0 && sh.xlong == 0) {
+    sh_yield y = sh_http_reply(st, 200, ho_ctype(sh.ctype_len), body, n);
+    free(body);
+    return y;
+  }
+  sh_http_response *resp = respond(&sh, body, n);
+  free(body);
+  if (resp == NULL) return sh_throw(st, -ENOMEM);
+  return sh_return(st, &resp->hdr);
 }
 
 /* Holds until every connection of the running wave is held or refused. */
@@ -103,13 +211,6 @@ static sh_yield hold(sh_actor *self, sh_stack *st) {
   }
   return echo(self, st);
 }
-
-#define GET SH_HTTP_M(SH_HTTP_GET)
-#define POST SH_HTTP_M(SH_HTTP_POST)
-static const sh_http_route routes[] = {
-    {GET, "/g", echo}, {POST, "/p", echo}, {GET | POST, "/b", echo}, {GET, "/h", hold},
-    {0, "/w/*", echo}, /* last: only with any_route */
-};
 
 /* ---- the waves --------------------------------------------------------------------------- */
 
@@ -164,30 +265,46 @@ static bool bodiless(hc_conn *c) {
   return !cs->refused && cs->next < cs->st.nexp && cs->st.exp[cs->next].head;
 }
 
+/* A handler's 200 as the model says: its body (length, sum, first bytes;
+ * for a HEAD, the length declared and no bytes) and its extra headers. */
+static bool handler_ok(const ho_expect *e, const hc_resp *r, size_t *diff) {
+  size_t kept = r->body_len < HC_BODY_MAX ? r->body_len : HC_BODY_MAX;
+  size_t shown = e->echo_len < HO_ECHO_MAX - 1 ? e->echo_len : HO_ECHO_MAX - 1;
+  size_t n = kept < shown ? kept : shown;
+  for (*diff = 0; *diff < n && r->body[*diff] == e->echo[*diff];) ++*diff;
+  bool body_ok = e->head ? r->body_len == 0 && r->declared == e->echo_len
+                         : r->body_len == e->echo_len && r->body_sum == e->echo_sum && *diff == n;
+  return e->handler && body_ok && r->xlen == e->xlen && r->xsum == e->xsum;
+}
+
 /* Response r against the model's e; false (and a failed check) on a mismatch. */
 static bool matches(hc_conn *c, const conn_state *cs, const ho_expect *e, const hc_resp *r) {
   const char *rq = cs->st.out + cs->st.start[cs->next];
+  rq += strspn(rq, "\r\n"); /* past empty lines before the request line */
   int rql = (int)strcspn(rq, "\r");
   uint32_t got_len = e->head ? r->declared : r->body_len;
-  bool body_ok = e->head ? r->body_len == 0 && r->declared == e->echo_len
-                         : r->body_len == e->echo_len && memcmp(r->body, e->echo, e->echo_len) == 0;
+  size_t d = 0;
   /* A 200 is a handler's: one for another request is no fault's doing. */
-  if (!HC_STRICT(c->s, r->status != 200 || (e->handler && body_ok),
-                 "connection %u, request %u (%.*s): got 200 \"%.*s\" (%u bytes), want %u \"%s\"",
-                 c->index, cs->next, rql, rq, (int)(r->body_len < 80 ? r->body_len : 80), r->body,
-                 got_len, e->status, e->echo))
+  if (!HC_STRICT(c->s, r->status != 200 || handler_ok(e, r, &d),
+                 "connection %u, request %u (%.*s): got 200 (%u bytes, sum %08x, headers %u/%08x) "
+                 "\"%.*s\", want %u (%u bytes, sum %08x, headers %u/%08x) \"%.*s\" (from byte %zu)",
+                 c->index, cs->next, rql < 60 ? rql : 60, rq, got_len, r->body_sum, r->xlen,
+                 r->xsum, (int)(r->body_len < d + 60 ? r->body_len - d : 60), r->body + d,
+                 e->status, e->echo_len, e->echo_sum, e->xlen, e->xsum, 60, e->echo + d, d))
     return false;
   bool ok = (r->status == e->status || (e->alt != 0 && r->status == e->alt)) &&
             r->close == e->close && r->keep_alive == e->keep_alive &&
             (r->status != 405 || ho_allow_bits(r->allow_v) == e->allow) &&
-            (!e->head || r->body_len == 0);
+            (!e->head || r->body_len == 0) &&
+            (r->status == 200 || (r->xlen == e->xlen && r->xsum == e->xsum));
   return SH_SCN_CHECK(c->s, ok,
-                      "connection %u, request %u (%.*s): got %u%s%s Allow \"%s\" body %u/%u; "
-                      "want %u%s%s Allow bits %#x%s",
+                      "connection %u, request %u (%.*s): got %u%s%s Allow \"%s\" body %u/%u "
+                      "headers %u; want %u%s%s Allow bits %#x%s headers %u",
                       c->index, cs->next, rql, rq, r->status, r->close ? " close" : "",
                       r->keep_alive ? " keep-alive" : "", r->allow_v, r->body_len, r->declared,
-                      e->status, e->close ? " close" : "", e->keep_alive ? " keep-alive" : "",
-                      e->allow, e->head ? " no body" : "");
+                      r->xlen, e->status, e->close ? " close" : "",
+                      e->keep_alive ? " keep-alive" : "", e->allow, e->head ? " no body" : "",
+                      e->xlen);
 }
 
 static void response(hc_conn *c, const hc_resp *r) {
@@ -259,13 +376,20 @@ static void draw_waves(sh_scn *s, world *wd) {
 
 static int setup(sh_scn *s, sh_system *sys) {
   world *wd = sh_scn_state(s);
-  wd->srv = (ho_server){.max_head = 256 + (uint32_t)sh_scn_below(s, 769),
-                        .max_body = 1 + sh_scn_below(s, 256), .any_route = sh_scn_below(s, 2)};
+  /* max_head mostly small, else around the inline head (1280) or up to 4 KiB. */
+  uint64_t mh = sh_scn_below(s, 4);
+  wd->srv = (ho_server){.max_head = (uint32_t)(mh < 2   ? 256 + sh_scn_below(s, 769)
+                                               : mh == 2 ? 1180 + sh_scn_below(s, 200)
+                                                         : 1024 + sh_scn_below(s, 3073)),
+                        .max_body = 1 + sh_scn_below(s, 256), .any_route = sh_scn_below(s, 2),
+                        .star_route = sh_scn_below(s, 2)};
   wd->max_conns = sh_scn_below(s, 2) ? 0 : 1 + (uint32_t)sh_scn_below(s, 3);
   uint32_t instances = 1 + (uint32_t)sh_scn_below(s, 2);
   uint32_t inflight = sh_scn_below(s, 3) == 0 ? 1 + (uint32_t)sh_scn_below(s, 2) : 0;
   draw_waves(s, wd);
-  sh_http_config cfg = {.routes = routes, .nroutes = wd->srv.any_route ? 5 : 4,
+  uint32_t nroutes = ho_routes(&wd->srv, wd->routes, echo, hold);
+  assert(nroutes <= sizeof(wd->routes) / sizeof(wd->routes[0]));
+  sh_http_config cfg = {.routes = wd->routes, .nroutes = nroutes,
                         .locals_size = sizeof(handler_locals), .data = wd,
                         .instances = instances, .max_connections = wd->max_conns,
                         .idle_timeout_ms = 2000, .max_head = wd->srv.max_head,
