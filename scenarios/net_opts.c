@@ -21,6 +21,8 @@
  *     the channel is closed (in its CLOSED hook);
  *   - options at opening: a bad one fails sh_tcp_serve, sh_udp_open and
  *     a connect's future with the same error, and leaves no socket open;
+ *     so does a bind to a port in use (-EADDRINUSE: a UDP socket that
+ *     sets no binding option, a second listener);
  *   - sh_udp_open from an actor that is not an IO actor is -EINVAL;
  *     sh_channel_ask and sh_channel_send without a channel or a message
  *     are NULL (the message freed);
@@ -255,6 +257,13 @@ static void probe_udp(sh_actor *self, sh_scn *s, sh_stack *st) {
     return;
   }
   sh_channel_set_data(ch, &wd->given[ON_UDP]);
+  /* Its port, bound by a socket that sets no binding option: taken. */
+  sh_netaddr mine;
+  sh_channel *again = NULL;
+  sh_channel_local(ch, &mine);
+  rc = sh_udp_open(self, &mine, NULL, &again);
+  SH_SCN_CHECK(s, rc == -EADDRINUSE || sh_scn_fault_error(s, rc), "udp open on a bound port: %d",
+               rc);
   check_channel(s, ch, ON_UDP);
   sh_channel_close(ch); /* its CLOSED hook counts down */
 }
@@ -356,6 +365,12 @@ static int setup(sh_scn *s, sh_system *sys) {
   rc = sh_tcp_serve(sys, &any, &conn_class, (void *)&arg, 1, &wd->given[ON_ACCEPTED],
                     &wd->server);
   if (rc == 0) rc = sh_tcp_server_addr(wd->server, &wd->at);
+  if (rc == 0) {
+    /* Where a server listens, no other may, SO_REUSEADDR or not. */
+    int again = sh_tcp_serve(sys, &wd->at, &conn_class, (void *)&arg, 1, NULL, NULL);
+    SH_SCN_CHECK(s, again == -EADDRINUSE || sh_scn_fault_error(s, again),
+                 "serve on a port in use: %d", again);
+  }
   if (rc == 0) rc = sh_scn_spawn(s, sys, &probe_class, 0, 1, &wd->probe);
   if (rc == 0) rc = sh_scn_spawn(s, sys, &plain_class, 0, 1, &wd->plain);
   if (rc != 0) return rc;
