@@ -325,6 +325,16 @@ typedef bool (*sh_sim_fails_fn)(void *ctx, const sh_sim_choice *s, size_t n);
 size_t sh_sim_shrink(sh_sim_choice *s, size_t n, sh_sim_fails_fn still_fails, void *ctx,
                      uint32_t max_trials, uint32_t *trials_out);
 
+/* From a fiber that is not a worker (the outside fiber, a thread fiber) of
+ * a started system: waits ns of virtual time while the workers go on as
+ * they would (when they all sleep, the clock jumps: an idle stretch costs
+ * a few steps). The stretch moves the run's virtual-time limit by ns, so
+ * that it never fails a run as vtime. 0, or -EINVAL (no started system, a
+ * worker, ns 0 or past the clock's range), -ENOMEM. The scenario framework
+ * idles every run this way after its workload ("The idle check",
+ * docs/simulator.md). */
+int sh_sim_idle(uint64_t ns);
+
 /* The figures of the current (or last) simulation. (The trace file is
  * finished when the system is freed.) */
 void sh_sim_report_get(sh_sim_report *r);
