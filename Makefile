@@ -66,7 +66,7 @@ LIB_SRCS          := $(CORE_SRCS) $(EPOLL_SRCS) $(HTTP_SRCS)
 # The scenario framework (registry, runs, shared invariants): in the
 # simulation library, and, compiled for epoll, in libstackhouse-shrun.a, so
 # that users' scenarios get it on both backends.
-SCN_FRAMEWORK_SRC := scenarios/scenario.c scenarios/scnactor.c
+SCN_FRAMEWORK_SRC := scenarios/scenario.c scenarios/scnactor.c scenarios/scnidle.c
 # libstackhouse-shrun.a: shrun (the epoll runner, main included) and the
 # scenario framework, for libstackhouse. Linked with scenario objects and
 # libstackhouse it makes a shrun of those scenarios, as

@@ -83,6 +83,8 @@ static const sh_scenario bridge_shutdown = {
     .name = "bridge_shutdown",
     .summary = "an outside thread sends through its bridge while the system shuts down",
     .workers = 2,
+    /* The shutdown must meet the thread still sending: no idle stretch. */
+    .flags = SH_SCN_NO_IDLE,
     .state_size = sizeof(world),
     .setup = setup,
     .verify = verify,

@@ -14,6 +14,8 @@
 #include <time.h>
 
 #include <stackhouse/probe.h>
+
+#include "scnidle.h"
 #ifdef SH_SIM
 #include <stackhouse/sim.h>
 #endif
@@ -346,6 +348,18 @@ static int wait_faulty(sh_scn *s, sh_system *sys, int *rc) {
   }
 }
 
+/* The idle check (scnidle.c) of a run whose workload ended: strict, as
+ * the shared invariants are (a fault excuses no busy worker). */
+static void check_idle(sh_scn *s, sh_system *sys, const sh_config *cfg) {
+  if (s->sc->flags & SH_SCN_NO_IDLE) return;
+  char why[200];
+  sh_scn_idle_verdict v = sh_scn_idle_check(sys, cfg->pool_idle_ns, cfg->spin_ns, why, sizeof(why));
+  if (v == SH_SCN_IDLE_BUSY) {
+    failf(s, "invariant", "%s", why);
+    trace_mark("fail", "FAIL: idle", why);
+  }
+}
+
 void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_scn_result *r) {
   assert(sc != NULL && sc->setup != NULL && r != NULL);
   memset(r, 0, sizeof(*r));
@@ -375,6 +389,7 @@ void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_
   if (sys != NULL) {
     int code = s.faulty ? wait_faulty(&s, sys, &rc) : sh_system_wait(sys);
     int want = atomic_load_explicit(&s.want, memory_order_acquire);
+    if (rc == 0) check_idle(&s, sys, &cfg);
     sh_system_shutdown(sys);
     /* Never excused: no fault changes the code an exit gave. Strict only
      * once the workers are joined: they read the flag in their checks. */

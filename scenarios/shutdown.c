@@ -388,6 +388,8 @@ static const sh_scenario shutdown_inflight = {
     .name = "shutdown_inflight",
     .summary = "shutdown with ask chains in flight: every stack resumes, every stop runs once",
     .workers = 2,
+    /* The shutdown must meet the chains full of asks: no idle stretch. */
+    .flags = SH_SCN_NO_IDLE,
     .state_size = sizeof(world),
     .setup = setup,
     .verify = verify,

@@ -98,6 +98,10 @@ enum {
   /* Uses the (simulated) network: `shsim fuzz` draws network weather
    * (the sh/net/ fault points) for it, and for no scenario without it. */
   SH_SCN_NET = 1u << 3,
+  /* No idle check after the workload (docs/simulator.md, "The idle
+   * check"): for a scenario whose point is what the shutdown meets while
+   * work is still in flight, which an idle stretch would let finish. */
+  SH_SCN_NO_IDLE = 1u << 4,
 };
 
 typedef struct sh_scenario {
