@@ -58,8 +58,8 @@ SH_API void sh_yield_cpu(void);
 /* ------------------------------------------------------------------ */
 
 typedef struct sh_actor_probe {
-  /* The actor's futures not yet completed: its asks and sh_put's still
-   * waiting (what its table of pending asks counts). */
+  /* The actor's futures not yet completed: its asks, sh_put's and
+   * sh_sleep's still waiting (what its table of pending asks counts). */
   uint32_t asks_pending;
   /* Buckets of that table; it grows (doubles) before asks_pending reaches
    * ask_buckets * ask_load, and shrinks again when mostly empty. */

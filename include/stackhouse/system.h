@@ -91,7 +91,7 @@ typedef struct sh_stats {
    * once: a reply, an error or a timeout, or given up: its stack ended, or
    * its bridge was freed, while it was pending). */
   uint64_t sent;              /* notices, asks, replies and exceptions sent */
-  uint64_t asks;              /* futures made by sh_ask and sh_put, and bridge asks */
+  uint64_t asks;              /* futures made by sh_ask, sh_put and sh_sleep, bridge asks */
   uint64_t asks_resolved;     /* futures completed or given up */
   uint64_t drain_overruns;    /* shutdowns whose final drain hit its bound */
 } sh_stats;
