@@ -31,6 +31,10 @@ int sh_sim_idle(uint64_t ns) {
    * meanwhile (a wait, bounded by the deadline and the run's step limit). */
   rc = sh_plat_event_wait_until(e, deadline);
   sh_plat_event_free(e);
+  /* A step of its own: the wait's wake is a decision (a forced switch)
+   * taken without a step, and a replay tells apart only so many decisions
+   * of one step (replay.c), which a caller idling in chunks would pass. */
+  sh_simrun_point("sim.idle", false);
   /* Nobody has the event to set it: only the deadline ends the wait. */
   SH_ASSERT(rc == -ETIMEDOUT && S->now >= deadline);
   return 0;
