@@ -235,7 +235,8 @@ static void sd_verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
 static const sh_scenario review_http_shutdown_sleeping = {
     .name = "review_http_shutdown_sleeping",
     .summary = "HTTP: the system shut down while a handler sleeps and requests wait",
-    .flags = SH_SCN_NO_FAULTS,
+    /* The shutdown must meet the handler asleep: no idle stretch. */
+    .flags = SH_SCN_NO_FAULTS | SH_SCN_NO_IDLE,
     .state_size = sizeof(world),
     .setup = sd_setup,
     .verify = sd_verify,
