@@ -245,6 +245,21 @@ static void discard_stacks(sh_house *h, void *arg) {
   }
 }
 
+/* The stop hooks a drain that overran did not reach (dispatch.c runs them
+ * once a stopped house's futures ended; a house still busy, or never
+ * mounted, was left short of that). Every actor whose init succeeded gets
+ * its stop (stackhouse.h), overrun or not: a house that is not vacant holds
+ * one. After discard_stacks, so that the hook still comes after its last
+ * handler. */
+static void run_owed_stop(sh_house *h, void *arg) {
+  (void)arg;
+  if (h->vacant || h->stop_done) return;
+  /* Stopped by the drain, its stacks discarded: no handler can follow. */
+  SH_ASSERT(h->actor != NULL && sh_list_empty(&h->stacks));
+  h->stop_done = true;
+  if (h->cls->stop != NULL) SH_USER_VOID(h->cls->stop(h->actor));
+}
+
 /* Waits for the calls from other threads in flight when `shut` was stored
  * (system.h). Bounded by those: new ones back off, once `shut` is stored;
  * each ends after a few steps (a push, queueing a waiter, a spawn). Not a
@@ -270,6 +285,7 @@ int sh_system_shutdown(sh_system *sys) {
   /* The rest needs worker 0's pools and wheel, as the drain did. */
   SH_ASSERT(sh_worker_current() == &sys->workers[0]);
   sh_hstore_each(sys, discard_stacks, NULL);
+  if (rc != 0) sh_hstore_each(sys, run_owed_stop, NULL);
   for (uint32_t i = 0; i < sys->nworkers; i++) sh_timer_discard_all(&sys->workers[i]);
   /* Objects on their way back to their pools arrive now: the counts of
    * outstanding objects are exact from here on. */

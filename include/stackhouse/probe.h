@@ -73,7 +73,8 @@ SH_API void sh_actor_probe_get(const sh_actor *self, sh_actor_probe *out);
 
 /* Actors the system still has ready, queued or running. Only while no
  * worker runs (before sh_system_start, or after sh_system_shutdown, where
- * it must be 0). */
+ * it must be 0 when the shutdown returned 0; after -EBUSY, the actors its
+ * drain left busy). */
 SH_API uint32_t sh_system_busy(const sh_system *sys);
 
 /* sh_system_wait for at most timeout_ms (>= 0; virtual time in the

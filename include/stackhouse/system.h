@@ -57,7 +57,9 @@ SH_API int sh_system_wait(sh_system *sys);
 /* Stops the workers, answers every pending ask with -ESHUTDOWN, runs stop
  * hooks, returns every pooled object. The system can only be freed after.
  * -EBUSY (counted in sh_stats.drain_overruns) when actors were still
- * busy after the final drain's bound; the system is shut down anyway. */
+ * busy after the final drain's bound; the system is shut down anyway: the
+ * stacks still suspended are discarded (their asks given up), then the
+ * stop hooks the drain did not reach run. */
 SH_API int sh_system_shutdown(sh_system *sys);
 SH_API void sh_system_free(sh_system *sys);
 SH_API uint32_t sh_system_workers(const sh_system *sys);
