@@ -15,7 +15,12 @@
  *   - a batch ask stack returns one reply for the whole batch: a reply
  *     that can be copied reaches every ask of the batch; one whose type has
  *     a drop hook cannot be copied, so exactly one ask of each batch gets
- *     it and the others fail with -EINVAL (README, "Batching").
+ *     it and the others fail with -EINVAL (README, "Batching"); a batch
+ *     stack that returns a notice answers none: every ask fails with
+ *     -ENODATA, as with NULL.
+ * Once a run, sh_put misused (an ask type, a bad timeout) gives NULL and
+ * frees the message (stackhouse.h: NULL only for -EINVAL or -ENOMEM; a
+ * send that is not a _try takes the message always).
  * Every reply carries the round's value, and every message the target
  * made is freed once. Faults (shsim --faults) may spoil an answer: such
  * an error is excused (sh_scn_fault_error), never a wrong one.
@@ -31,7 +36,7 @@
 #define SR_MADE 64u          /* messages of the target's that are counted */
 #define SR_VALUE(round) (0x2545f491ull * (round) + 3u)
 
-enum { C_NULL, C_NOTICE, C_DEADLK, C_LOOP, C_BATCH_COPY, C_BATCH_DROP, C_CASES };
+enum { C_NULL, C_NOTICE, C_DEADLK, C_LOOP, C_BATCH_COPY, C_BATCH_DROP, C_BATCH_NOTICE, C_CASES };
 
 typedef struct world {
   sh_scn *s;
@@ -119,6 +124,7 @@ static sh_yield tgt_batch(sh_actor *self, sh_stack *st) {
   world *wd = m->wd;
   atomic_fetch_add_explicit(&wd->batches[m->round], 1, memory_order_release);
   uint64_t v = SR_VALUE(m->round);
+  if (m->kase == C_BATCH_NOTICE) return sh_return(st, made_new(wd, &sr_note_type, v));
   sh_msg *r = m->kase == C_BATCH_DROP ? made_new(wd, &sr_owning_type, v) : sh_scn_num_new(v);
   return r != NULL ? sh_return(st, r) : sh_throw(st, -ENOMEM);
 }
@@ -177,7 +183,7 @@ static sh_yield ask_round(asker *a, world *wd, sh_stack *st, ask_locals *l) {
  * per batch stack has it and the others fail with -EINVAL. */
 static void check_batch(world *wd, const ask_locals *l) {
   sh_scn *s = wd->s;
-  uint32_t ok = 0, einval = 0, excused = 0;
+  uint32_t ok = 0, refused = 0, excused = 0;
   for (uint32_t i = 0; i < l->n; i++) {
     int err = sh_future_error(l->f[i]);
     uint64_t v = 0;
@@ -187,7 +193,9 @@ static void check_batch(world *wd, const ask_locals *l) {
     if (err == 0)
       ok += SH_SCN_CHECK(s, v == SR_VALUE(l->round), "round %u: a batch reply's value", l->round);
     else if (err == -EINVAL && l->kase == C_BATCH_DROP)
-      einval++;
+      refused++;
+    else if (err == -ENODATA && l->kase == C_BATCH_NOTICE)
+      refused++;
     else
       excused += SH_SCN_CHECK(s, sh_scn_fault_error(s, err), "round %u (batch case %u): %d",
                               l->round, l->kase, err);
@@ -195,9 +203,10 @@ static void check_batch(world *wd, const ask_locals *l) {
   uint32_t batches = atomic_load_explicit(&wd->batches[l->round], memory_order_acquire);
   if (excused > 0) return;
   if (l->kase == C_BATCH_COPY) SH_SCN_CHECK_EQ(s, ok, l->n, "batch asks answered with copies");
+  if (l->kase == C_BATCH_NOTICE) SH_SCN_CHECK_EQ(s, refused, l->n, "asks refused -ENODATA");
   if (l->kase == C_BATCH_DROP) {
     SH_SCN_CHECK_EQ(s, ok, batches, "asks answered with an uncopyable reply (one per batch)");
-    SH_SCN_CHECK_EQ(s, einval, l->n - batches, "asks of a batch refused -EINVAL");
+    SH_SCN_CHECK_EQ(s, refused, l->n - batches, "asks of a batch refused -EINVAL");
   }
 }
 
@@ -216,11 +225,21 @@ static void check_round(world *wd, const ask_locals *l) {
                     SR_MAX_FAILING, "invocations before -ELOOP");
 }
 
+/* sh_put refuses what is not a notice, and a bad timeout: NULL, the
+ * message freed (verify counts its frees). */
+static void put_misuse(world *wd, sh_stack *st) {
+  sh_msg *reply = made_new(wd, &sr_owning_type, 0), *note = made_new(wd, &sr_note_type, 0);
+  sh_future *f1 = reply != NULL ? sh_put(st, wd->target, reply, SH_FOREVER) : NULL;
+  sh_future *f2 = note != NULL ? sh_put(st, wd->target, note, -5) : NULL;
+  SH_SCN_CHECK(wd->s, f1 == NULL && f2 == NULL, "a misused sh_put gave a future");
+}
+
 static sh_yield asker_notice(sh_actor *self, sh_stack *st) {
   asker *a = (asker *)self;
   world *wd = sh_scn_state(a->a.s);
   ask_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == SH_START) {
+    if (a->round == 0) put_misuse(wd, st);
     sh_yield y = ask_round(a, wd, st, l);
     if (y == SH_SUSPEND) return y;
   } else {

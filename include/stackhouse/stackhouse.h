@@ -403,7 +403,11 @@ SH_API sh_yield sh_suspend(sh_stack *st, int next_state);
 SH_API sh_yield sh_suspend_any(sh_stack *st, int next_state);
 /* Completes the stack. For an ask stack `reply` (a SH_REPLY message) goes to
  * the asker; for a batch ask stack it is copied to every ask of the batch not
- * answered with sh_batch_reply. Notice stacks pass NULL. */
+ * answered with sh_batch_reply (a type with a drop hook cannot be copied:
+ * the last such ask gets it, the others fail with -EINVAL). Notice stacks
+ * pass NULL. An ask stack that returns NULL fails its asker with -ENODATA,
+ * one that returns a message that is not a reply with -EINVAL (the message
+ * freed); a batch ask stack's unanswered asks fail with -ENODATA then. */
 SH_API sh_yield sh_return(sh_stack *st, sh_msg *reply);
 /* Completes the stack with an error (negative errno): the asker's future
  * fails with it. */
