@@ -10,7 +10,8 @@
  * instances 0..k-1 once each before sh_spawn returned, none of k's or
  * later ones' (their inits never ran), and none of its instances is ever
  * mounted. A group without a failure gives an address of K instances
- * (sh_addr_count), each stopped once after sh_stop. Spawns come from an
+ * (sh_addr_count), one of which answers an ask to it, and each is stopped
+ * once after sh_stop. Spawns come from an
  * actor's handler and, once, from setup (a thread that is not a worker).
  * Misuse is refused with -EINVAL before any init runs (sh_spawn_on past
  * the workers; sh_stop, sh_addr_count, sh_mailbox_stats_get on a NULL or
@@ -77,16 +78,24 @@ static void inst_stop(sh_actor *self) {
                "round %u: instance %u stopped outside its failed spawn", x->round, x->idx);
 }
 
+/* Says who answered: its round, its index and its worker. */
+static sh_yield inst_ask(sh_actor *self, sh_stack *st) {
+  inst *x = (inst *)self;
+  return sh_scn_answer(st, (uint64_t)x->round << 16 | x->idx << 8 | sh_actor_worker(self));
+}
+
 static const sh_actor_class inst_class = {
     .name = "spawn_undo_instance",
     .size = sizeof(inst),
+    .ask = inst_ask,
     .init = inst_init,
     .mount = inst_mount,
     .stop = inst_stop,
 };
 
-/* Draws round k's group and its failure, spawns it, and checks the result. */
-static void spawn_round(world *wd, uint32_t k) {
+/* Draws round k's group and its failure, spawns it, and checks the result:
+ * the group's address when it was made, else NULL. */
+static const sh_addr *spawn_round(world *wd, uint32_t k) {
   sh_scn *s = wd->s;
   su_round *r = &wd->r[k];
   bool per_worker = sh_scn_below(s, 4) == 0;
@@ -104,8 +113,7 @@ static void spawn_round(world *wd, uint32_t k) {
   if (r->fail_at == SU_NONE) {
     SH_SCN_CHECK(s, rc == 0 && sh_addr_count(a) == r->n, "round %u: spawn of %u: %d, %u", k,
                  r->n, rc, rc == 0 ? sh_addr_count(a) : 0);
-    if (rc == 0) SH_SCN_CHECK(s, sh_stop(a) == 0, "round %u: sh_stop", k);
-    return;
+    return rc == 0 ? a : NULL;
   }
   SH_SCN_CHECK(s, rc == r->error, "round %u: instance %u of %u failed with %d, sh_spawn %d", k,
                r->fail_at, r->n, r->error, rc);
@@ -114,6 +122,7 @@ static void spawn_round(world *wd, uint32_t k) {
     SH_SCN_CHECK(s, atomic_load(&r->stops[i]) == (i < r->fail_at),
                  "round %u (instance %u failed): instance %u stopped %u times", k, r->fail_at,
                  i, atomic_load(&r->stops[i]));
+  return NULL;
 }
 
 /* Refused before any init runs. */
@@ -138,25 +147,55 @@ typedef struct spawner {
   uint32_t round;
 } spawner;
 
-static sh_yield spawner_notice(sh_actor *self, sh_stack *st) {
-  spawner *sp = (spawner *)self;
-  world *wd = sh_scn_state(sp->a.s);
-  if (sp->round == 0) misuse(wd, sh_self(self));
-  spawn_round(wd, sp->round);
-  if (++sp->round < SU_ROUNDS) return sh_scn_round_end(st, true, &wd->left);
+typedef struct sp_locals {
+  const sh_addr *group;
+  sh_future *f;
+} sp_locals;
+
+/* The group's answer comes from one of its instances, on a worker. */
+static void check_answer(world *wd, uint32_t k, const sp_locals *l) {
+  uint64_t v = 0;
+  bool got = sh_scn_num_of(l->f, &v);
+  uint32_t idx = (uint32_t)(v >> 8 & 0xff), worker = (uint32_t)(v & 0xff);
+  SH_SCN_CHECK(wd->s, got && v >> 16 == k && idx < wd->r[k].n &&
+                          worker < sh_system_workers(wd->sys),
+               "round %u: an ask to the group: error %d, answer %#llx", k,
+               sh_future_error(l->f), (unsigned long long)v);
+  SH_SCN_CHECK(wd->s, sh_stop(l->group) == 0, "round %u: sh_stop", k);
+}
+
+/* After the last round: the system is to end, and takes no more actors. */
+static void spawn_after_exit(world *wd) {
   sh_scn_done(wd->s, wd->sys);
-  /* The system is to end now: no more actors. */
   su_arg arg = {wd, SU_ROUNDS + 1};
   const sh_addr *a = NULL;
   int rc = sh_spawn(wd->sys, &inst_class, &arg, 1, &a);
   SH_SCN_CHECK(wd->s, rc == -ESHUTDOWN, "a spawn after sh_system_exit: %d", rc);
   SH_SCN_CHECK_EQ(wd->s, atomic_load(&wd->r[SU_ROUNDS + 1].inits), 0, "inits after the exit");
+}
+
+static sh_yield spawner_notice(sh_actor *self, sh_stack *st) {
+  spawner *sp = (spawner *)self;
+  world *wd = sh_scn_state(sp->a.s);
+  sp_locals *l = sh_stack_locals(st);
+  if (sh_stack_state(st) == SH_START) {
+    if (sp->round == 0) misuse(wd, sh_self(self));
+    l->group = spawn_round(wd, sp->round);
+    /* A group answers (a per-worker one from the asker's own worker's). */
+    l->f = l->group != NULL ? sh_scn_ask_num(st, l->group, 0, SH_FOREVER) : NULL;
+    if (l->f != NULL) return sh_suspend(st, 1);
+  } else {
+    check_answer(wd, sp->round, l);
+  }
+  if (++sp->round < SU_ROUNDS) return sh_scn_round_end(st, true, &wd->left);
+  spawn_after_exit(wd);
   return sh_return(st, NULL);
 }
 
 static const sh_actor_class spawner_class = {
     .name = "spawn_undo_spawner",
     .size = sizeof(spawner),
+    .locals_size = sizeof(sp_locals),
     .init = sh_scn_actor_init,
     .notice = spawner_notice,
 };
@@ -168,7 +207,8 @@ static int setup(sh_scn *s, sh_system *sys) {
   wd->s = s;
   wd->sys = sys;
   atomic_store(&wd->left, 1);
-  spawn_round(wd, SU_ROUNDS); /* from a thread that is not a worker */
+  const sh_addr *g = spawn_round(wd, SU_ROUNDS); /* from a thread that is not a worker */
+  if (g != NULL) SH_SCN_CHECK(s, sh_stop(g) == 0, "setup's group: sh_stop");
   return sh_scn_spawn_each(s, sys, &spawner_class, 1, SH_SCN_EACH_KICK, NULL);
 }
 
