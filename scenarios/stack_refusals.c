@@ -156,6 +156,7 @@ typedef struct ask_locals {
 typedef struct asker {
   sh_scn_actor a;
   uint32_t round;
+  bool looped; /* C_LOOP, the dear case (1024 invocations), once a run at most */
 } asker;
 
 static int want_of(uint32_t kase) {
@@ -165,6 +166,8 @@ static int want_of(uint32_t kase) {
 
 static sh_yield ask_round(asker *a, world *wd, sh_stack *st, ask_locals *l) {
   *l = (ask_locals){.kase = (uint32_t)sh_scn_below(wd->s, C_CASES), .round = a->round};
+  if (l->kase == C_LOOP && a->looped) l->kase = C_NULL;
+  a->looped |= l->kase == C_LOOP;
   bool batch = l->kase >= C_BATCH_COPY;
   uint32_t n = batch ? 2 + (uint32_t)sh_scn_below(wd->s, SR_BATCH - 1) : 1;
   for (uint32_t i = 0; i < n; i++) {
