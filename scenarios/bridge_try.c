@@ -163,15 +163,23 @@ typedef struct bt_pending {
   uint32_t seen_replied[T_TARGETS], seen_thrown[T_TARGETS];
 } bt_pending;
 
+/* What the thread keeps of a message it sends: once sent, it is the
+ * runtime's, and may be handled and freed before the send returns. */
+typedef struct bt_sent {
+  uint32_t serial, what, target;
+} bt_sent;
+
+static bt_sent sent_of(const bt_msg *m) { return (bt_sent){m->serial, m->what, m->target}; }
+
 /* An ask the bridge took: its ticket is new and above every earlier one. */
-static void took(world *wd, sh_bridge *b, bt_pending *p, const bt_msg *m, uint64_t ticket) {
+static void took(world *wd, sh_bridge *b, bt_pending *p, bt_sent m, uint64_t ticket) {
   SH_SCN_CHECK(wd->s, ticket > p->last_ticket, "ticket %llu after %llu",
                (unsigned long long)ticket, (unsigned long long)p->last_ticket);
   p->last_ticket = ticket;
   p->tickets[p->n] = ticket;
-  p->serial[p->n] = m->serial;
-  p->what[p->n] = m->what;
-  p->target[p->n++] = m->target;
+  p->serial[p->n] = m.serial;
+  p->what[p->n] = m.what;
+  p->target[p->n++] = m.target;
   SH_SCN_CHECK_EQ(wd->s, sh_bridge_pending(b), p->n, "sh_bridge_pending after an ask");
 }
 
@@ -228,7 +236,7 @@ static void recv_all(world *wd, sh_bridge *b, bt_pending *p) {
 /* ---- the outside threads ----------------------------------------------------- */
 
 /* A send the bridge took: handled once later (verify). */
-static void admitted(world *wd, const bt_msg *m) { atomic_store(&wd->admitted[m->serial], 1); }
+static void admitted(world *wd, bt_sent m) { atomic_store(&wd->admitted[m.serial], 1); }
 
 /* Misuse: -EINVAL; a _try leaves the message the caller's (freed here, once:
  * verify), the blocking forms take and free it. */
@@ -263,6 +271,7 @@ static int send_one(world *wd, sh_bridge *b, bt_pending *p, uint32_t t, uint32_t
   if (m == NULL) return -ENOMEM;
   uint64_t ticket = 0;
   const sh_addr *to = wd->to[t];
+  bt_sent sent = sent_of(m);
   int rc;
   switch (form) {
   case 0: rc = sh_bridge_ask_try(b, to, &m->hdr, &ticket); break;
@@ -270,8 +279,8 @@ static int send_one(world *wd, sh_bridge *b, bt_pending *p, uint32_t t, uint32_t
   case 2: rc = sh_bridge_notice_try(b, to, &m->hdr); break;
   default: rc = sh_bridge_notice(b, to, &m->hdr, timeout); break;
   }
-  if (rc == 0 && ask) took(wd, b, p, m, ticket);
-  if (rc == 0) admitted(wd, m);
+  if (rc == 0 && ask) took(wd, b, p, sent, ticket);
+  if (rc == 0) admitted(wd, sent);
   /* A refused _try left it ours (bridge.h); the others freed it. */
   if (rc != 0 && (form == 0 || form == 2)) sh_msg_free(&m->hdr);
   return rc;
@@ -342,11 +351,12 @@ static void parked_main(void *arg) {
   if (!SH_SCN_CHECK(wd->s, rc == 0, "sh_bridge_new: %d", rc)) return;
   bt_msg *m = bt_new(wd, &bt_ask_type, T_PARKED, BT_ANSWER);
   uint64_t ticket = 0;
+  bt_sent sent = m != NULL ? sent_of(m) : (bt_sent){0};
   rc = m != NULL ? sh_bridge_ask(b, wd->to[T_HELD], &m->hdr, SH_FOREVER, &ticket) : -ENOMEM;
   SH_SCN_CHECK(wd->s, rc == 0, "a parked sh_bridge_ask: %d", rc);
   if (rc == 0) {
-    took(wd, b, &p, m, ticket);
-    admitted(wd, m);
+    took(wd, b, &p, sent, ticket);
+    admitted(wd, sent);
   }
   recv_all(wd, b, &p);
   sh_bridge_free(b);
@@ -363,8 +373,9 @@ static void bt_main(void *arg) {
   to_open(wd, b, &p);
   bt_msg *h = bt_new(wd, &bt_note_type, T_HELD, BT_ANSWER);
   if (h != NULL) h->hold = true;
+  bt_sent hs = h != NULL ? sent_of(h) : (bt_sent){0};
   rc = h != NULL ? sh_bridge_notice(b, wd->to[T_HELD], &h->hdr, SH_FOREVER) : -ENOMEM;
-  if (SH_SCN_CHECK(s, rc == 0, "the hold: %d", rc)) admitted(wd, h);
+  if (SH_SCN_CHECK(s, rc == 0, "the hold: %d", rc)) admitted(wd, hs);
   SH_SCN_CHECK(s, await(wd, is_holding), "the held actor never took its hold");
   fill(wd, b, &p);
   if (wd->parked) {
@@ -381,8 +392,9 @@ static void bt_main(void *arg) {
   /* Last, to both: its handling says every earlier notice was handled. */
   for (uint32_t t = T_OPEN; t <= T_HELD; t++) {
     bt_msg *f = bt_new(wd, &bt_note_type, t, BT_FIN);
+    bt_sent fs = f != NULL ? sent_of(f) : (bt_sent){0};
     rc = f != NULL ? sh_bridge_notice(b, wd->to[t], &f->hdr, SH_FOREVER) : -ENOMEM;
-    if (SH_SCN_CHECK(s, rc == 0, "the last notice: %d", rc)) admitted(wd, f);
+    if (SH_SCN_CHECK(s, rc == 0, "the last notice: %d", rc)) admitted(wd, fs);
   }
   sh_bridge_free(b);
 }
