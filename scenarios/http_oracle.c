@@ -194,7 +194,9 @@ static uint16_t bad_status(const req *r, uint16_t *alt) {
   static const uint16_t st[NBAD] = {[B_NO_COLON] = 400, [B_BAD_CL] = 400, [B_NO_HOST] = 400,
                                     [B_BAD_CHUNK] = 400, [B_OVERFLOW] = 400, [B_HUGE] = 413,
                                     [B_VERSION] = 505, [B_GZIP] = 501, [B_TARGET] = 400,
-                                    [B_BARE_CR] = 400, [B_BAD_VERSION] = 400};
+                                    [B_BARE_CR] = 400, [B_BAD_VERSION] = 400,
+                                    /* RFC 9112 3.2: more than one Host is a 400. */
+                                    [B_TWO_HOSTS] = 400};
   /* A size past 64 bits is a bad size or a body past max_body: either. */
   if (r->bad == B_OVERFLOW) *alt = 413;
   return st[r->bad];

@@ -20,7 +20,7 @@ enum { T_ORIGIN, T_ABSOLUTE, T_ASTERISK };
 
 /* One kind of bad input per bad request; B_OK: none. */
 enum { B_OK, B_NO_COLON, B_BAD_CL, B_NO_HOST, B_BAD_CHUNK, B_OVERFLOW, B_HUGE, B_VERSION, B_GZIP,
-       B_TARGET, B_BARE_CR, B_BAD_VERSION, NBAD };
+       B_TARGET, B_BARE_CR, B_BAD_VERSION, B_TWO_HOSTS, NBAD };
 #define NBAD_TARGETS 7  /* B_TARGET's kinds (bad_target) */
 #define NBAD_VERSIONS 4 /* B_BAD_VERSION's kinds (bad_target) */
 /* Heads at a limit and one past it: max_head, SH_HTTP_MAX_HEADERS, and

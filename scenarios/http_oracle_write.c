@@ -165,6 +165,7 @@ void ho_write_head(sh_scn *s, const req *r, uint32_t conn, uint32_t j, const ho_
   *h = (head_info){0};
   request_line(s, r, conn, j, o, h);
   if (r->bad != B_NO_HOST) header(o, h, cased(s, "Host", b, sizeof(b)), " h");
+  if (r->bad == B_TWO_HOSTS) header(o, h, cased(s, "Host", b, sizeof(b)), " h2");
   if (r->conn != 0) header(o, h, cased(s, "Connection", b, sizeof(b)), " %s", conn_values[r->conn]);
   if (r->bad == B_BAD_CL) header(o, h, "Content-Length", " 1x");
   else if (r->framing == F_LEN)
