@@ -88,6 +88,8 @@ typedef struct run {
   uint64_t budget;  /* max_per_run */
   uint64_t n;       /* requests and answers taken, deferred stacks run */
   uint64_t events;  /* events taken */
+  int64_t ev0;      /* events counted and within reach as the run began */
+  uint64_t ew0;     /* pushes the event mailbox had had by then */
   uint32_t stuck;   /* the mailboxes passed over as held up by a push half-way */
   bool ready_ran;   /* the deferred stacks had their turn */
   bool requests;    /* an ask or a notice was taken */
@@ -308,6 +310,11 @@ static void run_begin(uintptr_t hk, uint64_t budget) {
   uint32_t f = sh_simrun_cur();
   SH_ASSERT(f < SH_SIM_MAX_FIBERS && runs[f].hk == 0); /* runs of a fiber do not nest */
   runs[f] = (run){.hk = hk, .budget = budget, .stale = (uint32_t)sh_simmem_stale_reads()};
+  /* Behind a push half-way, counted events are out of reach (mailbox.c). */
+  uintptr_t ebox = hk + EVENT_BOX * sizeof(void *);
+  const sh_simmodel_entry *eb = sh_simmodeltab_find(K_BOX, ebox, 0);
+  runs[f].ev0 = eb != NULL && eb->z == 0 ? counted(ebox) : 0;
+  runs[f].ew0 = eb != NULL ? eb->w : 0;
 }
 
 static void run_look(uintptr_t hk, uint64_t end, uint64_t box) {
@@ -370,6 +377,17 @@ static void run_end(uintptr_t hk) {
   run *r = run_of(hk);
   SH_ASSERT(r != NULL);
   r->hk = 0;
+  /* Events always get their share, whatever the requests left of the
+   * budget: those there from the run's start, up to the share, are taken;
+   * but the last of them, if a push began meanwhile (a take of the last
+   * message waits for a push half-way behind it: mailbox.c). */
+  const sh_simmodel_entry *eb = sh_simmodeltab_find(K_BOX, hk + EVENT_BOX * sizeof(void *), 0);
+  int64_t reach = eb != NULL && eb->w != r->ew0 ? r->ev0 - 1 : r->ev0;
+  int64_t due = reach < EVENT_SHARE ? reach : EVENT_SHARE;
+  if (exact(r) && (int64_t)r->events < due)
+    violation("run.events: a run took %llu events while %lld were in its event mailbox from its "
+              "start (each run takes up to %d)",
+              (unsigned long long)r->events, (long long)r->ev0, EVENT_SHARE);
 }
 
 /* ---- generations and sh_stop -------------------------------------------------- */

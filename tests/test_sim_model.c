@@ -335,6 +335,12 @@ static void run_events(uint32_t n) {
 }
 static void events_share(void) { run_events(16); }
 static void events_over_share(void) { run_events(17); }
+#define END() N(SH_MODEL_RUN_END, HK, 0, 0)
+/* Events there from the start get their share however the requests spent
+ * the budget; the last may wait for a push that began behind it. */
+BODY(events_starved, SEND(2, 0); SEND(4, 1); SEND(4, 2); RUN(1); LOOK(4, 2); GET(2, 0); END())
+BODY(events_last_behind_push, SEND(4, 1); SEND(4, 2); RUN(1); GET(4, 1);
+     N(SH_MODEL_PUSH, &hb[4], msg[3], 4); END())
 
 /* B swapped the head behind A and has not linked: A is out of reach, the
  * walk passes over the mailbox for the rest of the run. */
@@ -356,6 +362,8 @@ static void test_run_rules(void **state) {
   expect(run_ready_after_request, "model: run.order: a run's deferred stacks ran after a request");
   expect(run_ready_over_budget, "model: run.budget: a run handled 3 messages");
   expect(events_over_share, "model: run.budget: a run took 17 events, its share 16");
+  expect(events_last_behind_push, "ok");
+  expect(events_starved, "model: run.events: a run took 0 events while 2 were in its event");
   expect(run_stuck_claimed, "model: run.stuck: ");
 }
 
