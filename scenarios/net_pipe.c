@@ -338,9 +338,10 @@ static int setup(sh_scn *s, sh_system *sys) {
 /* What a side's stages and its close say, against its plan. */
 static void verify_side(sh_scn *s, const srvside *sd, uint64_t through, uint64_t due) {
   const ps_plan *p = sd->pc.plan;
+  /* A fault may cut the run before the side opened or got its plan. */
+  if (!sd->ev.open || p == NULL) return;
   int fail = ps_fail_at(p);
   bool clean = !sh_scn_faulty(s);
-  if (!sd->ev.open) return;
   SH_SCN_CHECK(s, sd->pc.closed_calls == p->n && sd->pc.closed_err == sd->ev.err,
                "%s: %u closed calls with %d, closed with %d", sd->pc.who, sd->pc.closed_calls,
                sd->pc.closed_err, sd->ev.err);
