@@ -45,7 +45,8 @@ typedef struct world {
   int64_t last[BO_THREADS][2];
   uint32_t handled[BO_THREADS];
   sh_thread *threads[BO_THREADS];
-  atomic_uint done;
+  uint32_t total;   /* messages the actor started */
+  atomic_uint left; /* the threads, and the actor's last message: then the end */
   atomic_uint answered[BO_THREADS];
 } world;
 
@@ -63,6 +64,7 @@ static void started(world *wd, uint32_t thread, uint32_t seq, uint32_t k) {
                k == 0 ? "ask" : "notice", seq, (long long)*last);
   if ((int64_t)seq > *last) *last = seq;
   wd->handled[thread]++;
+  if (++wd->total == BO_THREADS * BO_SENDS) sh_scn_count_down(wd->s, wd->sys, &wd->left);
 }
 
 static sh_yield bo_notice(sh_actor *self, sh_stack *st) {
@@ -134,7 +136,7 @@ static void sender_main(void *arg) {
     atomic_fetch_add(&wd->answered[a->thread], 1);
   }
   sh_bridge_free(b);
-  if (atomic_fetch_add(&wd->done, 1) + 1 == BO_THREADS) sh_scn_done(wd->s, wd->sys);
+  sh_scn_count_down(wd->s, wd->sys, &wd->left);
 }
 
 static int setup(sh_scn *s, sh_system *sys) {
@@ -149,6 +151,7 @@ static int setup(sh_scn *s, sh_system *sys) {
                              .ask_capacity = cap, .notice_capacity = wd->ordered ? 0 : cap,
                              .ordered = wd->ordered};
   for (uint32_t t = 0; t < BO_THREADS; t++) wd->last[t][0] = wd->last[t][1] = -1;
+  atomic_init(&wd->left, BO_THREADS + 1);
   int rc = sh_scn_spawn(s, sys, &wd->cls, 0, 1, &wd->to);
   for (uint32_t t = 0; t < BO_THREADS && rc == 0; t++) {
     args[t] = (sender_arg){wd, t};
