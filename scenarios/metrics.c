@@ -174,17 +174,13 @@ static sh_yield sink_notice(sh_actor *self, sh_stack *st) {
   return sh_return(st, NULL);
 }
 
-static sh_yield sink_ask(sh_actor *self, sh_stack *st) {
+/* An ask stack that asks actor `to` in its turn and answers 0 once that
+ * answer came; every send counted. */
+static sh_yield relay(sh_actor *self, sh_stack *st, uint32_t to, const char *what) {
   world *wd = world_of(self);
-  got(wd);
-  if (!sh_msg_is(sh_stack_msg(st), &m_hold_type)) {
-    sink_took(self);
-    sent(wd, 1);
-    return sh_scn_answer(st, 1);
-  }
   if (sh_stack_state(st) == SH_START) {
-    SH_SCN_CHECK(sh_scn_of(self), sh_scn_ask_num(st, wd->a[M_GATE], 0, SH_FOREVER) != NULL,
-                 "S's gate ask");
+    SH_SCN_CHECK(sh_scn_of(self), sh_scn_ask_num(st, wd->a[to], 0, SH_FOREVER) != NULL, "%s",
+                 what);
     sent(wd, 1);
     atomic_fetch_add(&wd->asks, 1);
     return sh_suspend(st, 1);
@@ -193,18 +189,20 @@ static sh_yield sink_ask(sh_actor *self, sh_stack *st) {
   return sh_scn_answer(st, 0);
 }
 
-static sh_yield gate_ask(sh_actor *self, sh_stack *st) {
+static sh_yield sink_ask(sh_actor *self, sh_stack *st) {
   world *wd = world_of(self);
   got(wd);
-  if (sh_stack_state(st) == SH_START) {
-    SH_SCN_CHECK(sh_scn_of(self), sh_scn_ask_num(st, wd->a[M_DRIVER], 0, SH_FOREVER) != NULL,
-                 "G's ask");
+  if (!sh_msg_is(sh_stack_msg(st), &m_hold_type)) {
+    sink_took(self);
     sent(wd, 1);
-    atomic_fetch_add(&wd->asks, 1);
-    return sh_suspend(st, 1);
+    return sh_scn_answer(st, 1);
   }
-  sent(wd, 1);
-  return sh_scn_answer(st, 0);
+  return relay(self, st, M_GATE, "S's gate ask");
+}
+
+static sh_yield gate_ask(sh_actor *self, sh_stack *st) {
+  got(world_of(self));
+  return relay(self, st, M_DRIVER, "G's ask");
 }
 
 /* P: N puts from one stack, all waiting for room until S is released. */
