@@ -54,7 +54,7 @@ endif
 # libstackhouse, and install with it. The scenario framework's header
 # (scenario.h) is for both backends: libstackhouse-sim.a and
 # libstackhouse-shrun.a implement it.
-SIM_HEADERS       := $(addprefix include/stackhouse/,sim.h sim_cmocka.h)
+SIM_HEADERS       := $(addprefix include/stackhouse/,sim.h sim_cmocka.h cluster.h)
 PUBLIC_HEADERS    := $(filter-out $(SIM_HEADERS),$(wildcard include/stackhouse/*.h))
 CORE_SRCS         := $(wildcard core/*.c core/*/*.c)
 EPOLL_SRCS        := $(wildcard backend-epoll/*.c)

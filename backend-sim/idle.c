@@ -17,9 +17,9 @@ static sh_simrun *const S = &sh_simrun_state;
 
 int sh_sim_idle(uint64_t ns) {
   sh_simmisuse_check_thread("sh_sim_idle");
-  sh_plat *p = sh_simrun_active();
+  sh_simtab *p = sh_simrun_active();
   /* Workers never block (loop.c parks them); only a started system idles. */
-  if (p == NULL || p->cur < p->nworkers || ns == 0) return -EINVAL;
+  if (p == NULL || sh_simrun_is_worker(p, p->cur) || ns == 0) return -EINVAL;
   uint64_t deadline = S->now + ns;
   if (deadline < S->now) return -EINVAL; /* past the clock's range */
   if (S->vtime_limit != UINT64_MAX)

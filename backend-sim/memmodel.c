@@ -77,6 +77,16 @@ void sh_simmem_configure(const sh_sim_options *o, uint64_t *x) {
   sh_simrng_seed(&M.rng, x);
 }
 
+void sh_simmem_forget_all(void) {
+  /* Stores and hand-offs the model remembers may be of memory a crash
+   * freed, which a new allocation may take: every one counts as seen by
+   * all (the store buffers drained), which the C11 model allows too. */
+  memset(M.ring, 0, sizeof(M.ring));
+  M.filter = 0;
+  memset(M.in, 0, sizeof(M.in));
+  memset(M.hand, 0, sizeof(M.hand));
+}
+
 void sh_simmem_sync(uint32_t f) {
   if (f < SH_SIM_MAX_FIBERS) M.sync[f] = M.clock;
 }
@@ -189,7 +199,7 @@ static sh_simmem_store *known(const volatile void *a, uint64_t now, uint64_t *t_
 }
 
 uint64_t sh_plat_mem_load(const volatile void *a, uint64_t now, memory_order mo) {
-  sh_plat *p = sh_simrun_active();
+  sh_simtab *p = sh_simrun_active();
   if (p == NULL) return now;
   uint32_t f = p->cur;
   uint64_t t_unknown;
@@ -252,7 +262,7 @@ static bool may_delay(uint32_t f, const sh_simmem_store *s, uint64_t after, memo
 
 uint64_t sh_plat_mem_store(const volatile void *a, uint64_t before, uint64_t after,
                            memory_order mo) {
-  sh_plat *p = sh_simrun_active();
+  sh_simtab *p = sh_simrun_active();
   if (p == NULL) return after;
   uint32_t f = p->cur;
   uint64_t t_unknown;
@@ -270,7 +280,7 @@ uint64_t sh_plat_mem_store(const volatile void *a, uint64_t before, uint64_t aft
 /* A read-modify-write reads the newest value, and writes (unless it left
  * the word as it was: a failed compare-and-exchange). */
 void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, memory_order mo) {
-  sh_plat *p = sh_simrun_active();
+  sh_simtab *p = sh_simrun_active();
   if (p == NULL) return;
   uint32_t f = p->cur;
   uint64_t t_unknown;
@@ -280,14 +290,14 @@ void sh_plat_mem_rmw(const volatile void *a, uint64_t before, uint64_t after, me
 }
 
 void sh_plat_mem_handoff(const volatile void *p) {
-  sh_plat *pl = sh_simrun_active();
+  sh_simtab *pl = sh_simrun_active();
   if (pl == NULL) return;
   M.hand[M.hhead++ % SH_SIMMEM_HANDOFFS] = (__typeof__(M.hand[0])){
       .a = p, .t = ++M.clock, .writer = pl->cur};
 }
 
 void sh_plat_mem_receive(const volatile void *p, const char *what) {
-  sh_plat *pl = sh_simrun_active();
+  sh_simtab *pl = sh_simrun_active();
   if (pl == NULL || p == NULL) return; /* nothing linked yet */
   uint32_t f = pl->cur;
   /* Newest first, bounded by the hand-offs kept: an older one was made

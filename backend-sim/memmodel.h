@@ -54,6 +54,10 @@
  * seeded from *x (which advances). */
 void sh_simmem_configure(const sh_sim_options *o, uint64_t *x);
 
+/* A node crashed (node.c): the model forgets every store and hand-off it
+ * remembers (they may be of the node's freed memory). */
+void sh_simmem_forget_all(void);
+
 /* Fiber `f` synchronized with everything so far (it was started, woken, or
  * unblocked). */
 void sh_simmem_sync(uint32_t f);

@@ -10,6 +10,7 @@
  * so the run ends at once: FAIL:blocking or FAIL:thread.
  */
 #include "misuse.h"
+#include "node.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -33,13 +34,16 @@ bool sh_simmisuse_simulating_here(void) {
   return sh_simmisuse_sim_thread && sh_simrun_active() != NULL && !S->failing;
 }
 
-void sh_simmisuse_fiber_name(const sh_plat *p, uint32_t i, char *buf, size_t cap) {
-  if (i < p->nworkers)
-    snprintf(buf, cap, "worker %u", i);
-  else if (i == p->nworkers)
+void sh_simmisuse_fiber_name(const sh_simtab *p, uint32_t i, char *buf, size_t cap) {
+  const sh_simrun_fiber *f = &p->f[i];
+  const char *node = f->node != 0 ? sh_simnode_name(f->node) : "";
+  const char *sp = f->node != 0 ? " " : "";
+  if (f->kind == SH_SIMRUN_WORKER)
+    snprintf(buf, cap, "%s%sworker %u", node, sp, f->worker);
+  else if (f->kind == SH_SIMRUN_OUTSIDE)
     snprintf(buf, cap, "the outside thread");
   else
-    snprintf(buf, cap, "thread fiber %u", i - p->nworkers - 1);
+    snprintf(buf, cap, "%s%sthread fiber %u", node, sp, i - p->root->nworkers - 1);
 }
 
 /* What addr2line wants: an offset into a position-independent object, the
@@ -91,7 +95,7 @@ void sh_simmisuse_foreign_thread(const char *entry, const void *caller) {
 
 void sh_simmisuse_blocking(const char *call, const void *caller) {
   char who[32], at[160], d[512];
-  sh_simmisuse_fiber_name(S->plat, S->plat->cur, who, sizeof(who));
+  sh_simmisuse_fiber_name(S->tab, S->tab->cur, who, sizeof(who));
   sh_simmisuse_locate(caller, at, sizeof(at));
   snprintf(d, sizeof(d),
            "%s called by %s at %s (a real wait or thread stalls or escapes the simulation)",

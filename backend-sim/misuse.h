@@ -31,7 +31,7 @@ __attribute__((noreturn)) void sh_simmisuse_foreign_thread(const char *entry, co
  * real thread of the program's own would run beside the fibers, unseen by
  * the scheduler, and the simulation would be neither right nor repeatable. */
 static inline void sh_simmisuse_check_thread(const char *entry) {
-  if (__builtin_expect(!sh_simmisuse_sim_thread && sh_simrun_state.plat != NULL, 0))
+  if (__builtin_expect(!sh_simmisuse_sim_thread && sh_simrun_state.tab != NULL, 0))
     sh_simmisuse_foreign_thread(entry, __builtin_return_address(0));
 }
 
@@ -45,7 +45,7 @@ bool sh_simmisuse_simulating_here(void);
 __attribute__((noreturn)) void sh_simmisuse_blocking(const char *call, const void *caller);
 
 /* "worker N", "the outside thread" or "thread fiber N": fiber i of p. */
-void sh_simmisuse_fiber_name(const sh_plat *p, uint32_t i, char *buf, size_t cap);
+void sh_simmisuse_fiber_name(const sh_simtab *p, uint32_t i, char *buf, size_t cap);
 
 /* Where code address `addr` is, for a person: its function (when the
  * dynamic symbol table knows it) and a command that finds its line,

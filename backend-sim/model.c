@@ -112,6 +112,15 @@ void sh_simmodel_reset(void) {
 
 uint64_t sh_simmodel_events(void) { return events; }
 
+void sh_simmodel_fiber_gone(uint32_t f) {
+  SH_ASSERT(f < SH_SIM_MAX_FIBERS);
+  runs[f] = (run){0};
+}
+
+void sh_simmodel_forget(bool (*dead)(const void *ctx, uintptr_t a), const void *ctx) {
+  sh_simmodeltab_forget(dead, ctx);
+}
+
 void sh_simmodel_violation(const char *fmt, ...) {
   char d[256];
   va_list ap;

@@ -95,3 +95,24 @@ void sh_simmodeltab_del(sh_simmodel_entry *e) {
   }
   slots[i].epoch = 0;
 }
+
+void sh_simmodeltab_forget(bool (*dead)(const void *ctx, uintptr_t a), const void *ctx) {
+  /* The dead entries' keys first, then each deleted by key: a deletion
+   * moves entries back, which a walk that deletes as it goes could skip.
+   * Bounded by the table (at most SH_SIMMODELTAB_MAX keys). */
+  static struct key {
+    uint32_t kind;
+    uintptr_t a;
+    uint64_t b;
+  } keys[SH_SIMMODELTAB_MAX];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < SH_SIMMODELTAB_SLOTS && n < SH_SIMMODELTAB_MAX; i++) {
+    const sh_simmodel_entry *e = &slots[i];
+    if (used(e) && (dead(ctx, e->a) || dead(ctx, (uintptr_t)e->b)))
+      keys[n++] = (struct key){e->kind, e->a, e->b};
+  }
+  for (uint32_t k = 0; k < n; k++) {
+    sh_simmodel_entry *e = sh_simmodeltab_find(keys[k].kind, keys[k].a, keys[k].b);
+    if (e != NULL) sh_simmodeltab_del(e);
+  }
+}

@@ -14,6 +14,7 @@
 #ifndef SH_SIM_MODELTAB_H
 #define SH_SIM_MODELTAB_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define SH_SIMMODELTAB_SLOTS (1u << 17)
@@ -40,5 +41,8 @@ sh_simmodel_entry *sh_simmodeltab_get(uint32_t kind, uintptr_t a, uint64_t b, in
 void sh_simmodeltab_del(sh_simmodel_entry *e);
 /* Live entries. */
 uint32_t sh_simmodeltab_count(void);
+/* Deletes every entry whose address, or second key, dead() says is of
+ * memory a crash freed. */
+void sh_simmodeltab_forget(bool (*dead)(const void *ctx, uintptr_t a), const void *ctx);
 
 #endif

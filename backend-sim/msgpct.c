@@ -57,7 +57,7 @@ static int64_t house_prio(uint64_t house) {
   return hashed(house);
 }
 
-void sh_simmsgpct_start(sh_plat *p) {
+void sh_simmsgpct_start(sh_simtab *p) {
   T.salt = sh_simrng_next(&T.rng);
   T.deliveries = 0;
   T.ndropped = 0;
@@ -68,12 +68,12 @@ void sh_simmsgpct_start(sh_plat *p) {
 
 void sh_simmsgpct_place(sh_simrun_fiber *nf) { nf->prio = fiber_prio(nf->index); }
 
-void sh_simmsgpct_run(sh_plat *p, uint64_t house, bool begin) {
+void sh_simmsgpct_run(sh_simtab *p, uint64_t house, bool begin) {
   SH_ASSERT(T.kind == SH_SIM_MSGPCT && p->cur < p->nfibers);
   p->f[p->cur].prio = begin ? house_prio(house) : fiber_prio(p->cur);
 }
 
-void sh_simmsgpct_deliver(sh_plat *p, uint64_t house) {
+void sh_simmsgpct_deliver(sh_simtab *p, uint64_t house) {
   SH_ASSERT(T.kind == SH_SIM_MSGPCT && p->cur < p->nfibers);
   T.deliveries++;
   /* Change points drawn equal all fall on this delivery; each drops the

@@ -101,6 +101,7 @@
 #include "base/check.h"
 #include "base/faults.h"
 #include "netsock.h"
+#include "node.h"
 #include "run.h"
 
 #define SH_SIMNET_LATENCY_NS 20000u
@@ -131,7 +132,7 @@ static struct {
   sh_simnet_cut cuts[SH_SIMNET_MAX_CUTS];
   uint32_t ncuts;
   sh_net_ready_fn ready_fn;
-  sh_simnet_list ready[SH_SIM_MAX_WORKERS];
+  sh_simnet_list ready[SH_SIM_MAX_FIBERS]; /* by the watching worker's fiber */
 } N;
 
 static sh_simrun *const S = &sh_simrun_state;
@@ -162,6 +163,8 @@ sh_simnet_sock *sh_simnet_get(sh_sock s, sh_simnet_kind kind) {
   return kind == 0 || N.tab[s]->kind == kind ? N.tab[s] : NULL;
 }
 
+uint32_t sh_simnet_count(void) { return N.nsocks; }
+
 int sh_simnet_sock_new(sh_simnet_kind kind, sh_simnet_sock **out) {
   if (N.nsocks == INT32_MAX) return -EMFILE;
   if (sh_simnet_grow((void **)&N.tab, &N.capsocks, N.nsocks + 1, sizeof(*N.tab)) != 0)
@@ -172,6 +175,7 @@ int sh_simnet_sock_new(sh_simnet_kind kind, sh_simnet_sock **out) {
   k->kind = kind;
   k->peer_id = -1;
   k->watcher = SH_SIMNET_NO_WORKER;
+  k->node = sh_simnode_cur();
   sh_simnet_opts_init(k);
   N.tab[N.nsocks++] = k;
   sh_simrun_mix(SH_SIMRUN_MIX_NET);
@@ -265,6 +269,8 @@ int sh_simnet_send(sh_simnet_ev *ev) {
   SH_ASSERT(ev->at > S->now);
   if (sh_simnet_grow((void **)&N.heap, &N.capev, N.nev + 1, sizeof(*N.heap)) != 0) return -ENOMEM;
   ev->seq = N.seq++;
+  const sh_simnet_sock *from = sh_simnet_get(ev->src, 0);
+  ev->from_node = from != NULL ? from->node : sh_simnode_cur();
   uint32_t i = N.nev++;
   N.heap[i] = *ev;
   for (; i > 0 && before(&N.heap[i], &N.heap[(i - 1) / 2]); i = (i - 1) / 2)
@@ -276,7 +282,7 @@ int sh_simnet_send(sh_simnet_ev *ev) {
   if (S->trace != NULL)
     sh_simtrace_net(S->trace, S->now, sh_simrun_cur(), true, flow_id(ev->seq), ev_name(ev));
   /* The clock must stop at it: it is as good as a sleeper's deadline. */
-  if (S->plat != NULL && ev->at < S->plat->next_deadline) S->plat->next_deadline = ev->at;
+  if (S->tab != NULL && ev->at < S->tab->next_deadline) S->tab->next_deadline = ev->at;
   return 0;
 }
 
@@ -288,19 +294,23 @@ static sh_simnet_sock *deliver_one(sh_simnet_ev *ev) {
   return sh_simnet_tcp_deliver(ev);
 }
 
+void sh_simnet_deliver_ev(sh_simnet_ev *ev, uint64_t now) {
+  sh_simnet_sock *k = deliver_one(ev);
+  sh_simrun_mix(SH_SIMRUN_MIX_NET);
+  sh_simrun_mix(ev->seq);
+  sh_simrun_mix(k != NULL ? (uint64_t)(uint32_t)k->id : UINT64_MAX);
+  if (S->trace != NULL && k != NULL && ev->kind != SH_SIMNET_EV_RELEASE) {
+    uint32_t track = k->watcher != SH_SIMNET_NO_WORKER ? k->watcher : sh_simrun_cur();
+    sh_simtrace_net(S->trace, now, track, false, flow_id(ev->seq), ev_name(ev));
+  }
+}
+
 void sh_simnet_deliver(uint64_t now) {
   /* Bounded: each pass takes one arrival; a delivery sends only later ones. */
   while (N.nev > 0 && N.heap[0].at <= now) {
     sh_simnet_ev ev;
     pop_ev(&ev);
-    sh_simnet_sock *k = deliver_one(&ev);
-    sh_simrun_mix(SH_SIMRUN_MIX_NET);
-    sh_simrun_mix(ev.seq);
-    sh_simrun_mix(k != NULL ? (uint64_t)(uint32_t)k->id : UINT64_MAX);
-    if (S->trace != NULL && k != NULL && ev.kind != SH_SIMNET_EV_RELEASE) {
-      uint32_t track = k->watcher != SH_SIMNET_NO_WORKER ? k->watcher : sh_simrun_cur();
-      sh_simtrace_net(S->trace, now, track, false, flow_id(ev.seq), ev_name(&ev));
-    }
+    if (!sh_simnet_cut_holds(&ev)) sh_simnet_deliver_ev(&ev, now);
   }
 }
 
@@ -353,8 +363,8 @@ void sh_simnet_notify(sh_simnet_sock *k, uint32_t events) {
   /* Out of memory loses the report, not the state: the next one lists it. */
   if (list_push(&N.ready[k->watcher], k->id) != 0) return;
   k->listed = true;
-  sh_plat *p = S->plat;
-  if (p == NULL || k->watcher >= p->nworkers) return;
+  sh_simtab *p = S->tab;
+  if (p == NULL || !sh_simrun_is_worker(p, k->watcher)) return;
   sh_simrun_fiber *f = &p->f[k->watcher];
   if (f->state != SH_SIMRUN_PARKED) return; /* its next wait sees the list */
   sh_simrun_make_runnable(f);
@@ -368,7 +378,7 @@ uint32_t sh_simnet_level(const sh_simnet_sock *k) {
 
 /* Drops the entries of closed sockets; whether one is left. */
 bool sh_simnet_ready(uint32_t w) {
-  if (w >= SH_SIM_MAX_WORKERS) return false;
+  if (w >= SH_SIM_MAX_FIBERS) return false;
   sh_simnet_list *l = &N.ready[w];
   uint32_t n = 0;
   for (uint32_t i = 0; i < l->n; i++)
@@ -377,6 +387,7 @@ bool sh_simnet_ready(uint32_t w) {
   return n > 0;
 }
 
+/* One function for every system: the core's, the same in each. */
 void sh_net_set_ready(sh_plat *p, sh_net_ready_fn fn) {
   (void)p;
   N.ready_fn = fn;
@@ -385,9 +396,9 @@ void sh_net_set_ready(sh_plat *p, sh_net_ready_fn fn) {
 int sh_net_watch(sh_plat *p, uint32_t worker, sh_sock s, void *token) {
   sh_simnet_sock *k = sh_simnet_get(s, 0);
   if (k == NULL) return -EBADF;
-  if (worker >= SH_SIM_MAX_WORKERS || (p != NULL && worker >= p->nworkers)) return -EINVAL;
+  if (p == NULL || worker >= p->nworkers) return -EINVAL;
   if (k->watcher != SH_SIMNET_NO_WORKER) return -EEXIST;
-  k->watcher = worker;
+  k->watcher = p->fiber[worker];
   k->token = token;
   uint32_t now = k->ready | sh_simnet_level(k);
   k->ready = 0;
@@ -396,7 +407,7 @@ int sh_net_watch(sh_plat *p, uint32_t worker, sh_sock s, void *token) {
 }
 
 uint32_t sh_simnet_report(uint32_t worker, uint32_t max) {
-  if (worker >= SH_SIM_MAX_WORKERS) return 0;
+  if (worker >= SH_SIM_MAX_FIBERS) return 0;
   sh_simnet_list *l = &N.ready[worker];
   uint32_t i = 0, got = 0;
   /* Bounded by max. The list may grow meanwhile: the readiness function
@@ -443,7 +454,7 @@ static void sock_text(const sh_simnet_sock *k, char *buf, size_t n) {
   const char *state = k->kind == SH_SIMNET_STREAM && k->state <= SH_SIMNET_REFUSED
                           ? states[k->state] : "";
   char watch[24] = "unwatched";
-  if (k->watcher != SH_SIMNET_NO_WORKER) snprintf(watch, sizeof(watch), "worker %u", k->watcher);
+  if (k->watcher != SH_SIMNET_NO_WORKER) snprintf(watch, sizeof(watch), "fiber %u", k->watcher);
   snprintf(buf, n, "socket %d (%s %s %s, peer %s, %s)", (int)k->id, what, state, local, peer,
            watch);
 }
@@ -480,7 +491,8 @@ void sh_simnet_end(void) {
   free(N.tab);
   free(N.heap);
   sh_simnet_bind_end();
-  for (uint32_t w = 0; w < SH_SIM_MAX_WORKERS; w++) free(N.ready[w].ids);
+  sh_simnet_node_end();
+  for (uint32_t w = 0; w < SH_SIM_MAX_FIBERS; w++) free(N.ready[w].ids);
   memset(&N, 0, sizeof(N));
 }
 

@@ -40,4 +40,13 @@ bool sh_simnet_ready(uint32_t w);
  * `max` reports; how many (sh_plat_wait's reports). */
 uint32_t sh_simnet_report(uint32_t w, uint32_t max);
 
+/* Node n crashed: its sockets are forgotten without a word to their peers
+ * (no FIN, no RST); what reaches them is lost while it is down. */
+void sh_simnet_node_down(uint32_t n);
+/* Node n boots: what reaches a socket its crash forgot is answered with a
+ * reset from now on. */
+void sh_simnet_node_up(uint32_t n);
+/* The cut from node a to node b healed: what it held goes on, in order. */
+void sh_simnet_healed(uint32_t a, uint32_t b);
+
 #endif

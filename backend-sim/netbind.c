@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "netsock.h"
+#include "node.h"
 #include "run.h"
 
 #define SH_SIMNET_FIRST_PORT 49152u
@@ -138,12 +139,18 @@ static uint32_t spread(const sh_netaddr *from) {
   return h;
 }
 
+/* A socket of the simulation's own bound to 0.0.0.0 is not at a node's
+ * address: that is another host. */
+static bool foreign(const sh_simnet_sock *k, const sh_netaddr *a) {
+  return k->node == 0 && k->local.ip == 0 && sh_simnode_by_ip(a->ip) != 0;
+}
+
 sh_simnet_sock *sh_simnet_find(sh_simnet_kind kind, const sh_netaddr *a, const sh_netaddr *from) {
   sh_simnet_sock *first = NULL;
   uint32_t group = 0;
   for (uint32_t i = 0; i < B.n; i++) {
     sh_simnet_sock *k = sh_simnet_get(B.ids[i], 0);
-    if (k->kind != kind || !same_addr(k->local.ip, k->local.port, a)) continue;
+    if (k->kind != kind || !same_addr(k->local.ip, k->local.port, a) || foreign(k, a)) continue;
     if (first == NULL) first = k;
     if (k->opts[SH_SO_REUSEPORT]) group++;
   }
@@ -151,13 +158,15 @@ sh_simnet_sock *sh_simnet_find(sh_simnet_kind kind, const sh_netaddr *a, const s
   uint32_t pick = spread(from) % group;
   for (uint32_t i = 0; i < B.n; i++) { /* bounded: the pick-th member is there */
     sh_simnet_sock *k = sh_simnet_get(B.ids[i], 0);
-    if (k->kind != kind || !same_addr(k->local.ip, k->local.port, a)) continue;
+    if (k->kind != kind || !same_addr(k->local.ip, k->local.port, a) || foreign(k, a)) continue;
     if (k->opts[SH_SO_REUSEPORT] && pick-- == 0) return k;
   }
   return first;
 }
 
 bool sh_simnet_host(uint32_t ip) {
+  uint32_t n = sh_simnode_by_ip(ip);
+  if (n != 0) return sh_simnode_is_up(n); /* a node answers while it is booted */
   if (ip >> 24 == 127) return true;
   for (uint32_t i = 0; i < B.n; i++) {
     uint32_t b = sh_simnet_get(B.ids[i], 0)->local.ip;
@@ -174,10 +183,12 @@ uint16_t sh_simnet_port(void) {
 
 int sh_simnet_bind(sh_simnet_sock *k, const sh_netaddr *at) {
   sh_netaddr a = *at;
+  int rc = sh_simnet_bind_ip(k, at->ip, &a.ip);
+  if (rc != 0) return rc;
   /* Bounded: the ephemeral range, once round. */
   tw_expire();
   for (uint32_t i = 0; a.port == 0 && i <= 65535u - SH_SIMNET_FIRST_PORT; i++) {
-    sh_netaddr c = {at->ip, sh_simnet_port()};
+    sh_netaddr c = {a.ip, sh_simnet_port()};
     if (!taken(k, &c, true)) a = c;
   }
   if (a.port == 0 || taken(k, &a, false)) return -EADDRINUSE;

@@ -73,7 +73,8 @@ typedef struct sh_simnet_sock {
   uint32_t nq, capq;
   sh_simnet_seg *held; /* UDP: a datagram held back to follow the next one */
   uint64_t held_ref;
-  uint32_t watcher;    /* the watching worker, or SH_SIMNET_NO_WORKER */
+  uint32_t watcher;    /* the watching worker's fiber, or SH_SIMNET_NO_WORKER */
+  uint32_t node;       /* the node it belongs to (node.h) */
   void *token;
   uint32_t ready;      /* readiness not yet reported */
   bool listed;         /* in its watcher's ready list */
@@ -98,6 +99,7 @@ typedef struct sh_simnet_ev {
   sh_netaddr to;
   uint64_t ref;
   sh_simnet_seg *seg; /* owned by the event until delivered */
+  uint32_t from_node, to_node; /* its sender's node; its receiver's, once known (netnode.c) */
 } sh_simnet_ev;
 
 /* ---- net.c ---- */
@@ -106,6 +108,8 @@ typedef struct sh_simnet_ev {
 int sh_simnet_grow(void **a, uint32_t *cap, uint32_t need, size_t size);
 /* The live socket numbered s (of `kind` if not 0), or NULL. */
 sh_simnet_sock *sh_simnet_get(sh_sock s, sh_simnet_kind kind);
+/* Sockets numbered so far (the next one's number). */
+uint32_t sh_simnet_count(void);
 /* A new socket, numbered next; -ENOMEM. */
 int sh_simnet_sock_new(sh_simnet_kind kind, sh_simnet_sock **out);
 /* Forgets k: its number, address, unread bytes and pending readiness. */
@@ -129,6 +133,29 @@ void sh_simnet_rx_push(sh_simnet_sock *k, sh_simnet_seg *s);
 void sh_simnet_notify(sh_simnet_sock *k, uint32_t events);
 /* The readiness k has now, for a new watch. */
 uint32_t sh_simnet_level(const sh_simnet_sock *k);
+
+/* Hands ev to its socket now (an arrival due, or one a cut held). */
+void sh_simnet_deliver_ev(sh_simnet_ev *ev, uint64_t now);
+
+/* ---- netnode.c: nodes on the network ---- */
+
+/* Whether a cut between nodes holds ev (true: taken, held or lost). */
+bool sh_simnet_cut_holds(sh_simnet_ev *ev);
+/* A segment or end of stream reached a socket that is gone: a crash's
+ * socket whose node is up again answers with a reset. */
+void sh_simnet_dead_end(const sh_simnet_ev *ev);
+/* The address a connecting socket k starts from, toward ip `to`. */
+uint32_t sh_simnet_source_ip(const sh_simnet_sock *k, uint32_t to);
+/* The address k binds for `ip` (0.0.0.0 and loopback: its node's), or
+ * -EADDRNOTAVAIL for another node's. */
+int sh_simnet_bind_ip(const sh_simnet_sock *k, uint32_t ip, uint32_t *out);
+/* The run is over: held arrivals are freed. */
+void sh_simnet_node_end(void);
+
+/* ---- nettcp.c ---- */
+
+/* Both ends of k's connection are reset. */
+void sh_simnet_tcp_reset(sh_simnet_sock *k);
 
 /* ---- netbind.c ---- */
 

@@ -60,6 +60,8 @@ static void reset_conn(sh_simnet_sock *k) {
   }
 }
 
+void sh_simnet_tcp_reset(sh_simnet_sock *k) { reset_conn(k); }
+
 uint32_t sh_simnet_tcp_level(const sh_simnet_sock *k) {
   if (k->kind == SH_SIMNET_LISTENER) return k->nq > 0 ? SH_IO_IN : 0u;
   if (k->reset) return SH_IO_HUP | SH_IO_ERR;
@@ -117,6 +119,7 @@ static sh_simnet_sock *connect_to(sh_simnet_sock *c, sh_simnet_sock *l, const sh
   sh_simnet_sock *srv;
   if (sh_simnet_sock_new(SH_SIMNET_STREAM, &srv) != 0) return refuse(c);
   srv->state = SH_SIMNET_CONNECTED;
+  srv->node = l->node; /* made by the network, on whatever fiber runs: the listener's */
   memcpy(srv->opts, l->opts, sizeof(srv->opts)); /* as Linux does, the listener's */
   srv->opts_set = l->opts_set;
   sh_simnet_hold(srv, to);
@@ -146,7 +149,7 @@ int sh_net_connect(sh_sock s, const sh_netaddr *to) {
   k->state = SH_SIMNET_CONNECTING;
   /* One host per address: the connection starts from the one it goes to
    * (or from the address it was bound to). */
-  if (!k->bound) k->local = (sh_netaddr){to->ip != 0 ? to->ip : 0x7F000001u, sh_simnet_port()};
+  if (!k->bound) k->local = (sh_netaddr){sh_simnet_source_ip(k, to->ip), sh_simnet_port()};
   k->peer = *to;
   sh_simnet_maybe_partition(k->local.ip, to->ip);
   sh_simnet_ev ev = {.kind = SH_SIMNET_EV_CONNECT, .src = k->id, .dst = -1, .to = *to};
@@ -308,6 +311,7 @@ void sh_net_close(sh_sock s) {
 static sh_simnet_sock *seg_arrives(sh_simnet_ev *ev) {
   sh_simnet_sock *k = sh_simnet_get(ev->dst, SH_SIMNET_STREAM);
   if (k == NULL || k->reset) { /* closed or reset meanwhile: lost */
+    if (k == NULL) sh_simnet_dead_end(ev);
     sh_simnet_seg_free(ev->seg);
     return NULL;
   }
@@ -323,6 +327,7 @@ static sh_simnet_sock *seg_arrives(sh_simnet_ev *ev) {
 
 static sh_simnet_sock *fin_arrives(const sh_simnet_ev *ev) {
   sh_simnet_sock *k = sh_simnet_get(ev->dst, SH_SIMNET_STREAM);
+  if (k == NULL) sh_simnet_dead_end(ev);
   if (k == NULL || k->reset) return NULL;
   k->rd_eof = true;
   uint32_t e = SH_IO_IN | SH_IO_HUP;

@@ -132,7 +132,7 @@ uint32_t sh_sim_fault_id(const char *name) {
 }
 
 /* Whether a switch to fiber `to` can happen now. */
-static bool can_run(const sh_plat *p, uint32_t to) {
+static bool can_run(const sh_simtab *p, uint32_t to) {
   return to < p->nfibers && p->f[to].state == SH_SIMRUN_RUNNABLE;
 }
 
@@ -144,7 +144,7 @@ static bool can_run(const sh_plat *p, uint32_t to) {
  * is left for later in the step, not used up: a fiber that gives way when
  * nothing can run asks again after the clock jumps, still in the same step,
  * and the decision the recorded run made then is that one. */
-static bool replay_take(const sh_plat *p, uint64_t step, uint32_t kind, uint32_t to,
+static bool replay_take(const sh_simtab *p, uint64_t step, uint32_t kind, uint32_t to,
                         uint32_t *to_out) {
   const sh_sim_choice *s = R.schedule;
   size_t n = R.schedule_len;
@@ -166,12 +166,12 @@ static bool replay_take(const sh_plat *p, uint64_t step, uint32_t kind, uint32_t
 
 /* The fiber the schedule names for this step and kind of switch, if it
  * names one that can run. */
-static uint32_t replay_choice(const sh_plat *p, uint64_t step, uint32_t kind) {
+static uint32_t replay_choice(const sh_simtab *p, uint64_t step, uint32_t kind) {
   uint32_t to;
   return replay_take(p, step, kind, UINT32_MAX, &to) ? to : UINT32_MAX;
 }
 
-uint32_t sh_simreplay_preempt(const sh_plat *p, uint64_t step) {
+uint32_t sh_simreplay_preempt(const sh_simtab *p, uint64_t step) {
   return replay_choice(p, step, SH_SIM_PREEMPT);
 }
 
@@ -180,7 +180,7 @@ uint32_t sh_simreplay_preempt(const sh_plat *p, uint64_t step) {
  * cannot starve a fiber that two spinning ones wait for, as "the lowest
  * runnable index" could (they would take turns for ever: a livelock no
  * real scheduler makes). */
-uint32_t sh_simreplay_pick(const sh_plat *p, uint64_t step, uint32_t skip) {
+uint32_t sh_simreplay_pick(const sh_simtab *p, uint64_t step, uint32_t skip) {
   uint32_t c = replay_choice(p, step, SH_SIM_FORCED);
   if (c != UINT32_MAX && c != skip) return c;
   for (uint32_t k = 1; k <= p->nfibers; k++) {

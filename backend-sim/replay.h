@@ -35,12 +35,12 @@ static inline bool sh_simreplay_on(void) {
 
 /* At a scheduling point of step `step`: the fiber the schedule preempts
  * with there, if it names one that can run, else UINT32_MAX. */
-uint32_t sh_simreplay_preempt(const sh_plat *p, uint64_t step);
+uint32_t sh_simreplay_preempt(const sh_simtab *p, uint64_t step);
 
 /* Where a switch must happen at step `step`: the scheduled fiber, else the
  * next runnable one after the running fiber (round-robin) other than
  * `skip` (UINT32_MAX: none skipped), else UINT32_MAX. */
-uint32_t sh_simreplay_pick(const sh_plat *p, uint64_t step, uint32_t skip);
+uint32_t sh_simreplay_pick(const sh_simtab *p, uint64_t step, uint32_t skip);
 
 /* Under replay, at fault point `id` (sh_sim_fault_id) at step `step`:
  * whether the schedule has it fire there. */

@@ -37,6 +37,8 @@
 #include "misuse.h"
 #include "model.h"
 #include "net.h"
+#include "node.h"
+#include "nodemem.h"
 #include "replay.h"
 #include "strategy.h"
 #include "watchdog.h"
@@ -69,7 +71,7 @@ void sh_sim_options_default(sh_sim_options *o) {
 void sh_sim_on_failure(sh_sim_fail_fn fn) { S->on_fail = fn; }
 
 void sh_sim_configure(const sh_sim_options *o) {
-  assert(S->plat == NULL);
+  assert(S->tab == NULL);
   sh_sim_fail_fn keep = S->on_fail;
   memset(S, 0, sizeof(*S));
   S->on_fail = keep;
@@ -90,6 +92,7 @@ void sh_sim_configure(const sh_sim_options *o) {
   /* The network's stream after those: a run without sockets stays as it was. */
   sh_simnet_configure(o, &x);
   sh_simreplay_reset(o->schedule, o->schedule_len, o->keep_context != 0);
+  sh_simnode_reset();
   /* The reference model checks this simulation from its start. */
   sh_simmodel_reset();
   S->hash = 0x5348534D00000000ull ^ o->seed;
@@ -169,7 +172,7 @@ static bool sleeping(const sh_simrun_fiber *f) {
 }
 
 /* The network's next arrival counts as a deadline: the clock stops there. */
-void sh_simrun_recompute_deadline(sh_plat *p) {
+void sh_simrun_recompute_deadline(sh_simtab *p) {
   uint64_t d = sh_simnet_next();
   for (uint32_t i = 0; i < p->nfibers; i++)
     if (sleeping(&p->f[i]) && p->f[i].deadline < d) d = p->f[i].deadline;
@@ -184,14 +187,14 @@ void sh_simrun_make_runnable(sh_simrun_fiber *f) {
   f->deadline = SH_PLAT_NO_DEADLINE;
 }
 
-void sh_simrun_unblock(sh_plat *p, sh_simrun_fiber *f) {
+void sh_simrun_unblock(sh_simtab *p, sh_simrun_fiber *f) {
   if (f->state != SH_SIMRUN_BLOCKED) return;
   bool timed = f->deadline != SH_PLAT_NO_DEADLINE;
   sh_simrun_make_runnable(f);
   if (timed) sh_simrun_recompute_deadline(p);
 }
 
-void sh_simrun_block(sh_plat *p, uint64_t deadline_ns) {
+void sh_simrun_block(sh_simtab *p, uint64_t deadline_ns) {
   sh_simrun_fiber *f = &p->f[p->cur];
   f->state = SH_SIMRUN_BLOCKED;
   f->deadline = deadline_ns;
@@ -200,7 +203,7 @@ void sh_simrun_block(sh_plat *p, uint64_t deadline_ns) {
 
 /* Arrivals due are delivered (their readiness wakes parked workers), then
  * sleeping fibers whose deadline has come become runnable. */
-static void expire(sh_plat *p) {
+static void expire(sh_simtab *p) {
   if (sh_simnet_next() <= S->now) sh_simnet_deliver(S->now);
   for (uint32_t i = 0; i < p->nfibers; i++)
     if (sleeping(&p->f[i]) && p->f[i].deadline <= S->now) sh_simrun_make_runnable(&p->f[i]);
@@ -218,14 +221,20 @@ void sh_simrun_clock_jump(uint64_t t) {
 }
 
 /* No fiber can run: jump the clock to the earliest deadline. */
-static void jump(sh_plat *p) {
+static void jump(sh_simtab *p) {
   if (p->next_deadline == SH_PLAT_NO_DEADLINE) {
     char d[200];
-    uint32_t threads = p->nfibers - p->nworkers - 1;
+    uint32_t workers = 0, done = 0, threads = 0;
+    for (uint32_t i = 0; i < p->nfibers; i++) {
+      const sh_simrun_fiber *f = &p->f[i];
+      workers += f->kind == SH_SIMRUN_WORKER && f->state != SH_SIMRUN_FREE;
+      done += f->kind == SH_SIMRUN_WORKER && f->state == SH_SIMRUN_DONE;
+      threads += f->kind == SH_SIMRUN_THREAD && f->state != SH_SIMRUN_FREE;
+    }
     snprintf(d, sizeof(d),
              "every fiber is parked or blocked with no deadline (vtime %llu ns, %u of %u workers "
              "finished, %u thread fibers started)",
-             (unsigned long long)S->now, p->ndone, p->nworkers, threads);
+             (unsigned long long)S->now, done, workers, threads);
     sh_simrun_fail("deadlock", d);
   }
   sh_simrun_clock_jump(p->next_deadline);
@@ -237,7 +246,7 @@ static void jump(sh_plat *p) {
  * idle_step_ns, so an idle poll costs tens of steps instead of hundreds
  * (the core's poll thresholds are in nanoseconds), but never past a
  * sleeper's deadline. */
-static uint64_t advance(sh_plat *p) {
+static uint64_t advance(sh_simtab *p) {
   if (S->opt.idle_step_ns <= S->opt.step_ns || !sh_simstrategy_polls_alone(p))
     return S->opt.step_ns;
   uint64_t d = S->opt.idle_step_ns;
@@ -259,7 +268,7 @@ static __attribute__((noinline, cold, noreturn)) void step_bound_failed(void) {
   sh_simrun_fail("vtime", d);
 }
 
-void sh_simrun_step(sh_plat *p, bool polling) {
+void sh_simrun_step(sh_simtab *p, bool polling) {
   S->steps++;
   S->now += polling ? advance(p) : S->opt.step_ns;
   if (__builtin_expect(S->steps > S->opt.max_steps || S->now > S->vtime_limit, 0))
@@ -271,14 +280,14 @@ void sh_simrun_step(sh_plat *p, bool polling) {
 /* ---- switching --------------------------------------------------------------- */
 
 /* Where a switch must happen: a runnable fiber other than `skip`. */
-static uint32_t pick_next(sh_plat *p, uint32_t skip) {
+static uint32_t pick_next(sh_simtab *p, uint32_t skip) {
   if (sh_simreplay_on()) return sh_simreplay_pick(p, S->steps, skip);
   return sh_simstrategy_pick(p, skip);
 }
 
 /* forced: the running fiber could not go on (or had to give way), as
  * opposed to a preemption the strategy chose at a scheduling point. */
-static void switch_to(sh_plat *p, uint32_t next, const char *where, bool forced) {
+static void switch_to(sh_simtab *p, uint32_t next, const char *where, bool forced) {
   uint32_t from = p->cur;
   if (next == from) return;
   S->switches++;
@@ -289,13 +298,15 @@ static void switch_to(sh_plat *p, uint32_t next, const char *where, bool forced)
   sh_simrun_mix(sh_simrun_str_hash(where));
   p->cur = next;
   sh_plat_sim_local = p->f[next].local;
+  /* What the next fiber allocates is its node's (a crash frees it). */
+  if (p->f[next].node != p->f[from].node) sh_simnodemem_set_owner(p->f[next].node);
   if (p->f[from].state == SH_SIMRUN_DONE)
     sh_fiber_exit_to(&p->f[from].ctx, &p->f[next].ctx);
   sh_fiber_switch(&p->f[from].ctx, &p->f[next].ctx);
 }
 
 void sh_simrun_give_way(const char *where) {
-  sh_plat *p = S->plat;
+  sh_simtab *p = S->tab;
   p->f[p->cur].where = where;
   /* Bounded: each jump moves the clock to the next deadline (a sleeper's or
    * an arrival's), which expires; with none left the run fails as a
@@ -315,13 +326,13 @@ void sh_simrun_give_way(const char *where) {
 }
 
 /* The choice at a scheduling point (UINT32_MAX: stay). */
-static uint32_t decide(sh_plat *p, bool polling) {
+static uint32_t decide(sh_simtab *p, bool polling) {
   if (sh_simreplay_on()) return sh_simreplay_preempt(p, S->steps);
   return sh_simstrategy_preempt(p, polling);
 }
 
 void sh_simrun_point(const char *where, bool polling) {
-  sh_plat *p = sh_simrun_active();
+  sh_simtab *p = sh_simrun_active();
   if (p == NULL) return;
   p->f[p->cur].where = where;
   sh_simrun_step(p, polling);
@@ -341,7 +352,7 @@ void sh_simrun_point(const char *where, bool polling) {
 }
 
 void sh_simrun_yield_cpu(void) {
-  sh_plat *p = sh_simrun_active();
+  sh_simtab *p = sh_simrun_active();
   if (p == NULL) return;
   p->f[p->cur].where = "yield_cpu";
   sh_simrun_step(p, true);

@@ -17,11 +17,14 @@
 #include "rng.h"
 #include "trace.h"
 
-/* Logical workers per simulation. */
+/* Logical workers per system. */
 #define SH_SIM_MAX_WORKERS 64
-/* Fibers per simulation: the workers, the outside fiber and the thread
- * fibers. Every per-fiber scan is bounded by the live count, p->nfibers. */
-#define SH_SIM_MAX_FIBERS (SH_SIM_MAX_WORKERS + 1 + SH_PLAT_MAX_THREADS)
+/* Fibers per simulation, over all its systems (nodes): their workers, the
+ * outside fiber and the thread fibers (a node's main is one). A slot whose
+ * fiber ended and was freed is taken again by the next fiber (the lowest
+ * free one: a function of the run), and every per-fiber scan is bounded by
+ * the slots used so far, t->nfibers. */
+#define SH_SIM_MAX_FIBERS 256
 
 typedef enum sh_simrun_fiber_state {
   SH_SIMRUN_RUNNABLE,
@@ -29,7 +32,14 @@ typedef enum sh_simrun_fiber_state {
   SH_SIMRUN_BLOCKED, /* not a worker: in an event wait (until a set or its
                       * deadline), sh_plat_join or sh_plat_thread_join */
   SH_SIMRUN_DONE,
+  SH_SIMRUN_FREE, /* an empty slot (never used, or its fiber was freed) */
 } sh_simrun_fiber_state;
+
+typedef enum sh_simrun_fiber_kind {
+  SH_SIMRUN_WORKER = 1,
+  SH_SIMRUN_OUTSIDE, /* the thread that made the first system (the program's main) */
+  SH_SIMRUN_THREAD,  /* a program's own thread (sh_plat_thread_start), a node's main */
+} sh_simrun_fiber_kind;
 
 /* No fiber (an event nobody waits on, a thread nobody joins yet). */
 #define SH_SIMRUN_NO_FIBER UINT32_MAX
@@ -38,11 +48,16 @@ typedef struct sh_simrun_fiber {
   sh_fiber ctx;
   uint32_t index;
   sh_simrun_fiber_state state;
+  sh_simrun_fiber_kind kind;
+  uint32_t node; /* the node it belongs to (node.h); 0: the simulation's own */
   bool wake_pending; /* a wake that came while not parked */
-  uint64_t deadline; /* parked or blocked: wake time, or SH_PLAT_NO_DEADLINE */
+  uint64_t deadline; /* parked or blocked: wake time (true time), or SH_PLAT_NO_DEADLINE */
   void *local;
   int64_t prio; /* pct */
   const char *where; /* the last scheduling point it passed (watchdog.c names it) */
+  /* Workers only: its system and its index there. */
+  sh_plat *plat;
+  uint32_t worker;
   /* Thread fibers only: */
   void (*fn)(void *arg);
   void *arg;
@@ -50,16 +65,27 @@ typedef struct sh_simrun_fiber {
   bool joined;     /* its stack was freed: sh_plat_free may go */
 } sh_simrun_fiber;
 
+/* The fiber table: every fiber of the simulation, whichever system (node)
+ * it belongs to, scheduled from the one seeded stream. */
+typedef struct sh_simtab {
+  uint32_t nfibers; /* slots used so far: every scan ends here */
+  uint32_t cur;     /* the running fiber */
+  bool started;     /* the first system started: there is someone to switch to */
+  uint64_t next_deadline; /* earliest deadline of a parked or blocked fiber */
+  sh_plat *root;          /* the first system, made by the outside fiber */
+  sh_simrun_fiber f[SH_SIM_MAX_FIBERS];
+} sh_simtab;
+
+/* One system's platform (core/plat.h's sh_plat): its workers' fibers. */
 struct sh_plat {
+  uint32_t node;    /* the node it runs on */
   uint32_t nworkers;
-  uint32_t nfibers; /* workers + the outside fiber + the thread fibers started */
+  uint32_t outside; /* the fiber that made it: it starts, joins and frees it */
   sh_plat_entry entry;
   void *ctx;
   bool started;
   uint32_t ndone;
-  uint32_t cur;           /* the running fiber */
-  uint64_t next_deadline; /* earliest deadline of a parked or blocked fiber */
-  sh_simrun_fiber f[];    /* room for SH_PLAT_MAX_THREADS thread fibers */
+  uint32_t fiber[]; /* worker w is fiber fiber[w] */
 };
 
 /* The simulation: one per process at a time, driven from one thread. */
@@ -72,7 +98,7 @@ typedef struct sh_simrun {
   bool failing;       /* sh_simrun_fail is running its handler */
   uint64_t now, steps, hash, switches, jumps;
   uint64_t vtime_limit; /* opt.vtime_limit_ns, or UINT64_MAX for none */
-  sh_plat *plat;
+  sh_simtab *tab;
   void *outside_local; /* sh_plat_local of the outside fiber */
   sh_simtrace *trace;
   sh_sim_fail_fn on_fail;
@@ -83,7 +109,7 @@ extern sh_simrun sh_simrun_state;
 /* What the trace hash mixes in before each kind of record. */
 enum { SH_SIMRUN_MIX_SWITCH = 1, SH_SIMRUN_MIX_JUMP, SH_SIMRUN_MIX_TRACE, SH_SIMRUN_MIX_END,
        SH_SIMRUN_MIX_THREAD, SH_SIMRUN_MIX_FAULT, SH_SIMRUN_MIX_STALE,
-       SH_SIMRUN_MIX_NET };
+       SH_SIMRUN_MIX_NET, SH_SIMRUN_MIX_NODE };
 
 /* Mixes v into the trace hash. Inline: every trace point mixes five times. */
 static inline void sh_simrun_mix(uint64_t v) {
@@ -126,17 +152,22 @@ static inline uint64_t sh_simrun_str_hash(const char *s) {
 /* Configures with the default options if nothing configured yet. */
 void sh_simrun_ensure_configured(void);
 
-/* The platform once its workers exist (only then is there anyone to switch
- * to), else NULL. */
-static inline sh_plat *sh_simrun_active(void) {
-  sh_plat *p = sh_simrun_state.plat;
-  return p != NULL && p->started ? p : NULL;
+/* The fiber table once the first system's workers exist (only then is
+ * there anyone to switch to), else NULL. */
+static inline sh_simtab *sh_simrun_active(void) {
+  sh_simtab *t = sh_simrun_state.tab;
+  return t != NULL && t->started ? t : NULL;
 }
 
 /* The running fiber's index (0 with no platform). */
 static inline uint32_t sh_simrun_cur(void) {
   const sh_simrun *s = &sh_simrun_state;
-  return s->plat != NULL ? s->plat->cur : 0;
+  return s->tab != NULL ? s->tab->cur : 0;
+}
+
+/* Whether fiber i of t is a worker. */
+static inline bool sh_simrun_is_worker(const sh_simtab *t, uint32_t i) {
+  return i < t->nfibers && t->f[i].kind == SH_SIMRUN_WORKER;
 }
 
 /* Finishes the trace file, if one is open. */
@@ -147,16 +178,25 @@ __attribute__((noreturn)) void sh_simrun_fail(const char *kind, const char *deta
 
 void sh_simrun_make_runnable(sh_simrun_fiber *f);
 /* A blocked fiber's reason to wait is over: it runs again (and re-checks). */
-void sh_simrun_unblock(sh_plat *p, sh_simrun_fiber *f);
+void sh_simrun_unblock(sh_simtab *p, sh_simrun_fiber *f);
 /* The running fiber blocks until sh_simrun_unblock or (if not
  * SH_PLAT_NO_DEADLINE) the deadline; the caller gives way next. */
-void sh_simrun_block(sh_plat *p, uint64_t deadline_ns);
+void sh_simrun_block(sh_simtab *p, uint64_t deadline_ns);
 /* p->next_deadline again from the sleeping fibers. */
-void sh_simrun_recompute_deadline(sh_plat *p);
+void sh_simrun_recompute_deadline(sh_simtab *p);
+
+/* Systems and threads (platsys.c). Slot i's fiber ended and its stack is
+ * freed: the slot is free again. */
+void sh_simplat_slot_free(sh_simtab *t, uint32_t i);
+/* Starts a thread fiber of `node` running fn(arg): its fiber in *out, or
+ * -EAGAIN (the node's SH_PLAT_MAX_THREADS, or the table, is full), -errno. */
+int sh_simplat_thread_new(uint32_t node, void (*fn)(void *arg), void *arg, uint32_t *out);
+/* Waits for thread fiber `fiber` to end, then frees its stack and slot. */
+void sh_simplat_thread_wait(uint32_t fiber);
 
 /* A step: the clock advances, bounds are checked, sleepers whose deadline
  * came become runnable. polling: the running fiber waits for something. */
-void sh_simrun_step(sh_plat *p, bool polling);
+void sh_simrun_step(sh_simtab *p, bool polling);
 /* A scheduling point: a step, then the strategy may switch. */
 void sh_simrun_point(const char *where, bool polling);
 /* The running fiber spins: it gives way to another runnable fiber. */

@@ -66,12 +66,12 @@ static uint64_t rng_below(uint64_t n) { return sh_simrng_below(&T.rng, n); }
 
 /* ---- picking a fiber ------------------------------------------------------- */
 
-static bool candidate(const sh_plat *p, uint32_t i, uint32_t skip) {
+static bool candidate(const sh_simtab *p, uint32_t i, uint32_t skip) {
   return i != skip && p->f[i].state == SH_SIMRUN_RUNNABLE;
 }
 
 /* Counts the candidates, draws one, then finds it: no list to fill. */
-uint32_t sh_simstrategy_pick_uniform(sh_plat *p, uint32_t skip) {
+uint32_t sh_simstrategy_pick_uniform(sh_simtab *p, uint32_t skip) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < p->nfibers; i++) n += candidate(p, i, skip);
   if (n == 0) return UINT32_MAX;
@@ -82,7 +82,7 @@ uint32_t sh_simstrategy_pick_uniform(sh_plat *p, uint32_t skip) {
   }
 }
 
-uint32_t sh_simstrategy_pick_highest(sh_plat *p) {
+uint32_t sh_simstrategy_pick_highest(sh_simtab *p) {
   uint32_t best = UINT32_MAX;
   for (uint32_t i = 0; i < p->nfibers; i++) {
     if (p->f[i].state != SH_SIMRUN_RUNNABLE) continue;
@@ -93,7 +93,7 @@ uint32_t sh_simstrategy_pick_highest(sh_plat *p) {
 
 /* The first runnable fiber after `from` by index, round-robin, other than
  * `skip`, or UINT32_MAX. */
-static uint32_t pick_round_robin(const sh_plat *p, uint32_t from, uint32_t skip) {
+static uint32_t pick_round_robin(const sh_simtab *p, uint32_t from, uint32_t skip) {
   for (uint32_t k = 1; k <= p->nfibers; k++) {
     uint32_t i = (from + k) % p->nfibers;
     if (candidate(p, i, skip)) return i;
@@ -101,7 +101,7 @@ static uint32_t pick_round_robin(const sh_plat *p, uint32_t from, uint32_t skip)
   return UINT32_MAX;
 }
 
-uint32_t sh_simstrategy_pick(sh_plat *p, uint32_t skip) {
+uint32_t sh_simstrategy_pick(sh_simtab *p, uint32_t skip) {
   if (T.kind == SH_SIM_DELAY) return pick_round_robin(p, p->cur, skip);
   if (!sh_simstrategy_by_priority()) return sh_simstrategy_pick_uniform(p, skip);
   uint32_t b = sh_simstrategy_pick_highest(p);
@@ -115,7 +115,7 @@ uint32_t sh_simstrategy_pick(sh_plat *p, uint32_t skip) {
 }
 
 /* Whether a fiber other than the running one could run now. */
-static bool others_runnable(const sh_plat *p) {
+static bool others_runnable(const sh_simtab *p) {
   for (uint32_t i = 0; i < p->nfibers; i++)
     if (i != p->cur && p->f[i].state == SH_SIMRUN_RUNNABLE) return true;
   return false;
@@ -123,7 +123,7 @@ static bool others_runnable(const sh_plat *p) {
 
 /* none never switches at a polling step; pct not while the poller has the
  * highest priority. */
-bool sh_simstrategy_polls_alone(sh_plat *p) {
+bool sh_simstrategy_polls_alone(sh_simtab *p) {
   switch (T.kind) {
   case SH_SIM_NONE:
   case SH_SIM_DELAY: /* its delays fall on yield points that do not poll */
@@ -152,7 +152,7 @@ void sh_simstrategy_draw_points(void) {
 }
 
 /* Distinct random initial priorities d .. d+n-1 and d-1 change points. */
-static void pct_init(sh_plat *p) {
+static void pct_init(sh_simtab *p) {
   uint32_t n = p->nfibers;
   int64_t order[SH_SIM_MAX_FIBERS];
   for (uint32_t i = 0; i < n; i++) order[i] = i;
@@ -167,7 +167,7 @@ static void pct_init(sh_plat *p) {
   T.prio_floor = 0;
 }
 
-void sh_simstrategy_start(sh_plat *p) {
+void sh_simstrategy_start(sh_simtab *p) {
   if (T.kind == SH_SIM_PCT) pct_init(p);
   if (T.kind == SH_SIM_MSGPCT) sh_simmsgpct_start(p);
   if (T.kind == SH_SIM_DELAY) sh_simstrategy_draw_points();
@@ -188,20 +188,20 @@ void sh_simstrategy_delay_point(void) {
   T.delay_due = !sh_simreplay_on();
 }
 
-uint32_t sh_simstrategy_delay_preempt(sh_plat *p) {
+uint32_t sh_simstrategy_delay_preempt(sh_simtab *p) {
   if (!T.delay_due) return UINT32_MAX;
   T.delay_due = false;
   return pick_round_robin(p, p->cur, p->cur);
 }
 
-void sh_simstrategy_change(sh_plat *p) {
+void sh_simstrategy_change(sh_simtab *p) {
   /* Change point i drops the running fiber to priority d - i: below every
    * initial priority, and below the earlier change points. */
   T.next_change++;
   p->f[p->cur].prio = (int64_t)T.pct_depth - (int64_t)T.next_change;
 }
 
-void sh_simstrategy_demote(sh_plat *p) {
+void sh_simstrategy_demote(sh_simtab *p) {
   if (sh_simstrategy_by_priority()) p->f[p->cur].prio = --T.prio_floor;
 }
 
@@ -209,7 +209,7 @@ void sh_simstrategy_demote(sh_plat *p) {
  * their initial priorities (>= pct_depth: change points and CPU yields drop
  * a fiber below all of them), and those at or above that rank move up one,
  * so priorities stay distinct. */
-static void pct_place(sh_plat *p, sh_simrun_fiber *nf) {
+static void pct_place(sh_simtab *p, sh_simrun_fiber *nf) {
   int64_t base = (int64_t)T.pct_depth;
   uint32_t ranked = 0;
   int64_t top = base - 1;
@@ -237,7 +237,7 @@ static void pct_place(sh_plat *p, sh_simrun_fiber *nf) {
   nf->prio = at;
 }
 
-void sh_simstrategy_place(sh_plat *p, sh_simrun_fiber *nf) {
+void sh_simstrategy_place(sh_simtab *p, sh_simrun_fiber *nf) {
   if (T.kind == SH_SIM_PCT) pct_place(p, nf);
   if (T.kind == SH_SIM_MSGPCT) sh_simmsgpct_place(nf);
 }

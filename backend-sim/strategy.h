@@ -58,23 +58,23 @@ void sh_simstrategy_reset(const sh_sim_options *o, uint64_t *seed_x);
 void sh_simstrategy_draw_points(void);
 
 /* The workers are runnable (pct: the initial priorities and change points). */
-void sh_simstrategy_start(sh_plat *p);
+void sh_simstrategy_start(sh_simtab *p);
 
 /* A runnable fiber other than `skip` (UINT32_MAX: none skipped), uniformly,
  * or UINT32_MAX if there is none. */
-uint32_t sh_simstrategy_pick_uniform(sh_plat *p, uint32_t skip);
+uint32_t sh_simstrategy_pick_uniform(sh_simtab *p, uint32_t skip);
 
 /* The runnable fiber of highest priority (ties: lowest index), or UINT32_MAX. */
-uint32_t sh_simstrategy_pick_highest(sh_plat *p);
+uint32_t sh_simstrategy_pick_highest(sh_simtab *p);
 
 /* pct: the running fiber passed change point next_change. */
-void sh_simstrategy_change(sh_plat *p);
+void sh_simstrategy_change(sh_simtab *p);
 
 /* delay: the yield points reached a delay point. */
 void sh_simstrategy_delay_point(void);
 
 /* A yield point was passed (pct: maybe a change point; delay: maybe a delay). */
-static inline void sh_simstrategy_point(sh_plat *p) {
+static inline void sh_simstrategy_point(sh_simtab *p) {
   sh_simstrategy *t = &sh_simstrategy_state;
   t->points++;
   if (t->next_change >= t->nchanges) return;
@@ -86,18 +86,18 @@ static inline void sh_simstrategy_point(sh_plat *p) {
 
 /* delay: the fiber a delay owes the CPU to (the next runnable one after the
  * running fiber, by index, round-robin), or UINT32_MAX when none is owed. */
-uint32_t sh_simstrategy_delay_preempt(sh_plat *p);
+uint32_t sh_simstrategy_delay_preempt(sh_simtab *p);
 
 /* ---- msgpct (msgpct.c) ---- */
 
 /* The workers are runnable: the salt, the fibers' priorities, the change points. */
-void sh_simmsgpct_start(sh_plat *p);
+void sh_simmsgpct_start(sh_simtab *p);
 /* A thread fiber was added: its priority. */
 void sh_simmsgpct_place(sh_simrun_fiber *nf);
 /* The running fiber begins (begin) or ends a run of house `house`. */
-void sh_simmsgpct_run(sh_plat *p, uint64_t house, bool begin);
+void sh_simmsgpct_run(sh_simtab *p, uint64_t house, bool begin);
 /* The running fiber hands a message over to house `house`. */
-void sh_simmsgpct_deliver(sh_plat *p, uint64_t house);
+void sh_simmsgpct_deliver(sh_simtab *p, uint64_t house);
 /* Whether the strategy picks by priority (pct, msgpct). */
 static inline bool sh_simstrategy_by_priority(void) {
   return sh_simstrategy_state.kind == SH_SIM_PCT || sh_simstrategy_state.kind == SH_SIM_MSGPCT;
@@ -105,7 +105,7 @@ static inline bool sh_simstrategy_by_priority(void) {
 
 /* At a scheduling point: the fiber to preempt the running one with, or
  * UINT32_MAX to stay. polling: the running fiber waits for something. */
-static inline uint32_t sh_simstrategy_preempt(sh_plat *p, bool polling) {
+static inline uint32_t sh_simstrategy_preempt(sh_simtab *p, bool polling) {
   sh_simstrategy *t = &sh_simstrategy_state;
   uint32_t permille = t->switch_permille;
   if (polling && permille < SH_SIM_POLL_SWITCH_PERMILLE) permille = SH_SIM_POLL_SWITCH_PERMILLE;
@@ -126,18 +126,18 @@ static inline uint32_t sh_simstrategy_preempt(sh_plat *p, bool polling) {
 
 /* Where a switch must happen: a runnable fiber other than `skip`
  * (UINT32_MAX: none skipped), or UINT32_MAX if there is none. */
-uint32_t sh_simstrategy_pick(sh_plat *p, uint32_t skip);
+uint32_t sh_simstrategy_pick(sh_simtab *p, uint32_t skip);
 
 /* The running fiber gave way by itself (a CPU yield, a spent quantum):
  * pct drops it below every other, so that the one it waits for runs. */
-void sh_simstrategy_demote(sh_plat *p);
+void sh_simstrategy_demote(sh_simtab *p);
 
 /* The thread fiber nf was just added (pct: its priority). */
-void sh_simstrategy_place(sh_plat *p, sh_simrun_fiber *nf);
+void sh_simstrategy_place(sh_simtab *p, sh_simrun_fiber *nf);
 
 /* Whether nothing but time can happen while the running fiber polls: no
  * other fiber can run, or the strategy would not switch to one at a
  * polling step anyway. */
-bool sh_simstrategy_polls_alone(sh_plat *p);
+bool sh_simstrategy_polls_alone(sh_simtab *p);
 
 #endif

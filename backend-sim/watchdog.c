@@ -64,7 +64,7 @@ static const void *interrupted_at(const void *uc) {
 static __attribute__((noreturn)) void fail_hang(const void *uc) {
   sh_simwatchdog_disarm();
   char who[32], at[160], d[512];
-  sh_plat *p = S->plat;
+  sh_simtab *p = S->tab;
   sh_simmisuse_fiber_name(p, p->cur, who, sizeof(who));
   const char *where = p->f[p->cur].where;
   const void *pc = interrupted_at(uc);
@@ -85,7 +85,7 @@ static __attribute__((noreturn)) void fail_hang(const void *uc) {
 static void on_tick(int sig, siginfo_t *si, void *uc) {
   (void)sig;
   (void)si;
-  if (!W.armed || S->plat == NULL) return;
+  if (!W.armed || S->tab == NULL) return;
   if (S->steps != W.seen_steps) {
     W.seen_steps = S->steps;
     W.idle_ticks = 0;

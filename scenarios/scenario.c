@@ -235,9 +235,7 @@ bool sh_scn_check_at(sh_scn *s, bool cond, const char *file, int line, const cha
 
 uint64_t sh_scn_clock_ns(void) {
 #ifdef SH_SIM
-  sh_sim_report r;
-  sh_sim_report_get(&r);
-  return r.vtime_ns;
+  return sh_sim_clock_ns();
 #else
   struct timespec ts;
   int rc = clock_gettime(CLOCK_MONOTONIC, &ts); /* the epoll backend's sh_plat_now_ns clock */

@@ -61,7 +61,10 @@ static int notice_now(const sh_addr *to, sh_msg *m, sh_house **t) {
   *t = sh_addr_pick(to, &gen);
   m->sender = NULL;
   m->id = 0;
-  bool outside = sh_worker_current() == NULL;
+  sh_worker *w = sh_worker_current();
+  /* An address of another system is another process's: not reachable. */
+  if (w != NULL && w->sys != (*t)->sys) return -EXDEV;
+  bool outside = w == NULL;
   if (outside && !sh_system_outside_begin((*t)->sys)) return -ESHUTDOWN;
   sh_box box = sh_send_box(*t, SH_NOTICE);
   int rc = sh_send_now(*t, gen, box, m);
@@ -159,7 +162,8 @@ static int ask(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms, b
   sh_house *h = st->house, *t = sh_addr_pick(to, &gen);
   sh_future *f = sh_future_new(st);
   if (f == NULL) return -ENOMEM;
-  int rc = either_stopped(st, t, gen) ? -ESHUTDOWN : 0;
+  /* An address of another system is another process's: not reachable. */
+  int rc = t->sys != h->sys ? -EXDEV : either_stopped(st, t, gen) ? -ESHUTDOWN : 0;
   /* Armed before the send: the timeout covers the wait for room as well as
    * for the reply. Without its timeout the ask could wait forever. */
   if (rc == 0 && !arm(f, timeout_ms)) rc = -ENOMEM;
@@ -182,7 +186,7 @@ static int ask(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms, b
     return 0;
   }
   /* -EAGAIN stayed with try_only: a waiting send queues instead. */
-  SH_ASSERT(rc == -ESHUTDOWN || rc == -ENOMEM);
+  SH_ASSERT(rc == -ESHUTDOWN || rc == -ENOMEM || rc == -EXDEV);
   if (rc == -ESHUTDOWN)
     sh_send_drop_stopped(h->sys, m);
   else

@@ -338,6 +338,10 @@ int sh_sim_idle(uint64_t ns);
 /* The figures of the current (or last) simulation. (The trace file is
  * finished when the system is freed.) */
 void sh_sim_report_get(sh_sim_report *r);
+/* The caller's clock in nanoseconds, without a step: the virtual clock for
+ * the simulation's own fibers, its node's (<stackhouse/cluster.h>: offset
+ * and drift) for a node's. sh_sim_report's vtime_ns is the true one. */
+uint64_t sh_sim_clock_ns(void);
 
 /*
  * Failures the simulator detects itself: "deadlock" (every fiber blocked,

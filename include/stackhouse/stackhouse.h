@@ -312,7 +312,9 @@ SH_API int sh_stop(const sh_addr *a);
 /* Sends a notice; from an actor or any other thread. Takes m (freed on an
  * error): -EINVAL (NULL, or not a notice type), -ESHUTDOWN (stopped actor),
  * -EAGAIN (the actor's bounded notice mailbox is full, or senders wait for
- * room in it: counted as refused). */
+ * room in it: counted as refused), -EXDEV (from an actor, an address of
+ * another system: addresses are per system, as per process; systems talk
+ * over the network). */
 SH_API int sh_notice(const sh_addr *to, sh_msg *m);
 
 /* sh_notice that never takes m on an error: -EAGAIN, -ESHUTDOWN, -EINVAL
@@ -338,8 +340,9 @@ SH_API sh_future *sh_put(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t tim
  * covers the wait for room in a full bounded mailbox (FIFO among waiting
  * senders) and the wait for the reply; on expiry the future fails with
  * -ETIMEDOUT and a late reply is dropped (counted). SH_NOWAIT is -EINVAL:
- * an ask always waits for its reply. A send that fails (stopped target)
- * returns a future already failed with the reason. Returns NULL only for
+ * an ask always waits for its reply. A send that fails (stopped target:
+ * -ESHUTDOWN; an address of another system: -EXDEV) returns a future
+ * already failed with the reason. Returns NULL only for
  * -EINVAL (NULL argument, not an ask type, bad timeout) or -ENOMEM; the
  * message is freed then.
  */

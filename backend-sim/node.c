@@ -1,0 +1,435 @@
+/*
+ * Nodes of a cluster simulation (node.h, <stackhouse/cluster.h>): the
+ * table of nodes, their clocks, boots, crashes, stops and persisted state.
+ * The acts' queue, the nemesis fiber and the cuts are in nodeact.c.
+ *
+ * A node boots on a thread fiber of its own (its main), which runs
+ * sh_run(config, entry, argc, argv) as a process's main would: the system
+ * it makes is the node's (platsys.c), and every fiber of it, and every
+ * thread it starts, belongs to the node. Allocations made while a node's
+ * fiber runs are charged to it (nodemem.c), so that a crash can free them.
+ *
+ * A crash, made on a fiber of the simulation's own (never on the node's),
+ * finds every fiber of the node switched out at a scheduling point: their
+ * stacks are freed and their slots emptied without running another line of
+ * theirs; the fake network forgets the node's sockets without a word to
+ * their peers (net.c); the simulator's models forget what they knew of the
+ * node's memory; then that memory is freed.
+ *
+ * Clocks. Node n's clock is piecewise linear in true time t: from base
+ * (base_true, base_local) on, local = base_local + (t - base_true) *
+ * (1e6 + ppm) / 1e6, in 128-bit arithmetic. A drift change or a jump
+ * starts a new piece at now; with |ppm| < 1e6 a clock only goes backwards
+ * by a jump.
+ */
+#include "node.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stackhouse/cluster.h>
+
+#include "base/check.h"
+#include "memmodel.h"
+#include "model.h"
+#include "net.h"
+#include "nodeint.h"
+#include "nodemem.h"
+
+static sh_simrun *const S = &sh_simrun_state;
+
+sh_simnodes sh_simnodes_state;
+#define X sh_simnodes_state
+
+/* ---- clocks ---------------------------------------------------------------------- */
+
+uint64_t sh_simnode_local(uint32_t n, uint64_t t) {
+  if (n == 0 || n > X.n) return t;
+  const sh_simnode *d = &X.node[n];
+  if (d->ppm == 0 && d->base_true == d->base_local) return t;
+  uint64_t dt = t > d->base_true ? t - d->base_true : 0;
+  unsigned __int128 x = (unsigned __int128)dt * (uint64_t)(1000000 + d->ppm) / 1000000u;
+  return d->base_local + (uint64_t)x;
+}
+
+uint64_t sh_sim_clock_ns(void) { return sh_simnode_local(sh_simnode_cur(), S->now); }
+
+uint64_t sh_simnode_true(uint32_t n, uint64_t local) {
+  if (n == 0 || n > X.n || local == SH_PLAT_NO_DEADLINE) return local;
+  const sh_simnode *d = &X.node[n];
+  if (d->ppm == 0 && d->base_true == d->base_local) return local;
+  if (local <= d->base_local) return d->base_true;
+  /* The earliest t whose reading is at least `local`: rounded up. */
+  unsigned __int128 num = (unsigned __int128)(local - d->base_local) * 1000000u;
+  uint64_t rate = (uint64_t)(1000000 + d->ppm);
+  unsigned __int128 dt = (num + rate - 1) / rate;
+  if (dt >= SH_PLAT_NO_DEADLINE - d->base_true) return SH_PLAT_NO_DEADLINE - 1;
+  return d->base_true + (uint64_t)dt;
+}
+
+/* A new piece of node d's clock from now on. */
+static void clock_rebase(sh_simnode *d, uint32_t n) {
+  uint64_t l = sh_simnode_local(n, S->now);
+  d->base_true = S->now;
+  d->base_local = l;
+}
+
+int sh_simnode_drift(uint32_t n, int32_t ppm) {
+  sh_simnode *d = &X.node[n];
+  int32_t bound = d->max_drift_ppm;
+  if (ppm > bound || ppm < -bound) return -ERANGE;
+  clock_rebase(d, n);
+  d->ppm = ppm;
+  return 0;
+}
+
+int sh_simnode_jump(uint32_t n, int64_t delta_ns) {
+  sh_simnode *d = &X.node[n];
+  clock_rebase(d, n);
+  if (delta_ns < 0 && (uint64_t)-delta_ns > d->base_local) return -ERANGE;
+  d->base_local += (uint64_t)delta_ns;
+  /* Sleepers' deadlines were on the old reading: they wake at once and
+   * look at the new one (a spurious wake, which every waiter allows). */
+  sh_simnode_wake_all(n);
+  return 0;
+}
+
+/* ---- the table --------------------------------------------------------------------- */
+
+sh_plat *sh_simnode_plat(uint32_t n) { return n >= 1 && n <= X.n ? X.node[n].plat : NULL; }
+
+void sh_simnode_plat_set(uint32_t n, sh_plat *p) {
+  SH_ASSERT(n >= 1 && n <= X.n);
+  X.node[n].plat = p;
+  if (p == NULL) X.node[n].up = false; /* its system is gone: nothing to stop */
+}
+
+void sh_simnode_started(sh_plat *p) {
+  sh_simnode *d = &X.node[p->node];
+  d->up = true;
+  if (S->trace == NULL) return;
+  for (uint32_t w = 0; w < p->nworkers; w++) {
+    char name[64];
+    snprintf(name, sizeof(name), "%s worker %u", d->name, w);
+    (void)sh_simtrace_track(S->trace, p->fiber[w], name);
+  }
+}
+
+const char *sh_simnode_name(uint32_t n) { return n >= 1 && n <= X.n ? X.node[n].name : "main"; }
+
+uint32_t sh_simnode_ip(uint32_t n) { return n >= 1 && n <= X.n ? X.node[n].ip : 0; }
+
+uint32_t sh_simnode_cur(void) {
+  const sh_simtab *t = S->tab;
+  return t != NULL ? t->f[t->cur].node : 0;
+}
+
+uint32_t sh_simnode_by_ip(uint32_t ip) {
+  for (uint32_t i = 1; i <= X.n; i++)
+    if (X.node[i].ip == ip) return i;
+  return 0;
+}
+
+uint32_t sh_simnode_find(const char *name) {
+  if (name == NULL) return 0;
+  for (uint32_t i = 1; i <= X.n; i++)
+    if (strcmp(X.node[i].name, name) == 0) return i;
+  return 0;
+}
+
+bool sh_simnode_is_up(uint32_t n) { return n == 0 || (n <= X.n && X.node[n].main != SH_SIMRUN_NO_FIBER); }
+
+void sh_simnode_wake_all(uint32_t n) {
+  sh_simtab *t = S->tab;
+  if (t == NULL) return;
+  for (uint32_t i = 0; i < t->nfibers; i++) {
+    sh_simrun_fiber *f = &t->f[i];
+    if (f->node != n || f->deadline == SH_PLAT_NO_DEADLINE) continue;
+    if (f->state == SH_SIMRUN_PARKED || f->state == SH_SIMRUN_BLOCKED) sh_simrun_make_runnable(f);
+  }
+  sh_simrun_recompute_deadline(t);
+}
+
+/* ---- boots ----------------------------------------------------------------------- */
+
+static void node_main(void *arg) {
+  sh_simnode *d = arg;
+  sh_config cfg;
+  if (d->has_config)
+    cfg = d->config;
+  else
+    sh_config_default(&cfg);
+  cfg.workers = d->workers;
+  d->exit_code = sh_run(&cfg, d->entry, d->argc, d->argv);
+}
+
+int sh_simnode_boot(uint32_t n) {
+  sh_simnode *d = &X.node[n];
+  SH_ASSERT(d->main == SH_SIMRUN_NO_FIBER && d->plat == NULL);
+  int rc = sh_simplat_thread_new(n, node_main, d, &d->main);
+  if (rc != 0) {
+    d->main = SH_SIMRUN_NO_FIBER;
+    return rc;
+  }
+  d->boots++;
+  d->up = false; /* until its workers start */
+  sh_simnet_node_up(n);
+  sh_simnode_note(n, "boot");
+  return 0;
+}
+
+/* A node whose main returned (stopped, or its program exited): its main's
+ * slot is given back. */
+static void reap(uint32_t n) {
+  sh_simnode *d = &X.node[n];
+  sh_simtab *t = S->tab;
+  if (d->main == SH_SIMRUN_NO_FIBER || t->f[d->main].state != SH_SIMRUN_DONE) return;
+  sh_simplat_thread_wait(d->main);
+  d->main = SH_SIMRUN_NO_FIBER;
+  d->up = false;
+}
+
+void sh_simnode_reap_all(void) {
+  for (uint32_t n = 1; n <= X.n; n++) reap(n);
+}
+
+int sh_simnode_stop(uint32_t n) {
+  sh_simnode *d = &X.node[n];
+  reap(n);
+  if (d->main == SH_SIMRUN_NO_FIBER) return -EALREADY;
+  sh_simtab *t = S->tab;
+  /* Bounded: the node's main ends once its system's workers stopped (its
+   * program's own stop, bounded by the run's step limit). A system not
+   * started yet is waited for: its main starts it without waiting. */
+  while (!d->up && t->f[d->main].state != SH_SIMRUN_DONE) sh_simrun_yield_cpu();
+  if (d->up) sh_system_exit((sh_system *)d->plat->ctx, 0);
+  uint32_t m = d->main;
+  sh_simplat_thread_wait(m);
+  d->main = SH_SIMRUN_NO_FIBER;
+  d->up = false;
+  d->stops++;
+  sh_simnode_note(n, "stop");
+  return 0;
+}
+
+/* ---- crashes ------------------------------------------------------------------------- */
+
+/* Freed node memory, for the models' purge. */
+typedef struct span {
+  uintptr_t lo, hi;
+} span;
+
+typedef struct spans {
+  span *v;
+  size_t n, cap;
+} spans;
+
+static void span_add(void *ptr, size_t size, void *ctx) {
+  spans *s = ctx;
+  if (s->n == s->cap) {
+    size_t c = s->cap != 0 ? s->cap * 2 : 256;
+    span *v = sh_simraw_realloc(s->v, c * sizeof(*v));
+    if (v == NULL) return; /* the purge below then errs toward keeping entries */
+    s->v = v;
+    s->cap = c;
+  }
+  s->v[s->n++] = (span){(uintptr_t)ptr, (uintptr_t)ptr + (size != 0 ? size : 1)};
+}
+
+static int span_cmp(const void *a, const void *b) {
+  const span *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static bool in_spans(const void *ctx, uintptr_t a) {
+  const spans *s = ctx;
+  size_t lo = 0, hi = s->n;
+  /* Binary search: bounded by log2(n) passes. */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (s->v[mid].hi <= a)
+      lo = mid + 1;
+    else if (s->v[mid].lo > a)
+      hi = mid;
+    else
+      return true;
+  }
+  return false;
+}
+
+/* Every fiber of node n is gone: stacks freed, slots emptied. */
+static void fibers_gone(uint32_t n) {
+  sh_simtab *t = S->tab;
+  for (uint32_t i = 0; i < t->nfibers; i++) {
+    sh_simrun_fiber *f = &t->f[i];
+    if (f->node != n || f->state == SH_SIMRUN_FREE) continue;
+    SH_ASSERT(i != t->cur); /* a node never crashes itself */
+    /* A fiber of the simulation's own joining the node's main (a stop
+     * under way) is woken: it finds the main gone. */
+    if (f->joiner != SH_SIMRUN_NO_FIBER) sh_simrun_unblock(t, &t->f[f->joiner]);
+    sh_simmodel_fiber_gone(i);
+    sh_fiber_destroy(&f->ctx);
+    sh_simplat_slot_free(t, i);
+  }
+  sh_simrun_recompute_deadline(t);
+}
+
+/* Node n stops where it is: its fibers and sockets are gone. */
+static void power_off(uint32_t n) {
+  sh_simnode *d = &X.node[n];
+  fibers_gone(n);
+  sh_simnet_node_down(n);
+  d->main = SH_SIMRUN_NO_FIBER;
+  d->plat = NULL;
+  d->up = false;
+}
+
+int sh_simnode_crash(uint32_t n) {
+  sh_simnode *d = &X.node[n];
+  reap(n);
+  if (d->main == SH_SIMRUN_NO_FIBER) return -EALREADY;
+  if (!sh_simnodemem_available()) return -ENOTSUP;
+  sh_simnode_note(n, "crash");
+  power_off(n);
+  d->crashes++;
+  spans s = {0};
+  d->mem_freed += sh_simnodemem_bytes(n);
+  sh_simnodemem_release(n, span_add, &s);
+  qsort(s.v, s.n, sizeof(*s.v), span_cmp);
+  sh_simmodel_forget(in_spans, &s);
+  sh_simmem_forget_all();
+  sh_simraw_free(s.v);
+  return 0;
+}
+
+/* ---- persisted state --------------------------------------------------------------- */
+
+int sh_node_persist(const void *data, size_t len) {
+  uint32_t n = sh_simnode_cur();
+  if (n == 0 || n > X.n) return -ENOTSUP;
+  if (len > SH_NODE_PERSIST_MAX || (data == NULL && len != 0)) return -EINVAL;
+  sh_simnode *d = &X.node[n];
+  void *copy = NULL;
+  if (len != 0) {
+    copy = sh_simraw_malloc(len);
+    if (copy == NULL) return -ENOMEM;
+    memcpy(copy, data, len);
+  }
+  sh_simraw_free(d->blob);
+  d->blob = copy;
+  d->blob_len = len;
+  return 0;
+}
+
+int64_t sh_node_recall(void *buf, size_t cap) {
+  uint32_t n = sh_simnode_cur();
+  if (n == 0 || n > X.n) return -ENOTSUP;
+  const sh_simnode *d = &X.node[n];
+  if (buf == NULL && cap != 0) return -EINVAL;
+  size_t k = d->blob_len < cap ? d->blob_len : cap;
+  if (k != 0) memcpy(buf, d->blob, k);
+  return (int64_t)d->blob_len;
+}
+
+const char *sh_node_self(void) {
+  uint32_t n = sh_simnode_cur();
+  return n >= 1 && n <= X.n ? X.node[n].name : "";
+}
+
+/* ---- the simulation's end ------------------------------------------------------------- */
+
+static void node_free(sh_simnode *d) {
+  for (int i = 0; i < d->argc; i++) sh_simraw_free(d->argv[i]);
+  sh_simraw_free(d->argv);
+  sh_simraw_free(d->blob);
+  memset(d, 0, sizeof(*d));
+}
+
+void sh_simnode_end(void) {
+  sh_simnode_acts_end();
+  /* Nodes still up are powered off: the scenario's end is not theirs to
+   * see (a scenario stops them first when it checks what they did). */
+  for (uint32_t n = 1; n <= X.n; n++) {
+    reap(n);
+    if (X.node[n].main == SH_SIMRUN_NO_FIBER) continue;
+    /* Without the allocation wraps its memory cannot be found: it is left
+     * to the process (docs/cluster.md), the node's fibers go all the same. */
+    if (sh_simnode_crash(n) == -ENOTSUP) power_off(n);
+  }
+  for (uint32_t n = 1; n <= X.n; n++) node_free(&X.node[n]);
+  X.n = 0;
+}
+
+void sh_simnode_reset(void) {
+  SH_ASSERT(X.n == 0); /* sh_simnode_end ran, or no node was ever added */
+  memset(&X, 0, sizeof(X));
+}
+
+/* ---- declaring a node ---------------------------------------------------------------- */
+
+static bool name_ok(const char *s) {
+  size_t n = s != NULL ? strnlen(s, 32) : 0;
+  if (n == 0 || n > 31 || strcmp(s, "main") == 0) return false;
+  for (size_t i = 0; i < n; i++)
+    if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+          s[i] == '-'))
+      return false;
+  return true;
+}
+
+static bool ip_ok(uint32_t ip) { return ip != 0 && ip >> 24 != 127 && ip != UINT32_MAX; }
+
+static int spec_check(const sh_node_spec *sp) {
+  if (sp == NULL || !name_ok(sp->name) || !ip_ok(sp->ip) || sp->entry == NULL ||
+      sp->argc < 0 || (sp->argc > 0 && sp->argv == NULL) || sp->workers > SH_SIM_MAX_WORKERS ||
+      sp->max_drift_ppm < 0 || sp->max_drift_ppm > SH_NODE_DRIFT_LIMIT_PPM)
+    return -EINVAL;
+  if (sh_simnode_find(sp->name) != 0 || sh_simnode_by_ip(sp->ip) != 0) return -EEXIST;
+  return X.n + 1 >= SH_SIMNODE_MAX ? -ENOSPC : 0;
+}
+
+/* d's copy of argv (NULL-terminated, as main's). */
+static int argv_copy(sh_simnode *d, int argc, char *const *argv) {
+  d->argv = sh_simraw_calloc((size_t)argc + 1, sizeof(char *));
+  if (d->argv == NULL) return -ENOMEM;
+  for (int i = 0; i < argc; i++) {
+    size_t n = strlen(argv[i]) + 1;
+    d->argv[i] = sh_simraw_malloc(n);
+    if (d->argv[i] == NULL) return -ENOMEM;
+    memcpy(d->argv[i], argv[i], n);
+    d->argc = i + 1;
+  }
+  return 0;
+}
+
+int sh_node_add(const sh_node_spec *sp) {
+  sh_simtab *t = sh_simrun_active();
+  if (t == NULL) return -ENOTSUP;
+  if (t->f[t->cur].node != 0) return -EPERM;
+  int rc = spec_check(sp);
+  if (rc != 0) return rc;
+  uint32_t n = X.n + 1;
+  sh_simnode *d = &X.node[n];
+  memset(d, 0, sizeof(*d));
+  snprintf(d->name, sizeof(d->name), "%s", sp->name);
+  d->ip = sp->ip;
+  d->workers = sp->workers != 0 ? sp->workers : 2;
+  d->entry = sp->entry;
+  d->main = SH_SIMRUN_NO_FIBER;
+  d->max_drift_ppm = sp->max_drift_ppm != 0 ? sp->max_drift_ppm : 1000;
+  d->base_true = d->base_local = S->now;
+  if (sp->config != NULL) {
+    d->config = *sp->config;
+    d->has_config = true;
+  }
+  X.n = n; /* before the copy: node_free undoes a half-made one */
+  rc = argv_copy(d, sp->argc, sp->argv);
+  if (rc == 0) rc = sh_simnode_boot(n);
+  if (rc != 0) {
+    node_free(d);
+    X.n = n - 1;
+  }
+  return rc;
+}

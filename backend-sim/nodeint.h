@@ -1,0 +1,80 @@
+/*
+ * Nodes, inside the simulator: the table (node.c) and the acts (nodeact.c).
+ */
+#ifndef SH_SIM_NODEINT_H
+#define SH_SIM_NODEINT_H
+
+#include <stackhouse/cluster.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "node.h"
+
+typedef struct sh_simnode {
+  char name[32];
+  uint32_t ip;
+  uint32_t workers;
+  const sh_actor_class *entry;
+  int argc;
+  char **argv; /* copies (the simulator's memory) */
+  sh_config config;
+  bool has_config;
+  int32_t max_drift_ppm;
+  /* Its main fiber while booted (up or booting), else SH_SIMRUN_NO_FIBER. */
+  uint32_t main;
+  sh_plat *plat; /* its system's platform, once made */
+  bool up;       /* its workers started */
+  int exit_code; /* its sh_run's, once it returned */
+  /* The clock (node.c, "Clocks"). */
+  uint64_t base_true, base_local;
+  int32_t ppm;
+  /* Persisted state. */
+  void *blob;
+  size_t blob_len;
+  uint32_t boots, crashes, stops;
+  uint64_t mem_freed;
+} sh_simnode;
+
+typedef struct sh_simnodes {
+  uint32_t n; /* nodes 1..n */
+  sh_simnode node[SH_SIMNODE_MAX];
+  /* cut[a][b]: what node a sends to node b is held (node 0 included). */
+  bool cut[SH_SIMNODE_MAX][SH_SIMNODE_MAX];
+  uint32_t ncuts;
+} sh_simnodes;
+
+extern sh_simnodes sh_simnodes_state;
+
+/* Node by name (0: none). */
+uint32_t sh_simnode_find(const char *name);
+
+/* Acts on node n (1..): 0 or -errno (cluster.h). */
+int sh_simnode_boot(uint32_t n);
+int sh_simnode_crash(uint32_t n);
+int sh_simnode_stop(uint32_t n);
+int sh_simnode_drift(uint32_t n, int32_t ppm);
+int sh_simnode_jump(uint32_t n, int64_t delta_ns);
+/* Nodes whose main returned give their slot back. */
+void sh_simnode_reap_all(void);
+/* Sleepers of node n with a deadline wake (its clock jumped). */
+void sh_simnode_wake_all(uint32_t n);
+
+/* An act resolved: node and peer by number (SH_SIMNODE_ALL: "*"). */
+typedef struct sh_simnode_queued {
+  uint64_t at, seq;
+  int kind; /* sh_node_act_kind, or SH_SIMNODE_ACT_BOOT */
+  uint32_t node, peer;
+  int64_t value;
+} sh_simnode_queued;
+/* An act made inside the simulator: a node's delayed boot. */
+#define SH_SIMNODE_ACT_BOOT 100
+/* Queues q for true time `at` (nodeact.c); -ENOSPC, -errno. */
+int sh_simnode_queue(uint64_t at, const sh_simnode_queued *q);
+
+/* An act's mark: mixed into the hash, an instant in the trace. */
+void sh_simnode_note(uint32_t n, const char *what);
+/* The nemesis' queue is dropped, its fiber gone (nodeact.c). */
+void sh_simnode_acts_end(void);
+
+#endif

@@ -1,0 +1,147 @@
+/*
+ * stackhouse: clusters in one simulation. A node is a whole system (its
+ * own workers, pools, timers, actors) with a name, an IPv4 address on the
+ * simulator's fake network and a clock of its own. It boots from the same
+ * entry a process uses in production (an actor class and argv, as sh_run
+ * takes them), so a service's node code is the same in both; nodes talk
+ * only over the network, and an actor of one node cannot message another
+ * node's addresses (-EXDEV), as addresses are per process.
+ *
+ * The scenario (or its nemesis) acts on nodes: crash (a power cut: no
+ * handler, stop hook or timer of the node runs again, its memory is freed,
+ * its connections go silent: peers see no FIN or RST until they send to it
+ * after it restarted, then RST; its datagrams are lost), graceful stop,
+ * restart (with what it persisted, or wiped), one-way or two-way cuts of
+ * the network between nodes, and its clock's drift and jumps. Every act
+ * is a step of the run: replayed with it, drawn in its trace (a process
+ * track per node, crashes and restarts as instants, cuts as spans).
+ *
+ * The acts are callable from the simulation's own fibers (the scenario's
+ * outside thread, its threads): not from a node's own code, which has
+ * only sh_node_persist and sh_node_recall. Errors are negative errno
+ * values: -ENOENT (no node of that name), -EEXIST (a name or address
+ * taken), -EALREADY (crash or stop of a node already down), -EBUSY
+ * (restart of a node that is up), -ERANGE (a drift past the node's
+ * declared bound), -EINVAL (a bad argument, a cut naming nobody), -ENOTSUP
+ * (not in the simulator, or a crash in a program not linked to free a
+ * node's memory: see docs/cluster.md).
+ */
+#ifndef STACKHOUSE_CLUSTER_H
+#define STACKHOUSE_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <stackhouse/system.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Nodes of one simulation, at most. */
+#define SH_NODE_MAX 63
+/* The bound on a node's drift no declaration may pass (10%). */
+#define SH_NODE_DRIFT_LIMIT_PPM 100000
+
+/* An IPv4 address in host byte order, from its four parts. */
+#define SH_IPV4(a, b, c, d) \
+  ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
+
+typedef struct sh_node_spec {
+  const char *name;            /* [a-z0-9_-], 1..31 characters, unique */
+  uint32_t ip;                 /* unique; not 0.0.0.0, 127.0.0.0/8 or 255.255.255.255 */
+  uint32_t workers;            /* 0: 2 */
+  const sh_actor_class *entry; /* the node's main actor: it receives sh_args */
+  int argc;                    /* argv is copied: the caller may free it */
+  char *const *argv;
+  const sh_config *config;     /* NULL: defaults (workers above wins) */
+  int32_t max_drift_ppm;       /* the drift the nemesis may give it (0: 1000 ppm) */
+} sh_node_spec;
+
+/* Declares a node and boots it (its entry spawned, sh_args sent, workers
+ * started) at the current virtual time. */
+int sh_node_add(const sh_node_spec *spec);
+
+/* A power cut, now. */
+int sh_node_crash(const char *name);
+/* sh_system_exit(0) on the node; returns once its system is freed (its
+ * stop hooks ran). */
+int sh_node_stop(const char *name);
+/* Boots a node that is down again after delay_ms of virtual time, with
+ * what it persisted (SH_NODE_WIPED: with nothing). */
+#define SH_NODE_WIPED 1u
+int sh_node_restart(const char *name, int64_t delay_ms, unsigned flags);
+/* Whether the node is up (1), down (0), or -ENOENT. */
+int sh_node_up(const char *name);
+
+/* What `from` sends to `to` is held (TCP: it arrives once healed, in
+ * order, as a retransmission would) or lost (UDP) until sh_node_heal.
+ * One way only: to cut both ways, cut both. "*" names every node (and the
+ * simulation's own system) but the other side. */
+int sh_node_cut(const char *from, const char *to);
+int sh_node_heal(const char *from, const char *to);
+/* Heals every cut. */
+void sh_node_heal_all(void);
+
+/* The node's clock runs at 1 + ppm/1e6 of true time from now on (|ppm| at
+ * most its max_drift_ppm); it never goes backwards. */
+int sh_node_drift(const char *name, int32_t ppm);
+/* The node's clock jumps by delta_ms now (backwards when negative): only
+ * this call turns a clock back. */
+int sh_node_jump(const char *name, int64_t delta_ms);
+
+/* Acts at a virtual time: the nemesis runs them in order of time, on a
+ * fiber of the simulation's own (so where the nodes are when it acts is a
+ * decision of the schedule). at_ms is on the true clock, from the run's
+ * start; one in the past runs at once. */
+typedef enum sh_node_act_kind {
+  SH_ACT_CRASH = 1,
+  SH_ACT_STOP,
+  SH_ACT_RESTART,       /* value: delay in ms */
+  SH_ACT_RESTART_WIPED, /* value: delay in ms */
+  SH_ACT_CUT,           /* node -> peer */
+  SH_ACT_HEAL,          /* node -> peer */
+  SH_ACT_HEAL_ALL,
+  SH_ACT_DRIFT,         /* value: ppm */
+  SH_ACT_JUMP,          /* value: ms */
+} sh_node_act_kind;
+
+typedef struct sh_node_act {
+  sh_node_act_kind kind;
+  const char *node; /* copied */
+  const char *peer; /* cuts and heals; copied */
+  int64_t value;
+} sh_node_act;
+
+/* Runs act now. */
+int sh_node_act_now(const sh_node_act *act);
+/* Queues act for at_ms (checked now: an unknown name is -ENOENT). At most
+ * SH_NODE_MAX_ACTS queued (-ENOSPC). */
+#define SH_NODE_MAX_ACTS 4096
+int sh_node_act_at(int64_t at_ms, const sh_node_act *act);
+
+/* For node code: keeps a copy of data (at most SH_NODE_PERSIST_MAX bytes)
+ * as the calling node's persisted state, replacing the last; a crash keeps
+ * it, a wiped restart forgets it. -ENOTSUP outside a node (and on the
+ * epoll backend, until disks come). */
+#define SH_NODE_PERSIST_MAX (1u << 20)
+int sh_node_persist(const void *data, size_t len);
+/* Copies the calling node's persisted state into buf (up to cap bytes);
+ * its length (0: none), or -ENOTSUP. */
+int64_t sh_node_recall(void *buf, size_t cap);
+
+/* The calling node's name ("" for the simulation's own system, NULL off
+ * the simulator). */
+const char *sh_node_self(void);
+
+/* Counts for a scenario's checks and the closing figures. */
+typedef struct sh_node_stats {
+  uint32_t boots, crashes, stops;
+  uint64_t mem_peak; /* the most bytes its live allocations held (0 if not tracked) */
+} sh_node_stats;
+int sh_node_stats_get(const char *name, sh_node_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
