@@ -102,6 +102,7 @@
 #include "base/faults.h"
 #include "netsock.h"
 #include "node.h"
+#include "nodemem.h"
 #include "run.h"
 
 #define SH_SIMNET_LATENCY_NS 20000u
@@ -143,7 +144,7 @@ int sh_simnet_grow(void **a, uint32_t *cap, uint32_t need, size_t size) {
   if (need <= *cap) return 0;
   uint32_t c = *cap != 0 ? *cap * 2 : 16;
   while (c < need) c *= 2;
-  void *n = realloc(*a, (size_t)c * size);
+  void *n = sh_simraw_realloc(*a, (size_t)c * size);
   if (n == NULL) return -ENOMEM;
   *a = n;
   *cap = c;
@@ -169,7 +170,7 @@ int sh_simnet_sock_new(sh_simnet_kind kind, sh_simnet_sock **out) {
   if (N.nsocks == INT32_MAX) return -EMFILE;
   if (sh_simnet_grow((void **)&N.tab, &N.capsocks, N.nsocks + 1, sizeof(*N.tab)) != 0)
     return -ENOMEM;
-  sh_simnet_sock *k = calloc(1, sizeof(*k));
+  sh_simnet_sock *k = sh_simraw_calloc(1, sizeof(*k));
   if (k == NULL) return -ENOMEM;
   k->id = (sh_sock)N.nsocks;
   k->kind = kind;
@@ -188,9 +189,9 @@ void sh_simnet_sock_free(sh_simnet_sock *k) {
   if (k->bound) sh_simnet_unbind(k);
   sh_simnet_seg_free(k->rx);
   sh_simnet_seg_free(k->held);
-  free(k->acceptq);
+  sh_simraw_free(k->acceptq);
   N.tab[k->id] = NULL; /* its ready-list entry is skipped from now on */
-  free(k);
+  sh_simraw_free(k);
 }
 
 /* ---- time --------------------------------------------------------------------- */
@@ -317,7 +318,7 @@ void sh_simnet_deliver(uint64_t now) {
 /* ---- segments ---------------------------------------------------------------------- */
 
 sh_simnet_seg *sh_simnet_seg_new(const struct iovec *iov, int iovcnt, size_t skip, size_t len) {
-  sh_simnet_seg *s = malloc(sizeof(*s) + len);
+  sh_simnet_seg *s = sh_simraw_malloc(sizeof(*s) + len);
   if (s == NULL) return NULL;
   memset(s, 0, sizeof(*s));
   s->len = (uint32_t)len;
@@ -339,7 +340,7 @@ sh_simnet_seg *sh_simnet_seg_new(const struct iovec *iov, int iovcnt, size_t ski
 void sh_simnet_seg_free(sh_simnet_seg *s) {
   while (s != NULL) { /* bounded by the chain, whose end rx_push marks */
     sh_simnet_seg *n = s->next;
-    free(s);
+    sh_simraw_free(s);
     s = n;
   }
 }
@@ -488,11 +489,11 @@ void sh_simnet_end(void) {
   }
   for (uint32_t i = 0; i < N.nsocks; i++)
     if (N.tab[i] != NULL) sh_simnet_sock_free(N.tab[i]);
-  free(N.tab);
-  free(N.heap);
+  sh_simraw_free(N.tab);
+  sh_simraw_free(N.heap);
   sh_simnet_bind_end();
   sh_simnet_node_end();
-  for (uint32_t w = 0; w < SH_SIM_MAX_FIBERS; w++) free(N.ready[w].ids);
+  for (uint32_t w = 0; w < SH_SIM_MAX_FIBERS; w++) sh_simraw_free(N.ready[w].ids);
   memset(&N, 0, sizeof(N));
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "netsock.h"
+#include "nodemem.h"
 #include "node.h"
 #include "run.h"
 
@@ -236,8 +237,8 @@ int sh_net_bind(sh_sock s, const sh_netaddr *at) {
 }
 
 void sh_simnet_bind_end(void) {
-  free(B.ids);
-  free(B.tw);
+  sh_simraw_free(B.ids);
+  sh_simraw_free(B.tw);
   memset(&B, 0, sizeof(B));
   B.next_port = SH_SIMNET_FIRST_PORT;
 }

@@ -144,7 +144,7 @@ void sh_simnet_dead_end(const sh_simnet_ev *ev) {
 
 void sh_simnet_node_end(void) {
   for (uint32_t i = 0; i < H.nheld; i++) sh_simnet_seg_free(H.held[i].seg);
-  free(H.held);
-  free(H.killed);
+  sh_simraw_free(H.held);
+  sh_simraw_free(H.killed);
   memset(&H, 0, sizeof(H));
 }

@@ -11,6 +11,7 @@
 #include "base/check.h"
 #include "base/faults.h"
 #include "netsock.h"
+#include "nodemem.h"
 #include "run.h"
 
 static sh_simnet_sock *peer_of(const sh_simnet_sock *k) {
@@ -111,7 +112,7 @@ static sh_simnet_sock *refuse(sh_simnet_sock *c) {
 static sh_simnet_sock *connect_to(sh_simnet_sock *c, sh_simnet_sock *l, const sh_netaddr *to) {
   if (l->nq == l->capq) {
     uint32_t cap = l->capq != 0 ? l->capq * 2 : 8;
-    sh_sock *q = realloc(l->acceptq, cap * sizeof(*q));
+    sh_sock *q = sh_simraw_realloc(l->acceptq, cap * sizeof(*q));
     if (q == NULL) return refuse(c);
     l->acceptq = q;
     l->capq = cap;
@@ -192,7 +193,7 @@ static void rx_take(sh_simnet_sock *k, unsigned char *buf, size_t n) {
     k->rx = s->next;
     if (k->rx == NULL) k->rx_tail = NULL;
     k->rx_count--;
-    free(s);
+    sh_simraw_free(s);
   }
   k->rx_bytes -= n;
 }

@@ -10,6 +10,7 @@
 
 #include "base/faults.h"
 #include "netsock.h"
+#include "nodemem.h"
 #include "run.h"
 
 /* A held datagram goes alone after this if no other follows it. */
@@ -93,7 +94,7 @@ int64_t sh_net_recvfrom(sh_sock s, void *buf, size_t len, sh_netaddr *from) {
   size_t n = len < d->len ? len : d->len;
   memcpy(buf, d->data, n);
   if (from != NULL) *from = d->from;
-  free(d);
+  sh_simraw_free(d);
   sh_simrun_mix(SH_SIMRUN_MIX_NET);
   sh_simrun_mix(((uint64_t)n << 32) | (uint32_t)k->id);
   return (int64_t)n;

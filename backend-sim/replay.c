@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "memmodel.h"
+#include "nodemem.h"
 
 /* Decisions recorded per run, at most (16 bytes each, 16 more with their context). */
 #define SH_SIM_MAX_LOG (1u << 22)
@@ -58,8 +59,8 @@ static void draws_index(const sh_sim_choice *s, size_t n) {
     total++;
   }
   if (total == 0) return;
-  R.draw_vals = malloc(total * sizeof(uint64_t));
-  R.steps_only = malloc((n - total + 1) * sizeof(*R.steps_only));
+  R.draw_vals = sh_simraw_malloc(total * sizeof(uint64_t));
+  R.steps_only = sh_simraw_malloc((n - total + 1) * sizeof(*R.steps_only));
   if (R.draw_vals == NULL || R.steps_only == NULL) {
     memset(R.draw_len, 0, sizeof(R.draw_len));
     R.schedule_len = 0;
@@ -79,11 +80,11 @@ static void draws_index(const sh_sim_choice *s, size_t n) {
 }
 
 void sh_simreplay_reset(const sh_sim_choice *schedule, size_t len, bool keep_context) {
-  free(R.log);
-  free(R.ctx);
-  free(R.points);
-  free(R.draw_vals);
-  free(R.steps_only);
+  sh_simraw_free(R.log);
+  sh_simraw_free(R.ctx);
+  sh_simraw_free(R.points);
+  sh_simraw_free(R.draw_vals);
+  sh_simraw_free(R.steps_only);
   memset(&R, 0, sizeof(R));
   R.schedule = schedule;
   R.schedule_len = len;
@@ -204,14 +205,14 @@ bool sh_simreplay_stale(uint64_t step, uint32_t rank) {
 static bool log_grow(void) {
   size_t cap = R.caplog == 0 ? 1024 : R.caplog * 2;
   if (cap > SH_SIM_MAX_LOG) return false;
-  sh_sim_choice *n = realloc(R.log, cap * sizeof(*n));
+  sh_sim_choice *n = sh_simraw_realloc(R.log, cap * sizeof(*n));
   if (n == NULL) return false;
   R.log = n;
   if (!R.ctx_on) {
     R.caplog = cap;
     return true;
   }
-  sh_sim_decision_context *c = realloc(R.ctx, cap * sizeof(*c));
+  sh_sim_decision_context *c = sh_simraw_realloc(R.ctx, cap * sizeof(*c));
   if (c == NULL) return false;
   R.ctx = c;
   R.caplog = cap;
@@ -256,7 +257,7 @@ size_t sh_sim_points(const sh_sim_point **out) {
 void sh_simreplay_point_keep(uint64_t step, const char *where) {
   if (R.npoints == R.cappoints) {
     size_t cap = R.cappoints == 0 ? 4096 : R.cappoints * 2;
-    sh_sim_point *n = cap <= SH_SIM_MAX_POINTS ? realloc(R.points, cap * sizeof(*n)) : NULL;
+    sh_sim_point *n = cap <= SH_SIM_MAX_POINTS ? sh_simraw_realloc(R.points, cap * sizeof(*n)) : NULL;
     if (n == NULL) return;
     R.points = n;
     R.cappoints = cap;

@@ -35,6 +35,7 @@
 #include <stackhouse/sim.h>
 
 #include "base/check.h"
+#include "nodemem.h"
 
 /* Values above WIDE_VALUE are first tried at 1 .. SMALL_TRIES (lower_values). */
 #define WIDE_VALUE (1ull << 32)
@@ -149,7 +150,7 @@ static int cmp_u64(const void *a, const void *b) {
 /* Each stream's draws sorted, in their places: one trial a stream. */
 static bool sort_streams(shrinker *k) {
   bool any = false;
-  uint64_t *v = malloc(k->n * sizeof(uint64_t));
+  uint64_t *v = sh_simraw_malloc(k->n * sizeof(uint64_t));
   for (uint32_t st = 0; v != NULL && st < SH_SIM_STREAMS; st++) {
     size_t m = 0;
     for (size_t i = 0; i < k->n; i++)
@@ -164,7 +165,7 @@ static bool sort_streams(shrinker *k) {
     }
     if (moved && try_trial(k, k->n)) any = true;
   }
-  free(v);
+  sh_simraw_free(v);
   return any;
 }
 
@@ -244,7 +245,7 @@ static void ddmin(shrinker *k, int cls) {
 size_t sh_sim_shrink(sh_sim_choice *s, size_t n, sh_sim_fails_fn still_fails, void *ctx,
                      uint32_t max_trials, uint32_t *trials_out) {
   shrinker k = {.s = s, .n = n, .fails = still_fails, .ctx = ctx, .max_trials = max_trials};
-  k.trial = n > 0 ? malloc(n * sizeof(*s)) : NULL;
+  k.trial = n > 0 ? sh_simraw_malloc(n * sizeof(*s)) : NULL;
   /* Often no decision at all is needed: the cheapest answer first. */
   if (n > 0 && k.trial != NULL && !try_trial(&k, 0)) {
     for (uint32_t kind = SH_SIM_PREEMPT; kind <= SH_SIM_DRAW; kind++) try_without_kind(&k, kind);
@@ -263,7 +264,7 @@ size_t sh_sim_shrink(sh_sim_choice *s, size_t n, sh_sim_fails_fn still_fails, vo
     }
     drop_trailing_zeros(&k);
   }
-  free(k.trial);
+  sh_simraw_free(k.trial);
   if (trials_out != NULL) *trials_out = k.trials;
   return k.n;
 }

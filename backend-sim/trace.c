@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "nodemem.h"
+
 /* Events are small; a large buffer turns them into few big writes. */
 #define SH_SIMTRACE_BUF (1u << 20)
 
@@ -165,23 +167,23 @@ static void name_track(sh_simtrace *t, uint32_t track, const char *name) {
 
 int sh_simtrace_open(const char *path, uint32_t workers, sh_simtrace **out) {
   if (path == NULL || out == NULL || workers == UINT32_MAX) return -EINVAL;
-  sh_simtrace *t = calloc(1, sizeof *t);
+  sh_simtrace *t = sh_simraw_calloc(1, sizeof *t);
   if (t == NULL) return -ENOMEM;
   t->tracks = workers + 1;
-  t->track = calloc(t->tracks, sizeof *t->track);
-  t->buf = malloc(SH_SIMTRACE_BUF);
+  t->track = sh_simraw_calloc(t->tracks, sizeof *t->track);
+  t->buf = sh_simraw_malloc(SH_SIMTRACE_BUF);
   if (t->track == NULL || t->buf == NULL) {
-    free(t->track);
-    free(t->buf);
-    free(t);
+    sh_simraw_free(t->track);
+    sh_simraw_free(t->buf);
+    sh_simraw_free(t);
     return -ENOMEM;
   }
   t->f = fopen(path, "w");
   if (t->f == NULL) {
     int err = errno != 0 ? errno : EIO;
-    free(t->track);
-    free(t->buf);
-    free(t);
+    sh_simraw_free(t->track);
+    sh_simraw_free(t->buf);
+    sh_simraw_free(t);
     return -err;
   }
   setvbuf(t->f, t->buf, _IOFBF, SH_SIMTRACE_BUF);
@@ -204,7 +206,7 @@ int sh_simtrace_track(sh_simtrace *t, uint32_t track, const char *name) {
   if (t == NULL) return 0;
   if (track == UINT32_MAX) return -EINVAL;
   if (track >= t->tracks) {
-    sh_simtrack *n = realloc(t->track, ((size_t)track + 1) * sizeof *n);
+    sh_simtrack *n = sh_simraw_realloc(t->track, ((size_t)track + 1) * sizeof *n);
     if (n == NULL) return -ENOMEM;
     for (uint32_t i = t->tracks; i <= track; i++) n[i] = (sh_simtrack){0};
     t->track = n;
@@ -304,8 +306,8 @@ int sh_simtrace_close(sh_simtrace *t, uint64_t ns) {
   note(t, fflush(t->f) == EOF ? -1 : 0);
   note(t, fclose(t->f) == EOF ? -1 : 0);
   int err = t->err;
-  free(t->buf);
-  free(t->track);
-  free(t);
+  sh_simraw_free(t->buf);
+  sh_simraw_free(t->track);
+  sh_simraw_free(t);
   return -err;
 }
