@@ -54,7 +54,7 @@ endif
 # libstackhouse, and install with it. The scenario framework's header
 # (scenario.h) is for both backends: libstackhouse-sim.a and
 # libstackhouse-shrun.a implement it.
-SIM_HEADERS       := $(addprefix include/stackhouse/,sim.h sim_cmocka.h cluster.h)
+SIM_HEADERS       := $(addprefix include/stackhouse/,sim.h sim_cmocka.h)
 PUBLIC_HEADERS    := $(filter-out $(SIM_HEADERS),$(wildcard include/stackhouse/*.h))
 CORE_SRCS         := $(wildcard core/*.c core/*/*.c)
 EPOLL_SRCS        := $(wildcard backend-epoll/*.c)
@@ -66,7 +66,7 @@ LIB_SRCS          := $(CORE_SRCS) $(EPOLL_SRCS) $(HTTP_SRCS)
 # The scenario framework (registry, runs, shared invariants): in the
 # simulation library, and, compiled for epoll, in libstackhouse-shrun.a, so
 # that users' scenarios get it on both backends.
-SCN_FRAMEWORK_SRC := scenarios/scenario.c scenarios/scnactor.c scenarios/scnidle.c
+SCN_FRAMEWORK_SRC := scenarios/scenario.c scenarios/scnactor.c scenarios/scnidle.c scenarios/scnnemesis.c
 # libstackhouse-shrun.a: shrun (the epoll runner, main included) and the
 # scenario framework, for libstackhouse. Linked with scenario objects and
 # libstackhouse it makes a shrun of those scenarios, as

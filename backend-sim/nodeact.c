@@ -251,6 +251,24 @@ void sh_simnode_acts_end(void) {
   A.fiber = SH_SIMRUN_NO_FIBER;
 }
 
+int sh_node_calm(void) {
+  int rc = caller_ok();
+  if (rc != 0) return rc;
+  A.n = 0;
+  memset(A.pending_boot, 0, sizeof(A.pending_boot));
+  sh_simnode_note(0, "calm");
+  for (uint32_t a = 0; a <= X.n; a++)
+    for (uint32_t b = 0; b <= X.n; b++) cut_set(a, b, false);
+  sh_simnode_reap_all();
+  for (uint32_t n = 1; n <= X.n; n++) {
+    if (X.node[n].ppm != 0) (void)sh_simnode_drift(n, 0);
+    if (X.node[n].main != SH_SIMRUN_NO_FIBER) continue;
+    int b = sh_simnode_boot(n);
+    if (b != 0 && rc == 0) rc = b;
+  }
+  return rc;
+}
+
 /* ---- the calls ------------------------------------------------------------------------ */
 
 static int act1(sh_node_act_kind kind, const char *name, const char *peer, int64_t value) {

@@ -2,6 +2,7 @@
  * The scenario framework: registry, one run of a scenario, and the
  * invariants every run checks (scenario.h).
  */
+#include <stackhouse/cluster.h>
 #include <stackhouse/scenario.h>
 
 #include <assert.h>
@@ -346,6 +347,38 @@ static int wait_faulty(sh_scn *s, sh_system *sys, int *rc) {
   }
 }
 
+/* Virtual time between two looks at a scenario's liveness condition. */
+#define SH_SCN_LIVENESS_POLL_MS 10
+
+/* sh_system_wait for a scenario with a heal (a cluster's): at heal_ms the
+ * nemesis stops, then `liveness` must come to hold within liveness_ms. */
+static int wait_healed(sh_scn *s, sh_system *sys, uint64_t start_ns) {
+  const sh_scenario *sc = s->sc;
+  uint64_t heal_ns = start_ns + sc->heal_ms * 1000000u, now = sh_scn_clock_ns();
+  if (now < heal_ns) {
+    int code = sh_system_wait_ms(sys, (int64_t)((heal_ns - now + 999999u) / 1000000u));
+    if (code != -ETIMEDOUT) return code;
+  }
+  int rc = sh_node_calm();
+  if (rc != 0) failf(s, "setup", "the heal failed: %s", strerror(-rc));
+  uint64_t within = sc->liveness_ms != 0 ? sc->liveness_ms : 5000;
+  const char *name = sc->liveness_name != NULL ? sc->liveness_name : "the liveness condition";
+  /* Bounded by within / the poll. */
+  for (uint64_t waited = 0; sc->liveness != NULL; waited += SH_SCN_LIVENESS_POLL_MS) {
+    if (sc->liveness(s)) return sh_system_wait(sys);
+    if (waited >= within) {
+      failf(s, "liveness", "%s did not hold within %llu ms of the heal at %llu ms", name,
+            (unsigned long long)within, (unsigned long long)sc->heal_ms);
+      trace_mark("fail", "FAIL: liveness", name);
+      sh_scn_done(s, sys);
+      return sh_system_wait(sys);
+    }
+    int code = sh_system_wait_ms(sys, SH_SCN_LIVENESS_POLL_MS);
+    if (code != -ETIMEDOUT) return code;
+  }
+  return sh_system_wait(sys);
+}
+
 /* The idle check (scnidle.c) of a run whose workload ended: strict, as
  * the shared invariants are (a fault excuses no busy worker). */
 static void check_idle(sh_scn *s, sh_system *sys, const sh_config *cfg) {
@@ -375,6 +408,8 @@ void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_
   if (sc->configure != NULL) sc->configure(&s, &cfg);
   sh_system *sys = NULL;
   int rc = sh_system_new(&cfg, &sys);
+  /* After the new: in the simulator it starts the run's clock. */
+  uint64_t start_ns = sh_scn_clock_ns();
   if (rc == 0) rc = sh_system_start(sys);
   if (rc == 0) rc = sc->setup(&s, sys);
   /* A fault cut the run short: what ran must still add up. */
@@ -385,7 +420,9 @@ void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_
   }
   if (rc != 0 && sys != NULL) scn_end(&s, sys, rc);
   if (sys != NULL) {
-    int code = s.faulty ? wait_faulty(&s, sys, &rc) : sh_system_wait(sys);
+    int code = s.faulty             ? wait_faulty(&s, sys, &rc)
+               : sc->heal_ms != 0 ? wait_healed(&s, sys, start_ns)
+                                  : sh_system_wait(sys);
     int want = atomic_load_explicit(&s.want, memory_order_acquire);
     if (rc == 0) check_idle(&s, sys, &cfg);
     sh_system_shutdown(sys);

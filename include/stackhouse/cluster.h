@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stackhouse/stackhouse.h>
 #include <stackhouse/system.h>
 
 #ifdef __cplusplus
@@ -60,35 +61,38 @@ typedef struct sh_node_spec {
 
 /* Declares a node and boots it (its entry spawned, sh_args sent, workers
  * started) at the current virtual time. */
-int sh_node_add(const sh_node_spec *spec);
+SH_API int sh_node_add(const sh_node_spec *spec);
 
 /* A power cut, now. */
-int sh_node_crash(const char *name);
+SH_API int sh_node_crash(const char *name);
 /* sh_system_exit(0) on the node; returns once its system is freed (its
  * stop hooks ran). */
-int sh_node_stop(const char *name);
+SH_API int sh_node_stop(const char *name);
 /* Boots a node that is down again after delay_ms of virtual time, with
  * what it persisted (SH_NODE_WIPED: with nothing). */
 #define SH_NODE_WIPED 1u
-int sh_node_restart(const char *name, int64_t delay_ms, unsigned flags);
+SH_API int sh_node_restart(const char *name, int64_t delay_ms, unsigned flags);
 /* Whether the node is up (1), down (0), or -ENOENT. */
-int sh_node_up(const char *name);
+SH_API int sh_node_up(const char *name);
 
 /* What `from` sends to `to` is held (TCP: it arrives once healed, in
  * order, as a retransmission would) or lost (UDP) until sh_node_heal.
  * One way only: to cut both ways, cut both. "*" names every node (and the
  * simulation's own system) but the other side. */
-int sh_node_cut(const char *from, const char *to);
-int sh_node_heal(const char *from, const char *to);
+SH_API int sh_node_cut(const char *from, const char *to);
+SH_API int sh_node_heal(const char *from, const char *to);
 /* Heals every cut. */
-void sh_node_heal_all(void);
+SH_API void sh_node_heal_all(void);
+/* The nemesis stops: acts queued are dropped, every cut heals, every
+ * clock stops drifting, every node that is down boots now. */
+SH_API int sh_node_calm(void);
 
 /* The node's clock runs at 1 + ppm/1e6 of true time from now on (|ppm| at
  * most its max_drift_ppm); it never goes backwards. */
-int sh_node_drift(const char *name, int32_t ppm);
+SH_API int sh_node_drift(const char *name, int32_t ppm);
 /* The node's clock jumps by delta_ms now (backwards when negative): only
  * this call turns a clock back. */
-int sh_node_jump(const char *name, int64_t delta_ms);
+SH_API int sh_node_jump(const char *name, int64_t delta_ms);
 
 /* Acts at a virtual time: the nemesis runs them in order of time, on a
  * fiber of the simulation's own (so where the nodes are when it acts is a
@@ -114,32 +118,32 @@ typedef struct sh_node_act {
 } sh_node_act;
 
 /* Runs act now. */
-int sh_node_act_now(const sh_node_act *act);
+SH_API int sh_node_act_now(const sh_node_act *act);
 /* Queues act for at_ms (checked now: an unknown name is -ENOENT). At most
  * SH_NODE_MAX_ACTS queued (-ENOSPC). */
 #define SH_NODE_MAX_ACTS 4096
-int sh_node_act_at(int64_t at_ms, const sh_node_act *act);
+SH_API int sh_node_act_at(int64_t at_ms, const sh_node_act *act);
 
 /* For node code: keeps a copy of data (at most SH_NODE_PERSIST_MAX bytes)
  * as the calling node's persisted state, replacing the last; a crash keeps
  * it, a wiped restart forgets it. -ENOTSUP outside a node (and on the
  * epoll backend, until disks come). */
 #define SH_NODE_PERSIST_MAX (1u << 20)
-int sh_node_persist(const void *data, size_t len);
+SH_API int sh_node_persist(const void *data, size_t len);
 /* Copies the calling node's persisted state into buf (up to cap bytes);
  * its length (0: none), or -ENOTSUP. */
-int64_t sh_node_recall(void *buf, size_t cap);
+SH_API int64_t sh_node_recall(void *buf, size_t cap);
 
 /* The calling node's name ("" for the simulation's own system, NULL off
  * the simulator). */
-const char *sh_node_self(void);
+SH_API const char *sh_node_self(void);
 
 /* Counts for a scenario's checks and the closing figures. */
 typedef struct sh_node_stats {
   uint32_t boots, crashes, stops;
   uint64_t mem_peak; /* the most bytes its live allocations held (0 if not tracked) */
 } sh_node_stats;
-int sh_node_stats_get(const char *name, sh_node_stats *out);
+SH_API int sh_node_stats_get(const char *name, sh_node_stats *out);
 
 #ifdef __cplusplus
 }

@@ -124,6 +124,17 @@ typedef struct sh_scenario {
   int (*setup)(sh_scn *s, sh_system *sys);
   /* Optional: scenario invariants, after shutdown (stats are exact). */
   void (*verify)(sh_scn *s, sh_system *sys, const sh_stats *st);
+  /* Clusters (<stackhouse/cluster.h>). heal_ms (0: none): at this virtual
+   * time from the run's start the nemesis stops (sh_node_calm: queued
+   * acts dropped, cuts healed, drifts zeroed, every node down booted), and
+   * from then on `liveness` must come to hold within liveness_ms (0: 5000)
+   * of virtual time, polled every 10 ms, else the run fails with
+   * FAIL:liveness naming liveness_name. The workload still ends itself
+   * (sh_scn_done). A workload that ends before the heal is not judged. */
+  uint64_t heal_ms;
+  uint64_t liveness_ms;
+  const char *liveness_name;
+  bool (*liveness)(sh_scn *s);
 } sh_scenario;
 
 /* Registers a scenario (a `static const sh_scenario` defined in the same file). */
@@ -193,6 +204,33 @@ bool sh_scn_check_eq_at(sh_scn *s, uint64_t got, uint64_t want, const char *what
                         const char *file, int line);
 #define SH_SCN_CHECK_EQ(s, got, want, what) \
   sh_scn_check_eq_at((s), (uint64_t)(got), (uint64_t)(want), (what), __FILE__, __LINE__)
+
+/*
+ * A nemesis drawn from the seed, within bounds the scenario declares: for
+ * each of crashes, cuts and clock drift, whether it acts at all in this
+ * run (swarm testing: a run with fewer kinds of fault goes deeper into
+ * each) and how often, then each act's time, target and size. Every value
+ * is a draw of sh_scn_below: replayed with the run and shrunk toward 0
+ * (no act at all), so a failing run shrinks to the few acts it needs. The
+ * acts are queued (sh_node_act_at) and run by the simulator's nemesis at
+ * their times; a crashed node is restarted after a drawn delay (wiped
+ * when `wiped` and the draw says so), so that at most max_down of the
+ * listed nodes are down at once. Returns the number of acts queued, or a
+ * negative errno (-ENOTSUP off the simulator).
+ */
+typedef struct sh_scn_nemesis {
+  const char *const *nodes; /* the nodes it may act on */
+  uint32_t n;
+  uint32_t max_down;        /* at most this many down at once (0: no crash) */
+  bool cuts;                /* may cut the network between them and "main" */
+  bool one_way;             /* cuts may be one way */
+  bool wiped;               /* restarts may be wiped */
+  int32_t max_drift_ppm;    /* |drift| at most (0: none; within each node's bound) */
+  uint64_t start_ms, end_ms; /* acts fall in [start_ms, end_ms) */
+  uint32_t max_acts;        /* per kind, at most (0: 8) */
+  uint64_t max_outage_ms;   /* a crash or a cut lasts at most this (0: 2000) */
+} sh_scn_nemesis;
+int sh_scn_nemesis_draw(sh_scn *s, const sh_scn_nemesis *b);
 
 /* A countdown to the end of the workload: the call that takes *left to 0
  * calls sh_scn_done. The scenario sets *left in setup. */
