@@ -99,7 +99,8 @@ static struct {
 /* The calling thread's state. initial-exec: a plain load from the thread
  * pointer, even in -fPIC code (the archive goes into executables). */
 static __thread struct {
-  uint32_t owner; /* whom its allocations are charged to; 0 off the simulation thread */
+  uint32_t owner; /* whom its allocations are charged to (with the wraps, 0 but on the
+                   * simulation thread) */
   bool sim;       /* it is the simulation thread */
   bool active;    /* it is, and the table is not empty: frees look up */
 } tl __attribute__((tls_model("initial-exec")));
@@ -297,7 +298,8 @@ void *__wrap_reallocarray(void *p, size_t n, size_t sz) {
 int __wrap_posix_memalign(void **p, size_t align, size_t n) {
   int rc = __real_posix_memalign(p, align, n);
   if (__builtin_expect(tl.owner == 0, 1) || rc != 0) return rc;
-  return kept(*p, n) != NULL ? 0 : ENOMEM;
+  *p = kept(*p, n);
+  return *p != NULL ? 0 : ENOMEM;
 }
 
 void *__wrap_aligned_alloc(size_t align, size_t n) {
