@@ -9,11 +9,12 @@
  * first. Calls made inside the C library or another shared library do not
  * (docs/simulator.md, "Memory of nodes").
  *
- * Internal to the simulator. Everything but sh_simnodemem_available and
- * sh_simraw_* is for the simulation thread only: the thread that made the
- * first sh_simnodemem_set_owner with an owner other than 0, until a reset
- * gives the role up; a call from another thread while one holds the role
- * is a failed assertion.
+ * Internal to the simulator. The simulation thread is the thread that
+ * made the first sh_simnodemem_set_owner with an owner other than 0, until
+ * its reset gives the role up. While one holds the role, another thread
+ * that sets an owner other than 0, or calls release, reset or the figures
+ * (bytes, count, peak, slots), fails an assertion; available, owner,
+ * set_owner(0) and sh_simraw_* are for any thread.
  */
 #ifndef SH_SIM_NODEMEM_H
 #define SH_SIM_NODEMEM_H
