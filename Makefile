@@ -150,6 +150,11 @@ cov_LIBS        := -lfiu
 SIM_FIU_CFLAGS  := -DFIU_ENABLE
 # What every program linked with a simulation library links besides it.
 SIM_LIBS        := -lfiu
+# And its link options: the allocation calls go through the simulator's
+# tracker of each node's memory first (backend-sim/nodemem.c), so that a
+# crashed node's blocks can be freed. stackhouse-sim.pc.in and the CMake
+# package carry the same list.
+SIM_WRAP_LDFLAGS := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=posix_memalign,--wrap=aligned_alloc,--wrap=reallocarray,--wrap=strdup,--wrap=strndup
 asan_CFLAGS     := -O1 -g $(asan_SANITIZE) $(FIU_CFLAGS)
 asan_LDFLAGS    := $(asan_SANITIZE)
 tsan_CFLAGS     := -O1 -g -fsanitize=thread $(FIU_CFLAGS)
@@ -197,7 +202,7 @@ $(1)_SCN_SIM_OBJS := $$(SCENARIO_SRCS:%.c=build/$(1)/obj-sim/%.o)
 # it. After deps: whatever builds (make, make install) has its packages first.
 build/$(1)/.flags: FORCE | deps
 	@mkdir -p $$(@D)
-	@printf '%s\n' '$$(CC) $$($(1)_ALL_CFLAGS) $$($(1)_ALL_LDFLAGS) sim: $$(SIM_FIU_CFLAGS) $$(SIM_LIBS)' > $$@.new; \
+	@printf '%s\n' '$$(CC) $$($(1)_ALL_CFLAGS) $$($(1)_ALL_LDFLAGS) sim: $$(SIM_FIU_CFLAGS) $$(SIM_LIBS) $$(SIM_WRAP_LDFLAGS)' > $$@.new; \
 	 if cmp -s $$@.new $$@; then rm -f $$@.new; else mv -f $$@.new $$@; fi
 
 build/$(1)/obj/%.o: %.c build/$(1)/.flags
@@ -253,7 +258,7 @@ build/$(1)/tests/test_sim_%: build/$(1)/obj-sim/tests/test_sim_%.o $$($(1)_TEST_
     build/$(1)/libstackhouse-shsim.a build/$(1)/libstackhouse-sim.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1)-sim,$$@)
-	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-shsim.a build/$(1)/libstackhouse-sim.a \
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) $$(SIM_WRAP_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-shsim.a build/$(1)/libstackhouse-sim.a \
 	    $$(LDLIBS_test_sim_$$*) $$(TEST_LDLIBS) $$(SIM_LIBS) $$($(1)_LIBS) -lcmocka -lpthread $$(LDLIBS)
 
 # The scenario runners: shsim (simulator) and shrun (epoll), in build/<cfg>/bin.
@@ -263,7 +268,7 @@ build/$(1)/tests/test_sim_%: build/$(1)/obj-sim/tests/test_sim_%.o $$($(1)_TEST_
 build/$(1)/bin/shsim: $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-shsim.a build/$(1)/libstackhouse-sim.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1)-sim,$$@)
-	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-shsim.a \
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) $$(SIM_WRAP_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-shsim.a \
 	    build/$(1)/libstackhouse-sim.a $$(SIM_LIBS) $$($(1)_LIBS) -lpthread $$(LDLIBS)
 
 build/$(1)/bin/shrun: $$($(1)_SCN_OBJS) build/$(1)/libstackhouse-shrun.a build/$(1)/libstackhouse.a
@@ -276,7 +281,7 @@ build/$(1)/bin/shrun: $$($(1)_SCN_OBJS) build/$(1)/libstackhouse-shrun.a build/$
 build/$(1)/bench/sim_%: build/$(1)/obj-sim/bench/sim_%.o $$($(1)_BENCH_COMMON_SIM_OBJS) $$($(1)_SCN_SIM_OBJS) build/$(1)/libstackhouse-sim.a
 	@mkdir -p $$(@D)
 	$$(call say,LD $(1)-sim,$$@)
-	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) $$(BENCH_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-sim.a \
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) $$(SIM_WRAP_LDFLAGS) $$(BENCH_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse-sim.a \
 	    $$(LDLIBS_sim_$$*) $$(BENCH_LDLIBS) $$(SIM_LIBS) $$($(1)_LIBS) -lpthread $$(LDLIBS)
 
 build/$(1)/bench/%: build/$(1)/obj/bench/%.o $$($(1)_BENCH_COMMON_OBJS) build/$(1)/libstackhouse.a
