@@ -20,6 +20,7 @@ int sh_node_cut(const char *from, const char *to) { return (void)from, (void)to,
 int sh_node_heal(const char *from, const char *to) { return (void)from, (void)to, -ENOTSUP; }
 void sh_node_heal_all(void) {}
 int sh_node_calm(void) { return -ENOTSUP; }
+int sh_node_stop_all(void) { return -ENOTSUP; }
 int sh_node_drift(const char *name, int32_t ppm) { return (void)name, (void)ppm, -ENOTSUP; }
 int sh_node_jump(const char *name, int64_t delta_ms) { return (void)name, (void)delta_ms, -ENOTSUP; }
 int sh_node_act_now(const sh_node_act *act) { return (void)act, -ENOTSUP; }

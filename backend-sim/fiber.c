@@ -19,6 +19,7 @@
 #endif
 
 #ifdef SH_FIBER_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -92,6 +93,11 @@ static int map_stack(sh_fiber *f, size_t size) {
 }
 
 void sh_fiber_destroy(sh_fiber *f) {
+#ifdef SH_FIBER_ASAN
+  /* A fiber destroyed half-way (a node's crash) never unwound its frames:
+   * their redzones would stay poisoned for the next stack mapped here. */
+  if (f->stack != NULL) __asan_unpoison_memory_region(f->stack, f->map_size);
+#endif
   if (f->stack != NULL) munmap(f->stack, f->map_size);
   memset(f, 0, sizeof(*f));
 }

@@ -82,6 +82,9 @@ int sh_simnode_drift(uint32_t n, int32_t ppm) {
   if (ppm > bound || ppm < -bound) return -ERANGE;
   clock_rebase(d, n);
   d->ppm = ppm;
+  char what[48];
+  snprintf(what, sizeof(what), "drift %d ppm", (int)ppm);
+  sh_simnode_note(n, what);
   return 0;
 }
 
@@ -90,6 +93,9 @@ int sh_simnode_jump(uint32_t n, int64_t delta_ns) {
   clock_rebase(d, n);
   if (delta_ns < 0 && (uint64_t)-delta_ns > d->base_local) return -ERANGE;
   d->base_local += (uint64_t)delta_ns;
+  char what[48];
+  snprintf(what, sizeof(what), "clock jump %lld ms", (long long)(delta_ns / 1000000));
+  sh_simnode_note(n, what);
   /* Sleepers' deadlines were on the old reading: they wake at once and
    * look at the new one (a spurious wake, which every waiter allows). */
   sh_simnode_wake_all(n);
@@ -180,6 +186,19 @@ int sh_simnode_boot(uint32_t n) {
   return 0;
 }
 
+/* Node n's program ended (its sh_run returned): whatever it still has
+ * allocated it leaked, as a process that exits with blocks LeakSanitizer
+ * would report. The run fails, naming it. */
+static void check_ended(uint32_t n) {
+  uint64_t left = sh_simnodemem_count(n);
+  if (left == 0) return;
+  char d[160];
+  snprintf(d, sizeof(d), "node %s left %llu blocks (%llu bytes) allocated when its program ended",
+           X.node[n].name, (unsigned long long)left,
+           (unsigned long long)sh_simnodemem_bytes(n));
+  sh_simrun_fail("leak", d);
+}
+
 /* A node whose main returned (stopped, or its program exited): its main's
  * slot is given back. */
 static void reap(uint32_t n) {
@@ -189,6 +208,7 @@ static void reap(uint32_t n) {
   sh_simplat_thread_wait(d->main);
   d->main = SH_SIMRUN_NO_FIBER;
   d->up = false;
+  check_ended(n);
 }
 
 void sh_simnode_reap_all(void) {
@@ -210,6 +230,7 @@ int sh_simnode_stop(uint32_t n) {
   d->main = SH_SIMRUN_NO_FIBER;
   d->up = false;
   d->stops++;
+  check_ended(n);
   sh_simnode_note(n, "stop");
   return 0;
 }

@@ -269,6 +269,20 @@ int sh_node_calm(void) {
   return rc;
 }
 
+int sh_node_stop_all(void) {
+  int rc = caller_ok();
+  if (rc != 0) return rc;
+  A.n = 0;
+  memset(A.pending_boot, 0, sizeof(A.pending_boot));
+  for (uint32_t a = 0; a <= X.n; a++)
+    for (uint32_t b = 0; b <= X.n; b++) cut_set(a, b, false);
+  for (uint32_t n = 1; n <= X.n; n++) {
+    int s = sh_simnode_stop(n);
+    if (s != 0 && s != -EALREADY && rc == 0) rc = s;
+  }
+  return rc;
+}
+
 /* ---- the calls ------------------------------------------------------------------------ */
 
 static int act1(sh_node_act_kind kind, const char *name, const char *peer, int64_t value) {

@@ -132,7 +132,7 @@ static uint32_t home(uintptr_t key) {
 
 /* The slot holding key, or NONE. */
 static uint32_t find(uintptr_t key) {
-  if (T.count == 0) return NONE;
+  if (T.count == 0 || key == 0) return NONE; /* 0 marks a free slot, and is no block */
   uint32_t mask = T.cap - 1, i = home(key);
   for (uint32_t n = 0;; n++, i = (i + 1) & mask) {
     SH_ASSERT(n < T.cap); /* a load of at most 1/2: a free slot ends every run */
@@ -330,12 +330,12 @@ char *__wrap_strndup(const char *s, size_t max) {
 /* A raw block is never in the table: a tracked one freed here would leave
  * its entry behind, to be freed again at its owner's release. */
 void *sh_simraw_realloc(void *p, size_t n) {
-  SH_INVARIANT(!tl.active || find((uintptr_t)p) == NONE);
+  SH_INVARIANT(p == NULL || !tl.active || find((uintptr_t)p) == NONE);
   return __real_realloc ? __real_realloc(p, n) : realloc(p, n);
 }
 
 void sh_simraw_free(void *p) {
-  SH_INVARIANT(!tl.active || find((uintptr_t)p) == NONE);
+  SH_INVARIANT(p == NULL || !tl.active || find((uintptr_t)p) == NONE);
   raw_free(p);
 }
 

@@ -32,6 +32,7 @@
 #include "misuse.h"
 #include "net.h"
 #include "node.h"
+#include "nodemem.h"
 #include "run.h"
 #include "strategy.h"
 #include "watchdog.h"
@@ -152,6 +153,9 @@ int sh_plat_new(uint32_t workers, sh_plat **out) {
 /* The end of the simulation: the first system is freed. */
 static void root_free(sh_simtab *t, sh_plat *p) {
   sh_simnode_end();
+  /* Every node's memory was freed with it: the next simulation starts with
+   * an empty table (and may run on another thread). */
+  sh_simnodemem_reset();
   for (uint32_t i = 0; i < t->nfibers; i++)
     assert((i == p->outside || t->f[i].kind == SH_SIMRUN_WORKER || t->f[i].state == SH_SIMRUN_FREE) &&
            "sh_plat_free before sh_plat_thread_join");

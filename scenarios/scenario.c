@@ -424,6 +424,9 @@ void sh_scenario_run(const sh_scenario *sc, uint64_t seed, uint32_t workers, sh_
                : sc->heal_ms != 0 ? wait_healed(&s, sys, start_ns)
                                   : sh_system_wait(sys);
     int want = atomic_load_explicit(&s.want, memory_order_acquire);
+    /* A cluster's nodes stop with the workload (off the simulator: none). */
+    int stop = sh_node_stop_all();
+    if (stop != 0 && stop != -ENOTSUP) failf(&s, "setup", "stopping the nodes: %s", strerror(-stop));
     if (rc == 0) check_idle(&s, sys, &cfg);
     sh_system_shutdown(sys);
     /* Never excused: no fault changes the code an exit gave. Strict only

@@ -85,8 +85,7 @@ static sh_yield ticker_notice(sh_actor *self, sh_stack *st) {
   g.first_local[t->node] = sh_clock_ms();
   g.first_true[t->node] = true_now();
   /* Another system's address: refused, the message freed. */
-  sh_msg *p = sh_msg_alloc(&ping_type);
-  if (p != NULL && t->node == 1) g.exdev = sh_notice(main_addr, p);
+  if (t->node == 1) g.exdev = sh_notice(main_addr, sh_msg_alloc(&ping_type));
   (void)sh_timer_start(self, 10, 10, NULL, NULL);
   return sh_return(st, NULL);
 }

@@ -86,6 +86,10 @@ SH_API void sh_node_heal_all(void);
 /* The nemesis stops: acts queued are dropped, every cut heals, every
  * clock stops drifting, every node that is down boots now. */
 SH_API int sh_node_calm(void);
+/* The cluster's end: acts queued are dropped, every cut heals, every node
+ * that is up stops gracefully (sh_node_stop). The scenario framework calls
+ * it once the workload ended, before its own checks. */
+SH_API int sh_node_stop_all(void);
 
 /* The node's clock runs at 1 + ppm/1e6 of true time from now on (|ppm| at
  * most its max_drift_ppm); it never goes backwards. */
