@@ -116,10 +116,12 @@ void sh_simnode_started(sh_plat *p) {
   sh_simnode *d = &X.node[p->node];
   d->up = true;
   if (S->trace == NULL) return;
+  char process[48];
+  snprintf(process, sizeof(process), "node %s", d->name);
   for (uint32_t w = 0; w < p->nworkers; w++) {
     char name[64];
     snprintf(name, sizeof(name), "%s worker %u", d->name, w);
-    (void)sh_simtrace_track(S->trace, p->fiber[w], name);
+    (void)sh_simtrace_track_in(S->trace, p->fiber[w], name, p->node + 1, process);
   }
 }
 
@@ -291,6 +293,7 @@ static void fibers_gone(uint32_t n) {
      * under way) is woken: it finds the main gone. */
     if (f->joiner != SH_SIMRUN_NO_FIBER) sh_simrun_unblock(t, &t->f[f->joiner]);
     sh_simmodel_fiber_gone(i);
+    sh_simtrace_track_end(S->trace, S->now, i);
     sh_fiber_destroy(&f->ctx);
     sh_simplat_slot_free(t, i);
   }

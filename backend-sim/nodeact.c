@@ -92,6 +92,13 @@ static void cut_set(uint32_t a, uint32_t b, bool on) {
   snprintf(what, sizeof(what), "%s -> %s", on ? "cut" : "heal",
            b == 0 ? SH_SIMNODE_MAIN : X.node[b].name);
   sh_simnode_note(a, what);
+  if (S->trace != NULL) {
+    char name[80];
+    snprintf(name, sizeof(name), "cut %s -> %s", a == 0 ? SH_SIMNODE_MAIN : X.node[a].name,
+             b == 0 ? SH_SIMNODE_MAIN : X.node[b].name);
+    sh_simtrace_span(S->trace, S->now, sh_simrun_cur(), on, 0x4355540000000000ull | a << 8 | b,
+                     "cut", name);
+  }
   if (!on) sh_simnet_healed(a, b);
 }
 

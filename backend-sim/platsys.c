@@ -292,12 +292,14 @@ int sh_simplat_thread_new(uint32_t node, void (*fn)(void *arg), void *arg, uint3
     /* The simulation's own threads are numbered after its workers and
      * its outside thread, as tracks were before there were nodes. */
     uint32_t k = i - t->root->nworkers - 1;
+    char process[48];
     if (node == 0)
       snprintf(name, sizeof(name), "thread %u", k);
     else
       snprintf(name, sizeof(name), "%s thread %u", sh_simnode_name(node), k);
+    snprintf(process, sizeof(process), "node %s", sh_simnode_name(node));
     /* Out of memory costs only this track's events (the trace drops them). */
-    (void)sh_simtrace_track(S->trace, f->index, name);
+    (void)sh_simtrace_track_in(S->trace, f->index, name, node != 0 ? node + 1 : 0, process);
   }
   *out = i;
   return 0;

@@ -29,6 +29,7 @@
 typedef struct sh_simtrack {
   bool run; /* a run slice is open */
   bool msg; /* a message slice is open inside it */
+  uint32_t pid; /* its process: 0 (shown as 1) the simulation's own, else a node's */
 } sh_simtrack;
 
 struct sh_simtrace {
@@ -39,6 +40,7 @@ struct sh_simtrace {
   uint64_t last_ns;   /* the latest timestamp written */
   uint32_t tracks;    /* workers + 1, then one per thread fiber added */
   sh_simtrack *track; /* [tracks] */
+  uint64_t named[4];  /* processes whose name was written, a bit each */
 };
 
 /* Keeps the first error: the later ones are usually its consequences. */
@@ -68,8 +70,9 @@ static void put_str(sh_simtrace *t, const char *s) {
 /* Opens an event: separator, phase, process, thread and (for ts != NULL)
  * the timestamp in microseconds with the nanoseconds as three decimals. */
 static void open_event(sh_simtrace *t, char ph, uint32_t tid, const uint64_t *ns) {
-  note(t, fprintf(t->f, "%s{\"ph\":\"%c\",\"pid\":1,\"tid\":%" PRIu32, t->first ? "" : ",\n", ph,
-                  tid));
+  uint32_t pid = tid < t->tracks && t->track[tid].pid != 0 ? t->track[tid].pid : 1;
+  note(t, fprintf(t->f, "%s{\"ph\":\"%c\",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32,
+                  t->first ? "" : ",\n", ph, pid, tid));
   t->first = false;
   if (ns == NULL) return;
   uint64_t v = *ns > t->last_ns ? *ns : t->last_ns;
@@ -203,6 +206,23 @@ int sh_simtrace_open(const char *path, uint32_t workers, sh_simtrace **out) {
 }
 
 int sh_simtrace_track(sh_simtrace *t, uint32_t track, const char *name) {
+  return sh_simtrace_track_in(t, track, name, 0, NULL);
+}
+
+/* Process pid's name, once. */
+static void name_process(sh_simtrace *t, uint32_t pid, uint32_t track, const char *process) {
+  if (pid / 64 >= sizeof(t->named) / sizeof(t->named[0]) || (t->named[pid / 64] >> (pid % 64) & 1))
+    return;
+  t->named[pid / 64] |= 1ull << (pid % 64);
+  meta(t, track, "process_name", process);
+  open_event(t, 'M', track, NULL);
+  note(t, fprintf(t->f, ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":%" PRIu32 "}",
+                  pid));
+  close_event(t);
+}
+
+int sh_simtrace_track_in(sh_simtrace *t, uint32_t track, const char *name, uint32_t pid,
+                         const char *process) {
   if (t == NULL) return 0;
   if (track == UINT32_MAX) return -EINVAL;
   if (track >= t->tracks) {
@@ -212,8 +232,26 @@ int sh_simtrace_track(sh_simtrace *t, uint32_t track, const char *name) {
     t->track = n;
     t->tracks = track + 1;
   }
+  /* A track taken by a fiber of another process: what it had open ends. */
+  if (t->track[track].pid != pid) end_run(t, t->last_ns, track);
+  t->track[track].pid = pid;
+  if (pid != 0 && process != NULL) name_process(t, pid, track, process);
   name_track(t, track, name);
   return 0;
+}
+
+void sh_simtrace_track_end(sh_simtrace *t, uint64_t ns, uint32_t track) {
+  if (t == NULL || track >= t->tracks) return;
+  end_run(t, ns, track);
+}
+
+void sh_simtrace_span(sh_simtrace *t, uint64_t ns, uint32_t track, bool start, uint64_t id,
+                      const char *cat, const char *name) {
+  if (t == NULL) return;
+  open_event(t, start ? 'b' : 'e', track, &ns);
+  put_name(t, name);
+  note(t, fprintf(t->f, ",\"cat\":\"%s\",\"id\":\"0x%" PRIx64 "\"", cat, id));
+  close_event(t);
 }
 
 void sh_simtrace_event(sh_simtrace *t, uint64_t ns, uint32_t track, sh_trace_kind kind,

@@ -30,6 +30,16 @@ int sh_simtrace_open(const char *path, uint32_t workers, sh_simtrace **out);
  * never opened or added are dropped (instants become global). -errno. */
 int sh_simtrace_track(sh_simtrace *t, uint32_t track, const char *name);
 
+/* sh_simtrace_track for a track of process `pid` (a node: 1 + its number;
+ * 0: the simulation's own), named `process` the first time it shows. */
+int sh_simtrace_track_in(sh_simtrace *t, uint32_t track, const char *name, uint32_t pid,
+                         const char *process);
+/* The fiber of `track` is gone (a crash): the slices it had open end. */
+void sh_simtrace_track_end(sh_simtrace *t, uint64_t ns, uint32_t track);
+/* An async span (a cut between nodes): its start or end; `id` pairs them. */
+void sh_simtrace_span(sh_simtrace *t, uint64_t ns, uint32_t track, bool start, uint64_t id,
+                      const char *cat, const char *name);
+
 /* A core trace point (plat.h sh_trace_kind) on `track` at virtual time `ns`. */
 void sh_simtrace_event(sh_simtrace *t, uint64_t ns, uint32_t track, sh_trace_kind kind,
                        uint64_t house, const char *name, uint64_t flow);
