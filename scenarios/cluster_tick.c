@@ -9,7 +9,11 @@
  *                   clock and persist the count; a node that boots with what
  *                   it persisted goes on from there (never below what it
  *                   persisted last); after the heal at 3 s every node must
- *                   tick 20 times within 2 s (liveness)
+ *                   tick 20 times within 2 s (liveness); a tick comes 9-12
+ *                   ms of the node's own clock after the last one (timers
+ *                   run on the node's clock, drift or no drift; a handler
+ *                   may run a little late); a stop hook runs only for a
+ *                   graceful stop, never for a crash
  *   cluster_leak    (hidden) a node whose program leaks a block: its
  *                   graceful stop fails the run with FAIL:leak
  *   cluster_stuck   (hidden) a liveness condition that never holds: the run
@@ -38,7 +42,8 @@ typedef struct world {
   uint64_t ticks[NODES + 1];     /* ticks seen, over its boots */
   uint64_t at_heal[NODES + 1];   /* ticks[] when the heal came */
   bool healed;
-  bool wiped_seen[NODES + 1];    /* a boot found nothing persisted */
+  uint64_t prev_ns[NODES + 1];   /* the node's clock at its last tick in this boot (0: none) */
+  uint32_t hooks[NODES + 1];     /* stop hooks that ran */
 } world;
 
 /* The run under way: one at a time in a process. */
@@ -65,6 +70,7 @@ static sh_yield counter_notice(sh_actor *self, sh_stack *st) {
                "node %d booted with count %llu, it persisted %llu", c->node,
                (unsigned long long)c->count, (unsigned long long)w->persisted[c->node]);
   if (c->count == 0) w->persisted[c->node] = 0;
+  w->prev_ns[c->node] = 0;
   int rc = sh_timer_start(self, 10, 10, NULL, NULL);
   return rc == 0 ? sh_return(st, NULL) : sh_throw(st, rc);
 }
@@ -75,13 +81,22 @@ static void counter_timeout(sh_actor *self, uint64_t id, void *arg) {
   counter *c = (counter *)self;
   c->count++;
   if (sh_node_persist(&c->count, sizeof(c->count)) == 0) the_world->persisted[c->node] = c->count;
-  the_world->ticks[c->node]++;
+  world *w = the_world;
+  w->ticks[c->node]++;
+  uint64_t now = sh_scn_clock_ns(), prev = w->prev_ns[c->node];
+  w->prev_ns[c->node] = now;
+  SH_SCN_CHECK(w->s, prev == 0 || (now - prev >= 9000000u && now - prev < 12000000u),
+               "node %d ticked %llu ns after its last tick on its own clock, want 9-12 ms",
+               c->node, (unsigned long long)(now - prev));
 }
+
+static void counter_stop(sh_actor *self) { the_world->hooks[((counter *)self)->node]++; }
 
 static const sh_actor_class counter_class = {.name = "counter",
                                              .size = sizeof(counter),
                                              .notice = counter_notice,
-                                             .timeout = counter_timeout};
+                                             .timeout = counter_timeout,
+                                             .stop = counter_stop};
 
 static char *const argv_of[NODES + 1][2] = {
     {NULL, NULL}, {"counter", "1"}, {"counter", "2"}, {"counter", "3"}, {"counter", "4"}};
@@ -134,6 +149,13 @@ static void tick_end(sh_scn *s, sh_system *sys, const sh_stats *st) {
   (void)st;
   world *w = sh_scn_state(s);
   SH_SCN_CHECK(s, w->healed, "the heal never came");
+  /* Stop hooks ran for the graceful stops only (the end's, here). */
+  for (int i = 1; i <= NODES; i++) {
+    sh_node_stats ns;
+    if (sh_node_stats_get(names[i - 1], &ns) != 0) continue;
+    SH_SCN_CHECK(s, w->hooks[i] == ns.stops, "node %d ran its stop hook %u times in %u stops",
+                 i, w->hooks[i], ns.stops);
+  }
   the_world = NULL;
 }
 
