@@ -350,7 +350,8 @@ examples: $(addprefix build/release/examples/,$(EXAMPLE_NAMES))
 # examples/failover/ (its README.md): a program of several files, which
 # EXAMPLE_NAMES (one file each) leaves out. build/CFG/examples/failover/node
 # and .../client are node_main.c and client_main.c over the example's other
-# files.
+# files; tests/test_e2e_failover links those files too, to boot nodes and a
+# client in one process.
 FAILOVER_OBJS = $(patsubst %.c,build/$(1)/obj/%.o,$(filter-out %_main.c,$(wildcard examples/failover/*.c)))
 define failover_rules
 build/$(1)/examples/failover/node build/$(1)/examples/failover/client: \
@@ -360,6 +361,7 @@ build/$(1)/examples/failover/node build/$(1)/examples/failover/client: \
 	$$(call say,LD $(1),$$@)
 	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
 	    $$($(1)_LIBS) -lpthread $$(LDLIBS)
+build/$(1)/tests/test_e2e_failover: $(call FAILOVER_OBJS,$(1))
 endef
 $(foreach cfg,$(CONFIGS),$(eval $(call failover_rules,$(cfg))))
 examples: build/release/examples/failover/node build/release/examples/failover/client
