@@ -29,9 +29,9 @@ extern "C" {
  *   --id N                 this node's id, 1..7
  *   --listen IP:PORT       where it serves peers and clients
  *   --peer ID=IP:PORT      another node (repeat: once per other node, at most 6)
- *   --lease-ms L           the lease [1000]
+ *   --lease-ms L           the lease [1000]; the same on every node
  *   --heartbeat-ms H       the primary renews its lease every H ms [50]
- *   --drift-ppm D          the clock-rate bound the node assumes [1000: 0.1 %]
+ *   --drift-ppm D          the bound on this node's clock rate error [1000: 0.1 %]
  *   --verbose              a line on stderr at each change of role
  * A bad argv prints the usage and exits its system with 2; a listen that
  * fails exits it with 1. Otherwise the node runs until its system exits.
