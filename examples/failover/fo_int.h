@@ -153,7 +153,9 @@ typedef struct fo_node {
   uint64_t max_granted, max_seen;
   /* The candidate, and the primary it becomes. */
   bool candidate, serving;
+  bool won;       /* this candidacy served at some point */
   uint64_t epoch; /* while a candidate */
+  uint64_t granted_before; /* max_granted when it stood */
   int64_t cand_since_ms, backoff_until_ms, lease_end_ms;
   uint64_t next_round;
   fo_round rounds[FO_ROUNDS];

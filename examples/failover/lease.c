@@ -71,14 +71,17 @@ static void count_round(fo_node *n, const fo_round *r, int64_t now) {
   int64_t end = r->start_ms + n->serve_ms;
   if (end > n->lease_end_ms) n->lease_end_ms = end;
   if (!n->serving) {
-    n->serving = true;
+    n->serving = n->won = true;
     emit(n, FO_SERVE_BEGIN, now);
   }
   arm_lease_timer(n, now);
 }
 
 /* No more candidacy: its rounds are forgotten (late grants ignored), and so
- * is the promise to itself, which only its own rounds relied on. */
+ * is the promise to itself, which only its own rounds relied on. An epoch
+ * that never served is no one's to fence off: its grant to itself is taken
+ * back too, or a node that stood alone behind a partition would refuse the
+ * primary's renewals (older epoch) once it heals. */
 static void give_up(fo_node *n, int64_t now) {
   FO_ASSERT(n->candidate && !n->serving);
   say(n, "gives up", now);
@@ -89,6 +92,9 @@ static void give_up(fo_node *n, int64_t now) {
     n->promise_to = 0;
     n->promise_until_ms = now;
   }
+  /* A candidate grants no one else, so this undoes only its own grants. */
+  FO_ASSERT(n->granted_before <= n->max_granted);
+  if (!n->won) n->max_granted = n->granted_before;
   /* xorshift64: a jitter of its own for each node, so rivals drift apart. */
   n->rng ^= n->rng << 13;
   n->rng ^= n->rng >> 7;
@@ -125,6 +131,8 @@ static void stand(fo_node *n, int64_t now) {
   uint64_t base = max_u64(n->max_seen >> FO_ID_BITS, (uint64_t)sh_time_ms());
   n->epoch = (base + 1) << FO_ID_BITS | (uint64_t)n->cfg.id;
   n->max_seen = n->epoch;
+  n->granted_before = n->max_granted;
+  n->won = false;
   n->candidate = true;
   n->cand_since_ms = now;
   say(n, "stands", now);
