@@ -33,10 +33,17 @@ typedef struct fo_client {
   uint64_t seq, max_epoch, first_epoch;
   int64_t served, refused, timed_out, failed;
   int last_node;
+  /* The chain of attempts is number `gen`; the watchdog starts a new one
+   * when nothing happened for too long (a notice or a timer lost). */
+  uint32_t gen;
+  int64_t progress_ms;
+  bool go_armed, watchdog_on;
+  uint64_t go_timer, watchdog;
 } fo_client;
 
 typedef struct fo_go {
   sh_msg hdr;
+  uint32_t gen;
 } fo_go;
 static const sh_msg_type fo_go_type = {"fo_go", sizeof(fo_go), SH_NOTICE, 0, NULL, NULL};
 
@@ -44,6 +51,7 @@ typedef struct go_locals {
   sh_future *f, *t;
   sh_channel *ch;
   int slot;
+  uint32_t gen;
   uint64_t seq;
 } go_locals;
 
@@ -62,12 +70,38 @@ static void finish(fo_client *cl, int code, const char *why) {
   sh_system_exit(sh_actor_system(&cl->base), code);
 }
 
+static int64_t pause_ms(const fo_client *cl) {
+  return cl->cfg.interval_ms > 10 ? cl->cfg.interval_ms : 10;
+}
+
+/* The watchdog's periodic timer (watchdog() below), started at boot and, if
+ * that failed for want of memory, at each attempt until it is. */
+static void ensure_watchdog(fo_client *cl) {
+  int64_t every = cl->cfg.timeout_ms;
+  if (!cl->watchdog_on)
+    cl->watchdog_on = sh_timer_start(&cl->base, every, every, NULL, &cl->watchdog) == 0;
+}
+
 /* The next attempt, after delay_ms (from a timer) or now. */
 static void go_after(fo_client *cl, int64_t delay_ms) {
-  if (delay_ms > 0 && sh_timer_start(&cl->base, delay_ms, 0, NULL, NULL) == 0) return;
+  FO_ASSERT(!cl->go_armed && delay_ms >= 0);
+  ensure_watchdog(cl);
+  cl->progress_ms = sh_clock_ms();
+  if (delay_ms > 0 && sh_timer_start(&cl->base, delay_ms, 0, NULL, &cl->go_timer) == 0) {
+    cl->go_armed = true;
+    return;
+  }
   fo_go *m = (fo_go *)sh_msg_alloc(&fo_go_type);
-  if (m == NULL || sh_notice(sh_self(&cl->base), &m->hdr) != 0)
-    finish(cl, 4, "out of memory"); /* sh_notice to itself fails only so */
+  if (m != NULL) m->gen = cl->gen;
+  int rc = m != NULL ? sh_notice(sh_self(&cl->base), &m->hdr) : -ENOMEM;
+  if (rc == 0) return;
+  if (rc == -ESHUTDOWN) {
+    cl->done = true; /* the system goes down: nothing more to do */
+    return;
+  }
+  /* Out of memory (else a notice to itself cannot fail): a timer may do. */
+  if (sh_timer_start(&cl->base, 1, 0, NULL, &cl->go_timer) == 0) cl->go_armed = true;
+  else if (!cl->watchdog_on) finish(cl, 4, "out of memory");
 }
 
 static void say(const fo_client *cl, const char *what, int slot, int error) {
@@ -82,8 +116,7 @@ static void say(const fo_client *cl, const char *what, int slot, int error) {
 static void not_served(fo_client *cl, int next) {
   cl->fails++;
   cl->cur = next;
-  int64_t pause = cl->cfg.interval_ms > 10 ? cl->cfg.interval_ms : 10;
-  go_after(cl, cl->fails % cl->cfg.nservers == 0 ? pause : 0);
+  go_after(cl, cl->fails % cl->cfg.nservers == 0 ? pause_ms(cl) : 0);
 }
 
 static int next_of(const fo_client *cl, int slot) { return (slot + 1) % cl->cfg.nservers; }
@@ -96,6 +129,7 @@ static void drop(fo_client *cl, go_locals *l) {
 }
 
 static sh_yield ask(fo_client *cl, sh_stack *st, go_locals *l) {
+  cl->progress_ms = sh_clock_ms();
   l->seq = ++cl->seq;
   fo_frame req = {.kind = FO_CLIENT_REQ, .seq = l->seq};
   fo_frame *m = fo_frame_new(&req);
@@ -114,6 +148,7 @@ static sh_yield start(fo_client *cl, sh_stack *st, go_locals *l) {
     finish(cl, 3, "gave up (--max-ms)");
     return sh_return(st, NULL);
   }
+  cl->progress_ms = sh_clock_ms();
   l->slot = cl->cur;
   l->ch = cl->slots[l->slot].ch;
   if (l->ch != NULL) return ask(cl, st, l);
@@ -194,6 +229,16 @@ static sh_yield answered(fo_client *cl, sh_stack *st, go_locals *l) {
   return sh_return(st, NULL);
 }
 
+/* An attempt of an older chain (or after the end): a connection it made
+ * that nobody took goes; nothing else it holds matters any more. */
+static sh_yield stale(sh_stack *st, const go_locals *l) {
+  if (sh_stack_state(st) == G_CONNECTED && !sh_future_failed(l->f)) {
+    sh_channel *ch = sh_future_reply(l->f, sh_channel_msg)->ch;
+    if (sh_channel_data(ch) == NULL) sh_channel_close(ch);
+  }
+  return sh_return(st, NULL);
+}
+
 static sh_yield client_notice(sh_actor *self, sh_stack *st) {
   fo_client *cl = (fo_client *)self;
   go_locals *l = sh_stack_locals(st);
@@ -210,7 +255,8 @@ static sh_yield client_notice(sh_actor *self, sh_stack *st) {
     go_after(cl, 0);
     return sh_return(st, NULL);
   }
-  if (cl->done) return sh_return(st, NULL);
+  if (sh_stack_state(st) == G_START) l->gen = sh_stack_msg_as(st, fo_go)->gen;
+  if (cl->done || l->gen != cl->gen) return stale(st, l);
   switch (sh_stack_state(st)) {
   case G_START: return start(cl, st, l);
   case G_CONNECTED: return connected(cl, st, l);
@@ -234,11 +280,30 @@ static void client_event(sh_actor *self, sh_channel *ch, int event, int error) {
   s->ch = NULL;
 }
 
+/* Nothing happened for longer than an attempt can take: the chain was
+ * lost (a notice refused, a timer not made). A new one starts; what the
+ * old one still has on the way is ignored (its generation is over). */
+static void watchdog(fo_client *cl) {
+  int64_t limit = 2 * cl->cfg.timeout_ms + pause_ms(cl) + 100;
+  if (sh_clock_ms() - cl->progress_ms < limit) return;
+  if (cl->cfg.verbose) fprintf(stderr, "client: nothing happened for %lld ms: again\n",
+                               (long long)limit);
+  cl->gen++;
+  if (cl->go_armed) sh_timer_cancel(&cl->base, cl->go_timer);
+  cl->go_armed = false;
+  go_after(cl, 0);
+}
+
 static void client_timeout(sh_actor *self, uint64_t id, void *arg) {
-  (void)id;
   (void)arg;
   fo_client *cl = (fo_client *)self;
-  if (!cl->done) go_after(cl, 0);
+  if (cl->done) return;
+  if (cl->watchdog_on && id == cl->watchdog) {
+    watchdog(cl);
+  } else if (cl->go_armed && id == cl->go_timer) {
+    cl->go_armed = false;
+    go_after(cl, 0);
+  }
 }
 
 const sh_actor_class failover_client_class = {

@@ -127,6 +127,10 @@ typedef struct fo_conn {
   int64_t since_ms; /* outgoing: that request's time; incoming: the last frame's */
   int64_t sent_ms;  /* outgoing: the last frame sent */
   int64_t retry_ms; /* outgoing: no connect before this */
+  /* Outgoing: the connect under way is number `gen`; past connect_until_ms
+   * it is taken for lost (its notice dropped) and a later one may start. */
+  uint32_t gen;
+  int64_t connect_until_ms;
 } fo_conn;
 
 /* One round of lease requests (a candidacy's or a renewal's). */
@@ -144,7 +148,7 @@ typedef struct fo_node {
   int majority;       /* of 1 + npeers */
   fo_conn out[FO_MAX_PEERS];
   fo_conn in[FO_MAX_INCOMING];
-  bool started, lease_armed;
+  bool started, ticking, lease_armed;
   uint64_t tick_timer, lease_timer;
   int64_t quiet_until_ms; /* a node just booted grants nothing before this */
   /* The grantor: its promise, and the epochs it knows. */
@@ -162,19 +166,26 @@ typedef struct fo_node {
   uint64_t served, rng;
 } fo_node;
 
-/* Messages of the brain to itself. */
+/* The entry's ask that starts the brain (and its answer), and the brain's
+ * notice to itself that makes a connection. Either may be lost (a stack
+ * that cannot be made refuses its message), so both are retried. */
 typedef struct fo_start {
   sh_msg hdr;
 } fo_start;
+typedef struct fo_started {
+  sh_msg hdr;
+} fo_started;
 typedef struct fo_connect {
   sh_msg hdr;
   int peer;
+  uint32_t gen;
 } fo_connect;
-extern const sh_msg_type fo_start_type, fo_connect_type;
+extern const sh_msg_type fo_start_type, fo_started_type, fo_connect_type;
 /* The locals of the brain's stacks (a fo_connect's: links.c). */
 typedef struct fo_connect_locals {
   sh_future *f;
   int peer;
+  uint32_t gen;
 } fo_connect_locals;
 
 /* lease.c: the protocol. Each takes the node's clock, read once. */

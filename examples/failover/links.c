@@ -20,7 +20,6 @@
 
 #include "fo_int.h"
 
-const sh_msg_type fo_start_type = {"fo_start", sizeof(fo_start), SH_NOTICE, 0, NULL, NULL};
 const sh_msg_type fo_connect_type = {"fo_connect", sizeof(fo_connect), SH_NOTICE, 0, NULL, NULL};
 
 static int64_t link_timeout_ms(const fo_node *n) { return n->cfg.lease_ms; }
@@ -89,11 +88,15 @@ void fo_links_tick(fo_node *n, int64_t now) {
       fo_frame ping = {.kind = FO_PING, .from = (uint8_t)n->cfg.id};
       write_to(n, c, &ping, now);
     }
+    if (c->connecting && now >= c->connect_until_ms) c->connecting = false; /* lost */
     if (c->ch != NULL || c->connecting || now < c->retry_ms) continue;
     fo_connect *m = (fo_connect *)sh_msg_alloc(&fo_connect_type);
     if (m == NULL) continue;
     m->peer = i;
-    if (sh_notice(sh_self(&n->base), &m->hdr) == 0) c->connecting = true;
+    m->gen = ++c->gen;
+    if (sh_notice(sh_self(&n->base), &m->hdr) != 0) continue;
+    c->connecting = true;
+    c->connect_until_ms = now + connect_ms(n) + 2 * retry_ms(n);
   }
   for (int i = 0; i < FO_MAX_INCOMING; i++) {
     fo_conn *c = &n->in[i];
@@ -135,17 +138,33 @@ fo_conn *fo_links_heard(fo_node *n, sh_channel *ch, int64_t now) {
 
 enum { C_START = SH_START, C_DONE };
 
+/* Whether the connect of this stack is still the one its fo_conn waits for. */
+static bool current(const fo_node *n, const fo_connect_locals *l) {
+  FO_ASSERT(l->peer >= 0 && l->peer < n->cfg.npeers);
+  return n->out[l->peer].connecting && n->out[l->peer].gen == l->gen;
+}
+
+/* A connect given up for lost came after all: its channel goes. */
+static sh_yield stale(sh_stack *st, const fo_connect_locals *l) {
+  if (l->f != NULL && !sh_future_failed(l->f))
+    sh_channel_close(sh_future_reply(l->f, sh_channel_msg)->ch);
+  return sh_return(st, NULL);
+}
+
 /* The stack of a fo_connect notice: connects to one peer, with a timeout. */
 sh_yield fo_links_connect(fo_node *n, sh_stack *st) {
   fo_connect_locals *l = sh_stack_locals(st);
   if (sh_stack_state(st) == C_START) {
     l->peer = sh_stack_msg_as(st, fo_connect)->peer;
-    FO_ASSERT(l->peer >= 0 && l->peer < n->cfg.npeers && n->out[l->peer].connecting);
+    l->gen = sh_stack_msg_as(st, fo_connect)->gen;
+    l->f = NULL;
+    if (!current(n, l)) return stale(st, l);
     sh_channel_opts o = {.handlers = {&fo_codec_async}, .nhandlers = 1,
                          .connect_timeout_ms = connect_ms(n)};
     l->f = sh_tcp_connect(st, &n->cfg.peers[l->peer].addr, &o);
     if (l->f != NULL) return sh_suspend(st, C_DONE);
   }
+  if (!current(n, l)) return stale(st, l);
   fo_conn *c = &n->out[l->peer];
   int64_t now = sh_clock_ms();
   c->connecting = false;

@@ -41,26 +41,32 @@ static int brain_init(sh_actor *self, void *arg) {
   return 0;
 }
 
-/* The start notice: the clocks of the protocol begin, and the heartbeat. */
-static void brain_start(fo_node *n) {
-  FO_ASSERT(!n->started);
+const sh_msg_type fo_start_type = {"fo_start", sizeof(fo_start), SH_ASK, 0, NULL, NULL};
+const sh_msg_type fo_started_type = {"fo_started", sizeof(fo_started), SH_REPLY, 0, NULL, NULL};
+
+/* The entry's start: the clocks of the protocol begin, and the heartbeat.
+ * Asked again until answered (the ask or its answer may be lost), so it
+ * does each step once. */
+static sh_yield brain_ask(sh_actor *self, sh_stack *st) {
+  fo_node *n = (fo_node *)self;
+  if (!sh_msg_is(sh_stack_msg(st), &fo_start_type)) return sh_throw(st, -EPROTO);
   int64_t now = sh_clock_ms();
-  fo_lease_boot(n, now);
+  if (!n->started) fo_lease_boot(n, now);
   n->started = true;
-  int rc = sh_timer_start(&n->base, n->cfg.heartbeat_ms, n->cfg.heartbeat_ms, &n->tick_timer,
-                          &n->tick_timer);
-  if (rc != 0) {
-    fprintf(stderr, "node %d: no heartbeat timer: %s\n", n->cfg.id, strerror(-rc));
-    sh_system_exit(sh_actor_system(&n->base), 1);
-    return;
+  if (!n->ticking) {
+    int rc = sh_timer_start(&n->base, n->cfg.heartbeat_ms, n->cfg.heartbeat_ms, &n->tick_timer,
+                            &n->tick_timer);
+    if (rc != 0) return sh_throw(st, rc);
+    n->ticking = true;
+    fo_links_tick(n, now); /* connect to the peers now, not a heartbeat later */
   }
-  fo_links_tick(n, now); /* connect to the peers now, not a heartbeat later */
+  fo_started *r = (fo_started *)sh_msg_alloc(&fo_started_type);
+  return r != NULL ? sh_return(st, &r->hdr) : sh_throw(st, -ENOMEM);
 }
 
 static sh_yield brain_notice(sh_actor *self, sh_stack *st) {
   fo_node *n = (fo_node *)self;
   if (sh_msg_is(sh_stack_msg(st), &fo_connect_type)) return fo_links_connect(n, st);
-  if (sh_msg_is(sh_stack_msg(st), &fo_start_type)) brain_start(n);
   return sh_return(st, NULL);
 }
 
@@ -126,6 +132,7 @@ const sh_actor_class fo_brain_class = {
     .init = brain_init,
     .stop = brain_stop,
     .notice = brain_notice,
+    .ask = brain_ask,
     .channel = brain_channel,
     .channel_event = brain_event,
     .timeout = brain_timeout,
@@ -133,38 +140,92 @@ const sh_actor_class fo_brain_class = {
 
 /* ---- the entry --------------------------------------------------------------- */
 
-static void node_boot(sh_actor *self, const sh_args *a) {
-  sh_system *sys = sh_actor_system(self);
+typedef struct fo_entry {
+  sh_actor base;
   fo_node_cfg cfg;
-  char err[160];
-  if (fo_parse_node(a->argc, a->argv, &cfg, err, sizeof(err)) != 0) {
-    fprintf(stderr, "failover-node: %s\n%s", err, fo_node_usage);
-    sh_system_exit(sys, 2);
-    return;
+  const sh_addr *brain; /* once the server is up */
+} fo_entry;
+
+typedef struct entry_locals {
+  sh_future *f;
+} entry_locals;
+
+enum { E_START = SH_START, E_ASKED, E_SLEPT };
+
+/* The entry's notice to itself: try again (when not even a timer could be
+ * made to wait with). */
+typedef struct fo_retry {
+  sh_msg hdr;
+} fo_retry;
+static const sh_msg_type fo_retry_type = {"fo_retry", sizeof(fo_retry), SH_NOTICE, 0, NULL, NULL};
+
+static sh_yield entry_fail(fo_entry *e, sh_stack *st, const char *what, int rc) {
+  char at[24];
+  sh_netaddr_format(&e->cfg.listen, at, sizeof(at));
+  fprintf(stderr, "failover-node %d: %s on %s: %s\n", e->cfg.id, what, at, strerror(-rc));
+  sh_system_exit(sh_actor_system(&e->base), 1);
+  return sh_return(st, NULL);
+}
+
+/* 10 ms before the next try; without a timer, a new stack tries at once. */
+static sh_yield entry_wait(fo_entry *e, sh_stack *st, entry_locals *l) {
+  l->f = sh_sleep(st, 10);
+  if (l->f != NULL) return sh_suspend(st, E_SLEPT);
+  sh_msg *m = sh_msg_alloc(&fo_retry_type);
+  int rc = m != NULL ? sh_notice(sh_self(&e->base), m) : -ENOMEM;
+  return rc == 0 || rc == -ESHUTDOWN ? sh_return(st, NULL) : entry_fail(e, st, "starting", rc);
+}
+
+/* Serves (once), then asks the brain to start; a failure for want of
+ * memory is tried again, any other (the address taken, a bad address)
+ * ends the node with 1. */
+static sh_yield entry_try(fo_entry *e, sh_stack *st, entry_locals *l) {
+  int rc = 0;
+  if (e->brain == NULL) {
+    sh_channel_opts o = {.handlers = {&fo_codec_async}, .nhandlers = 1};
+    sh_tcp_server *srv = NULL;
+    rc = sh_tcp_serve(sh_actor_system(&e->base), &e->cfg.listen, &fo_brain_class, &e->cfg, 1, &o,
+                      &srv);
+    if (rc == 0) e->brain = sh_tcp_server_workers(srv);
   }
-  sh_channel_opts o = {.handlers = {&fo_codec_async}, .nhandlers = 1};
-  sh_tcp_server *srv = NULL;
-  int rc = sh_tcp_serve(sys, &cfg.listen, &fo_brain_class, &cfg, 1, &o, &srv);
-  fo_start *m = rc == 0 ? (fo_start *)sh_msg_alloc(&fo_start_type) : NULL;
-  if (rc == 0 && m == NULL) rc = -ENOMEM;
-  if (rc == 0) rc = sh_notice(sh_tcp_server_workers(srv), &m->hdr);
-  if (rc != 0) {
-    char at[24];
-    sh_netaddr_format(&cfg.listen, at, sizeof(at));
-    fprintf(stderr, "failover-node %d: serving on %s: %s\n", cfg.id, at, strerror(-rc));
-    sh_system_exit(sys, 1);
-    return;
-  }
-  if (cfg.verbose) fprintf(stderr, "node %d: up, %d peers\n", cfg.id, cfg.npeers);
+  if (rc == -ESHUTDOWN) return sh_return(st, NULL); /* going down */
+  if (rc != 0 && rc != -ENOMEM) return entry_fail(e, st, "serving", rc);
+  sh_msg *m = rc == 0 ? sh_msg_alloc(&fo_start_type) : NULL;
+  l->f = m != NULL ? sh_ask(st, e->brain, m, 1000) : NULL;
+  return l->f != NULL ? sh_suspend(st, E_ASKED) : entry_wait(e, st, l);
 }
 
 static sh_yield node_notice(sh_actor *self, sh_stack *st) {
-  if (sh_msg_is(sh_stack_msg(st), &sh_args_type)) node_boot(self, sh_stack_msg_as(st, sh_args));
-  return sh_return(st, NULL);
+  fo_entry *e = (fo_entry *)self;
+  entry_locals *l = sh_stack_locals(st);
+  switch (sh_stack_state(st)) {
+  case E_START: {
+    if (sh_msg_is(sh_stack_msg(st), &fo_retry_type)) return entry_try(e, st, l);
+    if (!sh_msg_is(sh_stack_msg(st), &sh_args_type)) return sh_return(st, NULL);
+    const sh_args *a = sh_stack_msg_as(st, sh_args);
+    char err[160];
+    if (fo_parse_node(a->argc, a->argv, &e->cfg, err, sizeof(err)) == 0) return entry_try(e, st, l);
+    fprintf(stderr, "failover-node: %s\n%s", err, fo_node_usage);
+    sh_system_exit(sh_actor_system(self), 2);
+    return sh_return(st, NULL);
+  }
+  case E_ASKED:
+    if (sh_future_error(l->f) == -ESHUTDOWN) return sh_return(st, NULL); /* going down */
+    if (!sh_future_failed(l->f)) {
+      if (e->cfg.verbose) fprintf(stderr, "node %d: up, %d peers\n", e->cfg.id, e->cfg.npeers);
+      return sh_return(st, NULL);
+    }
+    return entry_wait(e, st, l);
+  case E_SLEPT:
+    if (sh_future_failed(l->f)) return sh_return(st, NULL); /* going down */
+    return entry_try(e, st, l);
+  }
+  return sh_throw(st, -EPROTO);
 }
 
 const sh_actor_class failover_node_class = {
     .name = "failover_node",
-    .size = sizeof(sh_actor),
+    .size = sizeof(fo_entry),
+    .locals_size = sizeof(entry_locals),
     .notice = node_notice,
 };
