@@ -352,6 +352,25 @@ build/release/bench/savina/%: build/release/obj/bench/savina/%.o \
 	    build/release/libstackhouse.a $(BENCH_LDLIBS) -lm -lpthread $(LDLIBS)
 examples: $(addprefix build/release/examples/,$(EXAMPLE_NAMES))
 
+# examples/failover/ (its README.md): a program of several files, which
+# EXAMPLE_NAMES (one file each) leaves out. build/CFG/examples/failover/node
+# and .../client are node_main.c and client_main.c over the example's other
+# files; tests/test_e2e_failover links those files too, to boot nodes and a
+# client in one process.
+FAILOVER_OBJS = $(patsubst %.c,build/$(1)/obj/%.o,$(filter-out %_main.c,$(wildcard examples/failover/*.c)))
+define failover_rules
+build/$(1)/examples/failover/node build/$(1)/examples/failover/client: \
+    build/$(1)/examples/failover/%: build/$(1)/obj/examples/failover/%_main.o \
+    $(call FAILOVER_OBJS,$(1)) build/$(1)/libstackhouse.a
+	@mkdir -p $$(@D)
+	$$(call say,LD $(1),$$@)
+	$(Q)$$(CC) $$($(1)_ALL_LDFLAGS) -o $$@ $$(filter %.o,$$^) build/$(1)/libstackhouse.a \
+	    $$($(1)_LIBS) -lpthread $$(LDLIBS)
+build/$(1)/tests/test_e2e_failover: $(call FAILOVER_OBJS,$(1))
+endef
+$(foreach cfg,$(CONFIGS),$(eval $(call failover_rules,$(cfg))))
+examples: build/release/examples/failover/node build/release/examples/failover/client
+
 # An example with the malloc counter linked in, SIGUSR1 printing its counts
 # (bench/counted/malloc_signal.c): build/release/bench/echo_counted for
 # bench/echo.sh --mallocs, http_counted for bench/http.sh --mallocs. (A
