@@ -88,6 +88,9 @@ SAVINA_COMMON_SRCS := $(wildcard bench/savina/common/*.c) bench/common/malloc_co
 EXAMPLE_NAMES     := $(sort $(basename $(notdir $(wildcard examples/*.c))))
 # Scenarios (scenarios/*.c): linked into shsim, shrun and the scenario tests.
 SCENARIO_SRCS     := $(filter-out $(SCN_FRAMEWORK_SRC),$(wildcard scenarios/*.c))
+# Examples the scenarios run (their nodes, in the cluster scenarios): linked
+# with the scenarios, mains left out.
+SCENARIO_EXAMPLE_SRCS := $(filter-out %_main.c,$(wildcard examples/failover/*.c))
 # shsim, the simulator's runner: a folder of its own (not a one-file tool),
 # built into libstackhouse-shsim.a, main included: linked with scenario
 # objects and the simulation library, it makes a shsim of those scenarios.
@@ -177,7 +180,7 @@ cov_LDFLAGS     := --coverage
 INC_DEFAULT  := -Iinclude -Icore
 INC_tests    := -Icore -Iinclude -Ibackend-sim
 INC_tools    := -Iinclude -Icore
-INC_scenarios := -Iinclude
+INC_scenarios := -Iinclude -Iexamples
 INC_bench    := -Ibench/common -Iinclude
 INC_examples := -Iinclude
 INC_http     := -Iinclude
@@ -195,8 +198,8 @@ $(1)_BENCH_COMMON_OBJS := $$(BENCH_COMMON_SRCS:%.c=build/$(1)/obj/%.o)
 $(1)_BENCH_COMMON_SIM_OBJS := $$(BENCH_COMMON_SRCS:%.c=build/$(1)/obj-sim/%.o)
 $(1)_TEST_SUPPORT_OBJS := $$(TEST_SUPPORT_SRCS:%.c=build/$(1)/obj/%.o)
 $(1)_TEST_SUPPORT_SIM_OBJS := $$(TEST_SUPPORT_SRCS:%.c=build/$(1)/obj-sim/%.o)
-$(1)_SCN_OBJS     := $$(SCENARIO_SRCS:%.c=build/$(1)/obj/%.o)
-$(1)_SCN_SIM_OBJS := $$(SCENARIO_SRCS:%.c=build/$(1)/obj-sim/%.o)
+$(1)_SCN_OBJS     := $$(SCENARIO_SRCS:%.c=build/$(1)/obj/%.o) $$(SCENARIO_EXAMPLE_SRCS:%.c=build/$(1)/obj/%.o)
+$(1)_SCN_SIM_OBJS := $$(SCENARIO_SRCS:%.c=build/$(1)/obj-sim/%.o) $$(SCENARIO_EXAMPLE_SRCS:%.c=build/$(1)/obj-sim/%.o)
 
 # Rewritten only when the compiler or flags change; every object depends on
 # it. After deps: whatever builds (make, make install) has its packages first.

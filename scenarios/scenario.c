@@ -246,6 +246,16 @@ uint64_t sh_scn_clock_ns(void) {
 #endif
 }
 
+uint64_t sh_scn_true_ns(void) {
+#ifdef SH_SIM
+  sh_sim_report r;
+  sh_sim_report_get(&r);
+  return r.vtime_ns;
+#else
+  return sh_scn_clock_ns();
+#endif
+}
+
 void sh_scn_note(sh_scn *s, const char *fmt, ...) {
   (void)s;
   if (!tracing()) return;

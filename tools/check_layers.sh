@@ -15,7 +15,10 @@
 #     core) include only the public headers (the scenario framework's among
 #     them), system headers, and their own: bench/common/*.h, a suite's
 #     bench/SUITE/common/*.h from within bench/SUITE/, http/*.h, scenarios/*.h
-#     (helpers shared by scenarios, themselves held to this rule).
+#     (helpers shared by scenarios, themselves held to this rule), the
+#     headers of an example of several files from within its folder
+#     (examples/NAME/*.h), and an example's own public header from a scenario
+#     that runs it (examples/NAME/*.h but *_int.h).
 #  4. core/ touches atomic words only through core/base/atomic.h: no
 #     atomic_*() or atomic_*_explicit() operation of <stdatomic.h>
 #     (atomic_init included) and no __atomic or __sync builtin elsewhere in
@@ -259,6 +262,8 @@ function suite_header(f, p,   s) {
 function check_client(f, inc, p, quoted,   t, h) {
   t = top(f)
   if (p ~ /^include\/stackhouse\// || ((t == "http" || t == "scenarios") && p ~ ("^" t "\\/[^\\/]*\\.h$")) ||
+      (t == "examples" && dir(f) != "examples" && dir(p) == dir(f)) ||
+      (t == "scenarios" && p ~ /^examples\/[^\/]+\/[^\/]+\.h$/ && p !~ /_int\.h$/) ||
       (t == "bench" && (p ~ /^bench\/common\/[^\/]*\.h$/ || suite_header(f, p)))) return
   if (p != "") { bad(f, inc, t "/ may include only the public headers" \
                      (t == "bench" ? ", bench/common/ and bench/SUITE/common/ within SUITE" : "") " (" p ")"); return }

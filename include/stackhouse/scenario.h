@@ -188,6 +188,10 @@ void sh_scn_note(sh_scn *s, const char *fmt, ...) __attribute__((format(printf, 
  * checks finer than a millisecond: the virtual clock in the simulator
  * (read without a step), CLOCK_MONOTONIC on threads. From any thread. */
 uint64_t sh_scn_clock_ns(void);
+/* True time in nanoseconds, the same for every node of a cluster: the
+ * simulator's virtual clock (never a node's offset or drift); on threads
+ * CLOCK_MONOTONIC. For checkers that judge "at the same moment". */
+uint64_t sh_scn_true_ns(void);
 /* Ends the workload: sh_system_exit(sys, code), the run's exit code: 0 for
  * some seeds, a small positive number for the others (from the seed). The
  * framework checks that its wait reads that very code (or, when setup

@@ -1,0 +1,227 @@
+/*
+ * The failover example (examples/failover/) as a cluster under attack:
+ * nodes booted from the node program's own entry and argv, clients in the
+ * simulation's own system, a nemesis drawn from the seed (crashes with
+ * restarts, cuts one way and both, clock drift within the nodes' declared
+ * bound), then a heal.
+ *
+ *   failover    3 nodes of 2 workers, lease 1 s, heartbeats every 50 ms,
+ *               drift bound 2 %; 3 clients; the nemesis acts in the first
+ *               9 s (at most one node down at once), the heal comes at 10 s
+ *   failover7   the same with 7 nodes (at most three down at once)
+ *
+ * Safety: never two primaries serving at the same true time. A node
+ * reports (the example's observer) when it begins serving, each request it
+ * serves and when it ends; a request node A serves at true time t while B,
+ * another node, served one since A began is a violation (A claims to serve
+ * throughout). A request served outside a serving interval is one too.
+ * The clients check fencing themselves (an answer of an older epoch than
+ * one seen exits their system with 1, which the framework's exit check
+ * reports).
+ *
+ * Liveness: after the heal, 10 requests are served within 5 s.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <failover/failover.h>
+#include <stackhouse/cluster.h>
+#include <stackhouse/scenario.h>
+
+#define MAX_NODES 7
+#define CLIENTS 3
+#define HEAL_MS 10000
+#define SERVED_AFTER_HEAL 10
+#define DRIFT_PPM 20000
+#define MAX_ARGS (8 + 2 * MAX_NODES)
+
+typedef struct fo_world {
+  sh_scn *s;
+  sh_system *sys;
+  int nodes;
+  bool open[MAX_NODES + 1];       /* a serving interval begun, not ended */
+  uint64_t began[MAX_NODES + 1];  /* its true start */
+  uint64_t last_served[MAX_NODES + 1]; /* true time of its last request served (0: none) */
+  uint64_t served, served_at_heal;
+  bool healed;
+  /* argv storage: nodes' and clients' */
+  char text[MAX_NODES + CLIENTS][MAX_ARGS][32];
+  char *argv[MAX_NODES + CLIENTS][MAX_ARGS + 1];
+} fo_world;
+
+static fo_world *the_world; /* the run under way: the observer's */
+
+static void on_served(fo_world *w, int a, uint64_t t) {
+  SH_SCN_CHECK(w->s, w->open[a], "node %d served a request while not serving", a);
+  for (int b = 1; b <= w->nodes; b++)
+    SH_SCN_CHECK(w->s, b == a || !w->open[a] || w->last_served[b] < w->began[a],
+                 "two primaries: node %d serves at %llu ns, node %d served at %llu ns since "
+                 "node %d began at %llu ns",
+                 a, (unsigned long long)t, b, (unsigned long long)w->last_served[b], a,
+                 (unsigned long long)w->began[a]);
+  w->last_served[a] = t;
+  w->served++;
+}
+
+static void observe(const failover_event *ev, void *ctx) {
+  (void)ctx;
+  fo_world *w = the_world;
+  int a = ev->node;
+  if (w == NULL || a < 1 || a > w->nodes) return;
+  uint64_t t = sh_scn_true_ns();
+  switch (ev->kind) {
+  case FO_SERVE_BEGIN:
+    w->open[a] = true;
+    w->began[a] = t;
+    break;
+  case FO_SERVE_END: w->open[a] = false; break;
+  case FO_SERVED: on_served(w, a, t); break;
+  }
+}
+
+/* argv i of the world from its words (copied into its storage). */
+static char **args(fo_world *w, int i, const char *const *words, int n) {
+  for (int k = 0; k < n && k < MAX_ARGS; k++) {
+    snprintf(w->text[i][k], sizeof(w->text[i][k]), "%s", words[k]);
+    w->argv[i][k] = w->text[i][k];
+  }
+  w->argv[i][n] = NULL;
+  return w->argv[i];
+}
+
+static int node_argv(fo_world *w, int id, char ***out) {
+  const char *words[MAX_ARGS];
+  char buf[MAX_ARGS][32];
+  int n = 0;
+  words[n++] = "failover-node";
+  words[n++] = "--id";
+  snprintf(buf[n], sizeof(buf[n]), "%d", id);
+  words[n] = buf[n];
+  n++;
+  words[n++] = "--listen";
+  snprintf(buf[n], sizeof(buf[n]), "10.0.0.%d:7000", id);
+  words[n] = buf[n];
+  n++;
+  for (int p = 1; p <= w->nodes; p++) {
+    if (p == id) continue;
+    words[n++] = "--peer";
+    snprintf(buf[n], sizeof(buf[n]), "%d=10.0.0.%d:7000", p % 10, p % 10);
+    words[n] = buf[n];
+    n++;
+  }
+  words[n++] = "--drift-ppm";
+  snprintf(buf[n], sizeof(buf[n]), "%d", DRIFT_PPM);
+  words[n] = buf[n];
+  n++;
+  *out = args(w, id - 1, words, n);
+  return n;
+}
+
+/* Client c tries the nodes in its own order: c+1 first. */
+static int client_argv(fo_world *w, int c, char ***out) {
+  const char *words[MAX_ARGS];
+  char buf[MAX_ARGS][32];
+  int n = 0;
+  words[n++] = "failover-client";
+  for (int k = 0; k < w->nodes; k++) {
+    words[n++] = "--server";
+    snprintf(buf[n], sizeof(buf[n]), "10.0.0.%d:7000", 1 + (c + k) % w->nodes);
+    words[n] = buf[n];
+    n++;
+  }
+  const char *rest[] = {"--requests", "1000000000", "--interval-ms", "20", "--timeout-ms", "300"};
+  for (size_t k = 0; k < sizeof(rest) / sizeof(rest[0]); k++) words[n++] = rest[k];
+  *out = args(w, MAX_NODES + c, words, n);
+  return n;
+}
+
+static int boot_clients(fo_world *w, sh_system *sys) {
+  for (int c = 0; c < CLIENTS; c++) {
+    char **argv;
+    int argc = client_argv(w, c, &argv);
+    const sh_addr *a;
+    int rc = sh_spawn(sys, &failover_client_class, NULL, 1, &a);
+    if (rc != 0) return rc;
+    sh_args *m = sh_msg_new(sh_args, .argc = argc, .argv = argv);
+    rc = m != NULL ? sh_notice(a, &m->hdr) : -ENOMEM;
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+static int setup_n(sh_scn *s, sh_system *sys, int nodes, uint32_t max_down) {
+  fo_world *w = sh_scn_state(s);
+  w->s = s;
+  w->sys = sys;
+  w->nodes = nodes;
+  the_world = w;
+  failover_set_observer(observe, NULL);
+  static const char *const names[MAX_NODES] = {"f1", "f2", "f3", "f4", "f5", "f6", "f7"};
+  for (int id = 1; id <= nodes; id++) {
+    char **argv;
+    int argc = node_argv(w, id, &argv);
+    sh_node_spec sp = {.name = names[id - 1], .ip = SH_IPV4(10, 0, 0, id), .workers = 2,
+                       .entry = &failover_node_class, .argc = argc, .argv = argv,
+                       .max_drift_ppm = DRIFT_PPM};
+    int rc = sh_node_add(&sp);
+    if (rc != 0) return rc;
+  }
+  sh_scn_nemesis nb = {.nodes = names, .n = (uint32_t)nodes, .max_down = max_down, .cuts = true,
+                       .one_way = true, .wiped = true, .max_drift_ppm = DRIFT_PPM,
+                       .start_ms = 500, .end_ms = HEAL_MS - 1000, .max_outage_ms = 3000};
+  int rc = sh_scn_nemesis_draw(s, &nb);
+  if (rc < 0) return rc;
+  return boot_clients(w, sys);
+}
+
+static int setup3(sh_scn *s, sh_system *sys) { return setup_n(s, sys, 3, 1); }
+static int setup7(sh_scn *s, sh_system *sys) { return setup_n(s, sys, 7, 3); }
+
+static bool live(sh_scn *s) {
+  fo_world *w = sh_scn_state(s);
+  if (!w->healed) {
+    w->healed = true;
+    w->served_at_heal = w->served;
+  }
+  if (w->served < w->served_at_heal + SERVED_AFTER_HEAL) return false;
+  sh_scn_done(s, w->sys);
+  return true;
+}
+
+static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
+  (void)sys;
+  (void)st;
+  fo_world *w = sh_scn_state(s);
+  SH_SCN_CHECK(s, w->healed, "the heal never came");
+  failover_set_observer(NULL, NULL);
+  the_world = NULL;
+}
+
+static void configure(sh_scn *s, sh_config *cfg) {
+  (void)s;
+  cfg->workers = 2;
+}
+
+#define FAILOVER_SCENARIO(var, name_, summary_, setup_)                                       \
+  static const sh_scenario var = {                                                            \
+      .name = name_,                                                                          \
+      .summary = summary_,                                                                    \
+      .flags = SH_SCN_SIM_ONLY | SH_SCN_NO_FAULTS | SH_SCN_NET,                               \
+      .state_size = sizeof(fo_world),                                                         \
+      .vtime_limit_ms = 30000,                                                                \
+      .configure = configure,                                                                 \
+      .setup = setup_,                                                                        \
+      .verify = verify,                                                                       \
+      .heal_ms = HEAL_MS,                                                                     \
+      .liveness_ms = 5000,                                                                    \
+      .liveness_name = "after the heal, 10 requests are served within 5 s",                   \
+      .liveness = live,                                                                       \
+  };                                                                                          \
+  SH_SCENARIO(var)
+
+FAILOVER_SCENARIO(failover, "failover",
+                  "the failover example's 3 nodes and 3 clients: crashes, cuts, drift, a heal",
+                  setup3);
+FAILOVER_SCENARIO(failover7, "failover7",
+                  "the failover example's 7 nodes and 3 clients: crashes, cuts, drift, a heal",
+                  setup7);
