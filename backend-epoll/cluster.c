@@ -28,6 +28,9 @@ int sh_node_act_at(int64_t at_ms, const sh_node_act *act) { return (void)at_ms, 
 int sh_node_persist(const void *data, size_t len) { return (void)data, (void)len, -ENOTSUP; }
 int64_t sh_node_recall(void *buf, size_t cap) { return (void)buf, (void)cap, -ENOTSUP; }
 const char *sh_node_self(void) { return NULL; }
+int sh_node_life(const char *name, uint32_t boot, uint64_t *began_ns, uint64_t *ended_ns) {
+  return (void)name, (void)boot, (void)began_ns, (void)ended_ns, -ENOTSUP;
+}
 int sh_node_stats_get(const char *name, sh_node_stats *out) {
   return (void)name, (void)out, -ENOTSUP;
 }

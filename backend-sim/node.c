@@ -69,8 +69,35 @@ uint64_t sh_simnode_true(uint32_t n, uint64_t local) {
   return d->base_true + (uint64_t)dt;
 }
 
+/* The true time of `local` on a piece (base_true, base_local, ppm). */
+static uint64_t piece_true(uint64_t bt, uint64_t bl, int32_t ppm, uint64_t local) {
+  if (local <= bl) return bt;
+  unsigned __int128 num = (unsigned __int128)(local - bl) * 1000000u;
+  uint64_t rate = (uint64_t)(1000000 + ppm);
+  return bt + (uint64_t)((num + rate - 1) / rate);
+}
+
+uint64_t sh_sim_true_of_ns(uint64_t local) {
+  uint32_t n = sh_simnode_cur();
+  if (n == 0 || n > X.n) return local;
+  const sh_simnode *d = &X.node[n];
+  if (local >= d->base_local) return sh_simnode_true(n, local);
+  /* An earlier piece's reading: the latest piece that began at or before it. */
+  uint32_t kept = d->npast < SH_SIMNODE_PIECES ? d->npast : SH_SIMNODE_PIECES;
+  for (uint32_t i = 1; i <= kept; i++) {
+    uint32_t k = (d->npast - i) % SH_SIMNODE_PIECES;
+    if (d->past[k].base_local <= local)
+      return piece_true(d->past[k].base_true, d->past[k].base_local, d->past[k].ppm, local);
+  }
+  return d->base_true; /* older than what is kept: its piece's start bounds it */
+}
+
 /* A new piece of node d's clock from now on. */
 static void clock_rebase(sh_simnode *d, uint32_t n) {
+  uint32_t k = d->npast++ % SH_SIMNODE_PIECES;
+  d->past[k].base_true = d->base_true;
+  d->past[k].base_local = d->base_local;
+  d->past[k].ppm = d->ppm;
   uint64_t l = sh_simnode_local(n, S->now);
   d->base_true = S->now;
   d->base_local = l;
@@ -182,9 +209,29 @@ int sh_simnode_boot(uint32_t n) {
     return rc;
   }
   d->boots++;
+  d->lives[(d->boots - 1) % SH_SIMNODE_LIVES].began = S->now;
+  d->lives[(d->boots - 1) % SH_SIMNODE_LIVES].ended = 0;
   d->up = false; /* until its workers start */
   sh_simnet_node_up(n);
   sh_simnode_note(n, "boot");
+  return 0;
+}
+
+/* d's current life ended now (its last end wins: a stop of a node whose
+ * program already ended changes nothing). */
+static void life_ends(sh_simnode *d) {
+  if (d->boots == 0) return;
+  uint64_t *e = &d->lives[(d->boots - 1) % SH_SIMNODE_LIVES].ended;
+  if (*e == 0) *e = S->now;
+}
+
+int sh_node_life(const char *name, uint32_t boot, uint64_t *began_ns, uint64_t *ended_ns) {
+  uint32_t n = sh_simnode_find(name);
+  if (n == 0) return -ENOENT;
+  const sh_simnode *d = &X.node[n];
+  if (boot == 0 || boot > d->boots || d->boots - boot >= SH_SIMNODE_LIVES) return -ENOENT;
+  if (began_ns != NULL) *began_ns = d->lives[(boot - 1) % SH_SIMNODE_LIVES].began;
+  if (ended_ns != NULL) *ended_ns = d->lives[(boot - 1) % SH_SIMNODE_LIVES].ended;
   return 0;
 }
 
@@ -210,6 +257,7 @@ static void reap(uint32_t n) {
   sh_simplat_thread_wait(d->main);
   d->main = SH_SIMRUN_NO_FIBER;
   d->up = false;
+  life_ends(d);
   check_ended(n);
 }
 
@@ -232,6 +280,7 @@ int sh_simnode_stop(uint32_t n) {
   d->main = SH_SIMRUN_NO_FIBER;
   d->up = false;
   d->stops++;
+  life_ends(d);
   check_ended(n);
   sh_simnode_note(n, "stop");
   return 0;
@@ -317,6 +366,7 @@ int sh_simnode_crash(uint32_t n) {
   if (!sh_simnodemem_available()) return -ENOTSUP;
   sh_simnode_note(n, "crash");
   power_off(n);
+  life_ends(d);
   d->crashes++;
   spans s = {0};
   d->mem_freed += sh_simnodemem_bytes(n);

@@ -11,6 +11,10 @@
 
 #include "node.h"
 
+/* Clock pieces and lives a node remembers (for checkers' conversions). */
+#define SH_SIMNODE_PIECES 16
+#define SH_SIMNODE_LIVES 64
+
 typedef struct sh_simnode {
   char name[32];
   uint32_t ip;
@@ -26,9 +30,18 @@ typedef struct sh_simnode {
   sh_plat *plat; /* its system's platform, once made */
   bool up;       /* its workers started */
   int exit_code; /* its sh_run's, once it returned */
-  /* The clock (node.c, "Clocks"). */
+  /* The clock (node.c, "Clocks"), and its last pieces before this one. */
   uint64_t base_true, base_local;
   int32_t ppm;
+  struct {
+    uint64_t base_true, base_local;
+    int32_t ppm;
+  } past[SH_SIMNODE_PIECES];
+  uint32_t npast; /* pieces ever pushed (the last SH_SIMNODE_PIECES kept) */
+  /* Its lives: boot k (1..) is lives[(k - 1) % SH_SIMNODE_LIVES]. */
+  struct {
+    uint64_t began, ended; /* true times; ended 0 while it runs */
+  } lives[SH_SIMNODE_LIVES];
   /* Persisted state. */
   void *blob;
   size_t blob_len;

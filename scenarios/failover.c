@@ -12,9 +12,13 @@
  *
  * Safety: never two primaries serving at the same true time. A node
  * reports (the example's observer) when it begins serving, each request it
- * serves and when it ends; a request node A serves at true time t while B,
- * another node, served one since A began is a violation (A claims to serve
- * throughout). A request served outside a serving interval is one too.
+ * serves and when it ends, on its own clock. The checker places each on the
+ * true clock (sh_scn_true_of_ns undoes the node's drift): a serving
+ * interval runs from its begin to its end, or to the end of that boot of
+ * the node (a crash) when no end came; two intervals of different nodes
+ * must not overlap. At each request served, sooner: a request node A
+ * serves while B, another node, served one since A began is a violation,
+ * and so is a request served outside a serving interval.
  * The clients check fencing themselves (an answer of an older epoch than
  * one seen exits their system with 1, which the framework's exit check
  * reports).
@@ -34,6 +38,13 @@
 #define SERVED_AFTER_HEAL 10
 #define DRIFT_PPM 20000
 #define MAX_ARGS (8 + 2 * MAX_NODES)
+#define MAX_INTERVALS 4096
+
+typedef struct interval {
+  int node;
+  uint32_t boot;
+  uint64_t from, to; /* true times; to 0 until its end is known */
+} interval;
 
 typedef struct fo_world {
   sh_scn *s;
@@ -43,6 +54,8 @@ typedef struct fo_world {
   uint64_t began[MAX_NODES + 1];  /* its true start */
   uint64_t last_served[MAX_NODES + 1]; /* true time of its last request served (0: none) */
   uint64_t served, served_at_heal;
+  interval iv[MAX_INTERVALS];
+  uint32_t niv, cur[MAX_NODES + 1]; /* cur: 1 + the node's open interval, or 0 */
   bool healed;
   /* argv storage: nodes' and clients' */
   char text[MAX_NODES + CLIENTS][MAX_ARGS][32];
@@ -63,6 +76,39 @@ static void on_served(fo_world *w, int a, uint64_t t) {
   w->served++;
 }
 
+static const char *const names[MAX_NODES] = {"f1", "f2", "f3", "f4", "f5", "f6", "f7"};
+
+static void interval_begin(fo_world *w, int a, uint64_t t) {
+  sh_node_stats st = {0};
+  (void)sh_node_stats_get(names[a - 1], &st);
+  w->cur[a] = 0;
+  if (!SH_SCN_CHECK(w->s, w->niv < MAX_INTERVALS, "more than %u serving intervals", MAX_INTERVALS))
+    return;
+  w->iv[w->niv++] = (interval){.node = a, .boot = st.boots, .from = t};
+  w->cur[a] = w->niv;
+}
+
+/* Every interval's end: its own, or its boot's (a crash), or now. */
+static void intervals_check(fo_world *w) {
+  uint64_t now = sh_scn_true_ns();
+  for (uint32_t i = 0; i < w->niv; i++) {
+    interval *v = &w->iv[i];
+    uint64_t ended = 0;
+    if (v->to == 0 && sh_node_life(names[v->node - 1], v->boot, NULL, &ended) == 0 && ended != 0)
+      v->to = ended;
+    if (v->to == 0) v->to = now;
+  }
+  for (uint32_t i = 0; i < w->niv; i++)
+    for (uint32_t j = i + 1; j < w->niv; j++) {
+      const interval *x = &w->iv[i], *y = &w->iv[j];
+      SH_SCN_CHECK(w->s, x->node == y->node || x->to <= y->from || y->to <= x->from,
+                   "two primaries: node %d served from %llu to %llu ns, node %d from %llu to "
+                   "%llu ns",
+                   x->node, (unsigned long long)x->from, (unsigned long long)x->to, y->node,
+                   (unsigned long long)y->from, (unsigned long long)y->to);
+    }
+}
+
 static void observe(const failover_event *ev, void *ctx) {
   (void)ctx;
   fo_world *w = the_world;
@@ -73,8 +119,13 @@ static void observe(const failover_event *ev, void *ctx) {
   case FO_SERVE_BEGIN:
     w->open[a] = true;
     w->began[a] = t;
+    interval_begin(w, a, t);
     break;
-  case FO_SERVE_END: w->open[a] = false; break;
+  case FO_SERVE_END:
+    w->open[a] = false;
+    if (w->cur[a] != 0) w->iv[w->cur[a] - 1].to = sh_scn_true_of_ns((uint64_t)ev->local_ms * 1000000u);
+    w->cur[a] = 0;
+    break;
   case FO_SERVED: on_served(w, a, t); break;
   }
 }
@@ -156,7 +207,6 @@ static int setup_n(sh_scn *s, sh_system *sys, int nodes, uint32_t max_down) {
   w->nodes = nodes;
   the_world = w;
   failover_set_observer(observe, NULL);
-  static const char *const names[MAX_NODES] = {"f1", "f2", "f3", "f4", "f5", "f6", "f7"};
   for (int id = 1; id <= nodes; id++) {
     char **argv;
     int argc = node_argv(w, id, &argv);
@@ -193,6 +243,7 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
   (void)st;
   fo_world *w = sh_scn_state(s);
   SH_SCN_CHECK(s, w->healed, "the heal never came");
+  intervals_check(w);
   failover_set_observer(NULL, NULL);
   the_world = NULL;
 }

@@ -256,6 +256,14 @@ uint64_t sh_scn_true_ns(void) {
 #endif
 }
 
+uint64_t sh_scn_true_of_ns(uint64_t local_ns) {
+#ifdef SH_SIM
+  return sh_sim_true_of_ns(local_ns);
+#else
+  return local_ns;
+#endif
+}
+
 void sh_scn_note(sh_scn *s, const char *fmt, ...) {
   (void)s;
   if (!tracing()) return;

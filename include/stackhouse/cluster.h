@@ -142,6 +142,11 @@ SH_API int64_t sh_node_recall(void *buf, size_t cap);
  * the simulator). */
 SH_API const char *sh_node_self(void);
 
+/* Boot `boot` (1.. as sh_node_stats.boots counts them; the last 64 are
+ * kept) of node `name`: its true start and end (a crash, a stop, its
+ * program's end; 0 while it runs), for checkers. -ENOENT. */
+SH_API int sh_node_life(const char *name, uint32_t boot, uint64_t *began_ns, uint64_t *ended_ns);
+
 /* Counts for a scenario's checks and the closing figures. */
 typedef struct sh_node_stats {
   uint32_t boots, crashes, stops;

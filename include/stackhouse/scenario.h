@@ -192,6 +192,10 @@ uint64_t sh_scn_clock_ns(void);
  * simulator's virtual clock (never a node's offset or drift); on threads
  * CLOCK_MONOTONIC. For checkers that judge "at the same moment". */
 uint64_t sh_scn_true_ns(void);
+/* The true time at which the caller's clock (sh_scn_clock_ns) read
+ * local_ns: in the simulator its node's drifts undone; on threads the
+ * same value. */
+uint64_t sh_scn_true_of_ns(uint64_t local_ns);
 /* Ends the workload: sh_system_exit(sys, code), the run's exit code: 0 for
  * some seeds, a small positive number for the others (from the seed). The
  * framework checks that its wait reads that very code (or, when setup

@@ -342,6 +342,10 @@ void sh_sim_report_get(sh_sim_report *r);
  * the simulation's own fibers, its node's (<stackhouse/cluster.h>: offset
  * and drift) for a node's. sh_sim_report's vtime_ns is the true one. */
 uint64_t sh_sim_clock_ns(void);
+/* The true time at which the caller's clock read (or will read) local_ns:
+ * the inverse of sh_sim_clock_ns over its node's recent drifts (the last
+ * 16 changes; a reading from before them is placed at the oldest kept). */
+uint64_t sh_sim_true_of_ns(uint64_t local_ns);
 
 /*
  * Failures the simulator detects itself: "deadlock" (every fiber blocked,
