@@ -19,6 +19,7 @@ int sh_node_up(const char *name) { return (void)name, -ENOTSUP; }
 int sh_node_cut(const char *from, const char *to) { return (void)from, (void)to, -ENOTSUP; }
 int sh_node_heal(const char *from, const char *to) { return (void)from, (void)to, -ENOTSUP; }
 void sh_node_heal_all(void) {}
+int sh_node_is_cut(const char *from, const char *to) { return (void)from, (void)to, -ENOTSUP; }
 int sh_node_calm(void) { return -ENOTSUP; }
 int sh_node_stop_all(void) { return -ENOTSUP; }
 int sh_node_drift(const char *name, int32_t ppm) { return (void)name, (void)ppm, -ENOTSUP; }

@@ -35,6 +35,9 @@ static struct {
   uint64_t seq;
   uint32_t fiber; /* the nemesis, or SH_SIMRUN_NO_FIBER */
   bool pending_boot[SH_SIMNODE_MAX];
+  /* The cuts asked for, pair by pair, as the acts named them: what
+   * sh_node_is_cut answers, apart from the network's own table. */
+  bool asked[SH_SIMNODE_MAX][SH_SIMNODE_MAX];
 } A = {.fiber = SH_SIMRUN_NO_FIBER};
 
 void sh_simnode_note(uint32_t n, const char *what) {
@@ -109,7 +112,10 @@ static int cut_sides(uint32_t from, uint32_t to, bool on) {
     for (uint32_t b = 0; b <= X.n; b++)
       if ((from == SH_SIMNODE_ALL || from == a) && (to == SH_SIMNODE_ALL || to == b) &&
           (from != SH_SIMNODE_ALL || b != to) && (to != SH_SIMNODE_ALL || a != from))
+      {
+        A.asked[a][b] = on && a != b;
         cut_set(a, b, on);
+      }
   return 0;
 }
 
@@ -117,6 +123,16 @@ void sh_node_heal_all(void) {
   if (caller_ok() != 0) return;
   for (uint32_t a = 0; a <= X.n; a++)
     for (uint32_t b = 0; b <= X.n; b++) cut_set(a, b, false);
+  memset(A.asked, 0, sizeof(A.asked));
+}
+
+int sh_node_is_cut(const char *from, const char *to) {
+  uint32_t a, b;
+  int rc = side_of(from, &a);
+  if (rc == 0) rc = side_of(to, &b);
+  if (rc != 0) return rc;
+  if (a == SH_SIMNODE_ALL || b == SH_SIMNODE_ALL) return -EINVAL;
+  return A.asked[a][b] ? 1 : 0;
 }
 
 /* ---- one act ----------------------------------------------------------------------- */
@@ -266,6 +282,7 @@ int sh_node_calm(void) {
   sh_simnode_note(0, "calm");
   for (uint32_t a = 0; a <= X.n; a++)
     for (uint32_t b = 0; b <= X.n; b++) cut_set(a, b, false);
+  memset(A.asked, 0, sizeof(A.asked));
   sh_simnode_reap_all();
   for (uint32_t n = 1; n <= X.n; n++) {
     if (X.node[n].ppm != 0) (void)sh_simnode_drift(n, 0);
@@ -283,6 +300,7 @@ int sh_node_stop_all(void) {
   memset(A.pending_boot, 0, sizeof(A.pending_boot));
   for (uint32_t a = 0; a <= X.n; a++)
     for (uint32_t b = 0; b <= X.n; b++) cut_set(a, b, false);
+  memset(A.asked, 0, sizeof(A.asked));
   for (uint32_t n = 1; n <= X.n; n++) {
     int s = sh_simnode_stop(n);
     if (s != 0 && s != -EALREADY && rc == 0) rc = s;

@@ -81,6 +81,9 @@ SH_API int sh_node_up(const char *name);
  * simulation's own system) but the other side. */
 SH_API int sh_node_cut(const char *from, const char *to);
 SH_API int sh_node_heal(const char *from, const char *to);
+/* Whether what `from` sends to `to` is cut now: 1 or 0, or -ENOENT. From
+ * anywhere, node code included (a checker's view of the network). */
+SH_API int sh_node_is_cut(const char *from, const char *to);
 /* Heals every cut. */
 SH_API void sh_node_heal_all(void);
 /* The nemesis stops: acts queued are dropped, every cut heals, every
