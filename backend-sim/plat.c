@@ -134,7 +134,7 @@ uint32_t sh_plat_wait(sh_plat *p, uint32_t w, uint64_t deadline_ns, uint32_t max
   sh_simrun_fiber *f = &t->f[fi];
   sh_simrun_step(t, false);
   if (!wait_over(f, fi, due)) {
-    f->state = SH_SIMRUN_PARKED;
+    sh_simrun_set_state(t, f, SH_SIMRUN_PARKED);
     f->deadline = due;
     if (due < t->next_deadline) t->next_deadline = due;
     sh_simrun_give_way("park");

@@ -53,7 +53,7 @@ static int slot_take(sh_simtab *t, uint32_t node, sh_simrun_fiber_kind kind, uin
   sh_simrun_fiber *f = &t->f[i];
   memset(f, 0, sizeof(*f));
   f->index = i;
-  f->state = SH_SIMRUN_DONE;
+  sh_simrun_set_state(t, f, SH_SIMRUN_DONE);
   f->kind = kind;
   f->node = node;
   f->deadline = SH_PLAT_NO_DEADLINE;
@@ -64,7 +64,7 @@ static int slot_take(sh_simtab *t, uint32_t node, sh_simrun_fiber_kind kind, uin
 
 void sh_simplat_slot_free(sh_simtab *t, uint32_t i) {
   SH_ASSERT(i < t->nfibers && i != t->cur);
-  t->f[i].state = SH_SIMRUN_FREE;
+  sh_simrun_set_state(t, &t->f[i], SH_SIMRUN_FREE);
   t->f[i].plat = NULL;
   /* Trailing free slots are given back, so that scans stay short. */
   while (t->nfibers > 0 && t->f[t->nfibers - 1].state == SH_SIMRUN_FREE) t->nfibers--;
@@ -113,7 +113,7 @@ static int root_new(uint32_t workers, sh_plat **out) {
   t->cur = out_fiber;
   t->root = p;
   sh_simrun_fiber *o = &t->f[out_fiber];
-  o->state = SH_SIMRUN_RUNNABLE;
+  sh_simrun_set_state(t, o, SH_SIMRUN_RUNNABLE);
   sh_fiber_init_self(&o->ctx);
   o->local = S->outside_local;
   if (S->opt.trace_path != NULL && S->trace == NULL) {
@@ -198,7 +198,7 @@ static void fiber_main(void *arg) {
   sh_plat *p = f->plat;
   p->entry(p->ctx, f->worker);
   sh_simtab *t = S->tab;
-  f->state = SH_SIMRUN_DONE;
+  sh_simrun_set_state(t, f, SH_SIMRUN_DONE);
   p->ndone++;
   /* The outside fiber may be in sh_plat_join; if it blocks for another
    * reason, it re-checks that and blocks again. */
@@ -254,7 +254,7 @@ static void thread_main(void *arg) {
   sh_simrun_fiber *f = arg;
   f->fn(f->arg);
   sh_simtab *t = S->tab;
-  f->state = SH_SIMRUN_DONE;
+  sh_simrun_set_state(t, f, SH_SIMRUN_DONE);
   if (f->joiner != SH_SIMRUN_NO_FIBER) sh_simrun_unblock(t, &t->f[f->joiner]);
   sh_simrun_give_way("thread_exit");
   abort(); /* a finished fiber is never switched to */

@@ -183,7 +183,7 @@ void sh_simrun_make_runnable(sh_simrun_fiber *f) {
   /* Started, woken, unblocked: through the platform, it synchronized with
    * the fiber that did it (a thread start, a write to an eventfd). */
   sh_simmem_sync(f->index);
-  f->state = SH_SIMRUN_RUNNABLE;
+  sh_simrun_set_state(S->tab, f, SH_SIMRUN_RUNNABLE);
   f->deadline = SH_PLAT_NO_DEADLINE;
 }
 
@@ -196,7 +196,7 @@ void sh_simrun_unblock(sh_simtab *p, sh_simrun_fiber *f) {
 
 void sh_simrun_block(sh_simtab *p, uint64_t deadline_ns) {
   sh_simrun_fiber *f = &p->f[p->cur];
-  f->state = SH_SIMRUN_BLOCKED;
+  sh_simrun_set_state(p, f, SH_SIMRUN_BLOCKED);
   f->deadline = deadline_ns;
   if (deadline_ns < p->next_deadline) p->next_deadline = deadline_ns;
 }

@@ -73,6 +73,10 @@ typedef struct sh_simtab {
   bool started;     /* the first system started: there is someone to switch to */
   uint64_t next_deadline; /* earliest deadline of a parked or blocked fiber */
   sh_plat *root;          /* the first system, made by the outside fiber */
+  /* Bit i: fiber i is RUNNABLE (sh_simrun_set_state keeps it), so that
+   * the strategies' picks and the poll check cost a word per 64 fibers,
+   * not a look at each: a cluster has many. */
+  uint64_t runnable[SH_SIM_MAX_FIBERS / 64];
   sh_simrun_fiber f[SH_SIM_MAX_FIBERS];
 } sh_simtab;
 
@@ -163,6 +167,17 @@ static inline sh_simtab *sh_simrun_active(void) {
 static inline uint32_t sh_simrun_cur(void) {
   const sh_simrun *s = &sh_simrun_state;
   return s->tab != NULL ? s->tab->cur : 0;
+}
+
+/* Every change of a fiber's state goes through here (the runnable set). */
+static inline void sh_simrun_set_state(sh_simtab *t, sh_simrun_fiber *f,
+                                       sh_simrun_fiber_state st) {
+  uint64_t bit = 1ull << (f->index % 64);
+  if (st == SH_SIMRUN_RUNNABLE)
+    t->runnable[f->index / 64] |= bit;
+  else
+    t->runnable[f->index / 64] &= ~bit;
+  f->state = st;
 }
 
 /* Whether fiber i of t is a worker. */

@@ -66,29 +66,47 @@ static uint64_t rng_below(uint64_t n) { return sh_simrng_below(&T.rng, n); }
 
 /* ---- picking a fiber ------------------------------------------------------- */
 
-static bool candidate(const sh_simtab *p, uint32_t i, uint32_t skip) {
-  return i != skip && p->f[i].state == SH_SIMRUN_RUNNABLE;
+/* The runnable set's words (run.h) in use. */
+#define WORDS(p) (((p)->nfibers + 63u) / 64u)
+
+/* Runnable fibers but `skip`, from the runnable set. */
+static uint32_t count_but(const sh_simtab *p, uint32_t skip) {
+  uint32_t n = 0;
+  for (uint32_t w = 0; w < WORDS(p); w++) n += (uint32_t)__builtin_popcountll(p->runnable[w]);
+  if (skip < p->nfibers && p->f[skip].state == SH_SIMRUN_RUNNABLE) n--;
+  return n;
 }
 
-/* Counts the candidates, draws one, then finds it: no list to fill. */
+/* Counts the candidates, draws one, then finds it (in the order of their
+ * indices): no list to fill. */
 uint32_t sh_simstrategy_pick_uniform(sh_simtab *p, uint32_t skip) {
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < p->nfibers; i++) n += candidate(p, i, skip);
+  uint32_t n = count_but(p, skip);
   if (n == 0) return UINT32_MAX;
   uint64_t k = rng_below(n);
-  for (uint32_t i = 0;; i++) {
-    assert(i < p->nfibers);
-    if (candidate(p, i, skip) && k-- == 0) return i;
+  for (uint32_t w = 0; w < WORDS(p); w++) {
+    /* Bounded by the bits of a word. */
+    for (uint64_t bits = p->runnable[w]; bits != 0; bits &= bits - 1) {
+      uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
+      if (i != skip && k-- == 0) return i;
+    }
   }
+  assert(0 && "the runnable set changed under the pick");
+  return UINT32_MAX;
 }
 
 uint32_t sh_simstrategy_pick_highest(sh_simtab *p) {
   uint32_t best = UINT32_MAX;
-  for (uint32_t i = 0; i < p->nfibers; i++) {
-    if (p->f[i].state != SH_SIMRUN_RUNNABLE) continue;
-    if (best == UINT32_MAX || p->f[i].prio > p->f[best].prio) best = i;
+  for (uint32_t w = 0; w < WORDS(p); w++) {
+    for (uint64_t bits = p->runnable[w]; bits != 0; bits &= bits - 1) {
+      uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
+      if (best == UINT32_MAX || p->f[i].prio > p->f[best].prio) best = i;
+    }
   }
   return best;
+}
+
+static bool candidate(const sh_simtab *p, uint32_t i, uint32_t skip) {
+  return i != skip && p->f[i].state == SH_SIMRUN_RUNNABLE;
 }
 
 /* The first runnable fiber after `from` by index, round-robin, other than
@@ -115,11 +133,7 @@ uint32_t sh_simstrategy_pick(sh_simtab *p, uint32_t skip) {
 }
 
 /* Whether a fiber other than the running one could run now. */
-static bool others_runnable(const sh_simtab *p) {
-  for (uint32_t i = 0; i < p->nfibers; i++)
-    if (i != p->cur && p->f[i].state == SH_SIMRUN_RUNNABLE) return true;
-  return false;
-}
+static bool others_runnable(const sh_simtab *p) { return count_but(p, p->cur) > 0; }
 
 /* none never switches at a polling step; pct not while the poller has the
  * highest priority. */

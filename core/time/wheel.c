@@ -63,11 +63,24 @@ static sh_list *list_for(sh_wheel *w, uint64_t tick) {
   return &w->overflow;
 }
 
+/* Marks the slot `head` is (if it is one) as holding entries. */
+static void mark(sh_wheel *w, const sh_list *head, bool on) {
+  const sh_list *first = &w->slots[0][0];
+  if (head < first || head >= first + SH_WHEEL_LEVELS * SH_WHEEL_SLOTS) return;
+  size_t i = (size_t)(head - first);
+  uint64_t bit = 1ull << (i % SH_WHEEL_SLOTS);
+  if (on)
+    w->occupied[i / SH_WHEEL_SLOTS] |= bit;
+  else
+    w->occupied[i / SH_WHEEL_SLOTS] &= ~bit;
+}
+
 static void place(sh_wheel *w, sh_wheel_link *l) {
   sh_list *head = list_for(w, l->expire_tick);
   if (head == &w->overflow && (sh_list_empty(head) || l->expire_tick < w->overflow_min_tick))
     w->overflow_min_tick = l->expire_tick;
   sh_list_push_back(head, &l->node);
+  mark(w, head, true);
 }
 
 /* Entries that land back in the same list (only the overflow list takes
@@ -96,9 +109,15 @@ __attribute__((unused)) static bool overflow_min_holds(const sh_wheel *w) {
 /* The first tick after now_tick at which a slot or the overflow list has to
  * be re-placed, or limit if that is earlier or there is none. */
 static uint64_t next_event(const sh_wheel *w, uint64_t limit) {
+  /* Every boundary of a level comes before the next one of the level
+   * above: the first occupied slot found from level 0 up is the next. */
   for (unsigned level = 0; level < SH_WHEEL_LEVELS; level++) {
     uint64_t span_start = w->now_tick & ~span_mask(level + 1);
-    for (uint64_t s = digit(w->now_tick, level) + 1; s < SH_WHEEL_SLOTS; s++) {
+    uint64_t d = digit(w->now_tick, level);
+    uint64_t ahead = d + 1 < SH_WHEEL_SLOTS ? w->occupied[level] & ~((2ull << d) - 1u) : 0;
+    /* Bounded by the bits of a word: each turn drops one (a stale bit). */
+    for (; ahead != 0; ahead &= ahead - 1) {
+      uint64_t s = (uint64_t)__builtin_ctzll(ahead);
       uint64_t tick = span_start | s << level_shift(level);
       if (tick > limit) return limit;
       if (!sh_list_empty(&w->slots[level][s])) return tick;
@@ -120,7 +139,9 @@ static void process_tick(sh_wheel *w, uint64_t tick) {
   for (unsigned level = 0; level <= SH_WHEEL_LEVELS; level++) {
     if ((tick & span_mask(level)) != 0) break;
     if (level == SH_WHEEL_LEVELS) w->overflow_min_tick = UINT64_MAX; /* entries put back set it */
-    replace_all(w, level < SH_WHEEL_LEVELS ? &w->slots[level][digit(tick, level)] : &w->overflow);
+    sh_list *head = level < SH_WHEEL_LEVELS ? &w->slots[level][digit(tick, level)] : &w->overflow;
+    replace_all(w, head);
+    mark(w, head, false); /* a slot re-placed takes none back (replace_all) */
   }
 }
 
@@ -156,6 +177,7 @@ void sh_wheel_init(sh_wheel *w, uint64_t now_ns) {
   sh_list_init(&w->due);
   w->fire_mark.prev = w->fire_mark.next = NULL;
   w->now_tick = now_ns / SH_WHEEL_TICK_NS;
+  for (unsigned level = 0; level < SH_WHEEL_LEVELS; level++) w->occupied[level] = 0;
   w->overflow_min_tick = UINT64_MAX;
   w->count = 0;
   w->steps = 0;
@@ -173,6 +195,10 @@ void sh_wheel_remove(sh_wheel *w, sh_wheel_link *l) {
   SH_ASSERT(w->count > 0);
   sh_list_remove(&l->node);
   w->count--;
+  /* The list an entry is in is the one list_for names for it now (a slot
+   * is re-placed when now reaches it): an emptied slot's bit goes. */
+  sh_list *head = list_for(w, l->expire_tick);
+  if (sh_list_empty(head)) mark(w, head, false);
 }
 
 uint32_t sh_wheel_advance(sh_wheel *w, uint64_t now_ns, uint32_t max,

@@ -27,6 +27,11 @@ typedef struct sh_wheel_link {
 
 typedef struct sh_wheel {
   sh_list slots[SH_WHEEL_LEVELS][SH_WHEEL_SLOTS]; /* list heads (sentinels) */
+  /* Per level, a bit per slot that may hold entries (every non-empty slot's
+   * bit is set; a cancel may leave one set on an empty slot, cleared when
+   * its boundary comes): the next event is a count of trailing zeros away,
+   * not a scan of slot heads, which an idle worker's every poll pays. */
+  uint64_t occupied[SH_WHEEL_LEVELS];
   sh_list overflow;
   sh_list due;          /* expired, waiting for advance to fire them (past adds, `max` leftovers) */
   sh_list fire_mark;    /* closes the batch being fired inside due; linked only during advance */
