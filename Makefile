@@ -487,7 +487,8 @@ space := $(subst ,, )
 # they declare must be exported, and nothing else. A header of another
 # library (e.g. the simulator's, in libstackhouse-sim.a) stays out of it.
 SO_API_HEADERS := include/stackhouse/stackhouse.h include/stackhouse/bridge.h include/stackhouse/system.h \
-                  include/stackhouse/probe.h include/stackhouse/net.h include/stackhouse/http.h
+                  include/stackhouse/probe.h include/stackhouse/net.h include/stackhouse/http.h \
+                  include/stackhouse/cluster.h
 
 # ---------------------------------------------------------------- targets ---
 

@@ -23,9 +23,13 @@ int sh_node_is_cut(const char *from, const char *to) { return (void)from, (void)
 int sh_node_calm(void) { return -ENOTSUP; }
 int sh_node_stop_all(void) { return -ENOTSUP; }
 int sh_node_drift(const char *name, int32_t ppm) { return (void)name, (void)ppm, -ENOTSUP; }
-int sh_node_jump(const char *name, int64_t delta_ms) { return (void)name, (void)delta_ms, -ENOTSUP; }
+int sh_node_jump(const char *name, int64_t delta_ms) {
+  return (void)name, (void)delta_ms, -ENOTSUP;
+}
 int sh_node_act_now(const sh_node_act *act) { return (void)act, -ENOTSUP; }
-int sh_node_act_at(int64_t at_ms, const sh_node_act *act) { return (void)at_ms, (void)act, -ENOTSUP; }
+int sh_node_act_at(int64_t at_ms, const sh_node_act *act) {
+  return (void)at_ms, (void)act, -ENOTSUP;
+}
 int sh_node_persist(const void *data, size_t len) { return (void)data, (void)len, -ENOTSUP; }
 int64_t sh_node_recall(void *buf, size_t cap) { return (void)buf, (void)cap, -ENOTSUP; }
 const char *sh_node_self(void) { return NULL; }

@@ -22,6 +22,10 @@ void sh_simnet_configure(const sh_sim_options *o, uint64_t *x);
  * naming it). */
 void sh_simnet_check_closed(void);
 
+/* Node n's program ended: a socket of its still open fails the run
+ * (FAIL:socket, naming it). */
+void sh_simnet_check_node_closed(uint32_t n);
+
 /* The run is over: every socket and arrival still there is freed. */
 void sh_simnet_end(void);
 

@@ -1,7 +1,8 @@
 /*
  * Nodes of a cluster simulation (node.h, <stackhouse/cluster.h>): the
  * table of nodes, their clocks, boots, crashes, stops and persisted state.
- * The acts' queue, the nemesis fiber and the cuts are in nodeact.c.
+ * The acts' queue, the nemesis fiber and the cuts are in nodeact.c; a
+ * node's declaration and its persisted state in nodeadd.c.
  *
  * A node boots on a thread fiber of its own (its main), which runs
  * sh_run(config, entry, argc, argv) as a process's main would: the system
@@ -174,7 +175,9 @@ uint32_t sh_simnode_find(const char *name) {
   return 0;
 }
 
-bool sh_simnode_is_up(uint32_t n) { return n == 0 || (n <= X.n && X.node[n].main != SH_SIMRUN_NO_FIBER); }
+bool sh_simnode_is_up(uint32_t n) {
+  return n == 0 || (n <= X.n && X.node[n].main != SH_SIMRUN_NO_FIBER);
+}
 
 void sh_simnode_wake_all(uint32_t n) {
   sh_simtab *t = S->tab;
@@ -239,6 +242,7 @@ int sh_node_life(const char *name, uint32_t boot, uint64_t *began_ns, uint64_t *
  * allocated it leaked, as a process that exits with blocks LeakSanitizer
  * would report. The run fails, naming it. */
 static void check_ended(uint32_t n) {
+  sh_simnet_check_node_closed(n);
   uint64_t left = sh_simnodemem_count(n);
   if (left == 0) return;
   char d[160];
@@ -378,43 +382,9 @@ int sh_simnode_crash(uint32_t n) {
   return 0;
 }
 
-/* ---- persisted state --------------------------------------------------------------- */
-
-int sh_node_persist(const void *data, size_t len) {
-  uint32_t n = sh_simnode_cur();
-  if (n == 0 || n > X.n) return -ENOTSUP;
-  if (len > SH_NODE_PERSIST_MAX || (data == NULL && len != 0)) return -EINVAL;
-  sh_simnode *d = &X.node[n];
-  void *copy = NULL;
-  if (len != 0) {
-    copy = sh_simraw_malloc(len);
-    if (copy == NULL) return -ENOMEM;
-    memcpy(copy, data, len);
-  }
-  sh_simraw_free(d->blob);
-  d->blob = copy;
-  d->blob_len = len;
-  return 0;
-}
-
-int64_t sh_node_recall(void *buf, size_t cap) {
-  uint32_t n = sh_simnode_cur();
-  if (n == 0 || n > X.n) return -ENOTSUP;
-  const sh_simnode *d = &X.node[n];
-  if (buf == NULL && cap != 0) return -EINVAL;
-  size_t k = d->blob_len < cap ? d->blob_len : cap;
-  if (k != 0) memcpy(buf, d->blob, k);
-  return (int64_t)d->blob_len;
-}
-
-const char *sh_node_self(void) {
-  uint32_t n = sh_simnode_cur();
-  return n >= 1 && n <= X.n ? X.node[n].name : "";
-}
-
 /* ---- the simulation's end ------------------------------------------------------------- */
 
-static void node_free(sh_simnode *d) {
+void sh_simnode_free(sh_simnode *d) {
   for (int i = 0; i < d->argc; i++) sh_simraw_free(d->argv[i]);
   sh_simraw_free(d->argv);
   sh_simraw_free(d->blob);
@@ -432,78 +402,11 @@ void sh_simnode_end(void) {
      * to the process (docs/cluster.md), the node's fibers go all the same. */
     if (sh_simnode_crash(n) == -ENOTSUP) power_off(n);
   }
-  for (uint32_t n = 1; n <= X.n; n++) node_free(&X.node[n]);
+  for (uint32_t n = 1; n <= X.n; n++) sh_simnode_free(&X.node[n]);
   X.n = 0;
 }
 
 void sh_simnode_reset(void) {
   SH_ASSERT(X.n == 0); /* sh_simnode_end ran, or no node was ever added */
   memset(&X, 0, sizeof(X));
-}
-
-/* ---- declaring a node ---------------------------------------------------------------- */
-
-static bool name_ok(const char *s) {
-  size_t n = s != NULL ? strnlen(s, 32) : 0;
-  if (n == 0 || n > 31 || strcmp(s, "main") == 0) return false;
-  for (size_t i = 0; i < n; i++)
-    if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
-          s[i] == '-'))
-      return false;
-  return true;
-}
-
-static bool ip_ok(uint32_t ip) { return ip != 0 && ip >> 24 != 127 && ip != UINT32_MAX; }
-
-static int spec_check(const sh_node_spec *sp) {
-  if (sp == NULL || !name_ok(sp->name) || !ip_ok(sp->ip) || sp->entry == NULL ||
-      sp->argc < 0 || (sp->argc > 0 && sp->argv == NULL) || sp->workers > SH_SIM_MAX_WORKERS ||
-      sp->max_drift_ppm < 0 || sp->max_drift_ppm > SH_NODE_DRIFT_LIMIT_PPM)
-    return -EINVAL;
-  if (sh_simnode_find(sp->name) != 0 || sh_simnode_by_ip(sp->ip) != 0) return -EEXIST;
-  return X.n + 1 >= SH_SIMNODE_MAX ? -ENOSPC : 0;
-}
-
-/* d's copy of argv (NULL-terminated, as main's). */
-static int argv_copy(sh_simnode *d, int argc, char *const *argv) {
-  d->argv = sh_simraw_calloc((size_t)argc + 1, sizeof(char *));
-  if (d->argv == NULL) return -ENOMEM;
-  for (int i = 0; i < argc; i++) {
-    size_t n = strlen(argv[i]) + 1;
-    d->argv[i] = sh_simraw_malloc(n);
-    if (d->argv[i] == NULL) return -ENOMEM;
-    memcpy(d->argv[i], argv[i], n);
-    d->argc = i + 1;
-  }
-  return 0;
-}
-
-int sh_node_add(const sh_node_spec *sp) {
-  sh_simtab *t = sh_simrun_active();
-  if (t == NULL) return -ENOTSUP;
-  if (t->f[t->cur].node != 0) return -EPERM;
-  int rc = spec_check(sp);
-  if (rc != 0) return rc;
-  uint32_t n = X.n + 1;
-  sh_simnode *d = &X.node[n];
-  memset(d, 0, sizeof(*d));
-  snprintf(d->name, sizeof(d->name), "%s", sp->name);
-  d->ip = sp->ip;
-  d->workers = sp->workers != 0 ? sp->workers : 2;
-  d->entry = sp->entry;
-  d->main = SH_SIMRUN_NO_FIBER;
-  d->max_drift_ppm = sp->max_drift_ppm != 0 ? sp->max_drift_ppm : 1000;
-  d->base_true = d->base_local = S->now;
-  if (sp->config != NULL) {
-    d->config = *sp->config;
-    d->has_config = true;
-  }
-  X.n = n; /* before the copy: node_free undoes a half-made one */
-  rc = argv_copy(d, sp->argc, sp->argv);
-  if (rc == 0) rc = sh_simnode_boot(n);
-  if (rc != 0) {
-    node_free(d);
-    X.n = n - 1;
-  }
-  return rc;
 }

@@ -62,6 +62,9 @@ extern sh_simnodes sh_simnodes_state;
 /* Node by name (0: none). */
 uint32_t sh_simnode_find(const char *name);
 
+/* Frees what the simulator keeps for node d (its argv, its blob). */
+void sh_simnode_free(sh_simnode *d);
+
 /* Acts on node n (1..): 0 or -errno (cluster.h). */
 int sh_simnode_boot(uint32_t n);
 int sh_simnode_crash(uint32_t n);

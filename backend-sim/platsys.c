@@ -157,7 +157,8 @@ static void root_free(sh_simtab *t, sh_plat *p) {
    * an empty table (and may run on another thread). */
   sh_simnodemem_reset();
   for (uint32_t i = 0; i < t->nfibers; i++)
-    assert((i == p->outside || t->f[i].kind == SH_SIMRUN_WORKER || t->f[i].state == SH_SIMRUN_FREE) &&
+    assert((i == p->outside || t->f[i].kind == SH_SIMRUN_WORKER ||
+            t->f[i].state == SH_SIMRUN_FREE) &&
            "sh_plat_free before sh_plat_thread_join");
   /* Before the trace closes: the failure is drawn in it. */
   sh_simnet_check_closed();

@@ -257,7 +257,8 @@ size_t sh_sim_points(const sh_sim_point **out) {
 void sh_simreplay_point_keep(uint64_t step, const char *where) {
   if (R.npoints == R.cappoints) {
     size_t cap = R.cappoints == 0 ? 4096 : R.cappoints * 2;
-    sh_sim_point *n = cap <= SH_SIM_MAX_POINTS ? sh_simraw_realloc(R.points, cap * sizeof(*n)) : NULL;
+    sh_sim_point *n =
+        cap <= SH_SIM_MAX_POINTS ? sh_simraw_realloc(R.points, cap * sizeof(*n)) : NULL;
     if (n == NULL) return;
     R.points = n;
     R.cappoints = cap;
