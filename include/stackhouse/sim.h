@@ -18,10 +18,11 @@
  * freed (or at any time), sh_sim_report_get() tells what the simulation
  * did, and sh_sim_schedule() gives its schedule for a replay.
  *
- * One simulation at a time per process, on one thread. A simulation is one
- * system: a second sh_system_new after the first system was freed starts
- * the simulation again with the same options (clock, generator and hash
- * from the start).
+ * One simulation at a time per process, on one thread. Its first system is
+ * the simulation's own; the nodes of a cluster (<stackhouse/cluster.h>)
+ * add theirs. A sh_system_new after the first system was freed starts the
+ * simulation again with the same options (clock, generator and hash from
+ * the start).
  */
 #ifndef SH_SIM_H
 #define SH_SIM_H
