@@ -402,6 +402,7 @@ void sh_simnode_end(void) {
      * to the process (docs/cluster.md), the node's fibers go all the same. */
     if (sh_simnode_crash(n) == -ENOTSUP) power_off(n);
   }
+  sh_simnode_keep_stats();
   for (uint32_t n = 1; n <= X.n; n++) sh_simnode_free(&X.node[n]);
   X.n = 0;
 }

@@ -337,9 +337,34 @@ int sh_node_up(const char *name) {
   return X.node[n].main != SH_SIMRUN_NO_FIBER;
 }
 
+/* The last simulation's nodes, as it ended (sh_simnode_end): their
+ * stats stay readable until the next one adds a node. */
+static struct {
+  char name[32];
+  sh_node_stats st;
+} last[SH_SIMNODE_MAX];
+static uint32_t nlast;
+
+void sh_simnode_keep_stats(void) {
+  nlast = 0;
+  for (uint32_t n = 1; n <= X.n && nlast < SH_SIMNODE_MAX; n++, nlast++) {
+    snprintf(last[nlast].name, sizeof(last[nlast].name), "%s", X.node[n].name);
+    (void)sh_node_stats_get(X.node[n].name, &last[nlast].st);
+  }
+}
+
 int sh_node_stats_get(const char *name, sh_node_stats *out) {
+  if (name == NULL || out == NULL) return -EINVAL;
+  if (X.n == 0) {
+    for (uint32_t i = 0; i < nlast; i++)
+      if (strcmp(last[i].name, name) == 0) {
+        *out = last[i].st;
+        return 0;
+      }
+    return -ENOENT;
+  }
   int n = node_of(name);
-  if (n < 0 || out == NULL) return n < 0 ? n : -EINVAL;
+  if (n < 0) return n;
   const sh_simnode *d = &X.node[n];
   *out = (sh_node_stats){.boots = d->boots, .crashes = d->crashes, .stops = d->stops,
                          .mem_peak = sh_simnodemem_peak((uint32_t)n)};

@@ -88,6 +88,9 @@ typedef struct sh_simnode_queued {
 /* Queues q for true time `at` (nodeact.c); -ENOSPC, -errno. */
 int sh_simnode_queue(uint64_t at, const sh_simnode_queued *q);
 
+/* The nodes' stats are kept for after the simulation (nodeact.c). */
+void sh_simnode_keep_stats(void);
+
 /* An act's mark: mixed into the hash, an instant in the trace. */
 void sh_simnode_note(uint32_t n, const char *what);
 /* The nemesis' queue is dropped, its fiber gone (nodeact.c). */

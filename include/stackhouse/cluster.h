@@ -150,7 +150,8 @@ SH_API const char *sh_node_self(void);
  * program's end; 0 while it runs), for checkers. -ENOENT. */
 SH_API int sh_node_life(const char *name, uint32_t boot, uint64_t *began_ns, uint64_t *ended_ns);
 
-/* Counts for a scenario's checks and the closing figures. */
+/* Counts for a scenario's checks and figures. After a simulation ended,
+ * its nodes' counts stay readable until the next one adds a node. */
 typedef struct sh_node_stats {
   uint32_t boots, crashes, stops;
   uint64_t mem_peak; /* the most bytes its live allocations held (0 if not tracked) */
