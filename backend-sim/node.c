@@ -269,17 +269,42 @@ void sh_simnode_reap_all(void) {
   for (uint32_t n = 1; n <= X.n; n++) reap(n);
 }
 
+/* Whether main fiber m of node d still runs (not ended, not crashed). */
+static bool main_runs(const sh_simnode *d, uint32_t m) {
+  return d->main == m && S->tab->f[m].state != SH_SIMRUN_DONE;
+}
+
+/* The calling fiber (of the simulation's own) waits a while: until main m
+ * of d ends (its joiner is woken by the end, or by a crash), or a virtual
+ * millisecond passes (a second stopper, a system not started yet). */
+static void wait_main(sh_simnode *d, uint32_t m, bool join) {
+  sh_simtab *t = S->tab;
+  if (join) t->f[m].joiner = t->cur;
+  sh_simrun_block(t, join ? SH_PLAT_NO_DEADLINE : S->now + 1000000u);
+  sh_simrun_give_way("node_stop");
+  if (join && d->main == m) t->f[m].joiner = SH_SIMRUN_NO_FIBER;
+}
+
 int sh_simnode_stop(uint32_t n) {
   sh_simnode *d = &X.node[n];
   reap(n);
   if (d->main == SH_SIMRUN_NO_FIBER) return -EALREADY;
-  sh_simtab *t = S->tab;
-  /* Bounded: the node's main ends once its system's workers stopped (its
-   * program's own stop, bounded by the run's step limit). A system not
-   * started yet is waited for: its main starts it without waiting. */
-  while (!d->up && t->f[d->main].state != SH_SIMRUN_DONE) sh_simrun_yield_cpu();
-  if (d->up) sh_system_exit((sh_system *)d->plat->ctx, 0);
   uint32_t m = d->main;
+  /* Bounded, every loop here: the node's main ends once its system's
+   * workers stopped (its program's own stop, bounded by the run's step
+   * limit), or a crash ends it first. */
+  if (d->stopping) { /* another fiber's stop is under way: it is the one */
+    while (main_runs(d, m)) wait_main(d, m, false);
+    reap(n);
+    return -EALREADY;
+  }
+  d->stopping = true;
+  /* A system not started yet is waited for: its main starts it without waiting. */
+  while (!d->up && main_runs(d, m)) wait_main(d, m, false);
+  if (d->up && d->main == m) sh_system_exit((sh_system *)d->plat->ctx, 0);
+  while (main_runs(d, m)) wait_main(d, m, true);
+  d->stopping = false;
+  if (d->main != m) return -EALREADY; /* a crash took it meanwhile */
   sh_simplat_thread_wait(m);
   d->main = SH_SIMRUN_NO_FIBER;
   d->up = false;

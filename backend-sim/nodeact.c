@@ -110,20 +110,21 @@ static int cut_sides(uint32_t from, uint32_t to, bool on) {
   if (from == to) return -EINVAL; /* names nobody: a node is never cut from itself */
   for (uint32_t a = 0; a <= X.n; a++)
     for (uint32_t b = 0; b <= X.n; b++)
-      if ((from == SH_SIMNODE_ALL || from == a) && (to == SH_SIMNODE_ALL || to == b) &&
-          (from != SH_SIMNODE_ALL || b != to) && (to != SH_SIMNODE_ALL || a != from))
-      {
+      if ((from == SH_SIMNODE_ALL || from == a) && (to == SH_SIMNODE_ALL || to == b)) {
         A.asked[a][b] = on && a != b;
         cut_set(a, b, on);
       }
   return 0;
 }
 
-void sh_node_heal_all(void) {
-  if (caller_ok() != 0) return;
+static void heal_everything(void) {
   for (uint32_t a = 0; a <= X.n; a++)
     for (uint32_t b = 0; b <= X.n; b++) cut_set(a, b, false);
   memset(A.asked, 0, sizeof(A.asked));
+}
+
+void sh_node_heal_all(void) {
+  if (caller_ok() == 0) heal_everything();
 }
 
 int sh_node_is_cut(const char *from, const char *to) {
@@ -163,7 +164,7 @@ static int run_act(int kind, uint32_t node, uint32_t peer, int64_t value) {
   case SH_ACT_RESTART_WIPED: return restart(node, value, true);
   case SH_ACT_CUT: return cut_sides(node, peer, true);
   case SH_ACT_HEAL: return cut_sides(node, peer, false);
-  case SH_ACT_HEAL_ALL: return cut_sides(SH_SIMNODE_ALL, SH_SIMNODE_ALL, false), 0;
+  case SH_ACT_HEAL_ALL: heal_everything(); return 0;
   case SH_ACT_DRIFT:
     if (value > INT32_MAX || value < INT32_MIN) return -ERANGE;
     return sh_simnode_drift(node, (int32_t)value);
@@ -280,9 +281,7 @@ int sh_node_calm(void) {
   A.n = 0;
   memset(A.pending_boot, 0, sizeof(A.pending_boot));
   sh_simnode_note(0, "calm");
-  for (uint32_t a = 0; a <= X.n; a++)
-    for (uint32_t b = 0; b <= X.n; b++) cut_set(a, b, false);
-  memset(A.asked, 0, sizeof(A.asked));
+  heal_everything();
   sh_simnode_reap_all();
   for (uint32_t n = 1; n <= X.n; n++) {
     if (X.node[n].ppm != 0) (void)sh_simnode_drift(n, 0);
@@ -298,9 +297,7 @@ int sh_node_stop_all(void) {
   if (rc != 0) return rc;
   A.n = 0;
   memset(A.pending_boot, 0, sizeof(A.pending_boot));
-  for (uint32_t a = 0; a <= X.n; a++)
-    for (uint32_t b = 0; b <= X.n; b++) cut_set(a, b, false);
-  memset(A.asked, 0, sizeof(A.asked));
+  heal_everything();
   for (uint32_t n = 1; n <= X.n; n++) {
     int s = sh_simnode_stop(n);
     if (s != 0 && s != -EALREADY && rc == 0) rc = s;

@@ -29,6 +29,7 @@ typedef struct sh_simnode {
   uint32_t main;
   sh_plat *plat; /* its system's platform, once made */
   bool up;       /* its workers started */
+  bool stopping; /* a graceful stop waits for its main */
   int exit_code; /* its sh_run's, once it returned */
   /* The clock (node.c, "Clocks"), and its last pieces before this one. */
   uint64_t base_true, base_local;

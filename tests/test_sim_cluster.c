@@ -280,6 +280,28 @@ static void test_errors(void **state) {
   root_down(sys);
 }
 
+/* A stop and a crash of the same node at once (the nemesis acts while the
+ * outside thread waits in its stop), and a heal of every cut as an act. */
+static void test_stop_meets_crash(void **state) {
+  (void)state;
+  for (unsigned run = 0; run < SIM_RUNS; run++) {
+    sh_system *sys = root_up(run);
+    assert_int_equal(sh_sim_idle(20 * MS), 0);
+    sh_node_act crash = {.kind = SH_ACT_CRASH, .node = "n1"};
+    assert_int_equal(sh_node_act_at(20, &crash), 0); /* due now: the nemesis runs it */
+    int rc = sh_node_stop("n1");
+    assert_true(rc == 0 || rc == -EALREADY);
+    assert_int_equal(sh_node_up("n1"), 0);
+    assert_int_equal(sh_node_cut("n2", "*"), 0);
+    assert_int_equal(sh_node_is_cut("n2", "n3"), 1);
+    assert_int_equal(sh_node_is_cut("n3", "n2"), 0);
+    sh_node_act heal = {.kind = SH_ACT_HEAL_ALL};
+    assert_int_equal(sh_node_act_now(&heal), 0);
+    assert_int_equal(sh_node_is_cut("n2", "n3"), 0);
+    root_down(sys);
+  }
+}
+
 /* The run's hash, with nodes, drifts, cuts and a scripted crash. */
 static uint64_t scripted_run(uint64_t seed) {
   memset(&g, 0, sizeof(g));
@@ -320,6 +342,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_boot_stop),     cmocka_unit_test(test_crash_restart),
       cmocka_unit_test(test_clocks),        cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_stop_meets_crash),
       cmocka_unit_test(test_same_seed_same_hash),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
