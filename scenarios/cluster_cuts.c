@@ -152,7 +152,7 @@ static void cuts_verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
 static const sh_scenario cluster_cuts = {
     .name = "cluster_cuts",
     .summary = "three nodes beacon over UDP through one-way and two-way cuts drawn per seed",
-    .flags = SH_SCN_SIM_ONLY | SH_SCN_NO_FAULTS | SH_SCN_NET,
+    .flags = SH_SCN_SIM_ONLY | SH_SCN_NO_FAULTS | SH_SCN_WEATHER | SH_SCN_NET,
     .state_size = sizeof(world),
     .vtime_limit_ms = 20000,
     .setup = cuts_setup,

@@ -306,7 +306,7 @@ static void configure(sh_scn *s, sh_config *cfg) {
   static const sh_scenario var = {                                                            \
       .name = name_,                                                                          \
       .summary = summary_,                                                                    \
-      .flags = SH_SCN_SIM_ONLY | SH_SCN_NO_FAULTS | SH_SCN_NET | (flags_),                    \
+      .flags = SH_SCN_SIM_ONLY | SH_SCN_NO_FAULTS | SH_SCN_WEATHER | SH_SCN_NET | (flags_),   \
       .state_size = sizeof(fo_world),                                                         \
       .vtime_limit_ms = 30000,                                                                \
       .configure = configure,                                                                 \

@@ -125,7 +125,8 @@ bool sh_scn_fault_error(const sh_scn *s, int rc) { return s->faulty && rc != 0 &
  * them off first. */
 static bool faults_on(const sh_scenario *sc) {
 #ifdef SH_SIM
-  if (sc->flags & SH_SCN_NO_FAULTS) sh_sim_faults_disable();
+  bool weather = (sc->flags & SH_SCN_WEATHER) != 0 && sh_sim_faults_benign();
+  if ((sc->flags & SH_SCN_NO_FAULTS) && !weather) sh_sim_faults_disable();
   /* The network's weather alone excuses nothing: every check holds. */
   return sh_sim_faults_active() && !sh_sim_faults_benign();
 #else

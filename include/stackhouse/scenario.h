@@ -102,6 +102,12 @@ enum {
    * check"): for a scenario whose point is what the shutdown meets while
    * work is still in flight, which an idle stretch would let finish. */
   SH_SCN_NO_IDLE = 1u << 4,
+  /* With SH_SCN_NO_FAULTS: the network's weather alone (sh_sim_faults_benign:
+   * delays, partitions, short reads and writes, UDP loss, duplicates and
+   * reordering) is kept; any other fault point turns every fault off. For
+   * a scenario that copes with the network as a program must but whose
+   * programs end on the runtime's own faults (a cluster's nodes). */
+  SH_SCN_WEATHER = 1u << 5,
 };
 
 typedef struct sh_scenario {
