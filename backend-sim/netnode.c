@@ -128,8 +128,17 @@ void sh_simnet_node_down(uint32_t n) {
     k->reset = true; /* gone without a TIME_WAIT (netbind.c) */
     sh_simnet_sock_free(k);
   }
-  /* What it held for itself (its own datagrams held back) is freed with
-   * its sockets; arrivals on their way to it are lost when they come. */
+  /* What a cut held from it goes too: a host that is off retransmits
+   * nothing. Its own datagrams held back are freed with its sockets;
+   * arrivals on their way to it are lost when they come. */
+  uint32_t keep = 0;
+  for (uint32_t i = 0; i < H.nheld; i++) {
+    if (H.held[i].from_node == n)
+      sh_simnet_seg_free(H.held[i].seg);
+    else
+      H.held[keep++] = H.held[i];
+  }
+  H.nheld = keep;
 }
 
 void sh_simnet_node_up(uint32_t n) { (void)n; /* its host answers again: sh_simnet_host */ }

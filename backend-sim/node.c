@@ -110,6 +110,9 @@ int sh_simnode_drift(uint32_t n, int32_t ppm) {
   if (ppm > bound || ppm < -bound) return -ERANGE;
   clock_rebase(d, n);
   d->ppm = ppm;
+  /* Sleepers' deadlines were turned into true time at the old rate: they
+   * wake and sleep again on the new one (a spurious wake, allowed). */
+  sh_simnode_wake_all(n);
   char what[48];
   snprintf(what, sizeof(what), "drift %d ppm", (int)ppm);
   sh_simnode_note(n, what);
@@ -118,8 +121,14 @@ int sh_simnode_drift(uint32_t n, int32_t ppm) {
 
 int sh_simnode_jump(uint32_t n, int64_t delta_ns) {
   sh_simnode *d = &X.node[n];
+  uint64_t l = sh_simnode_local(n, S->now);
+  /* Checked first: a refused jump leaves the clock's history alone. A
+   * reading stays within a quarter of the range (the wall clock adds its
+   * epoch to it). */
+  if ((delta_ns < 0 && (uint64_t)-delta_ns > l) ||
+      (delta_ns > 0 && (uint64_t)delta_ns > UINT64_MAX / 4 - l))
+    return -ERANGE;
   clock_rebase(d, n);
-  if (delta_ns < 0 && (uint64_t)-delta_ns > d->base_local) return -ERANGE;
   d->base_local += (uint64_t)delta_ns;
   char what[48];
   snprintf(what, sizeof(what), "clock jump %lld ms", (long long)(delta_ns / 1000000));
@@ -257,7 +266,9 @@ static void check_ended(uint32_t n) {
 static void reap(uint32_t n) {
   sh_simnode *d = &X.node[n];
   sh_simtab *t = S->tab;
-  if (d->main == SH_SIMRUN_NO_FIBER || t->f[d->main].state != SH_SIMRUN_DONE) return;
+  /* A stop under way joins the main itself. */
+  if (d->main == SH_SIMRUN_NO_FIBER || t->f[d->main].state != SH_SIMRUN_DONE || d->stopping)
+    return;
   sh_simplat_thread_wait(d->main);
   d->main = SH_SIMRUN_NO_FIBER;
   d->up = false;
@@ -269,42 +280,42 @@ void sh_simnode_reap_all(void) {
   for (uint32_t n = 1; n <= X.n; n++) reap(n);
 }
 
-/* Whether main fiber m of node d still runs (not ended, not crashed). */
-static bool main_runs(const sh_simnode *d, uint32_t m) {
-  return d->main == m && S->tab->f[m].state != SH_SIMRUN_DONE;
+/* Whether life `life` of node d, whose main is fiber m, still runs (not
+ * ended, not crashed; a restart may give its new main the same slot). */
+static bool main_runs(const sh_simnode *d, uint32_t m, uint32_t life) {
+  return d->main == m && d->boots == life && S->tab->f[m].state != SH_SIMRUN_DONE;
 }
 
 /* The calling fiber (of the simulation's own) waits a while: until main m
- * of d ends (its joiner is woken by the end, or by a crash), or a virtual
+ * ends (its joiner is woken by the end, or by a crash), or a virtual
  * millisecond passes (a second stopper, a system not started yet). */
-static void wait_main(sh_simnode *d, uint32_t m, bool join) {
+static void wait_main(sh_simnode *d, uint32_t m, uint32_t life, bool join) {
   sh_simtab *t = S->tab;
   if (join) t->f[m].joiner = t->cur;
   sh_simrun_block(t, join ? SH_PLAT_NO_DEADLINE : S->now + 1000000u);
   sh_simrun_give_way("node_stop");
-  if (join && d->main == m) t->f[m].joiner = SH_SIMRUN_NO_FIBER;
+  if (join && d->main == m && d->boots == life) t->f[m].joiner = SH_SIMRUN_NO_FIBER;
 }
 
 int sh_simnode_stop(uint32_t n) {
   sh_simnode *d = &X.node[n];
   reap(n);
   if (d->main == SH_SIMRUN_NO_FIBER) return -EALREADY;
-  uint32_t m = d->main;
+  uint32_t m = d->main, life = d->boots, calms = X.calms;
   /* Bounded, every loop here: the node's main ends once its system's
    * workers stopped (its program's own stop, bounded by the run's step
    * limit), or a crash ends it first. */
   if (d->stopping) { /* another fiber's stop is under way: it is the one */
-    while (main_runs(d, m)) wait_main(d, m, false);
-    reap(n);
+    while (main_runs(d, m, life)) wait_main(d, m, life, false);
     return -EALREADY;
   }
   d->stopping = true;
   /* A system not started yet is waited for: its main starts it without waiting. */
-  while (!d->up && main_runs(d, m)) wait_main(d, m, false);
-  if (d->up && d->main == m) sh_system_exit((sh_system *)d->plat->ctx, 0);
-  while (main_runs(d, m)) wait_main(d, m, true);
+  while (!d->up && main_runs(d, m, life)) wait_main(d, m, life, false);
+  if (d->up && main_runs(d, m, life)) sh_system_exit((sh_system *)d->plat->ctx, 0);
+  while (main_runs(d, m, life)) wait_main(d, m, life, true);
+  if (d->main != m || d->boots != life) return -EALREADY; /* a crash took it meanwhile */
   d->stopping = false;
-  if (d->main != m) return -EALREADY; /* a crash took it meanwhile */
   sh_simplat_thread_wait(m);
   d->main = SH_SIMRUN_NO_FIBER;
   d->up = false;
@@ -312,6 +323,8 @@ int sh_simnode_stop(uint32_t n) {
   life_ends(d);
   check_ended(n);
   sh_simnode_note(n, "stop");
+  /* The nemesis was calmed while this stop waited: every node is up again. */
+  if (X.calms != calms) (void)sh_simnode_boot(n);
   return 0;
 }
 
@@ -381,6 +394,7 @@ static void fibers_gone(uint32_t n) {
 /* Node n stops where it is: its fibers and sockets are gone. */
 static void power_off(uint32_t n) {
   sh_simnode *d = &X.node[n];
+  d->stopping = false; /* a stop under way finds the life gone */
   fibers_gone(n);
   sh_simnet_node_down(n);
   d->main = SH_SIMRUN_NO_FIBER;

@@ -280,6 +280,7 @@ int sh_node_calm(void) {
   if (rc != 0) return rc;
   A.n = 0;
   memset(A.pending_boot, 0, sizeof(A.pending_boot));
+  X.calms++;
   sh_simnode_note(0, "calm");
   heal_everything();
   sh_simnode_reap_all();

@@ -56,6 +56,7 @@ typedef struct sh_simnodes {
   /* cut[a][b]: what node a sends to node b is held (node 0 included). */
   bool cut[SH_SIMNODE_MAX][SH_SIMNODE_MAX];
   uint32_t ncuts;
+  uint32_t calms; /* sh_node_calm calls (a stop under way then boots again) */
 } sh_simnodes;
 
 extern sh_simnodes sh_simnodes_state;

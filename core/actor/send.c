@@ -249,7 +249,10 @@ sh_future *sh_put(sh_stack *st, const sh_addr *to, sh_msg *m, int64_t timeout_ms
   m->id = 0;
   bool wait = timeout_ms != SH_NOWAIT;
   sh_box box = sh_send_box(t, SH_NOTICE);
-  int rc = either_stopped(st, t, gen) ? -ESHUTDOWN : send_for(f, t, gen, box, m, wait);
+  /* An address of another system is another process's: not reachable. */
+  int rc = t->sys != st->house->sys  ? -EXDEV
+           : either_stopped(st, t, gen) ? -ESHUTDOWN
+                                        : send_for(f, t, gen, box, m, wait);
   SH_ASSERT(rc != -EAGAIN || !wait); /* one that may wait queues its waiter */
   if (rc == -EAGAIN) sh_send_refused(t, box);
   if (rc != -EINPROGRESS) {

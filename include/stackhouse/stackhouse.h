@@ -327,7 +327,8 @@ SH_API int sh_notice_try(const sh_addr *to, sh_msg *m);
  * room in FIFO order. The future completes with 0 once m is in the mailbox
  * (at once when there is room), or fails with -ESHUTDOWN (the target, or
  * this actor, stopped before or while this waited), -ETIMEDOUT (timeout_ms
- * passed first), -EAGAIN (SH_NOWAIT and no room) or -ENOMEM; a failed put
+ * passed first), -EAGAIN (SH_NOWAIT and no room), -EXDEV (an address of
+ * another system) or -ENOMEM; a failed put
  * holds m as the future's message (sh_future_take to keep it). NULL only
  * for -EINVAL (NULL argument, not a notice type, bad timeout) or -ENOMEM;
  * m is freed then.
