@@ -45,11 +45,9 @@ bool sh_simnet_ready(uint32_t w);
 uint32_t sh_simnet_report(uint32_t w, uint32_t max);
 
 /* Node n crashed: its sockets are forgotten without a word to their peers
- * (no FIN, no RST); what reaches them is lost while it is down. */
+ * (no FIN, no RST); what reaches them is lost while it is down, and once
+ * it is booted again (sh_simnode_is_up) answered with a reset. */
 void sh_simnet_node_down(uint32_t n);
-/* Node n boots: what reaches a socket its crash forgot is answered with a
- * reset from now on. */
-void sh_simnet_node_up(uint32_t n);
 /* The cut from node a to node b healed: what it held goes on, in order. */
 void sh_simnet_healed(uint32_t a, uint32_t b);
 

@@ -141,8 +141,6 @@ void sh_simnet_node_down(uint32_t n) {
   H.nheld = keep;
 }
 
-void sh_simnet_node_up(uint32_t n) { (void)n; /* its host answers again: sh_simnet_host */ }
-
 void sh_simnet_dead_end(const sh_simnet_ev *ev) {
   if (ev->dst < 0 || (uint32_t)ev->dst >= H.capkilled) return;
   uint32_t n = H.killed[ev->dst];

@@ -224,7 +224,6 @@ int sh_simnode_boot(uint32_t n) {
   d->lives[(d->boots - 1) % SH_SIMNODE_LIVES].began = S->now;
   d->lives[(d->boots - 1) % SH_SIMNODE_LIVES].ended = 0;
   d->up = false; /* until its workers start */
-  sh_simnet_node_up(n);
   sh_simnode_note(n, "boot");
   return 0;
 }
@@ -412,7 +411,6 @@ int sh_simnode_crash(uint32_t n) {
   life_ends(d);
   d->crashes++;
   spans s = {0};
-  d->mem_freed += sh_simnodemem_bytes(n);
   sh_simnodemem_release(n, span_add, &s);
   qsort(s.v, s.n, sizeof(*s.v), span_cmp);
   sh_simmodel_forget(in_spans, &s);

@@ -47,7 +47,6 @@ typedef struct sh_simnode {
   void *blob;
   size_t blob_len;
   uint32_t boots, crashes, stops;
-  uint64_t mem_freed;
 } sh_simnode;
 
 typedef struct sh_simnodes {

@@ -325,7 +325,7 @@ void sh_simplat_thread_wait(uint32_t fiber) {
   sh_simtab *t = S->tab;
   assert(t != NULL && fiber < t->nfibers && t->f[fiber].kind == SH_SIMRUN_THREAD);
   sh_simrun_fiber *f = &t->f[fiber];
-  assert(fiber != t->cur && !f->joined && f->joiner == SH_SIMRUN_NO_FIBER);
+  assert(fiber != t->cur && f->joiner == SH_SIMRUN_NO_FIBER);
   /* Bounded: the thread's exit unblocks us; any other wake re-checks (a
    * wait, bounded by the run's step limit and deadlock check). */
   while (f->state != SH_SIMRUN_DONE) {
@@ -337,7 +337,6 @@ void sh_simplat_thread_wait(uint32_t fiber) {
   sh_simmem_sync(t->cur); /* a join synchronizes with the thread's end */
   /* It left by sh_fiber_exit_to and never runs again: its stack can go. */
   sh_fiber_destroy(&f->ctx);
-  f->joined = true;
   sh_simplat_slot_free(t, fiber);
 }
 

@@ -62,7 +62,6 @@ typedef struct sh_simrun_fiber {
   void (*fn)(void *arg);
   void *arg;
   uint32_t joiner; /* the fiber blocked in sh_plat_thread_join on it, or SH_SIMRUN_NO_FIBER */
-  bool joined;     /* its stack was freed: sh_plat_free may go */
 } sh_simrun_fiber;
 
 /* The fiber table: every fiber of the simulation, whichever system (node)
