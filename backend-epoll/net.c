@@ -28,6 +28,7 @@
 
 #include "base/check.h"
 #include "base/faults.h"
+#include "proc.h"
 
 /* The largest UDP payload over IPv4 (65535 - 8 - 20), unless the public
  * header sets a smaller limit. */
@@ -98,13 +99,13 @@ static struct sockaddr_in sh_net_sockaddr(const sh_netaddr *a) {
   struct sockaddr_in sa;
   memset(&sa, 0, sizeof sa);
   sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(a->ip);
+  sa.sin_addr.s_addr = htonl(sh_proc_addr_out(a->ip)); /* a cluster's node: its loopback one */
   sa.sin_port = htons(a->port);
   return sa;
 }
 
 static void sh_net_from_sockaddr(const struct sockaddr_in *sa, sh_netaddr *out) {
-  out->ip = ntohl(sa->sin_addr.s_addr);
+  out->ip = sh_proc_addr_in(ntohl(sa->sin_addr.s_addr));
   out->port = ntohs(sa->sin_port);
 }
 
@@ -209,6 +210,7 @@ int sh_net_connect(sh_sock s, const sh_netaddr *to) {
   assert(to != NULL);
   if (sh_fault("sh/net/connect")) return -ECONNREFUSED;
   struct sockaddr_in sa = sh_net_sockaddr(to);
+  sh_proc_source(s);
   /* Not retried on EINTR: the connect goes on in the background (a second
    * call would say EALREADY), and its end is reported like EINPROGRESS's. */
   if (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0 && errno != EINPROGRESS && errno != EINTR)
@@ -283,6 +285,7 @@ int64_t sh_net_sendto(sh_sock s, const void *buf, size_t len, const sh_netaddr *
   assert(to != NULL);
   if (len > SH_NET_MAX_DATAGRAM) return -EMSGSIZE;
   struct sockaddr_in sa = sh_net_sockaddr(to);
+  sh_proc_source(s); /* a node's datagrams leave from its own address */
   ssize_t r;
   SH_NET_RETRY(r, sendto(s, buf, len, MSG_NOSIGNAL, (struct sockaddr *)&sa, sizeof sa));
   return r < 0 ? -errno : r;

@@ -209,6 +209,7 @@ static void node_main(void *arg) {
   else
     sh_config_default(&cfg);
   cfg.workers = d->workers;
+  if (d->init != NULL) d->init();
   d->exit_code = sh_run(&cfg, d->entry, d->argc, d->argv);
 }
 

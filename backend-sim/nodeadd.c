@@ -101,6 +101,7 @@ int sh_node_add(const sh_node_spec *sp) {
   d->ip = sp->ip;
   d->workers = sp->workers != 0 ? sp->workers : 2;
   d->entry = sp->entry;
+  d->init = sp->init;
   d->main = SH_SIMRUN_NO_FIBER;
   d->max_drift_ppm = sp->max_drift_ppm != 0 ? sp->max_drift_ppm : 1000;
   d->base_true = d->base_local = S->now;

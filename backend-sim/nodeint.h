@@ -20,6 +20,7 @@ typedef struct sh_simnode {
   uint32_t ip;
   uint32_t workers;
   const sh_actor_class *entry;
+  void (*init)(void); /* the spec's: before each boot */
   int argc;
   char **argv; /* copies (the simulator's memory) */
   sh_config config;

@@ -79,8 +79,6 @@ typedef struct fo_world {
   char *argv[MAX_NODES + CLIENTS][MAX_ARGS + 1];
 } fo_world;
 
-static fo_world *the_world; /* the run under way: the observer's */
-
 static void on_served(fo_world *w, int a, uint64_t t) {
   SH_SCN_CHECK(w->s, w->open[a], "node %d served a request while not serving", a);
   for (int b = 1; b <= w->nodes; b++)
@@ -95,13 +93,11 @@ static void on_served(fo_world *w, int a, uint64_t t) {
 
 static const char *const names[MAX_NODES] = {"f1", "f2", "f3", "f4", "f5", "f6", "f7"};
 
-static void interval_begin(fo_world *w, int a, uint64_t t) {
-  sh_node_stats st = {0};
-  (void)sh_node_stats_get(names[a - 1], &st);
+static void interval_begin(fo_world *w, int a, uint32_t boot, uint64_t t) {
   w->cur[a] = 0;
   if (!SH_SCN_CHECK(w->s, w->niv < MAX_INTERVALS, "more than %u serving intervals", MAX_INTERVALS))
     return;
-  w->iv[w->niv++] = (interval){.node = a, .boot = st.boots, .from = t};
+  w->iv[w->niv++] = (interval){.node = a, .boot = boot, .from = t};
   w->cur[a] = w->niv;
 }
 
@@ -126,25 +122,44 @@ static void intervals_check(fo_world *w) {
     }
 }
 
-static void observe(const failover_event *ev, void *ctx) {
-  (void)ctx;
-  fo_world *w = the_world;
-  int a = ev->node;
-  if (w == NULL || a < 1 || a > w->nodes) return;
-  uint64_t t = sh_scn_true_ns();
-  switch (ev->kind) {
+/* What the nodes tell (sh_node_tell from their observer), as the checker
+ * hears it: in the simulator at once, on processes at sh_node_hear. */
+static void on_heard(const sh_node_heard *h, void *ctx) {
+  fo_world *w = ctx;
+  failover_event ev;
+  if (h->len != sizeof ev) return;
+  memcpy(&ev, h->data, sizeof ev);
+  int a = ev.node;
+  if (a < 1 || a > w->nodes) return;
+  uint64_t t = h->true_ns;
+  switch (ev.kind) {
   case FO_SERVE_BEGIN:
     w->open[a] = true;
     w->began[a] = t;
-    interval_begin(w, a, t);
+    interval_begin(w, a, h->boot, t);
     break;
   case FO_SERVE_END:
     w->open[a] = false;
-    if (w->cur[a] != 0) w->iv[w->cur[a] - 1].to = sh_scn_true_of_ns((uint64_t)ev->local_ms * 1000000u);
+    if (w->cur[a] != 0) w->iv[w->cur[a] - 1].to = sh_scn_true_of_ns((uint64_t)ev.local_ms * 1000000u);
     w->cur[a] = 0;
     break;
   case FO_SERVED: on_served(w, a, t); break;
   }
+}
+
+/* The nodes' observer, in each node's process (a node process starts
+ * afresh: sh_node_spec.init installs it there). */
+static void tell(const failover_event *ev, void *ctx) {
+  (void)ctx;
+  (void)sh_node_tell(ev, sizeof *ev);
+}
+
+static void node_init(void) { failover_set_observer(tell, NULL); }
+
+/* What the nodes told and the checker did not hear yet, heard now. */
+static void hear(fo_world *w) {
+  int rc = sh_node_hear();
+  SH_SCN_CHECK(w->s, rc >= 0, "the nodes told more than the checker could keep: %d", rc);
 }
 
 /* argv i of the world from its words (copied into its storage). */
@@ -236,14 +251,13 @@ static int setup_shape(sh_scn *s, sh_system *sys, const fo_shape *shape) {
   w->shape = shape;
   w->sys = sys;
   w->nodes = nodes;
-  the_world = w;
-  failover_set_observer(observe, NULL);
+  sh_node_listen(on_heard, w);
   for (int id = 1; id <= nodes; id++) {
     char **argv;
     int argc = node_argv(w, id, &argv);
     sh_node_spec sp = {.name = names[id - 1], .ip = SH_IPV4(10, 0, 0, id), .workers = 2,
                        .entry = &failover_node_class, .argc = argc, .argv = argv,
-                       .max_drift_ppm = DRIFT_PPM};
+                       .max_drift_ppm = DRIFT_PPM, .init = node_init};
     int rc = sh_node_add(&sp);
     if (rc != 0) return rc;
   }
@@ -275,6 +289,7 @@ SHAPE_SETUP(setup7_idle, .nodes = 7, .lease_ms = 1000, .heartbeat_ms = 50, .heal
 
 static bool live(sh_scn *s) {
   fo_world *w = sh_scn_state(s);
+  hear(w);
   if (!w->healed) {
     w->healed = true;
     w->served_at_heal = w->served;
@@ -291,10 +306,11 @@ static void verify(sh_scn *s, sh_system *sys, const sh_stats *st) {
   (void)sys;
   (void)st;
   fo_world *w = sh_scn_state(s);
+  hear(w);
   SH_SCN_CHECK(s, w->healed, "the heal never came");
   intervals_check(w);
+  sh_node_listen(NULL, NULL);
   failover_set_observer(NULL, NULL);
-  the_world = NULL;
 }
 
 static void configure(sh_scn *s, sh_config *cfg) {
@@ -306,7 +322,7 @@ static void configure(sh_scn *s, sh_config *cfg) {
   static const sh_scenario var = {                                                            \
       .name = name_,                                                                          \
       .summary = summary_,                                                                    \
-      .flags = SH_SCN_SIM_ONLY | SH_SCN_NO_FAULTS | SH_SCN_WEATHER | SH_SCN_NET | (flags_),   \
+      .flags = SH_SCN_NO_FAULTS | SH_SCN_WEATHER | SH_SCN_NET | (flags_),   \
       .state_size = sizeof(fo_world),                                                         \
       .vtime_limit_ms = 30000,                                                                \
       .configure = configure,                                                                 \

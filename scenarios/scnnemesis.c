@@ -9,7 +9,9 @@
  * shortest outage, a cut both ways, a restart with what it persisted. The
  * acts are queued with sh_node_act_at and run by the simulator's nemesis
  * fiber at their times, so where the nodes stand when one lands is the
- * schedule's decision.
+ * schedule's decision. Off the simulator (a cluster of processes) the
+ * crashes and restarts are drawn the same way, from sh_scn_rand's stream,
+ * and the launcher runs them at their times on the real clock.
  */
 #include <errno.h>
 #include <string.h>
@@ -123,7 +125,6 @@ int sh_scn_nemesis_draw(sh_scn *s, const sh_scn_nemesis *b) {
   if (s == NULL || b == NULL || b->nodes == NULL || b->n == 0 || b->end_ms <= b->start_ms ||
       b->max_drift_ppm < 0)
     return -EINVAL;
-  if (!sh_scn_simulated(s)) return -ENOTSUP;
   plan p = {.s = s, .b = b, .span = b->end_ms - b->start_ms};
   sh_scn_nemesis bb = *b;
   if (bb.max_acts == 0) bb.max_acts = 8;
@@ -131,8 +132,11 @@ int sh_scn_nemesis_draw(sh_scn *s, const sh_scn_nemesis *b) {
   p.outage = b->max_outage_ms != 0 ? b->max_outage_ms : 2000;
   /* Swarm: each kind on or off for the whole run, then its acts. */
   bool crash_on = b->max_down > 0 && sh_scn_below(s, 2) == 1;
-  bool cut_on = b->cuts && sh_scn_below(s, 2) == 1;
-  bool drift_on = b->max_drift_ppm > 0 && sh_scn_below(s, 2) == 1;
+  /* Off the simulator, crashes and restarts only: cuts and drift need its
+   * network and clocks (a cluster of processes answers -ENOTSUP). */
+  bool sim = sh_scn_simulated(s);
+  bool cut_on = sim && b->cuts && sh_scn_below(s, 2) == 1;
+  bool drift_on = sim && b->max_drift_ppm > 0 && sh_scn_below(s, 2) == 1;
   if (crash_on) crashes(&p);
   if (cut_on) cuts(&p);
   if (drift_on) drifts(&p);

@@ -18,7 +18,17 @@
  *
  * The acts are callable from the simulation's own fibers (the scenario's
  * outside thread, its threads): not from a node's own code, which has
- * only sh_node_persist and sh_node_recall. Errors are negative errno
+ * only sh_node_persist, sh_node_recall, sh_node_self and sh_node_tell.
+ *
+ * Off the simulator (libstackhouse, the epoll backend) the same calls run
+ * a cluster of processes on loopback: each node is a fresh start of the
+ * calling program (its image, executed again) that boots the node's entry
+ * with its argv; a crash is SIGKILL, a stop SIGTERM (the node's system
+ * exits with 0), a restart starts the program again; what a node persists
+ * is a file. A node's declared address is its own loopback address there
+ * (127.S.0.K): every address the nodes and the calling program use goes
+ * through the same map, so argv naming 10.0.0.1:7000 works on both. Cuts,
+ * drift and jumps are the simulator's only (-ENOTSUP). docs/cluster.md. Errors are negative errno
  * values: -ENOENT (no node of that name), -EEXIST (a name or address
  * taken), -EALREADY (crash or stop of a node already down), -EBUSY
  * (restart of a node that is up), -ERANGE (a drift past the node's
@@ -57,6 +67,12 @@ typedef struct sh_node_spec {
   char *const *argv;
   const sh_config *config;     /* NULL: defaults (workers above wins) */
   int32_t max_drift_ppm;       /* the drift the nemesis may give it (0: 1000 ppm) */
+  /* Run in the node's process before each boot (NULL: nothing): where a
+   * harness installs what its node code reports through (sh_node_tell).
+   * A node process starts from a fresh image: nothing the caller set in
+   * its own memory is there. In the simulator it runs on the node's main
+   * before the node's system is made. */
+  void (*init)(void);
 } sh_node_spec;
 
 /* Declares a node and boots it (its entry spawned, sh_args sent, workers
@@ -150,11 +166,43 @@ SH_API const char *sh_node_self(void);
  * program's end; 0 while it runs), for checkers. -ENOENT. */
 SH_API int sh_node_life(const char *name, uint32_t boot, uint64_t *began_ns, uint64_t *ended_ns);
 
+/* What node code tells a checker (sh_node_tell), as a listener hears it. */
+#define SH_NODE_TELL_MAX 192
+typedef struct sh_node_heard {
+  const char *node;   /* the teller's name */
+  uint32_t boot;      /* its boot (sh_node_stats.boots) when it told */
+  uint64_t true_ns;   /* when it told, on the true clock (sh_scn_true_ns's) */
+  const void *data;
+  size_t len;
+} sh_node_heard;
+typedef void (*sh_node_listener)(const sh_node_heard *h, void *ctx);
+
+/* The one listener of what nodes tell (NULL: none; told data is then
+ * dropped). Set it before the nodes boot, from the simulation's side. */
+SH_API int sh_node_listen(sh_node_listener fn, void *ctx);
+/* For node code: tells the listener len bytes (at most SH_NODE_TELL_MAX).
+ * In the simulator the listener hears it at once, on the teller's fiber.
+ * Off it, what nodes tell is kept in order of telling (one order for all
+ * nodes: a shared lock stamps and queues each) until the listener's side
+ * calls sh_node_hear; at most 8192 untold-yet: past that, -ENOBUFS (and
+ * sh_node_hear reports the loss). -ENOTSUP outside a node. */
+SH_API int sh_node_tell(const void *data, size_t len);
+/* Delivers what nodes told and no listener heard yet, on the calling
+ * thread, in order; the number delivered, or -ENOBUFS once when some were
+ * lost. In the simulator nothing waits: 0. */
+SH_API int sh_node_hear(void);
+
 /* Counts for a scenario's checks and figures. After a simulation ended,
  * its nodes' counts stay readable until the next one adds a node. */
 typedef struct sh_node_stats {
   uint32_t boots, crashes, stops;
   uint64_t mem_peak; /* the most bytes its live allocations held (0 if not tracked) */
+  /* Boots that ended in a way nobody asked for: off the simulator, a node
+   * process killed by a signal the cluster did not send (an abort, a
+   * sanitizer's report, a segfault) or exiting with a status other than 0
+   * (the node program's own report of failure, a sanitizer's exit code).
+   * sh_node_stop_all fails (-EIO) when any node has one. */
+  uint32_t faults;
 } sh_node_stats;
 SH_API int sh_node_stats_get(const char *name, sh_node_stats *out);
 

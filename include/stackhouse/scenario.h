@@ -230,7 +230,8 @@ bool sh_scn_check_eq_at(sh_scn *s, uint64_t got, uint64_t want, const char *what
  * their times; a crashed node is restarted after a drawn delay (wiped
  * when `wiped` and the draw says so), so that at most max_down of the
  * listed nodes are down at once. Returns the number of acts queued, or a
- * negative errno (-ENOTSUP off the simulator).
+ * negative errno. Off the simulator (a cluster of processes) only crashes
+ * and restarts are drawn, and the launcher runs them on the real clock.
  */
 typedef struct sh_scn_nemesis {
   const char *const *nodes; /* the nodes it may act on */
