@@ -177,6 +177,14 @@ static void *launcher_main(void *arg) {
     }
     sleep_until_due();
   }
+  /* Acts asked for while the cluster ended find no cluster. */
+  for (uint32_t i = 0; i < L.nq; i++)
+    if (L.q[i].w != NULL) {
+      L.q[i].w->rc = -ENOTSUP;
+      L.q[i].w->done = true;
+    }
+  L.nq = 0;
+  pthread_cond_broadcast(&L.cv);
   pthread_mutex_unlock(&L.mu);
   return NULL;
 }
@@ -185,7 +193,7 @@ static void *launcher_main(void *arg) {
 
 /* Runs an act on the launcher now and waits for it; under mu. */
 int sh_proc_act_wait(int kind, uint32_t node, int64_t value) {
-  if (!L.live) return -ENOTSUP;
+  if (!L.live || L.quit) return -ENOTSUP;
   sh_proc_waiter w = {0};
   int rc = queue(0, kind, node, value, &w);
   if (rc != 0) return rc;
@@ -195,7 +203,7 @@ int sh_proc_act_wait(int kind, uint32_t node, int64_t value) {
 }
 
 int sh_proc_act_later(uint64_t at, int kind, uint32_t node, int64_t value) {
-  return L.live ? queue(at, kind, node, value, NULL) : -ENOTSUP;
+  return L.live && !L.quit ? queue(at, kind, node, value, NULL) : -ENOTSUP;
 }
 
 /* A cluster's start, under mu: its launcher thread. */

@@ -87,12 +87,19 @@ static void dir_remove(const char *dir) {
   rmdir(dir);
 }
 
+/* A program that ends without sh_node_stop_all: its nodes die with it
+ * (PR_SET_PDEATHSIG), its directory goes here. */
+static void at_exit(void) {
+  if (L.live && L.m != NULL) dir_remove(L.m->dir);
+}
+
 /* A new cluster, under mu: the mapping (once per process), a directory. */
 static int cluster_begin(void) {
   if (L.m == NULL) {
     int rc = sh_proc_map_make(&L.m, &L.fd);
     if (rc != 0) return rc;
     atomic_store_explicit(&sh_proc_shared, L.m, memory_order_release);
+    atexit(at_exit);
   }
   cluster_forget();
   const char *tmp = getenv("TMPDIR");

@@ -112,12 +112,16 @@ static void ended(uint32_t n, int status) {
   sh_proc_node *d = &L.node[n];
   d->lives[(d->boots - 1) % SH_PROC_LIVES].ended = sh_proc_now();
   bool sig = WIFSIGNALED(status);
-  if (sig && WTERMSIG(status) == SIGKILL && d->killed) {
+  /* A SIGTERM that lands before the node blocked it (a stop right after a
+   * boot) ends it by the signal's default: still the stop asked for. */
+  bool asked = sig && ((WTERMSIG(status) == SIGKILL && d->killed) ||
+                       (WTERMSIG(status) == SIGTERM && d->stopping));
+  if (sig && WTERMSIG(status) == SIGKILL && d->killed && !d->stopping) {
     d->crashes++;
   } else if (d->stopping) {
     d->stops++;
   }
-  if (sig && !(WTERMSIG(status) == SIGKILL && d->killed)) {
+  if (sig && !asked) {
     d->faults++;
     fprintf(stderr, "stackhouse: node %s (pid %d) died of signal %d (%s)\n", L.m->node[n].name,
             d->pid, WTERMSIG(status), strsignal(WTERMSIG(status)));

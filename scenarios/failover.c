@@ -31,6 +31,13 @@
  * reports).
  *
  * Liveness: after the heal, 10 requests are served within 5 s.
+ *
+ * The same description runs on both backends. The nodes report through
+ * the example's observer, which node_init (the specs' init, run in each
+ * node before it boots) points at sh_node_tell; the checker hears them in
+ * on_heard, with the teller's boot and the true time it told at: at once
+ * in the simulator, at sh_node_hear (in the liveness condition and in
+ * verify) on processes, where the nemesis only crashes and restarts.
  */
 #include <stdio.h>
 #include <string.h>

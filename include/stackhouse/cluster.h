@@ -178,7 +178,8 @@ typedef struct sh_node_heard {
 typedef void (*sh_node_listener)(const sh_node_heard *h, void *ctx);
 
 /* The one listener of what nodes tell (NULL: none; told data is then
- * dropped). Set it before the nodes boot, from the simulation's side. */
+ * dropped). Set it before the nodes boot, from the simulation's side; the
+ * listener must not call sh_node_listen or sh_node_hear itself. */
 SH_API int sh_node_listen(sh_node_listener fn, void *ctx);
 /* For node code: tells the listener len bytes (at most SH_NODE_TELL_MAX).
  * In the simulator the listener hears it at once, on the teller's fiber.
