@@ -241,13 +241,27 @@ static void jump(sh_simtab *p) {
   if (S->now >= p->next_deadline) expire(p);
 }
 
-/* The clock's advance for this step. A fiber polling alone waits for
- * nothing but time (its own timers, a sleeper's deadline): its steps advance
- * idle_step_ns, so an idle poll costs tens of steps instead of hundreds
- * (the core's poll thresholds are in nanoseconds), but never past a
- * sleeper's deadline. */
+/* Whether a runnable fiber other than the current one has work. */
+static bool others_busy(const sh_simtab *p) {
+  uint32_t words = (p->nfibers + 63) / 64;
+  for (uint32_t w = 0; w < words; w++) {
+    uint64_t b = p->runnable[w] & p->busy[w];
+    if (w == p->cur / 64) b &= ~(1ull << (p->cur % 64));
+    if (b != 0) return true;
+  }
+  return false;
+}
+
+/* The clock's advance for this step. A fiber polling alone, or while every
+ * other runnable fiber polls too, waits for nothing but time (timers, a
+ * sleeper's deadline, a delivery): its steps advance idle_step_ns, so an
+ * idle poll costs tens of steps instead of hundreds (the core's poll
+ * thresholds are in nanoseconds), but never past the next deadline. While
+ * some fiber has work, polls take step_ns, so time does not race ahead of
+ * that work. */
 static uint64_t advance(sh_simtab *p) {
-  if (S->opt.idle_step_ns <= S->opt.step_ns || !sh_simstrategy_polls_alone(p))
+  if (S->opt.idle_step_ns <= S->opt.step_ns ||
+      (others_busy(p) && !sh_simstrategy_polls_alone(p)))
     return S->opt.step_ns;
   uint64_t d = S->opt.idle_step_ns;
   if (p->next_deadline > S->now && p->next_deadline - S->now < d) d = p->next_deadline - S->now;
@@ -270,6 +284,11 @@ static __attribute__((noinline, cold, noreturn)) void step_bound_failed(void) {
 
 void sh_simrun_step(sh_simtab *p, bool polling) {
   S->steps++;
+  uint64_t bit = 1ull << (p->cur % 64);
+  if (polling)
+    p->busy[p->cur / 64] &= ~bit;
+  else
+    p->busy[p->cur / 64] |= bit;
   S->now += polling ? advance(p) : S->opt.step_ns;
   if (__builtin_expect(S->steps > S->opt.max_steps || S->now > S->vtime_limit, 0))
     step_bound_failed();

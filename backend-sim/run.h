@@ -76,6 +76,11 @@ typedef struct sh_simtab {
    * the strategies' picks and the poll check cost a word per 64 fibers,
    * not a look at each: a cluster has many. */
   uint64_t runnable[SH_SIM_MAX_FIBERS / 64];
+  /* Bit i: fiber i has work: its last step was no poll, or it was made
+   * runnable since. When no other runnable fiber has work, a poller's
+   * step may take idle_step_ns (run.c, advance): every one of them only
+   * waits for time. */
+  uint64_t busy[SH_SIM_MAX_FIBERS / 64];
   sh_simrun_fiber f[SH_SIM_MAX_FIBERS];
 } sh_simtab;
 
@@ -172,9 +177,10 @@ static inline uint32_t sh_simrun_cur(void) {
 static inline void sh_simrun_set_state(sh_simtab *t, sh_simrun_fiber *f,
                                        sh_simrun_fiber_state st) {
   uint64_t bit = 1ull << (f->index % 64);
-  if (st == SH_SIMRUN_RUNNABLE)
+  if (st == SH_SIMRUN_RUNNABLE) {
     t->runnable[f->index / 64] |= bit;
-  else
+    t->busy[f->index / 64] |= bit;
+  } else
     t->runnable[f->index / 64] &= ~bit;
   f->state = st;
 }
