@@ -113,7 +113,7 @@ typedef struct sh_sim_options {
   uint64_t pct_steps;       /* pct, delay: change points or delays fall among the first k
                              * yield points; msgpct: among the first k deliveries (10000) */
   uint64_t step_ns;         /* virtual time per step (100 ns) */
-  uint64_t idle_step_ns;    /* per polling step while no other fiber can run (2000 ns) */
+  uint64_t idle_step_ns;    /* per polling step while no other fiber has work (2000 ns) */
   uint64_t max_steps;       /* more steps than this: FAIL:livelock (100 M) */
   uint64_t vtime_limit_ns;  /* virtual time past this: FAIL:vtime (0: none) */
   uint64_t hang_real_ms;    /* this much real time without a step: FAIL:hang (10000; 0: none) */
