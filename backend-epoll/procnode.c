@@ -76,12 +76,14 @@ int sh_proc_spawn(uint32_t n) {
   char **argv = d->argc > 0 ? d->argv : none;
   posix_spawnattr_t at;
   posix_spawnattr_init(&at);
-  sigset_t empty, term;
-  sigemptyset(&empty);
+  sigset_t term;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
-  /* Whatever the launcher's thread blocks or ignores, not the node. */
-  posix_spawnattr_setsigmask(&at, &empty);
+  /* Whatever the launcher's thread blocks or ignores, not the node; but
+   * SIGTERM blocked from the exec on: a stop that comes while the node
+   * still starts waits for its waiter (a graceful stop, its stop hooks
+   * run) instead of killing it half-started (a fault). */
+  posix_spawnattr_setsigmask(&at, &term);
   posix_spawnattr_setsigdefault(&at, &term);
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   atomic_store_explicit(&L.m->node[n].boot, d->boots + 1, memory_order_relaxed);
