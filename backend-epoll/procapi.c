@@ -66,11 +66,18 @@ static void node_free(sh_proc_node *d) {
   d->pidfd = -1;
 }
 
-/* Forgets the last cluster: its table, its files. Under mu, not live. */
+/* Forgets the last cluster: its table, its files, what its nodes told
+ * and nobody heard (an event names its node by slot, and the slots are
+ * about to be the new cluster's). Under mu, not live: no node is left. */
 static void cluster_forget(void) {
   for (uint32_t n = 1; n <= L.n; n++) node_free(&L.node[n]);
   L.n = 0;
-  if (L.m != NULL) atomic_store_explicit(&L.m->n, 0, memory_order_release);
+  if (L.m == NULL) return;
+  atomic_store_explicit(&L.m->n, 0, memory_order_release);
+  sh_proc_ring_lock(L.m);
+  L.m->head = L.m->tail;
+  L.m->lost = 0;
+  pthread_mutex_unlock(&L.m->mu);
 }
 
 static void dir_remove(const char *dir) {

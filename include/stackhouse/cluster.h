@@ -185,7 +185,8 @@ SH_API int sh_node_listen(sh_node_listener fn, void *ctx);
  * Off it, what nodes tell is kept in order of telling (one order for all
  * nodes: a shared lock stamps and queues each) until the listener's side
  * calls sh_node_hear; at most 8192 untold-yet: past that, -ENOBUFS (and
- * sh_node_hear reports the loss). -ENOTSUP outside a node. */
+ * sh_node_hear reports the loss); what nobody heard by the next cluster's
+ * first sh_node_add is dropped then. -ENOTSUP outside a node. */
 SH_API int sh_node_tell(const void *data, size_t len);
 /* Delivers what nodes told and no listener heard yet, on the calling
  * thread, in order; the number delivered, or -ENOBUFS once when some were
