@@ -88,6 +88,9 @@ int sh_proc_spawn(uint32_t n) {
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   atomic_store_explicit(&L.m->node[n].boot, d->boots + 1, memory_order_relaxed);
   pid_t pid;
+  /* Stamped before the exec: the node may tell before this thread runs
+   * again, and its life holds all it tells. */
+  uint64_t began = sh_proc_now();
   int rc = -posix_spawn(&pid, "/proc/self/exe", NULL, &at, argv, env);
   posix_spawnattr_destroy(&at);
   free(env);
@@ -103,7 +106,7 @@ int sh_proc_spawn(uint32_t n) {
   d->pidfd = fd;
   d->stopping = d->killed = false;
   d->boots++;
-  d->lives[(d->boots - 1) % SH_PROC_LIVES].began = sh_proc_now();
+  d->lives[(d->boots - 1) % SH_PROC_LIVES].began = began;
   d->lives[(d->boots - 1) % SH_PROC_LIVES].ended = 0;
   return 0;
 }
