@@ -117,10 +117,11 @@ static void ended(uint32_t n, int status) {
   sh_proc_node *d = &L.node[n];
   d->lives[(d->boots - 1) % SH_PROC_LIVES].ended = sh_proc_now();
   bool sig = WIFSIGNALED(status);
-  if (sig && WTERMSIG(status) == SIGKILL && d->killed) {
-    d->crashes++;
-  } else if (d->stopping) {
+  /* A stop first: one past its bound ends with the launcher's SIGKILL too. */
+  if (d->stopping) {
     d->stops++;
+  } else if (sig && WTERMSIG(status) == SIGKILL && d->killed) {
+    d->crashes++;
   }
   if (sig && !(WTERMSIG(status) == SIGKILL && d->killed)) {
     d->faults++;
