@@ -11,7 +11,9 @@
  *                  there until the peer closes;
  *   --ticks N      tells N numbered ticks right after its boot report;
  *   --abort        aborts right after its boot report (a fault);
- *   --exit N       ends its own system with status N after it.
+ *   --exit N       ends its own system with status N after it;
+ *   --stall-stop   makes its entry's stop hook sleep 15 s (a stop that
+ *                  does not end in time).
  * It counts its boots in what it persists (sh_node_recall, +1,
  * sh_node_persist) and tells every step (cp_report, through sh_node_tell):
  * its boot (the count, its listener's address as it sees it, its name),
@@ -29,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <stackhouse/cluster.h>
 #include <stackhouse/net.h>
@@ -72,7 +75,7 @@ static void cp_tell(cp_report *r) {
 
 typedef struct cp_opts {
   sh_netaddr listen, to;
-  bool connect, abort_after;
+  bool connect, abort_after, stall_stop;
   int exit_code; /* -1: none */
   long ticks;
 } cp_opts;
@@ -93,6 +96,10 @@ static int cp_parse(int argc, char **argv, cp_opts *o) {
     const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--abort") == 0) {
       o->abort_after = true;
+      continue;
+    }
+    if (strcmp(a, "--stall-stop") == 0) {
+      o->stall_stop = true;
       continue;
     }
     if (strcmp(a, "--connect") == 0 && next != NULL && sh_netaddr_parse(next, &o->to) == 0) {
@@ -145,16 +152,16 @@ typedef struct cp_node {
   sh_actor base;
   char got[32]; /* what its --connect read */
   size_t ngot;
-  bool greeted;
+  bool greeted, stall_stop;
 } cp_node;
 
 typedef struct cp_locals { sh_future *f; } cp_locals;
 enum { CP_CONNECTING = 1 };
 
 static void cp_node_stop(sh_actor *self) {
-  (void)self;
   cp_report r = {.kind = CP_STOPPED};
   cp_tell(&r);
+  if (((cp_node *)self)->stall_stop) sleep(15);
 }
 
 /* The boot's report: the boot counted in what the node persists, and
@@ -198,6 +205,7 @@ static sh_yield cp_node_notice(sh_actor *self, sh_stack *st) {
     sh_system_exit(sh_actor_system(self), 2);
     return sh_return(st, NULL);
   }
+  n->stall_stop = o.stall_stop;
   cp_report r = cp_boot(n, &o);
   cp_tell(&r);
   for (long i = 1; i <= o.ticks; i++) {

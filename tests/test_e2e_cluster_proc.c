@@ -13,7 +13,9 @@
  *     system of the test's own;
  *   - a crash is a SIGKILL (no stop hook), a restart boots with what the
  *     node persisted (after its delay), a wiped one with nothing;
- *   - a graceful stop runs the stop hooks, also right after a boot;
+ *   - a graceful stop runs the stop hooks, also right after a boot; one
+ *     past the launcher's bound (10 s: this case takes that long) is
+ *     forced and counted a stop still;
  *   - the errors of the calls;
  *   - a node that aborts or exits with a status of its own is a fault, and
  *     the cluster's end says so (-EIO);
@@ -185,6 +187,25 @@ static void test_graceful_stop(void **state) {
   st = stats("c");
   assert_int_equal(st.stops, 1);
   assert_int_equal(st.faults, 0);
+  cluster_end(0);
+}
+
+/* A node whose stop does not end within the launcher's bound (10 s: its
+ * stop hook sleeps) is killed: the stop says -ETIMEDOUT, and it counts as
+ * a stop (what was asked), not a crash nor a fault. Catches a stop that
+ * waits for ever, and a forced stop counted as a crash. */
+static void test_stop_past_its_bound(void **state) {
+  (void)state;
+  log_reset();
+  assert_int_equal(add_node("a", IP_A, "--port 0 --stall-stop"), 0);
+  await_boot("a", 0, 1, 1);
+  assert_int_equal(sh_node_stop("a"), -ETIMEDOUT);
+  assert_int_equal(sh_node_up("a"), 0);
+  hear_now();
+  assert_true(find("a", CP_STOPPED, 0) >= 0); /* its hook began */
+  sh_node_stats st = stats("a");
+  assert_int_equal(st.stops, 1);
+  assert_int_equal(st.crashes + st.faults, 0);
   cluster_end(0);
 }
 
@@ -426,6 +447,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_boot_and_addresses, teardown),
       cmocka_unit_test_teardown(test_crash_and_restart, teardown),
       cmocka_unit_test_teardown(test_graceful_stop, teardown),
+      cmocka_unit_test_teardown(test_stop_past_its_bound, teardown),
       cmocka_unit_test_teardown(test_errors, teardown),
       cmocka_unit_test_teardown(test_faults, teardown),
       cmocka_unit_test_teardown(test_acts_at_times, teardown),
