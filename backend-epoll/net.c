@@ -117,6 +117,7 @@ int sh_net_socket(sh_net_type type, sh_sock *out) {
   if (t < 0) return -EINVAL;
   int fd = socket(AF_INET, t | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -errno;
+  sh_proc_socket_made(fd);
   *out = fd;
   return 0;
 }
@@ -180,6 +181,7 @@ int sh_net_getopt(sh_sock s, sh_sockopt opt, int *value) {
 
 int sh_net_bind(sh_sock s, const sh_netaddr *at) {
   assert(at != NULL);
+  if (sh_proc_addr_foreign(at->ip)) return -EADDRNOTAVAIL; /* a cluster's other node's */
   struct sockaddr_in sa = sh_net_sockaddr(at);
   return bind(s, (struct sockaddr *)&sa, sizeof sa) < 0 ? -errno : 0;
 }

@@ -77,8 +77,13 @@ int sh_proc_map_make(sh_proc_shm **out, int *fd);
 uint32_t sh_proc_addr_out(uint32_t ip);
 uint32_t sh_proc_addr_in(uint32_t ip);
 /* In a node process, binds an unbound socket to the node's own address
- * before it connects (its peers see the node's declared address). */
+ * before it connects or sends (its peers see the node's declared address);
+ * sh_proc_socket_made forgets what it knew of a reused descriptor. */
 void sh_proc_source(int fd);
+void sh_proc_socket_made(int fd);
+/* In a node process, whether ip is another node's declared address (a
+ * bind to it is -EADDRNOTAVAIL, as on a machine that has not got it). */
+bool sh_proc_addr_foreign(uint32_t ip);
 /* A function's place in the image, and back. */
 int sh_proc_locate(const void *fn, sh_proc_loc *out);
 void *sh_proc_resolve(const sh_proc_loc *loc);

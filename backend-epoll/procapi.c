@@ -48,13 +48,14 @@ static bool name_ok(const char *s) {
   return true;
 }
 
-static int spec_check(const sh_node_spec *sp) {
+/* The spec's shape, and (taken) against the nodes of the cluster. */
+static int spec_check(const sh_node_spec *sp, bool taken) {
   if (sp == NULL || !name_ok(sp->name) || sp->ip == 0 || sp->ip >> 24 == 127 ||
       sp->ip == UINT32_MAX || sp->entry == NULL || sp->argc < 0 ||
       (sp->argc > 0 && sp->argv == NULL) || sp->max_drift_ppm < 0 ||
       sp->max_drift_ppm > SH_NODE_DRIFT_LIMIT_PPM)
     return -EINVAL;
-  for (uint32_t n = 1; L.m != NULL && n <= L.n; n++)
+  for (uint32_t n = 1; taken && L.m != NULL && n <= L.n; n++)
     if (strcmp(L.m->node[n].name, sp->name) == 0 || L.m->node[n].ip == sp->ip) return -EEXIST;
   return L.n == SH_NODE_MAX ? -ENOSPC : 0;
 }
@@ -66,11 +67,18 @@ static void node_free(sh_proc_node *d) {
   d->pidfd = -1;
 }
 
-/* Forgets the last cluster: its table, its files. Under mu, not live. */
+/* Forgets the last cluster: its table, its files, what its nodes told
+ * and nobody heard (an event names its node by slot, and the slots are
+ * about to be the new cluster's). Under mu, not live: no node is left. */
 static void cluster_forget(void) {
   for (uint32_t n = 1; n <= L.n; n++) node_free(&L.node[n]);
   L.n = 0;
-  if (L.m != NULL) atomic_store_explicit(&L.m->n, 0, memory_order_release);
+  if (L.m == NULL) return;
+  atomic_store_explicit(&L.m->n, 0, memory_order_release);
+  sh_proc_ring_lock(L.m);
+  L.m->head = L.m->tail;
+  L.m->lost = 0;
+  pthread_mutex_unlock(&L.m->mu);
 }
 
 static void dir_remove(const char *dir) {
@@ -142,8 +150,10 @@ int sh_node_add(const sh_node_spec *sp) {
   int rc = caller_ok();
   if (rc != 0) return rc;
   pthread_mutex_lock(&L.mu);
-  if (!L.live) rc = cluster_begin();
-  if (rc == 0) rc = spec_check(sp);
+  /* A bad spec starts no cluster. */
+  if (!L.live) rc = spec_check(sp, false);
+  if (rc == 0 && !L.live) rc = cluster_begin();
+  if (rc == 0) rc = spec_check(sp, true);
   uint32_t n = L.n + 1;
   if (rc == 0) rc = slot_fill(n, sp);
   if (rc == 0) {
@@ -228,7 +238,12 @@ static int whole(int kind) {
   return rc;
 }
 
-int sh_node_calm(void) { return whole(SH_PROC_CALM); }
+/* Without a cluster there is nothing to calm, as in a simulation without
+ * nodes. */
+int sh_node_calm(void) {
+  int rc = whole(SH_PROC_CALM);
+  return rc == -ENOTSUP ? 0 : rc;
+}
 
 int sh_node_stop_all(void) {
   int rc = caller_ok();
@@ -237,7 +252,8 @@ int sh_node_stop_all(void) {
   rc = sh_proc_cluster_end();
   if (rc != -ENOTSUP) dir_remove(L.m->dir);
   pthread_mutex_unlock(&L.mu);
-  return rc;
+  /* Without a cluster there is nothing to stop. */
+  return rc == -ENOTSUP ? 0 : rc;
 }
 
 /* ---- what the simulator alone does -------------------------------------------------- */
@@ -251,7 +267,7 @@ int sh_node_jump(const char *name, int64_t delta_ms) {
 }
 
 int sh_node_is_cut(const char *from, const char *to) {
-  if (from == NULL || to == NULL) return -EINVAL;
+  if (from == NULL || to == NULL || strcmp(from, "*") == 0 || strcmp(to, "*") == 0) return -EINVAL;
   pthread_mutex_lock(&L.mu);
   int rc = 0;
   if (strcmp(from, "main") != 0 && node_of(from) < 0) rc = -ENOENT;

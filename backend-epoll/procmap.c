@@ -8,9 +8,10 @@
  * fails with EADDRINUSE, so two test programs running clusters at once
  * never share addresses; the kernel drops a claim with its process). What
  * goes to the kernel turns a node's declared address into its loopback
- * one, and what comes back turns it back; in a node process a bind to
- * 0.0.0.0 is a bind to its own address and a connect leaves from it, so
- * its peers see the declared address as the simulator shows it.
+ * one, and what comes back turns it back; in a node process 0.0.0.0 and
+ * 127.0.0.1 are its own address, a bind to another node's is refused, and
+ * connects and datagrams leave from its own, so its peers see the
+ * declared address as the simulator shows it.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memfd_create, dl_iterate_phdr */
@@ -100,7 +101,9 @@ void sh_proc_ring_lock(sh_proc_shm *m) {
 uint32_t sh_proc_addr_out(uint32_t ip) {
   sh_proc_shm *m = atomic_load_explicit(&sh_proc_shared, memory_order_acquire);
   if (m == NULL) return ip;
-  if (ip == INADDR_ANY && sh_proc_self != 0) return m->node[sh_proc_self].lo;
+  /* A node's "any" and its loopback are its own address, as a machine's. */
+  if ((ip == INADDR_ANY || ip == INADDR_LOOPBACK) && sh_proc_self != 0)
+    return m->node[sh_proc_self].lo;
   uint32_t n = atomic_load_explicit(&m->n, memory_order_acquire);
   for (uint32_t k = 1; k <= n && k <= SH_NODE_MAX; k++)
     if (m->node[k].ip == ip) return m->node[k].lo;
@@ -116,13 +119,38 @@ uint32_t sh_proc_addr_in(uint32_t ip) {
   return ip;
 }
 
+bool sh_proc_addr_foreign(uint32_t ip) {
+  sh_proc_shm *m = atomic_load_explicit(&sh_proc_shared, memory_order_acquire);
+  if (m == NULL || sh_proc_self == 0 || ip == m->node[sh_proc_self].ip) return false;
+  uint32_t n = atomic_load_explicit(&m->n, memory_order_acquire);
+  for (uint32_t k = 1; k <= n && k <= SH_NODE_MAX; k++)
+    if (m->node[k].ip == ip) return true;
+  return false;
+}
+
+/* Descriptors (below 65536) a node process has given its source address
+ * already, so a datagram socket's sends after the first cost no bind. A
+ * descriptor's bit is cleared when a socket is made on it. Relaxed: a bit
+ * is only the calling socket's owner's, one thread at a time. */
+#define SH_PROC_FDS 65536
+static _Atomic uint64_t sourced[SH_PROC_FDS / 64];
+
+void sh_proc_socket_made(int fd) {
+  if (sh_proc_self == 0 || fd < 0 || fd >= SH_PROC_FDS) return;
+  atomic_fetch_and_explicit(&sourced[fd / 64], ~(1ull << (fd % 64)), memory_order_relaxed);
+}
+
 void sh_proc_source(int fd) {
   sh_proc_shm *m = atomic_load_explicit(&sh_proc_shared, memory_order_acquire);
   if (m == NULL || sh_proc_self == 0) return;
+  uint64_t bit = 1ull << (fd % 64);
+  bool known = fd >= 0 && fd < SH_PROC_FDS;
+  if (known && (atomic_load_explicit(&sourced[fd / 64], memory_order_relaxed) & bit) != 0) return;
   struct sockaddr_in sa = {.sin_family = AF_INET,
                            .sin_addr.s_addr = htonl(m->node[sh_proc_self].lo)};
   /* EINVAL: bound already (by the node's own sh_net_bind); left as it is. */
   (void)bind(fd, (struct sockaddr *)&sa, sizeof sa);
+  if (known) atomic_fetch_or_explicit(&sourced[fd / 64], bit, memory_order_relaxed);
 }
 
 /* ---- where functions live --------------------------------------------------------- */

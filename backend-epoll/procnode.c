@@ -76,16 +76,21 @@ int sh_proc_spawn(uint32_t n) {
   char **argv = d->argc > 0 ? d->argv : none;
   posix_spawnattr_t at;
   posix_spawnattr_init(&at);
-  sigset_t empty, term;
-  sigemptyset(&empty);
+  sigset_t term;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
-  /* Whatever the launcher's thread blocks or ignores, not the node. */
-  posix_spawnattr_setsigmask(&at, &empty);
+  /* Whatever the launcher's thread blocks or ignores, not the node; but
+   * SIGTERM blocked from the exec on: a stop that comes while the node
+   * still starts waits for its waiter (a graceful stop, its stop hooks
+   * run) instead of killing it half-started (a fault). */
+  posix_spawnattr_setsigmask(&at, &term);
   posix_spawnattr_setsigdefault(&at, &term);
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   atomic_store_explicit(&L.m->node[n].boot, d->boots + 1, memory_order_relaxed);
   pid_t pid;
+  /* Stamped before the exec: the node may tell before this thread runs
+   * again, and its life holds all it tells. */
+  uint64_t began = sh_proc_now();
   int rc = -posix_spawn(&pid, "/proc/self/exe", NULL, &at, argv, env);
   posix_spawnattr_destroy(&at);
   free(env);
@@ -101,7 +106,7 @@ int sh_proc_spawn(uint32_t n) {
   d->pidfd = fd;
   d->stopping = d->killed = false;
   d->boots++;
-  d->lives[(d->boots - 1) % SH_PROC_LIVES].began = sh_proc_now();
+  d->lives[(d->boots - 1) % SH_PROC_LIVES].began = began;
   d->lives[(d->boots - 1) % SH_PROC_LIVES].ended = 0;
   return 0;
 }
@@ -112,14 +117,15 @@ static void ended(uint32_t n, int status) {
   sh_proc_node *d = &L.node[n];
   d->lives[(d->boots - 1) % SH_PROC_LIVES].ended = sh_proc_now();
   bool sig = WIFSIGNALED(status);
-  /* A SIGTERM that lands before the node blocked it (a stop right after a
-   * boot) ends it by the signal's default: still the stop asked for. */
+  /* A SIGTERM the launcher sent is its stop, whatever ended the node then
+   * (spawned with SIGTERM blocked, a node takes it gracefully). */
   bool asked = sig && ((WTERMSIG(status) == SIGKILL && d->killed) ||
                        (WTERMSIG(status) == SIGTERM && d->stopping));
-  if (sig && WTERMSIG(status) == SIGKILL && d->killed && !d->stopping) {
-    d->crashes++;
-  } else if (d->stopping) {
+  /* A stop first: one past its bound ends with the launcher's SIGKILL too. */
+  if (d->stopping) {
     d->stops++;
+  } else if (sig && WTERMSIG(status) == SIGKILL && d->killed) {
+    d->crashes++;
   }
   if (sig && !asked) {
     d->faults++;

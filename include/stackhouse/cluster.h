@@ -28,12 +28,16 @@
  * is a file. A node's declared address is its own loopback address there
  * (127.S.0.K): every address the nodes and the calling program use goes
  * through the same map, so argv naming 10.0.0.1:7000 works on both. Cuts,
- * drift and jumps are the simulator's only (-ENOTSUP). docs/cluster.md. Errors are negative errno
- * values: -ENOENT (no node of that name), -EEXIST (a name or address
- * taken), -EALREADY (crash or stop of a node already down), -EBUSY
- * (restart of a node that is up), -ERANGE (a drift past the node's
- * declared bound), -EINVAL (a bad argument, a cut naming nobody), -ENOTSUP
- * (not in the simulator, or a crash in a program not linked to free a
+ * drift and jumps are the simulator's only (-ENOTSUP). docs/cluster.md.
+ *
+ * Errors are negative errno values: -ENOENT (no node of that name),
+ * -EEXIST (a name or address taken), -EALREADY (crash or stop of a node
+ * already down), -EBUSY (restart of a node that is up), -ERANGE (a drift
+ * past the node's declared bound), -EINVAL (a bad argument, a cut naming
+ * nobody), -EPERM (an act from a node's own code), -ETIMEDOUT (a process's
+ * graceful stop that took more than 10 s: it was killed), -EIO
+ * (sh_node_stop_all of processes of which one had a fault), -ENOTSUP (what
+ * processes cannot do, or a crash in a simulation not linked to free a
  * node's memory: see docs/cluster.md).
  */
 #ifndef STACKHOUSE_CLUSTER_H
@@ -149,16 +153,17 @@ SH_API int sh_node_act_at(int64_t at_ms, const sh_node_act *act);
 
 /* For node code: keeps a copy of data (at most SH_NODE_PERSIST_MAX bytes)
  * as the calling node's persisted state, replacing the last; a crash keeps
- * it, a wiped restart forgets it. -ENOTSUP outside a node (and on the
- * epoll backend, until disks come). */
+ * it, a wiped restart forgets it. In the simulator a blob it keeps; on
+ * processes a file, replaced whole. -ENOTSUP outside a node. */
 #define SH_NODE_PERSIST_MAX (1u << 20)
 SH_API int sh_node_persist(const void *data, size_t len);
 /* Copies the calling node's persisted state into buf (up to cap bytes);
  * its length (0: none), or -ENOTSUP. */
 SH_API int64_t sh_node_recall(void *buf, size_t cap);
 
-/* The calling node's name ("" for the simulation's own system, NULL off
- * the simulator). */
+/* The calling node's name: "" for the simulation's own system (or a
+ * program that launched a cluster of processes), NULL in a program that
+ * is neither. */
 SH_API const char *sh_node_self(void);
 
 /* Boot `boot` (1.. as sh_node_stats.boots counts them; the last 64 are
@@ -186,7 +191,8 @@ SH_API int sh_node_listen(sh_node_listener fn, void *ctx);
  * Off it, what nodes tell is kept in order of telling (one order for all
  * nodes: a shared lock stamps and queues each) until the listener's side
  * calls sh_node_hear; at most 8192 untold-yet: past that, -ENOBUFS (and
- * sh_node_hear reports the loss). -ENOTSUP outside a node. */
+ * sh_node_hear reports the loss); what nobody heard by the next cluster's
+ * first sh_node_add is dropped then. -ENOTSUP outside a node. */
 SH_API int sh_node_tell(const void *data, size_t len);
 /* Delivers what nodes told and no listener heard yet, on the calling
  * thread, in order; the number delivered, or -ENOBUFS once when some were
