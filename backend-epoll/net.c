@@ -212,7 +212,7 @@ int sh_net_connect(sh_sock s, const sh_netaddr *to) {
   assert(to != NULL);
   if (sh_fault("sh/net/connect")) return -ECONNREFUSED;
   struct sockaddr_in sa = sh_net_sockaddr(to);
-  sh_proc_source(s);
+  sh_proc_source(s, ntohl(sa.sin_addr.s_addr));
   /* Not retried on EINTR: the connect goes on in the background (a second
    * call would say EALREADY), and its end is reported like EINPROGRESS's. */
   if (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0 && errno != EINPROGRESS && errno != EINTR)
@@ -287,7 +287,7 @@ int64_t sh_net_sendto(sh_sock s, const void *buf, size_t len, const sh_netaddr *
   assert(to != NULL);
   if (len > SH_NET_MAX_DATAGRAM) return -EMSGSIZE;
   struct sockaddr_in sa = sh_net_sockaddr(to);
-  sh_proc_source(s); /* a node's datagrams leave from its own address */
+  sh_proc_source(s, ntohl(sa.sin_addr.s_addr)); /* a node's datagrams: from its own address */
   ssize_t r;
   SH_NET_RETRY(r, sendto(s, buf, len, MSG_NOSIGNAL, (struct sockaddr *)&sa, sizeof sa));
   return r < 0 ? -errno : r;

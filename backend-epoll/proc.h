@@ -77,9 +77,10 @@ int sh_proc_map_make(sh_proc_shm **out, int *fd);
 uint32_t sh_proc_addr_out(uint32_t ip);
 uint32_t sh_proc_addr_in(uint32_t ip);
 /* In a node process, binds an unbound socket to the node's own address
- * before it connects or sends (its peers see the node's declared address);
- * sh_proc_socket_made forgets what it knew of a reused descriptor. */
-void sh_proc_source(int fd);
+ * before it connects or sends to loopback address `to` (its peers see the
+ * node's declared address); sh_proc_socket_made forgets what it knew of a
+ * reused descriptor. */
+void sh_proc_source(int fd, uint32_t to);
 void sh_proc_socket_made(int fd);
 /* In a node process, whether ip is another node's declared address (a
  * bind to it is -EADDRNOTAVAIL, as on a machine that has not got it). */
@@ -97,6 +98,8 @@ void sh_proc_child_main(int argc, char **argv);
 
 /* Boots remembered per node (sh_node_life). */
 #define SH_PROC_LIVES 64
+/* Callers waiting for an act at once, at most (-EAGAIN past that). */
+#define SH_PROC_WAITERS 64
 /* How long a graceful stop may take before SIGKILL ends it. */
 #define SH_PROC_STOP_MS 10000
 
@@ -135,11 +138,14 @@ typedef struct sh_proc_launcher {
   int fd, wake;       /* the mapping's memfd; an eventfd that wakes the launcher */
   uint32_t n;
   bool live, quit;    /* a cluster runs (its thread); its thread must end */
+  bool ending;        /* sh_node_stop_all under way: the first caller's */
   pthread_t thread;
   uint64_t start_ns, seq;
   sh_proc_node node[SH_NODE_MAX + 1];
-  sh_proc_act q[SH_NODE_MAX_ACTS]; /* by (at, seq) */
-  uint32_t nq;
+  /* By (at, seq): at most SH_NODE_MAX_ACTS timed ones, and room for the
+   * acts callers wait for, so a full queue never refuses a calm or a stop. */
+  sh_proc_act q[SH_NODE_MAX_ACTS + SH_PROC_WAITERS];
+  uint32_t nq, ntimed;
 } sh_proc_launcher;
 
 extern sh_proc_launcher sh_proc_l;
@@ -151,6 +157,10 @@ int sh_proc_spawn(uint32_t n);
  * for its node with sh_proc_wait_end (mu dropped while it waits). */
 void sh_proc_reap(void);
 int sh_proc_wait_end(uint32_t n, int64_t ms);
+/* Signals node n through its pidfd; kills and reaps every node still up
+ * (a cluster's thread that ends leaves none behind). */
+int sh_proc_signal(uint32_t n, int sig);
+void sh_proc_kill_all(void);
 /* procact.c, under mu: an act run on the launcher now (waited for) or
  * queued for CLOCK_MONOTONIC time at; a cluster's start and end. */
 int sh_proc_act_wait(int kind, uint32_t node, int64_t value);

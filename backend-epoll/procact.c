@@ -34,7 +34,9 @@ static void wake(void) {
 /* ---- the queue --------------------------------------------------------------------- */
 
 static int queue(uint64_t at, int kind, uint32_t node, int64_t value, sh_proc_waiter *w) {
-  if (L.nq == SH_NODE_MAX_ACTS) return -ENOSPC;
+  if (w == NULL && L.ntimed == SH_NODE_MAX_ACTS) return -ENOSPC;
+  if (w != NULL && L.nq - L.ntimed == SH_PROC_WAITERS) return -EAGAIN;
+  L.ntimed += w == NULL;
   uint32_t i = L.nq;
   while (i > 0 && L.q[i - 1].at > at) i--;
   memmove(&L.q[i + 1], &L.q[i], (L.nq - i) * sizeof(L.q[0]));
@@ -52,6 +54,7 @@ static void drop_queued(void) {
   for (uint32_t i = 0; i < L.nq; i++)
     if (L.q[i].w != NULL) L.q[j++] = L.q[i];
   L.nq = j;
+  L.ntimed = 0;
   for (uint32_t n = 1; n <= L.n; n++) L.node[n].pending_boot = false;
 }
 
@@ -61,7 +64,7 @@ static int crash(uint32_t n) {
   sh_proc_node *d = &L.node[n];
   if (d->pid == 0) return -EALREADY;
   d->killed = true;
-  kill(d->pid, SIGKILL);
+  (void)sh_proc_signal(n, SIGKILL);
   return sh_proc_wait_end(n, -1);
 }
 
@@ -69,12 +72,12 @@ static int stop(uint32_t n) {
   sh_proc_node *d = &L.node[n];
   if (d->pid == 0) return -EALREADY;
   d->stopping = true;
-  kill(d->pid, SIGTERM);
+  (void)sh_proc_signal(n, SIGTERM);
   if (sh_proc_wait_end(n, SH_PROC_STOP_MS) == 0) return 0;
   /* Past the bound: ended the hard way, still counted a stop. */
   if (d->pid == 0) return 0;
   d->killed = true;
-  kill(d->pid, SIGKILL);
+  (void)sh_proc_signal(n, SIGKILL);
   sh_proc_wait_end(n, -1);
   return -ETIMEDOUT;
 }
@@ -128,7 +131,12 @@ static int run_act(const sh_proc_act *a) {
     L.node[a->node].pending_boot = false;
     return L.node[a->node].pid == 0 ? sh_proc_spawn(a->node) : -EBUSY;
   case SH_PROC_CALM: return calm();
-  case SH_PROC_STOP_ALL: return stop_all();
+  case SH_PROC_STOP_ALL: {
+    /* The thread's last act: nothing queued behind it runs (an act asked
+     * meanwhile finds the cluster ended). */
+    L.quit = true;
+    return stop_all();
+  }
   default: return -ENOTSUP;
   }
 }
@@ -167,6 +175,7 @@ static void *launcher_main(void *arg) {
       sh_proc_act a = L.q[0];
       memmove(&L.q[0], &L.q[1], (L.nq - 1) * sizeof(L.q[0]));
       L.nq--;
+      L.ntimed -= a.w == NULL;
       int rc = run_act(&a);
       if (a.w != NULL) {
         a.w->rc = rc;
@@ -177,13 +186,15 @@ static void *launcher_main(void *arg) {
     }
     sleep_until_due();
   }
-  /* Acts asked for while the cluster ended find no cluster. */
+  /* No node outlives its cluster's thread (it would die unreaped), and
+   * acts asked for while the cluster ended find no cluster. */
+  sh_proc_kill_all();
   for (uint32_t i = 0; i < L.nq; i++)
     if (L.q[i].w != NULL) {
       L.q[i].w->rc = -ENOTSUP;
       L.q[i].w->done = true;
     }
-  L.nq = 0;
+  L.nq = L.ntimed = 0;
   pthread_cond_broadcast(&L.cv);
   pthread_mutex_unlock(&L.mu);
   return NULL;
@@ -193,7 +204,7 @@ static void *launcher_main(void *arg) {
 
 /* Runs an act on the launcher now and waits for it; under mu. */
 int sh_proc_act_wait(int kind, uint32_t node, int64_t value) {
-  if (!L.live || L.quit) return -ENOTSUP;
+  if (!L.live || L.quit || (L.ending && kind != SH_PROC_STOP_ALL)) return -ENOTSUP;
   sh_proc_waiter w = {0};
   int rc = queue(0, kind, node, value, &w);
   if (rc != 0) return rc;
@@ -203,15 +214,15 @@ int sh_proc_act_wait(int kind, uint32_t node, int64_t value) {
 }
 
 int sh_proc_act_later(uint64_t at, int kind, uint32_t node, int64_t value) {
-  return L.live && !L.quit ? queue(at, kind, node, value, NULL) : -ENOTSUP;
+  return L.live && !L.quit && !L.ending ? queue(at, kind, node, value, NULL) : -ENOTSUP;
 }
 
 /* A cluster's start, under mu: its launcher thread. */
 int sh_proc_cluster_start(void) {
   L.wake = L.wake >= 0 ? L.wake : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (L.wake < 0) return -errno;
-  L.quit = false;
-  L.nq = 0;
+  L.quit = L.ending = false;
+  L.nq = L.ntimed = 0;
   L.start_ns = sh_proc_now();
   sigset_t all, old;
   sigfillset(&all);
@@ -223,15 +234,24 @@ int sh_proc_cluster_start(void) {
   return rc;
 }
 
-/* The cluster's end, under mu: every node stopped, the thread joined. */
+/* The cluster's end, under mu: every node stopped, the thread joined.
+ * A second caller meanwhile waits for the first one's end. */
 int sh_proc_cluster_end(void) {
   if (!L.live) return -ENOTSUP;
+  if (L.ending) {
+    /* Bounded: the first caller joins the thread and clears live. */
+    while (L.live) pthread_cond_wait(&L.cv, &L.mu);
+    return 0;
+  }
+  L.ending = true;
   int rc = sh_proc_act_wait(SH_PROC_STOP_ALL, 0, 0);
   L.quit = true;
   wake();
+  pthread_t t = L.thread;
   pthread_mutex_unlock(&L.mu);
-  pthread_join(L.thread, NULL);
+  pthread_join(t, NULL);
   pthread_mutex_lock(&L.mu);
-  L.live = false;
+  L.live = L.ending = false;
+  pthread_cond_broadcast(&L.cv);
   return rc;
 }

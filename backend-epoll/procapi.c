@@ -15,6 +15,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,9 @@ static int spec_check(const sh_node_spec *sp, bool taken) {
 }
 
 static void node_free(sh_proc_node *d) {
+  /* A node's end closed its pidfd; one left open is a node never reaped. */
+  SH_ASSERT(d->pidfd <= 0 || d->pid == 0);
+  if (d->pidfd > 0) close(d->pidfd);
   for (int i = 0; d->argv != NULL && i < d->argc; i++) free(d->argv[i]);
   free(d->argv);
   memset(d, 0, sizeof(*d));
@@ -98,7 +102,11 @@ static void dir_remove(const char *dir) {
 /* A program that ends without sh_node_stop_all: its nodes die with it
  * (PR_SET_PDEATHSIG), its directory goes here. */
 static void at_exit(void) {
-  if (L.live && L.m != NULL) dir_remove(L.m->dir);
+  if (!L.live || L.m == NULL) return;
+  /* Killed first: a node's persist meanwhile would leave the directory. */
+  for (uint32_t n = 1; n <= L.n; n++)
+    if (L.node[n].pid != 0) (void)sh_proc_signal(n, SIGKILL);
+  dir_remove(L.m->dir);
 }
 
 /* A new cluster, under mu: the mapping (once per process), a directory. */
@@ -266,14 +274,20 @@ int sh_node_jump(const char *name, int64_t delta_ms) {
   return (void)name, (void)delta_ms, -ENOTSUP;
 }
 
+/* Whether `name` is "main" or a node of the shared table (node code
+ * included: a node process has no launcher's table). */
+static bool known(const char *name) {
+  sh_proc_shm *m = atomic_load_explicit(&sh_proc_shared, memory_order_acquire);
+  if (strcmp(name, "main") == 0) return true;
+  uint32_t n = m != NULL ? atomic_load_explicit(&m->n, memory_order_acquire) : 0;
+  for (uint32_t k = 1; k <= n && k <= SH_NODE_MAX; k++)
+    if (strcmp(m->node[k].name, name) == 0) return true;
+  return false;
+}
+
 int sh_node_is_cut(const char *from, const char *to) {
   if (from == NULL || to == NULL || strcmp(from, "*") == 0 || strcmp(to, "*") == 0) return -EINVAL;
-  pthread_mutex_lock(&L.mu);
-  int rc = 0;
-  if (strcmp(from, "main") != 0 && node_of(from) < 0) rc = -ENOENT;
-  if (strcmp(to, "main") != 0 && node_of(to) < 0) rc = -ENOENT;
-  pthread_mutex_unlock(&L.mu);
-  return rc;
+  return known(from) && known(to) ? 0 : -ENOENT;
 }
 
 /* ---- counts ----------------------------------------------------------------------------- */

@@ -72,7 +72,7 @@ int64_t sh_node_recall(void *buf, size_t cap) {
   if (fd < 0) return errno == ENOENT ? 0 : -errno;
   off_t size = lseek(fd, 0, SEEK_END);
   int64_t out = size < 0 ? -errno : (int64_t)size;
-  size_t want = size > 0 && (size_t)size < cap ? (size_t)size : cap;
+  size_t want = size <= 0 ? 0 : (size_t)size < cap ? (size_t)size : cap;
   /* Bounded: each pass reads at least a byte or ends. */
   for (size_t got = 0; out >= 0 && got < want;) {
     ssize_t r = pread(fd, (char *)buf + got, want - got, (off_t)got);
@@ -154,7 +154,11 @@ void sh_proc_child_main(int argc, char **argv) {
   unsetenv(SH_PROC_ENV);
   /* The launcher's death ends its nodes (it spawned them from one thread
    * that lives as long as its cluster). */
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != (pid_t)ppid) _exit(70);
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != (pid_t)ppid) {
+    fprintf(stderr, "stackhouse: %s names launcher %ld, not this process's parent: no node\n",
+            SH_PROC_ENV, ppid);
+    _exit(70);
+  }
   sh_proc_shm *m = mmap(NULL, sizeof(sh_proc_shm), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (m == MAP_FAILED) _exit(70);

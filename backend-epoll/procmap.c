@@ -57,8 +57,9 @@ int sh_proc_map_make(sh_proc_shm **out, int *fd_out) {
   uint32_t net = 0;
   int rc = claim_net(&net);
   if (rc != 0) return rc;
-  /* Not close-on-exec: node processes inherit it. */
-  int fd = memfd_create("stackhouse-cluster", 0);
+  /* Close-on-exec: a node's spawn hands it over (procnode.c), nothing
+   * else the program runs gets it. */
+  int fd = memfd_create("stackhouse-cluster", MFD_CLOEXEC);
   if (fd < 0) return -errno;
   if (ftruncate(fd, (off_t)sizeof(sh_proc_shm)) != 0) {
     rc = -errno;
@@ -140,9 +141,11 @@ void sh_proc_socket_made(int fd) {
   atomic_fetch_and_explicit(&sourced[fd / 64], ~(1ull << (fd % 64)), memory_order_relaxed);
 }
 
-void sh_proc_source(int fd) {
+void sh_proc_source(int fd, uint32_t to) {
   sh_proc_shm *m = atomic_load_explicit(&sh_proc_shared, memory_order_acquire);
-  if (m == NULL || sh_proc_self == 0) return;
+  /* Only toward loopback: the kernel routes nothing else from a loopback
+   * source (a node's connect to a real host leaves as the machine's). */
+  if (m == NULL || sh_proc_self == 0 || to >> 24 != 127) return;
   uint64_t bit = 1ull << (fd % 64);
   bool known = fd >= 0 && fd < SH_PROC_FDS;
   if (known && (atomic_load_explicit(&sourced[fd / 64], memory_order_relaxed) & bit) != 0) return;

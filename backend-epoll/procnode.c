@@ -91,7 +91,13 @@ int sh_proc_spawn(uint32_t n) {
   /* Stamped before the exec: the node may tell before this thread runs
    * again, and its life holds all it tells. */
   uint64_t began = sh_proc_now();
-  int rc = -posix_spawn(&pid, "/proc/self/exe", NULL, &at, argv, env);
+  /* The mapping's memfd is close-on-exec (no other program the launcher
+   * runs gets it): a dup2 onto itself in the node clears that. */
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, L.fd, L.fd);
+  int rc = -posix_spawn(&pid, "/proc/self/exe", &fa, &at, argv, env);
+  posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
   free(env);
   if (rc != 0) return rc;
@@ -113,39 +119,75 @@ int sh_proc_spawn(uint32_t n) {
 
 /* ---- an end ---------------------------------------------------------------------------- */
 
-static void ended(uint32_t n, int status) {
+/* Node n ended: killed by signal `sig` (0: it exited with `code`; -1:
+ * nobody can tell, its status taken by another reaper). */
+static void ended(uint32_t n, int sig, int code) {
   sh_proc_node *d = &L.node[n];
   d->lives[(d->boots - 1) % SH_PROC_LIVES].ended = sh_proc_now();
-  bool sig = WIFSIGNALED(status);
   /* A SIGTERM the launcher sent is its stop, whatever ended the node then
    * (spawned with SIGTERM blocked, a node takes it gracefully). */
-  bool asked = sig && ((WTERMSIG(status) == SIGKILL && d->killed) ||
-                       (WTERMSIG(status) == SIGTERM && d->stopping));
+  bool asked = sig < 0 || (sig == SIGKILL && d->killed) || (sig == SIGTERM && d->stopping);
   /* A stop first: one past its bound ends with the launcher's SIGKILL too. */
   if (d->stopping) {
     d->stops++;
-  } else if (sig && WTERMSIG(status) == SIGKILL && d->killed) {
+  } else if (d->killed && (sig == SIGKILL || sig < 0)) {
     d->crashes++;
   }
-  if (sig && !asked) {
+  if (sig > 0 && !asked) {
     d->faults++;
     fprintf(stderr, "stackhouse: node %s (pid %d) died of signal %d (%s)\n", L.m->node[n].name,
-            d->pid, WTERMSIG(status), strsignal(WTERMSIG(status)));
-  } else if (!sig && WEXITSTATUS(status) != 0) {
+            d->pid, sig, strsignal(sig));
+  } else if (sig == 0 && code != 0) {
     d->faults++;
     fprintf(stderr, "stackhouse: node %s (pid %d) exited with %d\n", L.m->node[n].name, d->pid,
-            WEXITSTATUS(status));
+            code);
   }
   close(d->pidfd);
   d->pidfd = -1;
   d->pid = 0;
 }
 
+/* Reaps node n through its pidfd (never a pid another process may have
+ * by now): true once it ended. ECHILD: a reaper of the program's own
+ * (or SIGCHLD ignored) took its status first. */
+static bool collect(uint32_t n, int flags) {
+  sh_proc_node *d = &L.node[n];
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  int r;
+  do r = waitid(P_PIDFD, (id_t)d->pidfd, &si, WEXITED | flags);
+  while (r < 0 && errno == EINTR);
+  if (r < 0) {
+    if (errno != ECHILD) return false;
+    ended(n, -1, 0);
+    return true;
+  }
+  if (si.si_pid == 0) return false; /* WNOHANG: still running */
+  if (si.si_code == CLD_EXITED)
+    ended(n, 0, si.si_status);
+  else
+    ended(n, si.si_status, 0);
+  return true;
+}
+
 void sh_proc_reap(void) {
+  for (uint32_t n = 1; n <= L.n; n++)
+    if (L.node[n].pid != 0) (void)collect(n, WNOHANG);
+}
+
+int sh_proc_signal(uint32_t n, int sig) {
+  sh_proc_node *d = &L.node[n];
+  if (d->pidfd < 0) return -ESRCH;
+  return syscall(SYS_pidfd_send_signal, d->pidfd, sig, NULL, 0) == 0 ? 0 : -errno;
+}
+
+void sh_proc_kill_all(void) {
   for (uint32_t n = 1; n <= L.n; n++) {
     sh_proc_node *d = &L.node[n];
-    int status;
-    if (d->pid != 0 && waitpid(d->pid, &status, WNOHANG) == d->pid) ended(n, status);
+    if (d->pid == 0) continue;
+    d->killed = true;
+    (void)sh_proc_signal(n, SIGKILL);
+    (void)collect(n, 0);
   }
 }
 
@@ -159,9 +201,8 @@ int sh_proc_wait_end(uint32_t n, int64_t ms) {
   while (r < 0 && errno == EINTR);
   pthread_mutex_lock(&L.mu);
   if (r <= 0) return -ETIMEDOUT;
-  int status;
-  /* Only the launcher thread reaps: the node is still ours. */
-  if (d->pid == pid && waitpid(pid, &status, 0) == pid) ended(n, status);
+  /* Only the launcher thread reaps: the node is still this one. */
+  if (d->pid == pid) (void)collect(n, 0);
   return 0;
 }
 

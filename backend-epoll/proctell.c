@@ -51,7 +51,10 @@ int sh_node_tell(const void *data, size_t len) {
     e->len = (uint32_t)len;
     e->true_ns = mono_ns();
     if (len != 0) memcpy(e->data, data, len);
-    m->tail++; /* last: a teller killed before this told nothing */
+    /* Last, and kept last by the compiler: a teller killed before this
+     * store told nothing. */
+    atomic_signal_fence(memory_order_release);
+    m->tail++;
   }
   pthread_mutex_unlock(&m->mu);
   return rc;
@@ -79,8 +82,9 @@ int sh_node_hear(void) {
    * hold the caller for ever. */
   for (int i = 0; i < 4 * SH_PROC_EVENTS && take(m, &e, &lost); i++) {
     if (listener == NULL || e.node == 0 || e.node > SH_NODE_MAX) continue;
+    /* Clamped: a node can write anywhere in the mapping. */
     sh_node_heard h = {.node = m->node[e.node].name, .boot = e.boot, .true_ns = e.true_ns,
-                       .data = e.data, .len = e.len};
+                       .data = e.data, .len = e.len < SH_NODE_TELL_MAX ? e.len : SH_NODE_TELL_MAX};
     listener(&h, listener_ctx);
     heard++;
   }

@@ -39,7 +39,11 @@
  * in the simulator, at sh_node_hear (in the liveness condition and in
  * verify) on processes, where the nemesis only crashes and restarts.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <string.h>
 
 #include <failover/failover.h>
@@ -81,6 +85,7 @@ typedef struct fo_world {
   interval iv[MAX_INTERVALS];
   uint32_t niv, cur[MAX_NODES + 1]; /* cur: 1 + the node's open interval, or 0 */
   bool healed;
+  unsigned port; /* the nodes': 7000, or on processes one no listener holds */
   /* argv storage: nodes' and clients' */
   char text[MAX_NODES + CLIENTS][MAX_ARGS][32];
   char *argv[MAX_NODES + CLIENTS][MAX_ARGS + 1];
@@ -169,6 +174,21 @@ static void hear(fo_world *w) {
   SH_SCN_CHECK(w->s, rc >= 0, "the nodes told more than the checker could keep: %d", rc);
 }
 
+/* A port no socket of the machine holds now (7000 if none can be told):
+ * on processes the nodes' loopback addresses share the machine's ports, so
+ * a listener on 0.0.0.0:7000 elsewhere would refuse their binds. */
+static unsigned free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET};
+  socklen_t len = sizeof sa;
+  unsigned port = 7000;
+  if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+      getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+    port = ntohs(sa.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+
 /* argv i of the world from its words (copied into its storage). */
 static char **args(fo_world *w, int i, const char *const *words, int n) {
   SH_SCN_CHECK(w->s, n <= MAX_ARGS, "%d words for %d", n, MAX_ARGS);
@@ -190,13 +210,13 @@ static int node_argv(fo_world *w, int id, char ***out) {
   words[n] = buf[n];
   n++;
   words[n++] = "--listen";
-  snprintf(buf[n], sizeof(buf[n]), "10.0.0.%d:7000", id);
+  snprintf(buf[n], sizeof(buf[n]), "10.0.0.%d:%u", id, w->port);
   words[n] = buf[n];
   n++;
   for (int p = 1; p <= w->nodes; p++) {
     if (p == id) continue;
     words[n++] = "--peer";
-    snprintf(buf[n], sizeof(buf[n]), "%d=10.0.0.%d:7000", p % 10, p % 10);
+    snprintf(buf[n], sizeof(buf[n]), "%d=10.0.0.%d:%u", p % 10, p % 10, w->port);
     words[n] = buf[n];
     n++;
   }
@@ -224,7 +244,7 @@ static int client_argv(fo_world *w, int c, char ***out) {
   words[n++] = "failover-client";
   for (int k = 0; k < w->nodes; k++) {
     words[n++] = "--server";
-    snprintf(buf[n], sizeof(buf[n]), "10.0.0.%d:7000", 1 + (c + k) % w->nodes);
+    snprintf(buf[n], sizeof(buf[n]), "10.0.0.%d:%u", 1 + (c + k) % w->nodes, w->port);
     words[n] = buf[n];
     n++;
   }
@@ -258,6 +278,7 @@ static int setup_shape(sh_scn *s, sh_system *sys, const fo_shape *shape) {
   w->shape = shape;
   w->sys = sys;
   w->nodes = nodes;
+  w->port = sh_scn_simulated(s) ? 7000 : free_port();
   sh_node_listen(on_heard, w);
   for (int id = 1; id <= nodes; id++) {
     char **argv;

@@ -43,7 +43,7 @@
 #define IP_B SH_IPV4(10, 9, 0, 2)
 #define IP_C SH_IPV4(10, 9, 0, 3)
 
-static uint64_t mono_ns(void) {
+static inline uint64_t mono_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -122,7 +122,7 @@ static int await(const char *node, uint32_t kind, int from) {
 
 /* Whether the node is up (want 1) or down (0) within WAIT_MS; hears
  * nothing meanwhile. */
-static bool wait_up(const char *name, int want) {
+static inline bool wait_up(const char *name, int want) {
   for (int waited = 0; sh_node_up(name) != want; waited += 5) {
     if (waited >= WAIT_MS) return false;
     th_sleep_ms(5);
@@ -130,7 +130,7 @@ static bool wait_up(const char *name, int want) {
   return true;
 }
 
-static sh_node_stats stats(const char *name) {
+static inline sh_node_stats stats(const char *name) {
   sh_node_stats st;
   assert_int_equal(sh_node_stats_get(name, &st), 0);
   return st;
@@ -172,7 +172,7 @@ static int add_node(const char *name, uint32_t ip, const char *args) {
 
 /* A TCP port free on every address now (it stays free in practice: the
  * kernel hands ephemeral ports out in turn). */
-static uint16_t free_port(void) {
+static inline uint16_t free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   assert_true(fd >= 0);
   struct sockaddr_in a = {.sin_family = AF_INET};
@@ -249,7 +249,7 @@ static const sh_actor_class probe_class = {
 
 /* Connects from a system of the test's own to `to` and reads until the
  * peer closes; what it got. */
-static void probe(const sh_netaddr *to, probe_result *res) {
+static inline void probe(const sh_netaddr *to, probe_result *res) {
   memset(res, 0, sizeof *res);
   sh_system *sys = th_env(1, 0);
   probe_cfg cfg = {.to = *to, .res = res};

@@ -14,7 +14,10 @@
  *   --abort        aborts right after its boot report (a fault);
  *   --exit N       ends its own system with status N after it;
  *   --stall-stop   makes its entry's stop hook sleep 15 s (a stop that
- *                  does not end in time).
+ *                  does not end in time);
+ *   --connect-ms T gives its --connect a timeout of T ms;
+ *   --persist-empty  persists an empty state instead of its count;
+ *   --is-cut       puts sh_node_is_cut(itself, "main") in its boot's aux.
  * It counts its boots in what it persists (sh_node_recall, +1,
  * sh_node_persist) and tells every step (cp_report, through sh_node_tell):
  * its boot (the count, its listener's address as it sees it, its name),
@@ -53,6 +56,7 @@ typedef struct cp_report {
   uint32_t counter;
   int32_t error;   /* the first call that failed: its negative errno (0: none) */
   uint32_t inited; /* BOOT: the spec's init ran in this process */
+  int32_t aux;     /* BOOT with --is-cut: what sh_node_is_cut said */
   sh_netaddr local, peer;
   char self[32];   /* sh_node_self() */
   char text[32];
@@ -76,7 +80,8 @@ static void cp_tell(cp_report *r) {
 
 typedef struct cp_opts {
   sh_netaddr listen, to;
-  bool connect, abort_after, stall_stop;
+  bool connect, abort_after, stall_stop, persist_empty, is_cut;
+  long connect_ms;
   int exit_code; /* -1: none */
   long ticks;
 } cp_opts;
@@ -99,8 +104,11 @@ static int cp_parse(int argc, char **argv, cp_opts *o) {
       o->abort_after = true;
       continue;
     }
-    if (strcmp(a, "--stall-stop") == 0) {
-      o->stall_stop = true;
+    if (strcmp(a, "--stall-stop") == 0 || strcmp(a, "--persist-empty") == 0 ||
+        strcmp(a, "--is-cut") == 0) {
+      o->stall_stop |= a[2] == 's';
+      o->persist_empty |= a[2] == 'p';
+      o->is_cut |= a[2] == 'i';
       continue;
     }
     if (strcmp(a, "--connect") == 0 && next != NULL && sh_netaddr_parse(next, &o->to) == 0) {
@@ -109,6 +117,8 @@ static int cp_parse(int argc, char **argv, cp_opts *o) {
                sh_netaddr_parse(next, &o->listen) == 0) {
     } else if (strcmp(a, "--port") == 0 && cp_num(next, 0, 65535, &v)) {
       o->listen.port = (uint16_t)v;
+    } else if (strcmp(a, "--connect-ms") == 0 && cp_num(next, 1, 60000, &v)) {
+      o->connect_ms = v;
     } else if (strcmp(a, "--exit") == 0 && cp_num(next, 0, 255, &v)) {
       o->exit_code = (int)v;
     } else if (strcmp(a, "--ticks") == 0 && cp_num(next, 0, 100000, &v)) {
@@ -175,7 +185,9 @@ static cp_report cp_boot(cp_node *n, const cp_opts *o) {
   int64_t got = sh_node_recall(&count, sizeof count);
   if (got != 0 && got != (int64_t)sizeof count) r.error = got < 0 ? (int32_t)got : -EIO;
   r.counter = count + 1;
-  int rc = sh_node_persist(&r.counter, sizeof r.counter);
+  if (o->is_cut) r.aux = sh_node_is_cut(sh_node_self(), "main");
+  int rc = o->persist_empty ? sh_node_persist(NULL, 0)
+                            : sh_node_persist(&r.counter, sizeof r.counter);
   if (rc == 0) {
     sh_tcp_server *srv = NULL;
     rc = sh_tcp_serve(sh_actor_system(&n->base), &o->listen, &cp_conn_class, NULL, 1, NULL, &srv);
@@ -218,7 +230,8 @@ static sh_yield cp_node_notice(sh_actor *self, sh_stack *st) {
   if (o.abort_after) abort();
   if (o.exit_code >= 0) sh_system_exit(sh_actor_system(self), o.exit_code);
   if (!o.connect || o.exit_code >= 0) return sh_return(st, NULL);
-  l->f = sh_tcp_connect(st, &o.to, NULL);
+  sh_channel_opts copts = {.connect_timeout_ms = o.connect_ms};
+  l->f = sh_tcp_connect(st, &o.to, o.connect_ms != 0 ? &copts : NULL);
   if (l->f == NULL) return sh_throw(st, -ENOMEM);
   return sh_suspend(st, CP_CONNECTING);
 }
