@@ -436,6 +436,7 @@ void sh_plat_model_note(sh_model_event ev, const volatile void *a, uintptr_t b, 
   uintptr_t p = (uintptr_t)a;
   SH_ASSERT(p != 0);
   events++;
+  sh_simmodeltab_room();
   switch (ev) {
   case SH_MODEL_BOX_NEW: box_new(p); break;
   case SH_MODEL_PUSH: push(p, b, c); break;

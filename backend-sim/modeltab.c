@@ -1,7 +1,8 @@
 /*
  * The reference model's table (modeltab.h): linear probing, deletion by
  * backward shift (no tombstones, so probes stay short however many entries
- * come and go), emptiness by epoch (a reset costs one increment).
+ * come and go), emptiness by epoch (a reset costs one increment), the
+ * slots in use growing by doubling from SH_SIMMODELTAB_FIRST.
  */
 #include "modeltab.h"
 
@@ -10,12 +11,18 @@
 #include "base/check.h"
 #include "run.h"
 
-#define MASK (SH_SIMMODELTAB_SLOTS - 1u)
-
 static sh_simmodel_entry slots[SH_SIMMODELTAB_SLOTS];
 /* Static slots have epoch 0: empty in the first run, which is 1. */
 static uint32_t epoch = 1;
 static uint32_t live;
+/* Slots [0, cap) are the table now; those past it hold nothing of this
+ * run (each use of a slot is of this epoch's table). */
+static uint32_t cap = SH_SIMMODELTAB_FIRST;
+#define MASK (cap - 1u)
+
+_Static_assert((SH_SIMMODELTAB_FIRST & (SH_SIMMODELTAB_FIRST - 1u)) == 0 &&
+                   SH_SIMMODELTAB_FIRST <= SH_SIMMODELTAB_SLOTS,
+               "the first table is a power of two within the slots");
 
 void sh_simmodeltab_reset(void) {
   /* A wrap would revive entries of a run 2^32 runs ago: start over. */
@@ -24,6 +31,7 @@ void sh_simmodeltab_reset(void) {
     epoch = 1;
   }
   live = 0;
+  cap = SH_SIMMODELTAB_FIRST;
 }
 
 uint32_t sh_simmodeltab_count(void) { return live; }
@@ -44,7 +52,7 @@ static int same(const sh_simmodel_entry *e, uint32_t kind, uintptr_t a, uint64_t
  * the table is never full (SH_SIMMODELTAB_MAX < SH_SIMMODELTAB_SLOTS). */
 static sh_simmodel_entry *probe(uint32_t kind, uintptr_t a, uint64_t b) {
   uint32_t i = home(kind, a, b);
-  for (uint32_t n = 0; n < SH_SIMMODELTAB_SLOTS; n++, i = (i + 1) & MASK) {
+  for (uint32_t n = 0; n < cap; n++, i = (i + 1) & MASK) {
     sh_simmodel_entry *e = &slots[i];
     if (!used(e) || same(e, kind, a, b)) return e;
   }
@@ -55,6 +63,29 @@ static sh_simmodel_entry *probe(uint32_t kind, uintptr_t a, uint64_t b) {
 sh_simmodel_entry *sh_simmodeltab_find(uint32_t kind, uintptr_t a, uint64_t b) {
   sh_simmodel_entry *e = probe(kind, a, b);
   return used(e) ? e : NULL;
+}
+
+/* Doubles the table: its live entries set aside, then put back by their
+ * homes in the larger one. The slots it grows into hold only entries of
+ * other epochs (a reset shrank it, or it never grew this far): empty. */
+static void grow(void) {
+  static sh_simmodel_entry aside[SH_SIMMODELTAB_MAX];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < cap; i++)
+    if (used(&slots[i])) {
+      SH_ASSERT(n < SH_SIMMODELTAB_MAX);
+      aside[n++] = slots[i];
+      slots[i].epoch = 0;
+    }
+  for (uint32_t i = cap; i < 2 * cap; i++) slots[i].epoch = 0;
+  cap *= 2;
+  for (uint32_t k = 0; k < n; k++) *probe(aside[k].kind, aside[k].a, aside[k].b) = aside[k];
+}
+
+void sh_simmodeltab_room(void) {
+  /* Three quarters live, with the headroom of one note: a larger table,
+   * while the slots allow. */
+  if (live + SH_SIMMODELTAB_NOTE_MAX >= cap / 4u * 3u && cap < SH_SIMMODELTAB_SLOTS) grow();
 }
 
 sh_simmodel_entry *sh_simmodeltab_get(uint32_t kind, uintptr_t a, uint64_t b, int *made) {
@@ -69,6 +100,8 @@ sh_simmodel_entry *sh_simmodeltab_get(uint32_t kind, uintptr_t a, uint64_t b, in
              (unsigned)SH_SIMMODELTAB_MAX);
     sh_simrun_fail("model", d);
   }
+  /* sh_simmodeltab_room left room for every entry one note makes. */
+  SH_ASSERT(live + 1 < cap);
   *e = (sh_simmodel_entry){.epoch = epoch, .kind = kind, .a = a, .b = b};
   live++;
   return e;
@@ -81,11 +114,11 @@ static int may_fill(uint32_t i, uint32_t j, uint32_t k) {
 }
 
 void sh_simmodeltab_del(sh_simmodel_entry *e) {
-  SH_ASSERT(e >= slots && e < slots + SH_SIMMODELTAB_SLOTS && used(e) && live > 0);
+  SH_ASSERT(e >= slots && e < slots + cap && used(e) && live > 0);
   uint32_t i = (uint32_t)(e - slots), j = i;
   live--;
   /* Bounded: a run of used slots ends, the table is never full. */
-  for (uint32_t n = 0; n < SH_SIMMODELTAB_SLOTS; n++) {
+  for (uint32_t n = 0; n < cap; n++) {
     j = (j + 1) & MASK;
     if (!used(&slots[j])) break;
     if (may_fill(i, j, home(slots[j].kind, slots[j].a, slots[j].b))) {
@@ -106,7 +139,7 @@ void sh_simmodeltab_forget(bool (*dead)(const void *ctx, uintptr_t a), const voi
     uint64_t b;
   } keys[SH_SIMMODELTAB_MAX];
   uint32_t n = 0;
-  for (uint32_t i = 0; i < SH_SIMMODELTAB_SLOTS && n < SH_SIMMODELTAB_MAX; i++) {
+  for (uint32_t i = 0; i < cap && n < SH_SIMMODELTAB_MAX; i++) {
     const sh_simmodel_entry *e = &slots[i];
     if (used(e) && (dead(ctx, e->a) || dead(ctx, (uintptr_t)e->b)))
       keys[n++] = (struct key){e->kind, e->a, e->b};

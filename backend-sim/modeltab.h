@@ -8,8 +8,12 @@
  * SH_SIMMODELTAB_MAX live entries fails with kind "model", naming the bound,
  * instead of checking less. Reset per simulation in O(1): each entry
  * carries the run it belongs to (its epoch), and an entry of another run is
- * empty. The table is never walked: addresses pick slots, and nothing is
- * decided or printed in the order of addresses.
+ * empty. A run uses the first SH_SIMMODELTAB_FIRST slots and doubles that
+ * (a rehash, between two notes of the model: sh_simmodeltab_room) when
+ * three quarters are live, so the few hundred entries of a typical run sit
+ * in the cache instead of scattered over megabytes. The
+ * table is walked only to rehash and to forget (keys, not order, decide),
+ * and nothing is decided or printed in the order of addresses.
  */
 #ifndef SH_SIM_MODELTAB_H
 #define SH_SIM_MODELTAB_H
@@ -18,6 +22,8 @@
 #include <stdint.h>
 
 #define SH_SIMMODELTAB_SLOTS (1u << 17)
+/* The slots a run starts with (a power of two). */
+#define SH_SIMMODELTAB_FIRST (1u << 10)
 /* Live entries at most: three quarters of the slots keep probes short. */
 #define SH_SIMMODELTAB_MAX (SH_SIMMODELTAB_SLOTS / 4u * 3u)
 
@@ -29,6 +35,12 @@ typedef struct sh_simmodel_entry {
   uint64_t v, w, x; /* the rule's values, 0 in a new entry */
   uint32_t y, z;
 } sh_simmodel_entry;
+
+/* Entries one model note makes, at most (the headroom a grow keeps). */
+#define SH_SIMMODELTAB_NOTE_MAX 16u
+/* Before each note, never inside one: a table that must grow grows now,
+ * while no entry pointer is held (a grow moves every entry). */
+void sh_simmodeltab_room(void);
 
 /* Forgets everything: a new simulation begins. */
 void sh_simmodeltab_reset(void);

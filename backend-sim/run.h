@@ -76,6 +76,7 @@ typedef struct sh_simtab {
    * the strategies' picks and the poll check cost a word per 64 fibers,
    * not a look at each: a cluster has many. */
   uint64_t runnable[SH_SIM_MAX_FIBERS / 64];
+  uint32_t nrunnable; /* its bits set: a count kept, not counted per pick */
   /* Bit i: fiber i has work: its last step was no poll, or it was made
    * runnable since. When no other runnable fiber has work, a poller's
    * step may take idle_step_ns (run.c, advance): every one of them only
@@ -176,12 +177,16 @@ static inline uint32_t sh_simrun_cur(void) {
 /* Every change of a fiber's state goes through here (the runnable set). */
 static inline void sh_simrun_set_state(sh_simtab *t, sh_simrun_fiber *f,
                                        sh_simrun_fiber_state st) {
-  uint64_t bit = 1ull << (f->index % 64);
+  uint64_t bit = 1ull << (f->index % 64), *word = &t->runnable[f->index / 64];
+  bool was = (*word & bit) != 0;
   if (st == SH_SIMRUN_RUNNABLE) {
-    t->runnable[f->index / 64] |= bit;
+    t->nrunnable += !was;
+    *word |= bit;
     t->busy[f->index / 64] |= bit;
-  } else
-    t->runnable[f->index / 64] &= ~bit;
+  } else {
+    t->nrunnable -= was;
+    *word &= ~bit;
+  }
   f->state = st;
 }
 

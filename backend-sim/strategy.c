@@ -71,8 +71,7 @@ static uint64_t rng_below(uint64_t n) { return sh_simrng_below(&T.rng, n); }
 
 /* Runnable fibers but `skip`, from the runnable set. */
 static uint32_t count_but(const sh_simtab *p, uint32_t skip) {
-  uint32_t n = 0;
-  for (uint32_t w = 0; w < WORDS(p); w++) n += (uint32_t)__builtin_popcountll(p->runnable[w]);
+  uint32_t n = p->nrunnable;
   if (skip < p->nfibers && p->f[skip].state == SH_SIMRUN_RUNNABLE) n--;
   return n;
 }
