@@ -111,7 +111,11 @@ static void test_explore_finds_race(void **state) {
 
 static void test_explore_lists_points(void **state) {
   (void)state;
-  const outcome *o = SHSIM("explore", "stealing", "--seeds", "1..2", "--runs", "12");
+  /* Failures' replay files go to a directory of the test's (a mutant's
+   * build fails here: never into the directory the tests run from). */
+  char dir[PATH_MAX];
+  out_dir(dir, sizeof(dir));
+  const outcome *o = SHSIM("explore", "stealing", "--seeds", "1..2", "--runs", "12", "--out", dir);
   expect_status(o, 0);
   char counts[LINE_MAX_LEN];
   after(o->out.text, "sometimes-points: ", counts, sizeof(counts));
@@ -126,6 +130,7 @@ static void test_explore_lists_points(void **state) {
   while (stolen > o->out.text && stolen[-1] != '\n') stolen--;
   assert_true(strncmp(stolen, "  reached (run ", strlen("  reached (run ")) == 0);
   assert_non_null(strstr(o->out.text, "edges: none recorded"));
+  remove_out_dir(dir);
 }
 
 /* ---- the same campaign twice -------------------------------------------------------- */
@@ -141,19 +146,22 @@ static char *report_text(const outcome *o) {
 
 static void test_explore_deterministic(void **state) {
   (void)state;
-  const outcome *o = SHSIM("explore", "ask_reply", "--seeds", "3..4", "--runs", "40");
+  char dir[PATH_MAX];
+  out_dir(dir, sizeof(dir));
+  const outcome *o = SHSIM("explore", "ask_reply", "--seeds", "3..4", "--runs", "40", "--out", dir);
   expect_status(o, 0);
   char first_line[LINE_MAX_LEN];
   after(o->out.text, "explore: ", first_line, sizeof(first_line));
   assert_non_null(strstr(first_line, "40 runs ("));
   char *a = report_text(o);
-  o = SHSIM("explore", "ask_reply", "--seeds", "3..4", "--runs", "40");
+  o = SHSIM("explore", "ask_reply", "--seeds", "3..4", "--runs", "40", "--out", dir);
   expect_status(o, 0);
   char *b = report_text(o);
   assert_string_equal(a, b);
   free(a);
   free(b);
   expect_status(SHSIM("explore", "ask_reply", "--runs", "4"), 2); /* no --seeds */
+  remove_out_dir(dir);
 }
 
 /* ---- a signal, and TMPDIR on another filesystem ---------------------------------- */
