@@ -215,12 +215,16 @@ static unsigned entries(const char *dir, const char *prefix) {
 static void test_explore_sigint(void **state) {
   (void)state;
   static char out[OUT_CAP];
-  const char *args[] = {"shsim", "explore", "all", "--seeds", "1..1", "--runs", "1000000", NULL};
+  char dir[PATH_MAX];
+  out_dir(dir, sizeof(dir));
+  const char *args[] = {"shsim", "explore", "all", "--seeds", "1..1", "--runs", "1000000",
+                        "--out", dir, NULL};
   int status = spawn(tmp_dir, 1500, out, sizeof(out), args);
   assert_int_equal(status, 128 + SIGINT);
   assert_non_null(strstr(out, "  stopped by SIGINT"));
   assert_non_null(strstr(out, "sometimes-points: "));
   assert_int_equal(entries(tmp_dir, "shsim-explore-"), 0);
+  remove_out_dir(dir);
 }
 
 /* The failure's replay file is kept when TMPDIR is on another filesystem
