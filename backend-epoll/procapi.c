@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "base/check.h"
+#include "nodespec.h"
 #include "proc.h"
 
 #define L sh_proc_l
@@ -39,23 +40,10 @@ static int node_of(const char *name) {
 
 /* ---- declaring a node ---------------------------------------------------------------- */
 
-static bool name_ok(const char *s) {
-  size_t n = s != NULL ? strnlen(s, 32) : 0;
-  if (n == 0 || n > 31 || strcmp(s, "main") == 0) return false;
-  for (size_t i = 0; i < n; i++)
-    if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
-          s[i] == '-'))
-      return false;
-  return true;
-}
-
-/* The spec's shape, and (taken) against the nodes of the cluster. */
+/* The spec's shape, and (taken) against the nodes of the cluster. A
+ * process's workers have no bound of the simulator's. */
 static int spec_check(const sh_node_spec *sp, bool taken) {
-  if (sp == NULL || !name_ok(sp->name) || sp->ip == 0 || sp->ip >> 24 == 127 ||
-      sp->ip == UINT32_MAX || sp->entry == NULL || sp->argc < 0 ||
-      (sp->argc > 0 && sp->argv == NULL) || sp->max_drift_ppm < 0 ||
-      sp->max_drift_ppm > SH_NODE_DRIFT_LIMIT_PPM)
-    return -EINVAL;
+  if (!sh_nodespec_ok(sp, UINT32_MAX)) return -EINVAL;
   for (uint32_t n = 1; taken && L.m != NULL && n <= L.n; n++)
     if (strcmp(L.m->node[n].name, sp->name) == 0 || L.m->node[n].ip == sp->ip) return -EEXIST;
   return L.n == SH_NODE_MAX ? -ENOSPC : 0;

@@ -13,6 +13,7 @@
 #include "base/check.h"
 #include "nodeint.h"
 #include "nodemem.h"
+#include "nodespec.h"
 
 static sh_simrun *const S = &sh_simrun_state;
 #define X sh_simnodes_state
@@ -53,23 +54,8 @@ const char *sh_node_self(void) {
 
 /* ---- declaring a node ---------------------------------------------------------------- */
 
-static bool name_ok(const char *s) {
-  size_t n = s != NULL ? strnlen(s, 32) : 0;
-  if (n == 0 || n > 31 || strcmp(s, "main") == 0) return false;
-  for (size_t i = 0; i < n; i++)
-    if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
-          s[i] == '-'))
-      return false;
-  return true;
-}
-
-static bool ip_ok(uint32_t ip) { return ip != 0 && ip >> 24 != 127 && ip != UINT32_MAX; }
-
 static int spec_check(const sh_node_spec *sp) {
-  if (sp == NULL || !name_ok(sp->name) || !ip_ok(sp->ip) || sp->entry == NULL ||
-      sp->argc < 0 || (sp->argc > 0 && sp->argv == NULL) || sp->workers > SH_SIM_MAX_WORKERS ||
-      sp->max_drift_ppm < 0 || sp->max_drift_ppm > SH_NODE_DRIFT_LIMIT_PPM)
-    return -EINVAL;
+  if (!sh_nodespec_ok(sp, SH_SIM_MAX_WORKERS)) return -EINVAL;
   if (sh_simnode_find(sp->name) != 0 || sh_simnode_by_ip(sp->ip) != 0) return -EEXIST;
   return X.n + 1 >= SH_SIMNODE_MAX ? -ENOSPC : 0;
 }
