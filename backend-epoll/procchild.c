@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
+#include "nodespec.h"
 #include "proc.h"
 
 /* ---- persisted state ---------------------------------------------------------------- */
@@ -113,12 +114,7 @@ static void *term_waiter(void *arg) {
 
 /* The node's system, as sh_run runs it; its exit status. */
 static int run_node(const sh_proc_slot *d, const sh_actor_class *entry, int argc, char **argv) {
-  sh_config cfg;
-  if (d->has_config)
-    cfg = d->config;
-  else
-    sh_config_default(&cfg);
-  cfg.workers = d->workers;
+  sh_config cfg = sh_nodespec_config(d->has_config ? &d->config : NULL, d->workers);
   sh_system *sys;
   int rc = sh_system_new(&cfg, &sys);
   if (rc != 0) return 70;

@@ -37,6 +37,7 @@
 #include "model.h"
 #include "net.h"
 #include "nodeint.h"
+#include "nodespec.h"
 #include "nodemem.h"
 
 static sh_simrun *const S = &sh_simrun_state;
@@ -203,12 +204,7 @@ void sh_simnode_wake_all(uint32_t n) {
 
 static void node_main(void *arg) {
   sh_simnode *d = arg;
-  sh_config cfg;
-  if (d->has_config)
-    cfg = d->config;
-  else
-    sh_config_default(&cfg);
-  cfg.workers = d->workers;
+  sh_config cfg = sh_nodespec_config(d->has_config ? &d->config : NULL, d->workers);
   if (d->init != NULL) d->init();
   d->exit_code = sh_run(&cfg, d->entry, d->argc, d->argv);
 }

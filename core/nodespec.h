@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <stackhouse/cluster.h>
+#include <stackhouse/system.h>
 
 /* [a-z0-9_-], 1..31 characters, and not "main" (node 0's name in cuts). */
 static inline bool sh_nodespec_name_ok(const char *s) {
@@ -33,6 +34,18 @@ static inline bool sh_nodespec_ok(const sh_node_spec *sp, uint32_t max_workers) 
          sp->ip != UINT32_MAX && sp->entry != NULL && sp->argc >= 0 &&
          (sp->argc == 0 || sp->argv != NULL) && sp->workers <= max_workers &&
          sp->max_drift_ppm >= 0 && sp->max_drift_ppm <= SH_NODE_DRIFT_LIMIT_PPM;
+}
+
+/* A node's system configuration at each boot: its spec's (copied, or
+ * the defaults when it gave none), with the node's worker count. */
+static inline sh_config sh_nodespec_config(const sh_config *given, uint32_t workers) {
+  sh_config cfg;
+  if (given != NULL)
+    cfg = *given;
+  else
+    sh_config_default(&cfg);
+  cfg.workers = workers;
+  return cfg;
 }
 
 #endif

@@ -154,6 +154,16 @@ static void cluster_end(int rc) {
   assert_int_equal(sh_node_listen(NULL, NULL), 0);
 }
 
+/* After each case, one that failed included: its cluster ends, what it
+ * told is dropped, so the next case starts clean. */
+static inline int teardown(void **state) {
+  (void)state;
+  (void)sh_node_stop_all();
+  (void)sh_node_listen(NULL, NULL);
+  (void)sh_node_hear();
+  return 0;
+}
+
 /* ---- nodes --------------------------------------------------------------------------- */
 
 /* Declares and boots node `name` at ip, its argv "node" and the words of

@@ -455,16 +455,6 @@ static void test_next_cluster_hears_none_of_the_last(void **state) {
   assert_int_equal(g.bad_self, 0);
 }
 
-/* After each case, one that failed included: its cluster ends, what it
- * told is dropped, so the next case starts clean. */
-static int teardown(void **state) {
-  (void)state;
-  (void)sh_node_stop_all();
-  (void)sh_node_listen(NULL, NULL);
-  (void)sh_node_hear();
-  return 0;
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_boot_and_addresses, teardown),

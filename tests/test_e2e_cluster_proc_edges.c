@@ -175,14 +175,6 @@ static void test_is_cut_from_a_node(void **state) {
   cluster_end(0);
 }
 
-static int teardown(void **state) {
-  (void)state;
-  (void)sh_node_stop_all();
-  (void)sh_node_listen(NULL, NULL);
-  (void)sh_node_hear();
-  return 0;
-}
-
 int main(void) {
   alarm(WATCHDOG_S);
   const struct CMUnitTest tests[] = {
